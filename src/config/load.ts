@@ -1,0 +1,84 @@
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { z } from 'zod';
+import { GatewayConfigSchema, type GatewayConfig } from './schema.js';
+
+/** A configuration problem; `message` names the file, the JSON path and what is wrong. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function formatPath(path: ReadonlyArray<PropertyKey>): string {
+  if (path.length === 0) return '(root)';
+  return path
+    .map((p, i) => (typeof p === 'number' ? `[${p}]` : /^[A-Za-z_$][\w$]*$/.test(String(p)) ? (i ? '.' : '') + String(p) : `[${JSON.stringify(String(p))}]`))
+    .join('');
+}
+
+/**
+ * Replaces `${NAME}` in every string value with the environment variable NAME.
+ * @throws ConfigError naming the JSON path when a variable is unset.
+ */
+export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: PropertyKey[] = []): unknown {
+  if (typeof value === 'string') {
+    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+      const v = env[name];
+      if (v === undefined) throw new ConfigError(`${formatPath(path)}: environment variable ${name} is not set`);
+      return v;
+    });
+  }
+  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...path, i]));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k])]));
+  }
+  return value;
+}
+
+/**
+ * Validates a configuration object (after `${ENV}` substitution) against {@link GatewayConfigSchema}.
+ * Relative stdio `cwd` values are resolved against `baseDir`.
+ * @throws ConfigError listing every problem as `path: message`.
+ */
+export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): GatewayConfig {
+  const substituted = substituteEnv(raw, env);
+  const parsed = GatewayConfigSchema.safeParse(substituted);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${formatPath(i.path)}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  const cfg = parsed.data;
+  for (const u of Object.values(cfg.upstreams)) {
+    if (u.transport === 'stdio' && u.cwd) u.cwd = resolve(baseDir, u.cwd);
+  }
+  return cfg;
+}
+
+/**
+ * Reads and validates a `gateway.config.json` file.
+ * @throws ConfigError when the file is missing, is not JSON, or does not match the schema.
+ */
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
+  }
+  try {
+    return parseConfig(raw, env, dirname(resolve(file)));
+  } catch (e) {
+    if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
+    throw e;
+  }
+}
+
+/** The JSON Schema for the config file, generated from the zod schema. */
+export function configJsonSchema(): Record<string, unknown> {
+  return z.toJSONSchema(GatewayConfigSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;
+}

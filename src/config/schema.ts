@@ -1,0 +1,134 @@
+/**
+ * The one source of truth for `gateway.config.json`.
+ *
+ * `config/gateway.schema.json` is generated from {@link GatewayConfigSchema} by `npm run schema`;
+ * configs name it in `$schema` so editors validate and complete them.
+ */
+import { z } from 'zod';
+
+const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
+const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
+
+/** Name of an upstream: it becomes the path segment of `POST /mcp/NAME`. */
+export const UpstreamNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]*$/, 'upstream names use letters, digits, ".", "_" and "-" and start with a letter or digit');
+
+const TimeoutsSchema = z
+  .object({
+    connectMs: positiveMs('Time to start the upstream (spawn or connect) and finish `initialize`').default(15_000),
+    requestMs: positiveMs(
+      'Longest silence from the upstream while it works on one request; progress notifications and server-initiated requests reset it, time parked waiting for the client does not count',
+    ).default(60_000),
+    totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(600_000),
+    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy').default(10_000),
+  })
+  .strict()
+  .describe('Timeouts for this upstream, in milliseconds');
+
+const RootSchema = z.object({ uri: z.string().min(1), name: z.string().optional() }).strict();
+
+const InputPolicySchema = z
+  .object({
+    allow: z
+      .array(z.enum(['elicitation', 'sampling', 'roots']))
+      .default(['elicitation', 'sampling', 'roots'])
+      .describe(
+        'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
+      ),
+    batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+  })
+  .strict()
+  .describe('Which server-initiated requests become input requests for the client');
+
+const CacheHintsSchema = z
+  .object({
+    ttlMs: ms('ttlMs put on list results and resources/read results').default(0),
+    scope: z.enum(['public', 'private']).default('private').describe('cacheScope put on list results and resources/read results'),
+  })
+  .strict();
+
+const upstreamCommon = {
+  timeouts: TimeoutsSchema.prefault({}),
+  maxSessions: z.number().int().positive().default(8).describe('Most upstream sessions open at once for this upstream (each holds one call in flight)'),
+  idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
+  roots: z.array(RootSchema).default([]).describe('Answer to a `roots/list` the upstream sends outside any call'),
+  input: InputPolicySchema.prefault({}),
+  cache: CacheHintsSchema.prefault({}).describe('Caching hints (SEP-2549) for cacheable results'),
+};
+
+const StdioUpstreamSchema = z
+  .object({
+    transport: z.literal('stdio'),
+    command: z.string().min(1).describe('Executable to spawn'),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}).describe('Extra environment for the child (added to a minimal safe default environment)'),
+    cwd: z.string().optional().describe('Working directory of the child; relative paths are resolved against the config file'),
+    ...upstreamCommon,
+  })
+  .strict();
+
+const HttpUpstreamSchema = z
+  .object({
+    transport: z.literal('streamable-http'),
+    url: z.url().describe('The upstream MCP endpoint, for example http://127.0.0.1:3001/mcp'),
+    headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    ...upstreamCommon,
+  })
+  .strict();
+
+const SseUpstreamSchema = z
+  .object({
+    transport: z.literal('sse'),
+    url: z.url().describe('The legacy HTTP+SSE endpoint (2024-11-05), for example http://127.0.0.1:3001/sse'),
+    headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    ...upstreamCommon,
+  })
+  .strict();
+
+export const UpstreamConfigSchema = z.discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema]);
+
+const StateKeySchema = z
+  .object({
+    kid: z.string().min(1).max(64).describe('Key id written into each sealed requestState'),
+    secret: z.string().min(32, 'a requestState secret needs at least 32 characters').describe('Secret the AES-256-GCM key is derived from (HKDF-SHA256); may be given as ${ENV_VAR}'),
+  })
+  .strict();
+
+export const GatewayConfigSchema = z
+  .object({
+    $schema: z.string().optional(),
+    listen: z
+      .object({
+        host: z.string().min(1).default('127.0.0.1'),
+        port: z.number().int().min(0).max(65535).default(8787),
+      })
+      .strict()
+      .prefault({}),
+    requestState: z
+      .object({
+        keys: z
+          .array(StateKeySchema)
+          .default([])
+          .describe('The first key seals; every key opens. Empty: a key is generated at start and states die with the process.'),
+        ttlMs: positiveMs('Lifetime of a sealed requestState and of the parked call behind it').default(600_000),
+      })
+      .strict()
+      .prefault({}),
+    limits: z
+      .object({
+        maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
+      })
+      .strict()
+      .prefault({}),
+    upstreams: z
+      .record(UpstreamNameSchema, UpstreamConfigSchema)
+      .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')
+      .describe('Upstream MCP servers by name; each is served at POST /mcp/NAME'),
+  })
+  .strict();
+
+/** Parsed configuration (defaults applied). */
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
+/** Parsed configuration of one upstream. */
+export type UpstreamConfig = z.output<typeof UpstreamConfigSchema>;

@@ -1,0 +1,381 @@
+/**
+ * The Exchange: one legacy request (`tools/call`, `prompts/get` or `resources/read`) running on one
+ * leased upstream session (DESIGN "The one idea").
+ *
+ * It turns the upstream's server-initiated `elicitation/create`, `sampling/createMessage` and
+ * `roots/list` into outstanding input requests keyed for `inputRequests`, takes answers for them,
+ * forwards progress, and ends with a result or a JSON-RPC error. Front ends (MRTR, tasks) drive it
+ * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import { ErrorCode, GatewayError, missingCapability, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import type { SessionLease, SessionPool } from '../upstream/pool.js';
+import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
+
+/** Input kinds and the server-initiated method each comes from. */
+export type InputKind = 'elicitation' | 'sampling' | 'roots';
+const KIND_OF: Record<string, InputKind> = {
+  'elicitation/create': 'elicitation',
+  'sampling/createMessage': 'sampling',
+  'roots/list': 'roots',
+};
+
+/** Largest value Node timers accept, in ms: used to switch off the SDK's own request timeout. */
+const NO_SDK_TIMEOUT = 2_147_483_647;
+
+const LooseResult = z.looseObject({});
+
+/** A progress notification's params without the token (the front end adds the client's token). */
+export interface ProgressParams {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+interface PendingInput {
+  key: string;
+  request: InputRequest;
+  resolve: (value: Record<string, unknown>) => void;
+  reject: (err: Error) => void;
+}
+
+/** How the Exchange ended. */
+export type Outcome = { result: Record<string, unknown> } | { error: GatewayError };
+
+/** What an Exchange needs to start. */
+export interface ExchangeInit {
+  upstream: string;
+  cfg: UpstreamConfig;
+  principal: string;
+  method: ExchangeMethod;
+  /** Legacy params to send upstream (no 2026 envelope, no inputResponses/requestState). */
+  params: Record<string, unknown>;
+  clientCapabilities: ClientCapabilities;
+  pool: SessionPool;
+  lease: SessionLease;
+  log: Logger;
+}
+
+/**
+ * Whether `caps` (a 2026 ClientCapabilities) can answer `request`; returns the missing capability
+ * as a ClientCapabilities object, or undefined when it can.
+ */
+export function missingFor(caps: ClientCapabilities, request: InputRequest): Record<string, unknown> | undefined {
+  switch (request.method) {
+    case 'elicitation/create': {
+      const mode = request.params.mode === 'url' ? 'url' : 'form';
+      const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
+      if (!e) return { elicitation: mode === 'url' ? { url: {} } : {} };
+      if (mode === 'url' && !e.url) return { elicitation: { url: {} } };
+      if (mode === 'form' && e.url && !e.form) return { elicitation: { form: {} } };
+      return undefined;
+    }
+    case 'sampling/createMessage': {
+      const s = caps.sampling as { tools?: unknown } | undefined;
+      if (!s) return { sampling: {} };
+      if ((request.params.tools || request.params.toolChoice) && !s.tools) return { sampling: { tools: {} } };
+      return undefined;
+    }
+    case 'roots/list':
+      return caps.roots ? undefined : { roots: {} };
+  }
+}
+
+/** Maps a legacy server-initiated request to a 2026 `inputRequests` entry (no `_meta`, no `elicitationId`, no `task`). */
+export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
+  const method = req.method as InputRequest['method'];
+  if (method === 'roots/list') return { method, params: {} };
+  const { _meta, task, elicitationId, ...params } = (req.params ?? {}) as Record<string, unknown>;
+  void _meta;
+  void task;
+  void elicitationId;
+  return { method, params };
+}
+
+/** Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated). */
+export function downstreamError(upstream: string, err: unknown, sessionDead: string | undefined): GatewayError {
+  if (err instanceof GatewayError) return err;
+  if (err instanceof McpError) {
+    if (err.code === -32000) {
+      return upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' closed the connection during the request (${sessionDead ?? 'connection closed'})`);
+    }
+    if (err.code === -32001) return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
+    if (err.code === -32002) {
+      return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
+    }
+    // McpError prefixes "MCP error N: "; relay the upstream's own message.
+    const message = err.message.replace(/^MCP error -?\d+: /, '');
+    return new GatewayError(err.code, message, err.data);
+  }
+  const msg = err instanceof Error ? err.message : String(err);
+  if (/\b404\b/.test(msg) || /session/i.test(msg)) {
+    return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);
+  }
+  return upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' failed: ${msg}`);
+}
+
+/** One legacy request in flight. */
+export class Exchange {
+  readonly id = randomUUID();
+  readonly createdAt = Date.now();
+  outcome: Outcome | undefined;
+  /** Rounds of input_required answered so far (MRTR front end). */
+  round = 0;
+  private readonly pending = new Map<string, PendingInput>();
+  private readonly usedKeys = new Set<string>();
+  private seq = 0;
+  private lastInputAt = 0;
+  private waiters = new Set<() => void>();
+  private progressSink: ((p: ProgressParams) => void) | undefined;
+  private readonly abort = new AbortController();
+  private idleTimer: NodeJS.Timeout | undefined;
+  private totalTimer: NodeJS.Timeout | undefined;
+  private activeUsedMs = 0;
+  private activeSince: number | undefined;
+  private released = false;
+  private cancelled = false;
+
+  constructor(private readonly init: ExchangeInit) {}
+
+  get upstream(): string {
+    return this.init.upstream;
+  }
+  get principal(): string {
+    return this.init.principal;
+  }
+  get method(): ExchangeMethod {
+    return this.init.method;
+  }
+
+  /** Starts the upstream request. Call once. */
+  start(): void {
+    const { lease, method, params } = this.init;
+    lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
+    this.armTimers();
+    lease.session.client
+      .request({ method, params } as never, LooseResult, {
+        signal: this.abort.signal,
+        timeout: NO_SDK_TIMEOUT,
+        onprogress: (p) => {
+          this.touch();
+          this.progressSink?.({ progress: p.progress, total: p.total, message: p.message });
+        },
+      })
+      .then(
+        (result) => this.finish({ result: result as Record<string, unknown> }, true),
+        (err) => this.finish({ error: downstreamError(this.upstream, err, lease.session.deadReason) }, !(err instanceof McpError) || err.code === -32000 ? false : true),
+      );
+  }
+
+  /** Directs progress to `sink` (undefined: drop progress). */
+  setProgressSink(sink: ((p: ProgressParams) => void) | undefined): void {
+    this.progressSink = sink;
+  }
+
+  /** Outstanding input requests by key, in the order they arrived. */
+  outstanding(): Record<string, InputRequest> {
+    const out: Record<string, InputRequest> = {};
+    for (const p of this.pending.values()) out[p.key] = p.request;
+    return out;
+  }
+
+  /** The outstanding request under `key`, if any. */
+  pendingRequest(key: string): InputRequest | undefined {
+    return this.pending.get(key)?.request;
+  }
+
+  /** Delivers the client's answer for `key` to the waiting upstream request. Unknown keys are ignored; returns whether it was delivered. */
+  answer(key: string, value: Record<string, unknown>): boolean {
+    const p = this.pending.get(key);
+    if (!p) return false;
+    this.pending.delete(key);
+    p.resolve(value);
+    this.touch();
+    this.notify();
+    return true;
+  }
+
+  /**
+   * Waits until the Exchange has finished ('done') or has outstanding input and no new
+   * server-initiated request arrived for `batchWindowMs` ('input'). `signal` aborts the wait only.
+   */
+  async settle(batchWindowMs: number, signal?: AbortSignal): Promise<'done' | 'input' | 'aborted'> {
+    for (;;) {
+      if (this.outcome) return 'done';
+      if (signal?.aborted) return 'aborted';
+      if (this.pending.size > 0) {
+        const wait = this.lastInputAt + batchWindowMs - Date.now();
+        if (wait <= 0) return 'input';
+        await this.changed(wait, signal);
+      } else {
+        await this.changed(undefined, signal);
+      }
+    }
+  }
+
+  /**
+   * Ends the Exchange with `error`: pending elicitations get `{action:"cancel"}`, pending sampling
+   * and roots requests get an error, then the upstream request is cancelled (the v1 SDK sends
+   * `notifications/cancelled` with the upstream's request id).
+   */
+  cancel(error: GatewayError): void {
+    if (this.outcome) return;
+    for (const p of this.pending.values()) {
+      if (p.request.method === 'elicitation/create') p.resolve({ action: 'cancel' });
+      else p.reject(new McpError(ErrorCode.InternalError, `The client request was cancelled: ${error.message}`));
+    }
+    this.pending.clear();
+    this.cancelled = true;
+    this.finish({ error }, true);
+    // After the answers above have been written, so the upstream sees them first.
+    setImmediate(() => this.abort.abort(error.message));
+  }
+
+  private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    if (this.outcome) return Promise.reject(new McpError(ErrorCode.InternalError, 'The client request already ended'));
+    const kind = KIND_OF[req.method];
+    if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
+    const request = toInputRequest(req);
+    if (!this.init.cfg.input.allow.includes(kind)) {
+      return Promise.reject(new McpError(ErrorCode.MethodNotFound, `The gateway does not relay ${req.method} for this upstream`));
+    }
+    const missing = missingFor(this.init.clientCapabilities, request);
+    if (missing) {
+      const err = missingCapability(missing, JSON.stringify(missing));
+      queueMicrotask(() => this.cancel(err));
+      return Promise.reject(new McpError(ErrorCode.InvalidParams, `The client did not declare ${JSON.stringify(missing)}`));
+    }
+    const key = this.keyFor(kind, req);
+    this.init.log.debug({ exchange: this.id, key, method: req.method }, 'input request');
+    return new Promise((resolve, reject) => {
+      this.pending.set(key, { key, request, resolve, reject });
+      this.lastInputAt = Date.now();
+      extra.signal.addEventListener(
+        'abort',
+        () => {
+          // The upstream gave up on this request (its own timeout or cancellation).
+          if (this.pending.delete(key)) this.notify();
+        },
+        { once: true },
+      );
+      this.armTimers();
+      this.notify();
+    });
+  }
+
+  private keyFor(kind: InputKind, req: ServerInitiatedRequest): string {
+    const hint = (req.params?._meta as Record<string, unknown> | undefined)?.[META_INPUT_KEY_HINT];
+    let key: string;
+    if (typeof hint === 'string' && hint.length > 0 && hint.length <= 128 && !this.usedKeys.has(hint)) key = hint;
+    else {
+      do key = `${kind}-${++this.seq}`;
+      while (this.usedKeys.has(key));
+    }
+    this.usedKeys.add(key);
+    return key;
+  }
+
+  private finish(outcome: Outcome, reusable: boolean): void {
+    if (this.outcome) {
+      this.releaseLease(reusable);
+      return;
+    }
+    this.outcome = outcome;
+    this.clearTimers();
+    for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
+    this.pending.clear();
+    if ('result' in outcome) this.init.pool.noteSuccess();
+    else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
+    this.releaseLease(reusable);
+    this.notify();
+  }
+
+  private releaseLease(reusable: boolean): void {
+    if (this.released) return;
+    // After a cancellation the request promise settles later; keep the lease until then.
+    if (this.cancelled && reusable && this.init.lease.session.deadReason === undefined) {
+      this.released = true;
+      const { lease } = this.init;
+      lease.session.setHandler(undefined);
+      // A cancelled session is reused only if it still answers.
+      setImmediate(() =>
+        lease.session.client.ping({ timeout: 2000 }).then(
+          () => lease.release(true),
+          () => lease.release(false),
+        ),
+      );
+      return;
+    }
+    this.released = true;
+    this.init.lease.release(reusable);
+  }
+
+  /** Marks upstream activity: restarts the silence timer. */
+  private touch(): void {
+    this.armTimers();
+  }
+
+  private armTimers(): void {
+    clearTimeout(this.idleTimer);
+    if (this.outcome) return this.clearTimers();
+    const now = Date.now();
+    const waitingOnClient = this.pending.size > 0;
+    if (waitingOnClient) {
+      if (this.activeSince !== undefined) this.activeUsedMs += now - this.activeSince;
+      this.activeSince = undefined;
+      clearTimeout(this.totalTimer);
+      this.totalTimer = undefined;
+      return;
+    }
+    if (this.activeSince === undefined) {
+      this.activeSince = now;
+      const left = Math.max(0, this.init.cfg.timeouts.totalMs - this.activeUsedMs);
+      this.totalTimer = setTimeout(
+        () => this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${this.init.cfg.timeouts.totalMs} ms`)),
+        left,
+      );
+    }
+    const requestMs = this.init.cfg.timeouts.requestMs;
+    this.idleTimer = setTimeout(
+      () => this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`)),
+      requestMs,
+    );
+  }
+
+  private clearTimers(): void {
+    clearTimeout(this.idleTimer);
+    clearTimeout(this.totalTimer);
+    this.idleTimer = this.totalTimer = undefined;
+  }
+
+  private notify(): void {
+    const ws = this.waiters;
+    this.waiters = new Set();
+    for (const w of ws) w();
+  }
+
+  private changed(timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        this.waiters.delete(done);
+        resolve();
+      };
+      this.waiters.add(done);
+      if (timeoutMs !== undefined) timer = setTimeout(done, timeoutMs);
+      signal?.addEventListener('abort', done, { once: true });
+    });
+  }
+}
+
+/** JSON-RPC error object of an outcome, for task records and logs. */
+export function errorObject(o: Outcome): JsonRpcErrorObject | undefined {
+  return 'error' in o ? o.error.toJSON() : undefined;
+}

@@ -1,0 +1,198 @@
+/**
+ * The MRTR front end (SEP-2322, MCP 2026-07-28 basic/patterns/mrtr): drives an Exchange in
+ * synchronous rounds. When the Exchange needs input it is parked and the client gets
+ * `{"resultType":"input_required", inputRequests, requestState}`; the retry opens the sealed state,
+ * finds the parked Exchange, delivers `inputResponses` and waits again.
+ */
+import { randomUUID } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+import { CreateMessageResultSchema, CreateMessageResultWithToolsSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/core';
+import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
+import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import type { Exchange, ProgressParams } from './exchange.js';
+import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from './seal.js';
+
+/** Per-request context from the HTTP front door. */
+export interface CallContext {
+  principal: string;
+  /** Aborts when the client goes away (closes the response). */
+  signal: AbortSignal;
+  /** Receives upstream progress while this request is the one waiting. */
+  onProgress?: (p: ProgressParams) => void;
+}
+
+/** What a retry must match in the state it presents. */
+export interface RetryBinding {
+  upstream: string;
+  principal: string;
+  method: string;
+  name: string;
+  args: unknown;
+}
+
+interface Parked {
+  exchange: Exchange;
+  timer: NodeJS.Timeout;
+  binding: RetryBinding;
+}
+
+/**
+ * Checks one `inputResponses` value against the response shape of its input request.
+ * @returns an error message, or undefined when valid.
+ */
+export function invalidResponse(request: InputRequest, value: unknown): string | undefined {
+  const schema =
+    request.method === 'elicitation/create'
+      ? ElicitResultSchema
+      : request.method === 'roots/list'
+        ? ListRootsResultSchema
+        : request.params.tools || request.params.toolChoice
+          ? CreateMessageResultWithToolsSchema
+          : CreateMessageResultSchema;
+  const shape = request.method === 'elicitation/create' ? 'ElicitResult' : request.method === 'roots/list' ? 'ListRootsResult' : 'CreateMessageResult';
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return `must be an ${shape} object`;
+  const r = schema.safeParse(value);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    return `is not a valid ${shape}: ${i.path.length ? i.path.join('.') + ': ' : ''}${i.message}`;
+  }
+  return undefined;
+}
+
+/** Parks Exchanges between rounds and seals/opens their requestState. */
+export class MrtrBridge {
+  /** Replica id sealed into each state. */
+  readonly replica = randomUUID();
+  private readonly parked = new Map<string, Parked>();
+  private readonly usedJti: LRUCache<string, true>;
+
+  constructor(
+    private readonly sealer: StateSealer,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {
+    this.usedJti = new LRUCache<string, true>({ max: 1_000_000, ttl: ttlMs + 60_000, ttlAutopurge: false });
+  }
+
+  /** Number of parked Exchanges. */
+  get parkedCount(): number {
+    return this.parked.size;
+  }
+
+  /**
+   * Waits for the Exchange's next event and answers it: the result, the error (thrown), or an
+   * input_required result with a freshly sealed state (the Exchange is then parked).
+   * @throws GatewayError from the Exchange's outcome.
+   */
+  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number): Promise<Record<string, unknown>> {
+    exchange.setProgressSink(ctx.onProgress);
+    let state: 'done' | 'input' | 'aborted';
+    try {
+      state = await exchange.settle(batchWindowMs, ctx.signal);
+    } finally {
+      exchange.setProgressSink(undefined);
+    }
+    if (state === 'aborted') {
+      const err = upstreamFailed(binding.upstream, 'cancelled', 'The client closed the request; the upstream call was cancelled');
+      exchange.cancel(err);
+      throw err;
+    }
+    if (state === 'done') {
+      const o = exchange.outcome!;
+      if ('error' in o) throw o.error;
+      return o.result;
+    }
+    const inputRequests = exchange.outstanding();
+    const expMs = Date.now() + this.ttlMs;
+    const claims: StateClaims = {
+      up: binding.upstream,
+      sub: binding.principal,
+      m: binding.method,
+      n: binding.name,
+      d: digestOf(binding.args),
+      ex: exchange.id,
+      rep: this.replica,
+      rnd: exchange.round + 1,
+      keys: Object.keys(inputRequests),
+      jti: randomUUID(),
+      expMs,
+    };
+    const requestState = await this.sealer.seal(claims);
+    this.park(exchange, binding);
+    const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
+    return result;
+  }
+
+  private park(exchange: Exchange, binding: RetryBinding): void {
+    const prev = this.parked.get(exchange.id);
+    if (prev) clearTimeout(prev.timer);
+    const timer = setTimeout(() => this.expire(exchange.id), this.ttlMs);
+    timer.unref();
+    this.parked.set(exchange.id, { exchange, timer, binding });
+  }
+
+  private expire(id: string): void {
+    const p = this.parked.get(id);
+    if (!p) return;
+    this.parked.delete(id);
+    this.log.info({ exchange: id, upstream: p.binding.upstream, method: p.binding.method, name: p.binding.name }, 'parked call expired');
+    p.exchange.cancel(upstreamFailed(p.binding.upstream, 'cancelled', `The client did not answer within the requestState TTL (${this.ttlMs} ms)`));
+  }
+
+  /**
+   * Handles a retry: opens `requestState`, checks it is bound to this request (upstream, principal,
+   * method, name, arguments), single-use and parked here, validates `inputResponses`, delivers them
+   * and drives the Exchange again.
+   * @throws GatewayError -32602 for an invalid, expired, replayed or foreign state (nothing reaches
+   *   the upstream), or for a malformed `inputResponses` value (the call stays parked).
+   */
+  async resume(binding: RetryBinding, requestState: unknown, inputResponses: unknown, ctx: CallContext, batchWindowMs: number): Promise<Record<string, unknown>> {
+    const claims = await this.sealer.open(requestState);
+    if (
+      claims.up !== binding.upstream ||
+      claims.sub !== binding.principal ||
+      claims.m !== binding.method ||
+      claims.n !== binding.name ||
+      claims.d !== digestOf(binding.args) ||
+      claims.rep !== this.replica ||
+      this.usedJti.has(claims.jti)
+    ) {
+      throw invalidParams(INVALID_STATE);
+    }
+    const parked = this.parked.get(claims.ex);
+    if (!parked) throw invalidParams(INVALID_STATE);
+    const { exchange } = parked;
+
+    if (inputResponses !== undefined && (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses))) {
+      throw invalidParams('inputResponses must be an object mapping input keys to responses');
+    }
+    const answers = (inputResponses ?? {}) as Record<string, unknown>;
+    const deliver: [string, Record<string, unknown>][] = [];
+    for (const key of claims.keys) {
+      if (!(key in answers)) continue;
+      const request = exchange.pendingRequest(key);
+      if (!request) continue;
+      const problem = invalidResponse(request, answers[key]);
+      if (problem) throw invalidParams(`inputResponses["${key}"] ${problem}`, { key });
+      deliver.push([key, answers[key] as Record<string, unknown>]);
+    }
+
+    // Checks passed: the state is spent and the Exchange leaves the parking lot.
+    this.usedJti.set(claims.jti, true);
+    clearTimeout(parked.timer);
+    this.parked.delete(claims.ex);
+    exchange.round = claims.rnd;
+    for (const [key, value] of deliver) exchange.answer(key, value);
+    return this.drive(exchange, binding, ctx, batchWindowMs);
+  }
+
+  /** Cancels every parked Exchange with `error` (shutdown). */
+  cancelAll(error: GatewayError): void {
+    for (const [id, p] of this.parked) {
+      clearTimeout(p.timer);
+      this.parked.delete(id);
+      p.exchange.cancel(error);
+    }
+  }
+}

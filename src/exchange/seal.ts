@@ -1,0 +1,112 @@
+/**
+ * Sealed `requestState` (DESIGN decision 3; MCP 2026-07-28 basic/patterns/mrtr §Server rules 3-4).
+ *
+ * A state is a JWE in compact form (`alg: dir`, `enc: A256GCM`, `kid` in the protected header),
+ * made with jose. Keys are derived from configured secrets with HKDF-SHA256; the first key seals,
+ * every key opens, so keys rotate. Claims bind the state to upstream, principal, method, name,
+ * a digest of the canonical arguments, the parked Exchange, the replica, the round and the
+ * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
+ */
+import { createHash, hkdfSync, randomBytes, randomUUID } from 'node:crypto';
+import { canonicalJson } from '../protocol/canonical.js';
+import { EncryptJWT, jwtDecrypt, errors as joseErrors } from 'jose';
+import { invalidParams } from '../protocol/errors.js';
+
+/** What a sealed requestState asserts. */
+export interface StateClaims {
+  /** Upstream name. */
+  up: string;
+  /** Principal the call belongs to. */
+  sub: string;
+  /** Method: tools/call, prompts/get or resources/read. */
+  m: string;
+  /** Tool or prompt name, or resource URI. */
+  n: string;
+  /** base64url SHA-256 of the canonical (RFC 8785) arguments. */
+  d: string;
+  /** Exchange id. */
+  ex: string;
+  /** Replica (process) that parks the Exchange. */
+  rep: string;
+  /** Round number, from 1. */
+  rnd: number;
+  /** Input keys outstanding when the state was issued. */
+  keys: string[];
+  /** Single-use id. */
+  jti: string;
+  /** Expiry, ms since the epoch. */
+  expMs: number;
+}
+
+/** A configured key: `kid` plus a secret of at least 32 characters. */
+export interface StateKey {
+  kid: string;
+  secret: string;
+}
+
+/** base64url SHA-256 of the RFC 8785 canonical JSON of `value` (undefined counts as `{}`). */
+export function digestOf(value: unknown): string {
+  return createHash('sha256')
+    .update(canonicalJson(value ?? {}))
+    .digest('base64url');
+}
+
+function deriveKey(secret: string): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('mrtr-gateway'), Buffer.from('requestState A256GCM'), 32));
+}
+
+/** A key made at start when none is configured; states sealed with it die with the process. */
+export function generatedKey(): StateKey {
+  return { kid: `gen-${randomUUID().slice(0, 8)}`, secret: randomBytes(32).toString('base64url') };
+}
+
+/** The message every rejected state gets, so callers learn nothing about why. */
+export const INVALID_STATE = 'Invalid or expired requestState; start the request again without requestState';
+
+/** Seals and opens requestState values. */
+export class StateSealer {
+  private readonly keys: Map<string, Uint8Array>;
+  private readonly sealKid: string;
+
+  /** @param keys at least one; the first seals. */
+  constructor(keys: StateKey[]) {
+    if (keys.length === 0) throw new Error('StateSealer needs at least one key');
+    this.keys = new Map(keys.map((k) => [k.kid, deriveKey(k.secret)]));
+    this.sealKid = keys[0]!.kid;
+  }
+
+  /** Seals `claims` (jti and exp included) into an opaque string. */
+  async seal(claims: StateClaims): Promise<string> {
+    const { jti, expMs, ...rest } = claims;
+    return new EncryptJWT({ ...rest, expMs })
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: this.sealKid })
+      .setJti(jti)
+      .setIssuedAt()
+      .setExpirationTime(Math.ceil(expMs / 1000))
+      .encrypt(this.keys.get(this.sealKid)!);
+  }
+
+  /**
+   * Opens a state: decrypts, authenticates and checks expiry.
+   * @throws GatewayError -32602 (HTTP 200) with {@link INVALID_STATE} for anything not genuine and current.
+   */
+  async open(token: unknown, now = Date.now()): Promise<StateClaims> {
+    if (typeof token !== 'string' || token.length === 0 || token.length > 8192) throw invalidParams(INVALID_STATE);
+    try {
+      const { payload } = await jwtDecrypt(
+        token,
+        (header) => {
+          const key = header.kid ? this.keys.get(header.kid) : undefined;
+          if (!key) throw new joseErrors.JWEDecryptionFailed();
+          return key;
+        },
+        { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'], currentDate: new Date(now) },
+      );
+      const c = payload as unknown as StateClaims;
+      if (typeof payload.jti !== 'string' || typeof c.expMs !== 'number' || c.expMs <= now) throw invalidParams(INVALID_STATE);
+      return { ...c, jti: payload.jti };
+    } catch {
+      throw invalidParams(INVALID_STATE);
+    }
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * The router: takes a validated 2026-07-28 request for one upstream and serves it from a leased
+ * legacy session, through the MRTR bridge for `tools/call`, `prompts/get` and `resources/read`.
+ * Nothing here knows about HTTP.
+ */
+import { McpError, type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
+import { Exchange, downstreamError } from './exchange/exchange.js';
+import { MrtrBridge, type CallContext } from './exchange/mrtr.js';
+import { StateSealer, generatedKey } from './exchange/seal.js';
+import { methodNotFound, upstreamFailed } from './protocol/errors.js';
+import type { ValidatedRequest } from './protocol/envelope.js';
+import {
+  EXCHANGE_METHODS,
+  LIST_METHODS,
+  META_SERVER_INFO,
+  SUPPORTED_VERSIONS,
+  UPSTREAM_CAPABILITY_FOR,
+  type ClientCapabilities,
+  type ExchangeMethod,
+} from './protocol/wire.js';
+import type { Logger } from './observability/log.js';
+import { SessionPool } from './upstream/pool.js';
+
+export type { CallContext };
+
+const LooseResult = z.looseObject({});
+
+/**
+ * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
+ * limited to the kinds the upstream's input policy relays. `elicitation: {}` counts as form mode.
+ */
+export function mirrorCapabilities(caps: ClientCapabilities, allow: readonly string[]): LegacyClientCapabilities {
+  const out: LegacyClientCapabilities = {};
+  const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
+  if (e && allow.includes('elicitation')) {
+    const el: { form?: Record<string, never>; url?: Record<string, never> } = {};
+    if (e.form || !e.url) el.form = {};
+    if (e.url) el.url = {};
+    out.elicitation = el;
+  }
+  const s = caps.sampling as { tools?: unknown; context?: unknown } | undefined;
+  if (s && allow.includes('sampling')) {
+    out.sampling = {};
+    if (s.tools) out.sampling.tools = {};
+    if (s.context) out.sampling.context = {};
+  }
+  if (caps.roots && allow.includes('roots')) out.roots = {};
+  return out;
+}
+
+/** The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it. */
+export function discoverCapabilities(upstream: ServerCapabilities): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (upstream.tools) out.tools = {};
+  if (upstream.prompts) out.prompts = {};
+  if (upstream.resources) out.resources = {};
+  if (upstream.completions) out.completions = {};
+  return out;
+}
+
+/** One configured upstream and its session pool. */
+export class Upstream {
+  readonly pool: SessionPool;
+  constructor(
+    readonly name: string,
+    readonly cfg: UpstreamConfig,
+    log: Logger,
+  ) {
+    this.pool = new SessionPool(name, cfg, log);
+  }
+}
+
+/** The gateway core: upstreams, the MRTR bridge and request routing. */
+export class Gateway {
+  readonly upstreams = new Map<string, Upstream>();
+  readonly bridge: MrtrBridge;
+  /** True when no requestState key was configured and one was generated. */
+  readonly generatedStateKey: boolean;
+  private closing = false;
+
+  constructor(
+    readonly cfg: GatewayConfig,
+    private readonly log: Logger,
+  ) {
+    for (const [name, ucfg] of Object.entries(cfg.upstreams)) this.upstreams.set(name, new Upstream(name, ucfg, log));
+    const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
+    this.generatedStateKey = cfg.requestState.keys.length === 0;
+    this.bridge = new MrtrBridge(new StateSealer(keys), cfg.requestState.ttlMs, log);
+  }
+
+  /**
+   * Serves one validated request for upstream `name`.
+   * @returns the JSON-RPC `result` (always with `resultType`).
+   * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
+   *   requestState/inputResponses; -32021 (400) missing client capability; -32603 upstream failure.
+   */
+  async handle(name: string, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+    const up = this.upstreams.get(name);
+    if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
+    if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
+    return this.simple(up, req, ctx);
+  }
+
+  private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
+    const lease = await up.pool.acquire(ctx.principal, caps);
+    let reusable = true;
+    try {
+      const info = lease.session.info;
+      if (req.method === 'server/discover') {
+        return {
+          resultType: 'complete',
+          supportedVersions: [...SUPPORTED_VERSIONS],
+          capabilities: discoverCapabilities(info.capabilities),
+          ...(info.instructions ? { instructions: info.instructions } : {}),
+          ttlMs: up.cfg.cache.ttlMs,
+          cacheScope: up.cfg.cache.scope,
+          _meta: { [META_SERVER_INFO]: info.serverInfo },
+        };
+      }
+      const needed = UPSTREAM_CAPABILITY_FOR[req.method];
+      if (needed && !info.capabilities[needed]) {
+        throw methodNotFound(`Method not found: ${req.method} (upstream '${up.name}' does not offer ${needed})`);
+      }
+      const result = (await lease.session.client.request({ method: req.method, params: req.params } as never, LooseResult, {
+        timeout: up.cfg.timeouts.requestMs,
+        signal: ctx.signal,
+      })) as Record<string, unknown>;
+      up.pool.noteSuccess();
+      const out: Record<string, unknown> = { ...result, resultType: 'complete' };
+      if ((LIST_METHODS as readonly string[]).includes(req.method)) {
+        out.ttlMs = up.cfg.cache.ttlMs;
+        out.cacheScope = up.cfg.cache.scope;
+      }
+      return out;
+    } catch (e) {
+      if (!(e instanceof McpError) || e.code === -32000 || e.code === -32001) reusable = false;
+      throw downstreamError(up.name, e, lease.session.deadReason);
+    } finally {
+      lease.release(reusable);
+    }
+  }
+
+  private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+    const { inputResponses, requestState, ...legacyParams } = req.params;
+    const method = req.method as ExchangeMethod;
+    const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
+    const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
+    const window = up.cfg.input.batchWindowMs;
+    let result: Record<string, unknown>;
+    if (requestState !== undefined) {
+      result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window);
+    } else {
+      const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
+      const lease = await up.pool.acquire(ctx.principal, caps);
+      const needed = UPSTREAM_CAPABILITY_FOR[method]!;
+      if (!lease.session.info.capabilities[needed]) {
+        lease.release(true);
+        throw methodNotFound(`Method not found: ${method} (upstream '${up.name}' does not offer ${needed})`);
+      }
+      const ex = new Exchange({
+        upstream: up.name,
+        cfg: up.cfg,
+        principal: ctx.principal,
+        method,
+        params: legacyParams,
+        clientCapabilities: req.clientCapabilities,
+        pool: up.pool,
+        lease,
+        log: this.log.child({ upstream: up.name }),
+      });
+      ex.start();
+      result = await this.bridge.drive(ex, binding, ctx, window);
+    }
+    if (result.resultType === 'input_required') return result;
+    const out: Record<string, unknown> = { ...result, resultType: 'complete' };
+    if (method === 'resources/read') {
+      // Results of requests that carried requestState must not be cached (SEP-2549).
+      out.ttlMs = requestState !== undefined ? 0 : up.cfg.cache.ttlMs;
+      out.cacheScope = requestState !== undefined ? 'private' : up.cfg.cache.scope;
+    }
+    return out;
+  }
+
+  /** Stops serving: cancels parked calls and closes every upstream session (ends stdio children). */
+  async close(): Promise<void> {
+    this.closing = true;
+    this.bridge.cancelAll(upstreamFailed('*', 'shutting-down', 'gateway shutting down'));
+    await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
+  }
+}

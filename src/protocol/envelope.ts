@@ -1,0 +1,148 @@
+/**
+ * Downstream request validation for MCP 2026-07-28 over Streamable HTTP:
+ * JSON-RPC shape, method routing, the per-request `_meta` envelope (SEP-2575) and the
+ * standard headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (SEP-2243).
+ */
+import { z } from 'zod';
+import { ErrorCode, GatewayError, badEnvelope, headerMismatch, methodNotFound } from './errors.js';
+import {
+  ClientCapabilitiesSchema,
+  META_CLIENT_CAPABILITIES,
+  META_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  REMOVED_METHODS,
+  SERVED_METHODS,
+  SUPPORTED_VERSIONS,
+  type ClientCapabilities,
+  type RequestId,
+  type ServedMethod,
+} from './wire.js';
+
+/** A downstream request that passed every envelope and header check. */
+export interface ValidatedRequest {
+  id: RequestId;
+  method: ServedMethod;
+  /** `params` without `_meta`. */
+  params: Record<string, unknown>;
+  /** The request's `_meta` object (envelope included). */
+  meta: Record<string, unknown>;
+  protocolVersion: string;
+  clientCapabilities: ClientCapabilities;
+  /** `_meta.progressToken`, when the client asked for progress. */
+  progressToken?: string | number;
+}
+
+/** Minimal header access (Fetch `Headers` fits). */
+export interface HeaderSource {
+  get(name: string): string | null;
+}
+
+const JsonRpcRequestSchema = z.object({
+  jsonrpc: z.literal('2.0'),
+  id: z.union([z.string(), z.number().int()]).optional(),
+  method: z.string().min(1),
+  params: z.record(z.string(), z.unknown()).optional(),
+});
+
+/** The JSON-RPC id of a body if it has a usable one, else null (for error responses). */
+export function idOf(body: unknown): RequestId | null {
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const id = (body as { id?: unknown }).id;
+    if (typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id))) return id;
+  }
+  return null;
+}
+
+/** Decodes a header value written as `=?base64?…?=` (SEP-2243), trimming surrounding whitespace. */
+export function decodeHeaderValue(raw: string): string {
+  const v = raw.trim();
+  const m = /^=\?base64\?([A-Za-z0-9+/=]*)\?=$/.exec(v);
+  if (!m) return v;
+  return Buffer.from(m[1]!, 'base64').toString('utf8');
+}
+
+/** Parses the JSON-RPC framing. @throws GatewayError -32600 (HTTP 400). */
+export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema> {
+  if (Array.isArray(body)) {
+    throw new GatewayError(ErrorCode.InvalidRequest, 'JSON-RPC batches are not supported; send one request per POST', undefined, 400);
+  }
+  const parsed = JsonRpcRequestSchema.safeParse(body);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? issue.path.join('.') : 'body';
+    throw new GatewayError(ErrorCode.InvalidRequest, `Invalid JSON-RPC request: ${where}: ${issue.message}`, undefined, 400);
+  }
+  return parsed.data;
+}
+
+/**
+ * Validates one JSON-RPC request against the 2026-07-28 rules, in this order:
+ * method (404/-32601), `_meta` envelope (400/-32602), protocol version (400/-32022),
+ * headers (400/-32020), `params.name`/`params.uri` presence (400/-32602).
+ * @throws GatewayError with the HTTP status of the error contract.
+ */
+export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id: RequestId }, headers: HeaderSource): ValidatedRequest {
+  const { method } = req;
+  if (REMOVED_METHODS[method]) throw methodNotFound(`Method not found: ${method}. ${REMOVED_METHODS[method]}`);
+  if (!(SERVED_METHODS as readonly string[]).includes(method)) throw methodNotFound(`Method not found: ${method}`);
+
+  const params = req.params;
+  if (!params) throw badEnvelope(`${method}: params with the _meta envelope is required`);
+  const meta = params._meta;
+  if (!meta || typeof meta !== 'object' || Array.isArray(meta)) {
+    throw badEnvelope(`${method}: params._meta is required and must carry "${META_PROTOCOL_VERSION}" and "${META_CLIENT_CAPABILITIES}"`);
+  }
+  const m = meta as Record<string, unknown>;
+  const version = m[META_PROTOCOL_VERSION];
+  if (typeof version !== 'string' || version.length === 0) {
+    throw badEnvelope(`params._meta["${META_PROTOCOL_VERSION}"] is required (a protocol version string such as "${PROTOCOL_VERSION}")`);
+  }
+  const capsParsed = ClientCapabilitiesSchema.safeParse(m[META_CLIENT_CAPABILITIES]);
+  if (m[META_CLIENT_CAPABILITIES] === undefined || !capsParsed.success) {
+    throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] is required and must be a ClientCapabilities object ({} declares none)`);
+  }
+  if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
+    throw new GatewayError(
+      ErrorCode.UnsupportedProtocolVersion,
+      `Unsupported protocol version ${version}; this gateway speaks ${SUPPORTED_VERSIONS.join(', ')}`,
+      { supported: [...SUPPORTED_VERSIONS], requested: version },
+      400,
+    );
+  }
+
+  const headerVersion = headers.get('mcp-protocol-version');
+  if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
+  if (headerVersion.trim() !== version) {
+    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${headerVersion.trim()}' does not match body value '${version}'`);
+  }
+  const headerMethod = headers.get('mcp-method');
+  if (headerMethod === null) throw headerMismatch(`The Mcp-Method header is required and must equal the body's method ${method}`);
+  if (headerMethod.trim() !== method) {
+    throw headerMismatch(`Header mismatch: Mcp-Method header value '${headerMethod.trim()}' does not match body value '${method}'`);
+  }
+  const nameField = method === 'resources/read' ? 'uri' : method === 'tools/call' || method === 'prompts/get' ? 'name' : undefined;
+  if (nameField) {
+    const bodyName = params[nameField];
+    const headerName = headers.get('mcp-name');
+    if (headerName === null) {
+      throw headerMismatch(`The Mcp-Name header is required for ${method} and must equal params.${nameField}`);
+    }
+    if (typeof bodyName !== 'string' || bodyName.length === 0) throw badEnvelope(`${method}: params.${nameField} must be a non-empty string`);
+    const decoded = decodeHeaderValue(headerName);
+    if (decoded !== bodyName) {
+      throw headerMismatch(`Header mismatch: Mcp-Name header value '${decoded}' does not match body value '${bodyName}'`);
+    }
+  }
+
+  const { _meta: _ignored, ...rest } = params;
+  const progressToken = m.progressToken;
+  return {
+    id: req.id,
+    method: method as ServedMethod,
+    params: rest,
+    meta: m,
+    protocolVersion: version,
+    clientCapabilities: capsParsed.data,
+    progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+  };
+}

@@ -1,0 +1,74 @@
+/**
+ * JSON-RPC error codes used downstream (MCP 2026-07-28 §Error Codes) and the gateway's error type.
+ */
+
+/** JSON-RPC and MCP 2026-07-28 error codes. */
+export const ErrorCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  /** Headers missing, malformed, or mismatched with the body (SEP-2243). HTTP 400. */
+  HeaderMismatch: -32020,
+  /** The call needs a client capability the request did not declare. HTTP 400. */
+  MissingRequiredClientCapability: -32021,
+  /** Protocol version in `_meta` not supported. HTTP 400. */
+  UnsupportedProtocolVersion: -32022,
+} as const;
+
+/** A JSON-RPC error object `{code, message, data?}`. */
+export interface JsonRpcErrorObject {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/**
+ * An error the gateway answers downstream as a JSON-RPC error.
+ * `httpStatus` is the HTTP status of the response that carries it (error contract in docs/architecture.md).
+ */
+export class GatewayError extends Error {
+  override name = 'GatewayError';
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+    readonly httpStatus = 200,
+  ) {
+    super(message);
+  }
+
+  /** The JSON-RPC error object for the wire. */
+  toJSON(): JsonRpcErrorObject {
+    return this.data === undefined ? { code: this.code, message: this.message } : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+/** 400 / -32020: a header is missing, malformed, or differs from the body. */
+export const headerMismatch = (message: string) => new GatewayError(ErrorCode.HeaderMismatch, message, undefined, 400);
+
+/** 400 / -32602: the `_meta` envelope or params are malformed. */
+export const badEnvelope = (message: string) => new GatewayError(ErrorCode.InvalidParams, message, undefined, 400);
+
+/** 200 / -32602: bad params that are not envelope problems (arguments, requestState, inputResponses). */
+export const invalidParams = (message: string, data?: unknown) => new GatewayError(ErrorCode.InvalidParams, message, data);
+
+/** 404 / -32601: removed or unknown method, or unknown upstream. */
+export const methodNotFound = (message: string, data?: unknown) => new GatewayError(ErrorCode.MethodNotFound, message, data, 404);
+
+/** 400 / -32021 with `data.requiredCapabilities` (a ClientCapabilities object). */
+export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string) =>
+  new GatewayError(
+    ErrorCode.MissingRequiredClientCapability,
+    `The upstream needs the client capability ${what}, which this request's clientCapabilities do not declare`,
+    { requiredCapabilities },
+    400,
+  );
+
+/** Why an upstream hop failed; sent as `data.reason`. */
+export type UpstreamFailure = 'unreachable' | 'crashed' | 'timeout' | 'session-lost' | 'busy' | 'protocol' | 'cancelled' | 'shutting-down';
+
+/** 200 / -32603 with `data.upstream` and `data.reason`: the upstream is unreachable, crashed or timed out. */
+export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string) =>
+  new GatewayError(ErrorCode.InternalError, message, { upstream, reason });

@@ -1,0 +1,230 @@
+/**
+ * Warm pool of legacy sessions for one upstream (DESIGN decision 1).
+ *
+ * Sessions are keyed by (principal, capability fingerprint); a session carries one call at a time
+ * (an exclusive lease), at most `maxSessions` exist per upstream, and a queue with `queueMs` stands
+ * behind the bound. Idle sessions close after `idleSessionMs`. When sessions keep dying, new ones are
+ * opened with exponential backoff.
+ */
+import { canonicalJson } from '../protocol/canonical.js';
+import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import { upstreamFailed, GatewayError } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
+import { UpstreamSession } from './session.js';
+
+/** An exclusive hold on one session; give it back with {@link SessionLease.release}. */
+export interface SessionLease {
+  readonly session: UpstreamSession;
+  /** Returns the session: reusable=true puts it back warm, false closes it. Idempotent. */
+  release(reusable: boolean): void;
+}
+
+interface Waiter {
+  key: string;
+  caps: LegacyClientCapabilities;
+  resolve: (lease: SessionLease) => void;
+  reject: (err: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+interface IdleEntry {
+  session: UpstreamSession;
+  timer: NodeJS.Timeout;
+}
+
+/** Backoff before opening a session after `failures` consecutive failures, in ms. */
+export function backoffMs(failures: number): number {
+  return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
+}
+
+/** Pool of upstream sessions for one upstream. */
+export class SessionPool {
+  private idle = new Map<string, IdleEntry[]>();
+  private waiters: Waiter[] = [];
+  /** Sessions that exist or are being opened (idle + leased + opening). */
+  private count = 0;
+  private leased = 0;
+  private failures = 0;
+  private closedPool = false;
+  private live = new Set<UpstreamSession>();
+
+  constructor(
+    readonly name: string,
+    private readonly cfg: UpstreamConfig,
+    private readonly log: Logger,
+  ) {}
+
+  /** The pool key of a principal and its mirrored capabilities. */
+  static keyOf(principal: string, caps: LegacyClientCapabilities): string {
+    return `${principal}\u0000${canonicalJson(caps)}`;
+  }
+
+  /** Counts for metrics and tests. */
+  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number } {
+    let idle = 0;
+    for (const l of this.idle.values()) idle += l.length;
+    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures };
+  }
+
+  /**
+   * Leases a session for `principal` declaring `caps` upstream: a warm idle one, a new one, or the
+   * next one freed within `timeouts.queueMs`.
+   * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
+   *   "busy" when no session frees up in time, "shutting-down" after {@link close}).
+   */
+  async acquire(principal: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
+    if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+    const key = SessionPool.keyOf(principal, caps);
+    const warm = this.takeIdle(key);
+    if (warm) return this.lease(warm);
+    if (this.count >= this.cfg.maxSessions) this.evictIdle();
+    if (this.count < this.cfg.maxSessions) return this.openNew(key, caps);
+    return new Promise<SessionLease>((resolve, reject) => {
+      const waiter: Waiter = {
+        key,
+        caps,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((w) => w !== waiter);
+          reject(
+            upstreamFailed(this.name, 'busy', `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`),
+          );
+        }, this.cfg.timeouts.queueMs),
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  private takeIdle(key: string): UpstreamSession | undefined {
+    const list = this.idle.get(key);
+    while (list && list.length) {
+      const entry = list.pop()!;
+      clearTimeout(entry.timer);
+      if (!list.length) this.idle.delete(key);
+      if (!entry.session.deadReason) return entry.session;
+      this.count--;
+    }
+    return undefined;
+  }
+
+  /** Closes the least recently used idle session of any key, freeing a slot. */
+  private evictIdle(): boolean {
+    for (const [key, list] of this.idle) {
+      const entry = list.shift();
+      if (!entry) continue;
+      if (!list.length) this.idle.delete(key);
+      clearTimeout(entry.timer);
+      this.count--;
+      void entry.session.close();
+      return true;
+    }
+    return false;
+  }
+
+  private lease(session: UpstreamSession): SessionLease {
+    this.leased++;
+    let done = false;
+    return {
+      session,
+      release: (reusable: boolean) => {
+        if (done) return;
+        done = true;
+        this.leased--;
+        session.setHandler(undefined);
+        this.giveBack(session, reusable && !session.deadReason && !this.closedPool);
+      },
+    };
+  }
+
+  private async openNew(key: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
+    this.count++;
+    try {
+      const delay = backoffMs(this.failures);
+      if (delay) {
+        this.log.info({ upstream: this.name, delayMs: delay, failures: this.failures }, 'upstream restart backoff');
+        await new Promise((r) => setTimeout(r, delay));
+      }
+      if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+      const session = await UpstreamSession.open(this.name, this.cfg, caps, key, this.log.child({ upstream: this.name }));
+      this.live.add(session);
+      void session.closed.then(() => this.live.delete(session));
+      session.onDeath(() => {
+        this.failures++;
+      });
+      return this.lease(session);
+    } catch (e) {
+      this.count--;
+      this.failures++;
+      this.wakeWaiter();
+      if (e instanceof GatewayError) throw e;
+      const msg = (e as Error).message;
+      this.log.warn({ upstream: this.name, err: msg }, 'upstream session failed to open');
+      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`);
+    }
+  }
+
+  /** Marks the upstream healthy again after a call completed normally. */
+  noteSuccess(): void {
+    this.failures = 0;
+  }
+
+  private giveBack(session: UpstreamSession, reusable: boolean): void {
+    if (reusable) {
+      const idx = this.waiters.findIndex((w) => w.key === session.key);
+      if (idx >= 0) {
+        const [w] = this.waiters.splice(idx, 1);
+        clearTimeout(w!.timer);
+        w!.resolve(this.lease(session));
+        return;
+      }
+      if (this.waiters.length === 0) {
+        const entry: IdleEntry = {
+          session,
+          timer: setTimeout(() => {
+            const list = this.idle.get(session.key);
+            if (!list) return;
+            const i = list.indexOf(entry);
+            if (i < 0) return;
+            list.splice(i, 1);
+            if (!list.length) this.idle.delete(session.key);
+            this.count--;
+            this.log.info({ upstream: this.name, session: session.id }, 'idle upstream session closed');
+            void session.close();
+          }, this.cfg.idleSessionMs),
+        };
+        entry.timer.unref();
+        const list = this.idle.get(session.key) ?? [];
+        list.push(entry);
+        this.idle.set(session.key, list);
+        return;
+      }
+    }
+    this.count--;
+    void session.close();
+    this.wakeWaiter();
+  }
+
+  private wakeWaiter(): void {
+    if (this.closedPool || this.count >= this.cfg.maxSessions) return;
+    const w = this.waiters.shift();
+    if (!w) return;
+    clearTimeout(w.timer);
+    this.openNew(w.key, w.caps).then(w.resolve, w.reject);
+  }
+
+  /** Closes every idle session, fails waiters, and refuses new leases. Leased sessions close on release. */
+  async close(): Promise<void> {
+    this.closedPool = true;
+    for (const w of this.waiters.splice(0)) {
+      clearTimeout(w.timer);
+      w.reject(upstreamFailed(this.name, 'shutting-down', 'gateway shutting down'));
+    }
+    const all: Promise<void>[] = [];
+    for (const list of this.idle.values()) for (const e of list) (clearTimeout(e.timer), all.push(e.session.close()));
+    this.idle.clear();
+    for (const s of this.live) all.push(s.close());
+    await Promise.all(all);
+  }
+}
