@@ -156,15 +156,18 @@ export class Exchange {
   start(): void {
     const { lease, method, params } = this.init;
     lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
+    const progressToken = this.id;
+    lease.session.progressListener = (p) => {
+      if (p.progressToken !== progressToken || this.outcome) return;
+      this.touch();
+      this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
+    };
     this.armTimers();
+    const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken } };
     lease.session.client
-      .request({ method, params } as never, LooseResult, {
+      .request({ method, params: upstreamParams } as never, LooseResult, {
         signal: this.abort.signal,
         timeout: NO_SDK_TIMEOUT,
-        onprogress: (p) => {
-          this.touch();
-          this.progressSink?.({ progress: p.progress, total: p.total, message: p.message });
-        },
       })
       .then(
         (result) => this.finish({ result: result as Record<string, unknown> }, true),

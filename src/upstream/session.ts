@@ -12,7 +12,7 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { McpError, type ClientCapabilities as LegacyClientCapabilities, type Implementation, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, ProgressNotificationSchema, type ClientCapabilities as LegacyClientCapabilities, type Implementation, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ClientRequest, ClientNotification, ServerRequest, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -88,6 +88,8 @@ export class UpstreamSession {
   /** Resolves when the connection closes for any reason. */
   readonly closed: Promise<void>;
   private handler: ServerRequestHandler | undefined;
+  /** Receives `notifications/progress` params while a lease wants them. */
+  progressListener: ((params: { progressToken: string | number; progress: number; total?: number; message?: string }) => void) | undefined;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
@@ -136,6 +138,9 @@ export class UpstreamSession {
       setVersion?.(v);
     };
     client.fallbackRequestHandler = (request, extra) => session.dispatch(request as ServerInitiatedRequest, extra as ServerRequestExtra);
+    // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
+    // notification that arrives in the same read as the response it belongs to.
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => session.progressListener?.(n.params));
     client.onclose = () => session.markDead(session.closing ? 'closed by the gateway' : 'connection closed');
     client.onerror = (err) => log.debug({ err: err.message, session: session.id }, 'upstream transport error');
     try {
@@ -152,6 +157,7 @@ export class UpstreamSession {
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
   setHandler(handler: ServerRequestHandler | undefined): void {
     this.handler = handler;
+    if (!handler) this.progressListener = undefined;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */

@@ -1,0 +1,82 @@
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { parseConfig } from '../../src/config/load.js';
+import { Gateway } from '../../src/gateway.js';
+import { createApp } from '../../src/http/app.js';
+import { createLogger, silentLogger } from '../../src/observability/log.js';
+import { EVERYTHING, ROOT } from './processes.js';
+
+/** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
+export interface TestGateway {
+  gateway: Gateway;
+  base: string;
+  url(upstream: string): string;
+  close(): Promise<void>;
+}
+
+/** The stdio upstream config for server-everything. */
+export const everythingStdio = { transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] } as const;
+
+/** Starts a gateway from a raw config object (validated like a file; listen is forced to 127.0.0.1:0). */
+export async function startGateway(raw: Record<string, unknown>): Promise<TestGateway> {
+  const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
+  const log = process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger;
+  const gateway = new Gateway(cfg, log);
+  const app = createApp(gateway, log);
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    gateway,
+    base,
+    url: (upstream) => `${base}/mcp/${upstream}`,
+    close: async () => {
+      await gateway.close();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/** The 2026-07-28 `_meta` envelope. */
+export function envelope(caps: Record<string, unknown> = {}, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': caps,
+    ...extra,
+  };
+}
+
+let nextId = 1;
+
+/** Options for {@link rpc}. */
+export interface RpcOptions {
+  caps?: Record<string, unknown>;
+  headers?: Record<string, string | null>;
+  id?: string | number;
+  meta?: Record<string, unknown>;
+}
+
+/** Raw JSON-RPC POST with correct 2026-07-28 headers (override or drop any with `headers`, null drops). */
+export async function rpc(url: string, method: string, params: Record<string, unknown> = {}, opts: RpcOptions = {}): Promise<{ status: number; body: any; headers: Headers }> {
+  const id = opts.id ?? nextId++;
+  const name = (params.name ?? params.uri) as string | undefined;
+  const headers: Record<string, string | null> = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2026-07-28',
+    'mcp-method': method,
+    ...(name !== undefined ? { 'mcp-name': name } : {}),
+    ...opts.headers,
+  };
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== null)) as Record<string, string>,
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: opts.meta ?? envelope(opts.caps ?? {}) } }),
+  });
+  const text = await res.text();
+  let body: any = text;
+  if ((res.headers.get('content-type') ?? '').includes('application/json')) body = JSON.parse(text);
+  return { status: res.status, body, headers: res.headers };
+}
