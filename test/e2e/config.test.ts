@@ -1,0 +1,112 @@
+/**
+ * The real CLI (`node --import tsx src/main.ts`) rejects bad configurations with exit code 2 and
+ * a one-screen message naming the problem, without a stack trace.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { everythingStdio } from '../helpers/gateway.js';
+import { ROOT } from '../helpers/processes.js';
+
+let dir: string;
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'mrtr-config-test-'));
+});
+
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Writes `content` (a string verbatim, anything else as JSON) to a temp file and returns its path. */
+function writeConfig(name: string, content: unknown): string {
+  const file = join(dir, name);
+  writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content, null, 2));
+  return file;
+}
+
+/** Runs the CLI with `--config file --port 0` and resolves with its exit code and output. */
+function runCli(file: string, timeoutMs = 20_000): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const env = { ...process.env };
+    delete env.UNSET_VAR_XYZ;
+    delete env.PORT;
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`CLI did not exit within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+/** No `    at ` frames: the message is for a human, not a crash dump. */
+function expectNoStackTrace(stderr: string): void {
+  expect(stderr).not.toMatch(/^\s+at /m);
+  expect(stderr).not.toContain('    at ');
+}
+
+describe('CLI config errors', () => {
+  it('upstreams.everything.maxSessions given as the string "8" → exit 2, stderr names the path, no stack trace', async () => {
+    const file = writeConfig('max-sessions-string.json', { upstreams: { everything: { ...everythingStdio, maxSessions: '8' } } });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('upstreams.everything.maxSessions');
+    expect(r.stderr).toContain(file);
+    expectNoStackTrace(r.stderr);
+  });
+
+  it('an unknown top-level key → exit 2, stderr names the key', async () => {
+    const file = writeConfig('unknown-key.json', { upstreams: { everything: everythingStdio }, surpriseKey: true });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('surpriseKey');
+    expectNoStackTrace(r.stderr);
+  });
+
+  it('a file that is not valid JSON → exit 2, stderr says it is not JSON', async () => {
+    const file = writeConfig('broken.json', '{ "upstreams": { "everything": ');
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/JSON/);
+    expect(r.stderr).toContain(file);
+    expectNoStackTrace(r.stderr);
+  });
+
+  it('an unset ${UNSET_VAR_XYZ} in a requestState secret → exit 2, stderr names the variable and the path', async () => {
+    const file = writeConfig('unset-env.json', {
+      requestState: { keys: [{ kid: 'k1', secret: '${UNSET_VAR_XYZ}' }] },
+      upstreams: { everything: everythingStdio },
+    });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('UNSET_VAR_XYZ');
+    expect(r.stderr).toContain('requestState.keys[0].secret');
+    expectNoStackTrace(r.stderr);
+  });
+
+  it('a missing config file → exit 2, stderr names the file', async () => {
+    const file = join(dir, 'does-not-exist.json');
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(file);
+    expectNoStackTrace(r.stderr);
+  });
+});

@@ -1,0 +1,384 @@
+/**
+ * The downstream error contract (DESIGN.md "Error contract") and the 2026-07-28 envelope, header and
+ * result-shape rules, exercised over real HTTP against a gateway in front of server-everything (stdio).
+ */
+import { request as httpRequest } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+
+const V = '2026-07-28';
+const PV = 'io.modelcontextprotocol/protocolVersion';
+const CC = 'io.modelcontextprotocol/clientCapabilities';
+const CI = 'io.modelcontextprotocol/clientInfo';
+
+const baseHeaders = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': V,
+};
+
+/** POSTs `body` verbatim (a string is sent as is, anything else JSON-encoded) with the given headers. */
+async function post(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; text: string; json: any; headers: Headers }> {
+  const res = await fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, text, json, headers: res.headers };
+}
+
+/**
+ * POSTs with node:http so header names and values go on the wire exactly as written
+ * (fetch would lowercase names and strip surrounding whitespace before sending).
+ */
+function rawPost(url: string, body: unknown, headers: [string, string][]): Promise<{ status: number; json: any }> {
+  const u = new URL(url);
+  const payload = Buffer.from(JSON.stringify(body));
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST' });
+    req.setHeader('Content-Length', String(payload.length));
+    for (const [k, v] of headers) req.setHeader(k, v);
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode!, json: text ? JSON.parse(text) : undefined });
+      });
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+function expectError(res: { status: number; body: any }, status: number, code: number, id: string | number | null): any {
+  expect(res.status).toBe(status);
+  expect(res.body.jsonrpc).toBe('2.0');
+  expect(res.body.result).toBeUndefined();
+  expect(res.body.error.code).toBe(code);
+  expect(typeof res.body.error.message).toBe('string');
+  expect(res.body.id).toBe(id);
+  return res.body.error;
+}
+
+function expectCacheable(result: any): void {
+  expect(result.resultType).toBe('complete');
+  expect(Number.isInteger(result.ttlMs)).toBe(true);
+  expect(result.ttlMs).toBeGreaterThanOrEqual(0);
+  expect(['public', 'private']).toContain(result.cacheScope);
+}
+
+let gw: TestGateway;
+let url: string;
+
+beforeAll(async () => {
+  gw = await startGateway({ upstreams: { everything: everythingStdio } });
+  url = gw.url('everything');
+});
+
+afterAll(async () => {
+  await gw?.close();
+});
+
+describe('routing', () => {
+  it('unknown upstream name in the path → 404, -32601 naming the upstream, id echoed', async () => {
+    const res = await rpc(gw.url('nope'), 'tools/list', {}, { id: 'unknown-upstream' });
+    const err = expectError(res, 404, -32601, 'unknown-upstream');
+    expect(err.message).toContain('nope');
+    expect(err.message).toContain('everything');
+  });
+
+  it('GET on /mcp/everything → 405 with Allow: POST and a JSON-RPC error body', async () => {
+    const res = await fetch(url, { method: 'GET', headers: { accept: 'application/json, text/event-stream' } });
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe('POST');
+    const body = await res.json();
+    expect(body.jsonrpc).toBe('2.0');
+    expect(body.id).toBeNull();
+    expect(typeof body.error.code).toBe('number');
+    expect(body.error.message).toContain('POST');
+  });
+});
+
+describe('JSON-RPC framing', () => {
+  it('a body that is not JSON → 400, -32700 with id null', async () => {
+    const res = await post(url, '{"jsonrpc":"2.0","id":1,', { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.json.id).toBeNull();
+    expect(res.json.error.code).toBe(-32700);
+    expect(res.json.error.message).toMatch(/parse|json/i);
+  });
+
+  it('a JSON-RPC batch (array) → 400, -32600 saying batches are not supported', async () => {
+    const one = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: envelope() } };
+    const res = await post(url, [one, { ...one, id: 2 }], { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.json.id).toBeNull();
+    expect(res.json.error.code).toBe(-32600);
+    expect(res.json.error.message).toMatch(/batch/i);
+  });
+
+  it('a request without "jsonrpc" → 400, -32600 naming the field, id echoed', async () => {
+    const res = await post(url, { id: 'no-jsonrpc', method: 'tools/list', params: { _meta: envelope() } }, { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.json.id).toBe('no-jsonrpc');
+    expect(res.json.error.code).toBe(-32600);
+    expect(res.json.error.message).toContain('jsonrpc');
+  });
+
+  it('a notification (no id) → 202 with an empty body', async () => {
+    const res = await post(
+      url,
+      { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1, _meta: envelope() } },
+      { ...baseHeaders, 'mcp-method': 'notifications/cancelled' },
+    );
+    expect(res.status).toBe(202);
+    expect(res.text).toBe('');
+  });
+});
+
+describe('methods', () => {
+  it('removed methods (initialize, ping, logging/setLevel, resources/subscribe) and an unknown method → 404, -32601 naming the method', async () => {
+    const cases: [string, Record<string, unknown>][] = [
+      ['initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '1' } }],
+      ['ping', {}],
+      ['logging/setLevel', { level: 'debug' }],
+      ['resources/subscribe', { uri: 'demo://resource/static/document/architecture.md' }],
+      ['no/such-method', {}],
+    ];
+    for (const [method, params] of cases) {
+      const id = `m-${method}`;
+      const res = await rpc(url, method, params, { id });
+      expect.soft(res.status, method).toBe(404);
+      expect.soft(res.body.id, method).toBe(id);
+      expect.soft(res.body.error?.code, method).toBe(-32601);
+      expect.soft(res.body.error?.message, method).toContain(method);
+    }
+  });
+});
+
+describe('_meta envelope', () => {
+  it('missing params._meta entirely → 400, -32602, id echoed', async () => {
+    const res = await post(url, { jsonrpc: '2.0', id: 'no-meta', method: 'tools/list', params: {} }, { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.json.id).toBe('no-meta');
+    expect(res.json.error.code).toBe(-32602);
+    expect(res.json.error.message).toContain('_meta');
+  });
+
+  it('missing io.modelcontextprotocol/protocolVersion in _meta → 400, -32602 naming the key', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'no-version', meta: { [CC]: {} } });
+    const err = expectError(res, 400, -32602, 'no-version');
+    expect(err.message).toContain(PV);
+  });
+
+  it('missing io.modelcontextprotocol/clientCapabilities in _meta → 400, -32602 naming the key', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'no-caps', meta: { [PV]: V } });
+    const err = expectError(res, 400, -32602, 'no-caps');
+    expect(err.message).toContain(CC);
+  });
+
+  it('_meta without io.modelcontextprotocol/clientInfo is served (tools/list → 200, resultType complete)', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'no-client-info', meta: { [PV]: V, [CC]: {} } });
+    expect(res.status).toBe(200);
+    expect(res.body.id).toBe('no-client-info');
+    expect(res.body.error).toBeUndefined();
+    expect(res.body.result.resultType).toBe('complete');
+    expect(Array.isArray(res.body.result.tools)).toBe(true);
+  });
+
+  it('_meta with io.modelcontextprotocol/clientInfo is served too', async () => {
+    const res = await rpc(url, 'tools/list', {}, { meta: envelope({}, { [CI]: { name: 'envelope-test', version: '1.0.0' } }) });
+    expect(res.status).toBe(200);
+    expect(res.body.result.resultType).toBe('complete');
+  });
+
+  it('unsupported protocol version 1900-01-01 (header matching) → 400, -32022 with data.supported and data.requested', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'old-version', meta: { [PV]: '1900-01-01', [CC]: {} }, headers: { 'mcp-protocol-version': '1900-01-01' } });
+    const err = expectError(res, 400, -32022, 'old-version');
+    expect(err.data.supported).toContain(V);
+    expect(err.data.requested).toBe('1900-01-01');
+  });
+});
+
+describe('standard headers', () => {
+  it('MCP-Protocol-Version header missing → 400, -32020 naming the header', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'pv-missing', headers: { 'mcp-protocol-version': null } });
+    const err = expectError(res, 400, -32020, 'pv-missing');
+    expect(err.message).toContain('MCP-Protocol-Version');
+  });
+
+  it('MCP-Protocol-Version header mismatched with _meta → 400, -32020 naming both values', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'pv-mismatch', headers: { 'mcp-protocol-version': '2025-11-25' } });
+    const err = expectError(res, 400, -32020, 'pv-mismatch');
+    expect(err.message).toContain('2025-11-25');
+    expect(err.message).toContain(V);
+  });
+
+  it('Mcp-Method header missing → 400, -32020 naming the header', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'method-missing', headers: { 'mcp-method': null } });
+    const err = expectError(res, 400, -32020, 'method-missing');
+    expect(err.message).toContain('Mcp-Method');
+  });
+
+  it('Mcp-Method header mismatched with the body method → 400, -32020', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'method-mismatch', headers: { 'mcp-method': 'prompts/list' } });
+    const err = expectError(res, 400, -32020, 'method-mismatch');
+    expect(err.message).toContain('prompts/list');
+    expect(err.message).toContain('tools/list');
+  });
+
+  it('Mcp-Method header value differing only in case (Tools/Call) → 400, -32020 (values are case-sensitive)', async () => {
+    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'method-case', headers: { 'mcp-method': 'Tools/Call' } });
+    const err = expectError(res, 400, -32020, 'method-case');
+    expect(err.message).toContain('Tools/Call');
+  });
+
+  it('header names are case-insensitive (MCP-METHOD, MCP-PROTOCOL-VERSION, MCP-NAME on the wire) → served', async () => {
+    const res = await rawPost(
+      url,
+      { jsonrpc: '2.0', id: 'upper-names', method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' }, _meta: envelope() } },
+      [
+        ['Content-Type', 'application/json'],
+        ['Accept', 'application/json, text/event-stream'],
+        ['MCP-PROTOCOL-VERSION', V],
+        ['MCP-METHOD', 'tools/call'],
+        ['MCP-NAME', 'echo'],
+      ],
+    );
+    expect(res.status).toBe(200);
+    expect(res.json.id).toBe('upper-names');
+    expect(res.json.error).toBeUndefined();
+    expect(res.json.result.resultType).toBe('complete');
+    expect(res.json.result.content[0].text).toContain('hi');
+  });
+
+  it('whitespace around header values is ignored → served', async () => {
+    const res = await rawPost(
+      url,
+      { jsonrpc: '2.0', id: 'spaces', method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' }, _meta: envelope() } },
+      [
+        ['Content-Type', 'application/json'],
+        ['Accept', 'application/json, text/event-stream'],
+        ['Mcp-Protocol-Version', `  ${V}\t`],
+        ['Mcp-Method', '  tools/call  '],
+        ['Mcp-Name', ' echo '],
+      ],
+    );
+    expect(res.status).toBe(200);
+    expect(res.json.id).toBe('spaces');
+    expect(res.json.error).toBeUndefined();
+    expect(res.json.result.resultType).toBe('complete');
+  });
+
+  it('Mcp-Name header missing for tools/call → 400, -32020 naming the header', async () => {
+    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-missing', headers: { 'mcp-name': null } });
+    const err = expectError(res, 400, -32020, 'name-missing');
+    expect(err.message).toContain('Mcp-Name');
+  });
+
+  it('Mcp-Name header mismatched with params.name → 400, -32020 naming both values', async () => {
+    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-mismatch', headers: { 'mcp-name': 'get-sum' } });
+    const err = expectError(res, 400, -32020, 'name-mismatch');
+    expect(err.message).toContain('get-sum');
+    expect(err.message).toContain('echo');
+  });
+
+  it('Mcp-Name in base64 form =?base64?…?= matching params.name → served', async () => {
+    const encoded = `=?base64?${Buffer.from('echo', 'utf8').toString('base64')}?=`;
+    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-b64', headers: { 'mcp-name': encoded } });
+    expect(res.status).toBe(200);
+    expect(res.body.id).toBe('name-b64');
+    expect(res.body.error).toBeUndefined();
+    expect(res.body.result.resultType).toBe('complete');
+    expect(res.body.result.content[0].text).toContain('hi');
+  });
+});
+
+describe('client capabilities', () => {
+  it('capability mirroring: trigger-sampling-request is listed only when the request declares sampling', async () => {
+    const without = await rpc(url, 'tools/list', {}, { caps: {} });
+    expect(without.status).toBe(200);
+    const namesWithout = (without.body.result.tools as { name: string }[]).map((t) => t.name);
+    expect(namesWithout).toContain('echo');
+    expect(namesWithout).not.toContain('trigger-sampling-request');
+
+    const withSampling = await rpc(url, 'tools/list', {}, { caps: { sampling: {} } });
+    expect(withSampling.status).toBe(200);
+    const namesWith = (withSampling.body.result.tools as { name: string }[]).map((t) => t.name);
+    expect(namesWith).toContain('trigger-sampling-request');
+  });
+});
+
+describe('requestState', () => {
+  it('an invalid requestState (random string) on tools/call → 200, -32602 about requestState', async () => {
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo', arguments: { message: 'hi' }, requestState: 'not-a-real-state-' + Math.random().toString(36).slice(2), inputResponses: {} },
+      { id: 'bad-state' },
+    );
+    const err = expectError(res, 200, -32602, 'bad-state');
+    expect(err.message).toContain('requestState');
+  });
+});
+
+describe('limits', () => {
+  it('a body over limits.maxBodyBytes → 413 with a JSON-RPC error body', async () => {
+    const small = await startGateway({ limits: { maxBodyBytes: 2048 }, upstreams: { everything: everythingStdio } });
+    try {
+      const res = await rpc(small.url('everything'), 'tools/call', { name: 'echo', arguments: { message: 'x'.repeat(4096) } }, { id: 'too-big' });
+      expect(res.status).toBe(413);
+      expect(res.body.jsonrpc).toBe('2.0');
+      expect(typeof res.body.error.code).toBe('number');
+      expect(res.body.error.message).toContain('2048');
+      expect(res.body.result).toBeUndefined();
+    } finally {
+      await small.close();
+    }
+  });
+});
+
+describe('result shapes', () => {
+  it('server/discover → resultType complete, supportedVersions ["2026-07-28"], capabilities.tools, _meta serverInfo.name', async () => {
+    const res = await rpc(url, 'server/discover', {}, { id: 'discover' });
+    expect(res.status).toBe(200);
+    expect(res.body.id).toBe('discover');
+    const r = res.body.result;
+    expect(r.resultType).toBe('complete');
+    expect(r.supportedVersions).toEqual([V]);
+    expect(r.capabilities.tools).toBeTypeOf('object');
+    expect(typeof r._meta['io.modelcontextprotocol/serverInfo'].name).toBe('string');
+    expect(r._meta['io.modelcontextprotocol/serverInfo'].name.length).toBeGreaterThan(0);
+  });
+
+  for (const [method, field] of [
+    ['tools/list', 'tools'],
+    ['prompts/list', 'prompts'],
+    ['resources/list', 'resources'],
+    ['resources/templates/list', 'resourceTemplates'],
+  ] as const) {
+    it(`${method} → resultType complete, integer ttlMs >= 0, cacheScope public|private`, async () => {
+      const res = await rpc(url, method, {});
+      expect(res.status).toBe(200);
+      expect(res.body.error).toBeUndefined();
+      expectCacheable(res.body.result);
+      expect(Array.isArray(res.body.result[field])).toBe(true);
+    });
+  }
+
+  it('resources/read of a listed resource → resultType complete, integer ttlMs >= 0, cacheScope public|private', async () => {
+    const list = await rpc(url, 'resources/list', {});
+    const uri = (list.body.result.resources as { uri: string }[])[0]!.uri;
+    const res = await rpc(url, 'resources/read', { uri }, { id: 'read' });
+    expect(res.status).toBe(200);
+    expect(res.body.id).toBe('read');
+    expect(res.body.error).toBeUndefined();
+    expectCacheable(res.body.result);
+    expect(res.body.result.contents[0].uri).toBe(uri);
+  });
+});

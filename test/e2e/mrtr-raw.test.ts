@@ -1,0 +1,174 @@
+/**
+ * input_required rounds over raw HTTP, against the legacy fixture over stdio, with the fixture's
+ * event log showing what reached the upstream.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+
+const ELICIT = { elicitation: {} };
+
+describe('input_required over raw HTTP', () => {
+  let gw: TestGateway;
+  let shortTtl: TestGateway;
+  const log = new FixtureLog();
+  const shortLog = new FixtureLog();
+  let url: string;
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: {
+        fixture: { ...fixtureStdio(log), roots: [{ uri: 'file:///srv/configured', name: 'configured' }] },
+        other: fixtureStdio(),
+      },
+    });
+    url = gw.url('fixture');
+    shortTtl = await startGateway({ requestState: { ttlMs: 1000 }, upstreams: { fixture: fixtureStdio(shortLog) } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await shortTtl?.close();
+  });
+
+  async function firstRound(tool: string, args: Record<string, unknown> = {}, target = url) {
+    const r = await rpc(target, 'tools/call', { name: tool, arguments: args }, { caps: ELICIT });
+    expect(r.status).toBe(200);
+    expect(r.body.result.resultType).toBe('input_required');
+    return r.body.result as { inputRequests: Record<string, { method: string; params: any }>; requestState: string };
+  }
+
+  it('answers input_required with a sealed, opaque requestState, and the retry completes the call', async () => {
+    const first = await firstRound('ask_name', { greeting: 'Hi' });
+    expect(Object.keys(first.inputRequests)).toEqual(['elicitation-1']);
+    const req = first.inputRequests['elicitation-1']!;
+    expect(req.method).toBe('elicitation/create');
+    expect(req.params.message).toBe('What is your name?');
+    expect(req.params.requestedSchema.properties.name.type).toBe('string');
+    expect(req.params._meta).toBeUndefined();
+    // A JWE in compact form: five base64url parts; nothing readable inside.
+    expect(first.requestState.split('.')).toHaveLength(5);
+    expect(Buffer.from(first.requestState.split('.')[3]!, 'base64url').toString('latin1')).not.toContain('ask_name');
+
+    const done = await rpc(url, 'tools/call', {
+      name: 'ask_name',
+      arguments: { greeting: 'Hi' },
+      requestState: first.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
+    }, { caps: ELICIT });
+    expect(done.status).toBe(200);
+    expect(done.body.result).toEqual({ content: [{ type: 'text', text: 'Hi, Ada!' }], resultType: 'complete' });
+  });
+
+  it('delivers decline to the upstream as the elicitation result', async () => {
+    const first = await firstRound('ask_name');
+    const done = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'decline' } } }, { caps: ELICIT });
+    expect(done.body.result.content[0].text).toBe('elicitation decline');
+    expect(log.of('elicit-result', 'ask_name').some((e) => e.result.action === 'decline')).toBe(true);
+  });
+
+  it('rejects a tampered requestState with -32602; nothing reaches the upstream and the parked call still completes', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'tamper' });
+    const parts = first.requestState.split('.');
+    const ct = Buffer.from(parts[3]!, 'base64url');
+    ct[0] = ct[0]! ^ 0x01;
+    parts[3] = ct.toString('base64url');
+    const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } };
+    const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'tamper' }, requestState: parts.join('.'), inputResponses: answer }, { caps: ELICIT });
+    expect(bad.status).toBe(200);
+    expect(bad.body.error.code).toBe(-32602);
+    expect(bad.body.error.message).toMatch(/requestState/);
+    expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'tamper')).toHaveLength(0);
+
+    const good = await rpc(url, 'tools/call', {
+      name: 'echo_after_ask',
+      arguments: { tag: 'tamper' },
+      requestState: first.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
+    }, { caps: ELICIT });
+    expect(good.body.result.content[0].text).toBe('tag=tamper action=accept name=Alice');
+  });
+
+  it('rejects a replayed requestState with -32602; the upstream saw exactly one answer', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'replay' });
+    const params = {
+      name: 'echo_after_ask',
+      arguments: { tag: 'replay' },
+      requestState: first.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Once' } } },
+    };
+    const ok = await rpc(url, 'tools/call', params, { caps: ELICIT });
+    expect(ok.body.result.content[0].text).toBe('tag=replay action=accept name=Once');
+    const again = await rpc(url, 'tools/call', params, { caps: ELICIT });
+    expect(again.body.error.code).toBe(-32602);
+    expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'replay')).toHaveLength(1);
+  });
+
+  it('rejects a state presented with other arguments, another tool or another upstream; the parked call is untouched', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'mine' });
+    const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Eve' } } };
+    const otherArgs = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'theirs' }, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    expect(otherArgs.body.error.code).toBe(-32602);
+    const otherTool = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    expect(otherTool.body.error.code).toBe(-32602);
+    const otherUpstream = await rpc(gw.url('other'), 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'mine' }, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    expect(otherUpstream.body.error.code).toBe(-32602);
+    expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'mine' || e.tag === 'theirs')).toHaveLength(0);
+
+    const good = await rpc(url, 'tools/call', {
+      name: 'echo_after_ask',
+      arguments: { tag: 'mine' },
+      requestState: first.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } },
+    }, { caps: ELICIT });
+    expect(good.body.result.content[0].text).toBe('tag=mine action=accept name=Bob');
+  });
+
+  it('expires a parked call after the state TTL: the upstream gets cancel then notifications/cancelled, and the late retry gets -32602', async () => {
+    const target = shortTtl.url('fixture');
+    const first = await firstRound('ask_name', {}, target);
+    expect(shortTtl.gateway.bridge.parkedCount).toBe(1);
+    const callId = shortLog.of('call', 'ask_name')[0]!.requestId;
+    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.requestId === callId), 4000);
+    expect(cancelled).toBe(true);
+    const results = shortLog.of('elicit-result', 'ask_name');
+    expect(results).toHaveLength(1);
+    expect(results[0]!.result).toEqual({ action: 'cancel' });
+    // On the wire, the elicitation answer reached the upstream before the cancellation of the call.
+    const wire = shortLog.events().filter((e) => e.event === 'response' || e.event === 'notification-cancelled');
+    expect(wire.map((e) => e.event)).toEqual(['response', 'notification-cancelled']);
+    expect(wire[0]!.result).toEqual({ action: 'cancel' });
+    expect(shortTtl.gateway.bridge.parkedCount).toBe(0);
+
+    const late = await rpc(target, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Late' } } } }, { caps: ELICIT });
+    expect(late.body.error.code).toBe(-32602);
+    expect(shortLog.of('elicit-result', 'ask_name')).toHaveLength(1);
+  });
+
+  it('answers -32021 (HTTP 400) with data.requiredCapabilities when the upstream asks for sampling the client did not declare', async () => {
+    const r = await rpc(url, 'tools/call', { name: 'summarize', arguments: { text: 'x' } }, { caps: ELICIT });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe(-32021);
+    expect(r.body.error.data.requiredCapabilities).toEqual({ sampling: {} });
+  });
+
+  it('rejects a malformed inputResponses value with -32602 and keeps the call parked for a correct retry', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'malformed' });
+    const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'malformed' }, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'maybe' } } }, { caps: ELICIT });
+    expect(bad.body.error.code).toBe(-32602);
+    expect(bad.body.error.message).toContain('elicitation-1');
+    const good = await rpc(url, 'tools/call', {
+      name: 'echo_after_ask',
+      arguments: { tag: 'malformed' },
+      requestState: first.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Fixed' } } },
+    }, { caps: ELICIT });
+    expect(good.body.result.content[0].text).toBe('tag=malformed action=accept name=Fixed');
+  });
+
+  it('answers a roots/list that arrives outside any call from the upstream roots config', async () => {
+    const r = await rpc(url, 'tools/call', { name: 'later_roots', arguments: {} }, { caps: { roots: {} } });
+    expect(r.body.result.content[0].text).toContain('will ask for roots');
+    expect(await eventually(() => log.of('late-roots').length > 0, 3000)).toBe(true);
+    expect(log.of('late-roots')[0]!.roots).toEqual([{ uri: 'file:///srv/configured', name: 'configured' }]);
+  });
+});

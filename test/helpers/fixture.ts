@@ -1,0 +1,52 @@
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { spawnListening, type SpawnedServer } from './processes.js';
+
+export const FIXTURE = fileURLToPath(new URL('../fixtures/legacy-server.ts', import.meta.url));
+
+/** A JSONL event log the fixture writes to (FIXTURE_LOG). */
+export class FixtureLog {
+  readonly file: string;
+  constructor() {
+    this.file = join(mkdtempSync(join(tmpdir(), 'mrtr-fixture-')), 'events.jsonl');
+  }
+  events(): Record<string, any>[] {
+    if (!existsSync(this.file)) return [];
+    return readFileSync(this.file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l));
+  }
+  of(event: string, tool?: string): Record<string, any>[] {
+    return this.events().filter((e) => e.event === event && (tool === undefined || e.tool === tool));
+  }
+}
+
+/** Upstream config for the fixture over stdio (spawned by the gateway). */
+export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
+  return {
+    transport: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', FIXTURE, 'stdio'],
+    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
+  };
+}
+
+/** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1. */
+export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], log ? { FIXTURE_LOG: log.file } : {});
+  const config = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
+  return { ...srv, config };
+}
+
+/** Polls `check` until it returns true or `timeoutMs` passes. */
+export async function eventually(check: () => boolean, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (check()) return true;
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+  return check();
+}

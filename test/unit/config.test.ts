@@ -1,0 +1,54 @@
+/**
+ * The generated JSON Schema is current, and the shipped configs validate.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, configJsonSchema, parseConfig } from '../../src/config/load.js';
+import { ROOT } from '../helpers/processes.js';
+
+const fakeEnv: NodeJS.ProcessEnv = {
+  ...process.env,
+  MRTR_STATE_SECRET: 'test-state-secret-0123456789abcdefghijklmnop',
+  UPSTREAM_TOKEN: 'test-upstream-token',
+};
+
+function readJson(file: string): unknown {
+  return JSON.parse(readFileSync(file, 'utf8'));
+}
+
+describe('config/gateway.schema.json', () => {
+  it('equals configJsonSchema() with the title gen-schema.ts prepends (run `npm run schema` if this fails)', () => {
+    const committed = readJson(join(ROOT, 'config/gateway.schema.json'));
+    const generated = JSON.parse(JSON.stringify({ title: 'mrtr-gateway configuration', ...configJsonSchema() }));
+    expect(committed).toEqual(generated);
+  });
+});
+
+describe('shipped configs', () => {
+  it('gateway.config.json parses with parseConfig', () => {
+    const cfg = parseConfig(readJson(join(ROOT, 'gateway.config.json')), fakeEnv, ROOT);
+    expect(Object.keys(cfg.upstreams).length).toBeGreaterThan(0);
+  });
+
+  const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));
+  it(`every config/*.example.json parses with parseConfig (${examples.length} found)`, () => {
+    for (const f of examples) {
+      const file = join(ROOT, 'config', f);
+      expect(() => parseConfig(readJson(file), fakeEnv, join(ROOT, 'config')), f).not.toThrow();
+    }
+  });
+});
+
+describe('parseConfig errors', () => {
+  it('a wrongly typed field is reported as a ConfigError naming its JSON path', () => {
+    const raw = { upstreams: { everything: { transport: 'stdio', command: 'node', maxSessions: '8' } } };
+    expect(() => parseConfig(raw, {})).toThrow(ConfigError);
+    expect(() => parseConfig(raw, {})).toThrow(/upstreams\.everything\.maxSessions/);
+  });
+
+  it('an unset ${VAR} is reported naming the variable and its JSON path', () => {
+    const raw = { requestState: { keys: [{ kid: 'k', secret: '${NOPE_NOT_SET}' }] }, upstreams: { a: { transport: 'stdio', command: 'node' } } };
+    expect(() => parseConfig(raw, {})).toThrow(/requestState\.keys\[0\]\.secret: environment variable NOPE_NOT_SET is not set/);
+  });
+});
