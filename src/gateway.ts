@@ -138,7 +138,7 @@ export class Gateway {
       return out;
     } catch (e) {
       if (!(e instanceof McpError) || e.code === -32000 || e.code === -32001) reusable = false;
-      throw downstreamError(up.name, e, lease.session.deadReason);
+      throw downstreamError(up.name, e, lease.session);
     } finally {
       lease.release(reusable);
     }

@@ -98,11 +98,14 @@ export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
 }
 
 /** Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated). */
-export function downstreamError(upstream: string, err: unknown, sessionDead: string | undefined): GatewayError {
+export function downstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof McpError) {
     if (err.code === -32000) {
-      return upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' closed the connection during the request (${sessionDead ?? 'connection closed'})`);
+      const reason = session?.deadReason ?? 'connection closed';
+      return session?.transportKind === 'stdio'
+        ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
+        : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);
     }
     if (err.code === -32001) return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
     if (err.code === -32002) {
@@ -171,7 +174,7 @@ export class Exchange {
       })
       .then(
         (result) => this.finish({ result: result as Record<string, unknown> }, true),
-        (err) => this.finish({ error: downstreamError(this.upstream, err, lease.session.deadReason) }, !(err instanceof McpError) || err.code === -32000 ? false : true),
+        (err) => this.finish({ error: downstreamError(this.upstream, err, lease.session) }, !(err instanceof McpError) || err.code === -32000 ? false : true),
       );
   }
 

@@ -63,18 +63,16 @@ export function createApp(gateway: Gateway, log: Logger): Hono {
 async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Response> {
   const name = c.req.param('name')!;
   const started = performance.now();
-  if (!gateway.upstreams.has(name)) {
-    const err = methodNotFound(`Unknown upstream '${name}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
-    return errorResponse(null, err.toJSON(), 404);
-  }
   const text = await c.req.text();
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch (e) {
+    if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, null);
     return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
   }
   const id = idOf(body);
+  if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, id);
   let rpc;
   try {
     rpc = parseJsonRpc(body);
@@ -147,6 +145,11 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
         }
       });
   });
+}
+
+function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {
+  const err = methodNotFound(`Unknown upstream '${name}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
+  return errorResponse(id, err.toJSON(), 404);
 }
 
 function logRequest(log: Logger, upstream: string, method: string, name: string | undefined, started: number, err?: GatewayError, resultType?: string): void {

@@ -63,7 +63,7 @@ function createTransport(cfg: UpstreamConfig, log: Logger): Transport {
     case 'streamable-http':
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
         requestInit: { headers: cfg.headers },
-        reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 },
+        reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
       });
     case 'sse':
       return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: cfg.headers } });
@@ -96,6 +96,7 @@ export class UpstreamSession {
 
   private constructor(
     readonly upstream: string,
+    readonly transportKind: UpstreamConfig['transport'],
     readonly client: Client,
     private readonly transport: Transport,
     readonly key: string,
@@ -130,7 +131,7 @@ export class UpstreamSession {
   ): Promise<UpstreamSession> {
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
     const transport = createTransport(cfg, log);
-    const session = new UpstreamSession(upstream, client, transport, key, cfg.roots, log);
+    const session = new UpstreamSession(upstream, cfg.transport, client, transport, key, cfg.roots, log);
     // The SDK hands the negotiated version to HTTP transports only; capture it for every transport.
     const setVersion = transport.setProtocolVersion?.bind(transport);
     transport.setProtocolVersion = (v: string) => {
@@ -142,7 +143,13 @@ export class UpstreamSession {
     // notification that arrives in the same read as the response it belongs to.
     client.setNotificationHandler(ProgressNotificationSchema, (n) => session.progressListener?.(n.params));
     client.onclose = () => session.markDead(session.closing ? 'closed by the gateway' : 'connection closed');
-    client.onerror = (err) => log.debug({ err: err.message, session: session.id }, 'upstream transport error');
+    client.onerror = (err) => {
+      log.debug({ err: err.message, session: session.id }, 'upstream transport error');
+      // An HTTP stream that broke (or could not be resumed) means the upstream or its session is gone.
+      if (cfg.transport !== 'stdio' && /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect|SSE error/i.test(err.message)) {
+        session.fail(err.message);
+      }
+    };
     try {
       await client.connect(transport, { timeout: cfg.timeouts.connectMs });
     } catch (e) {
@@ -173,6 +180,13 @@ export class UpstreamSession {
       this.log.warn({ session: this.session, reason }, 'upstream session died');
       for (const cb of this.onDead) cb(reason);
     }
+  }
+
+  /** Marks the session dead for `reason` and closes it; calls in flight fail with ConnectionClosed. */
+  fail(reason: string): void {
+    if (this.deadReason) return;
+    this.markDead(reason);
+    void this.client.close().catch(() => {});
   }
 
   private get session(): string {

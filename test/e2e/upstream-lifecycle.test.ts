@@ -1,0 +1,136 @@
+/**
+ * Upstream sessions: warm reuse, capability mirroring in initialize, the maxSessions bound, a
+ * crashing stdio child, a lost Streamable HTTP upstream, per-hop protocol version headers.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { spawnListening } from '../helpers/processes.js';
+import { FIXTURE } from '../helpers/fixture.js';
+
+const gateways: TestGateway[] = [];
+async function gateway(raw: Record<string, unknown>): Promise<TestGateway> {
+  const g = await startGateway(raw);
+  gateways.push(g);
+  return g;
+}
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+});
+
+const slow = (ms = 10) => ({ name: 'slow', arguments: { ms, steps: 1 } });
+
+describe('upstream sessions', () => {
+  it('reuses one warm stdio session for sequential calls (no process per call)', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: fixtureStdio(log) } });
+    for (let i = 0; i < 5; i++) {
+      const r = await rpc(gw.url('f'), 'tools/call', slow());
+      expect(r.body.result.content[0].text).toBe('slept 10ms');
+    }
+    expect(log.of('initialized')).toHaveLength(1);
+    expect(new Set(log.events().map((e) => e.pid)).size).toBe(1);
+  });
+
+  it('mirrors the client capabilities into initialize, one session per capability set', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: fixtureStdio(log) } });
+    await rpc(gw.url('f'), 'tools/call', slow(), { caps: {} });
+    await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {}, sampling: { tools: {} }, roots: {} } });
+    await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: { url: {} } } });
+    const inits = log.of('initialized').map((e) => e.capabilities);
+    expect(inits).toEqual([{}, { elicitation: { form: {} }, sampling: { tools: {} }, roots: {} }, { elicitation: { url: {} } }]);
+    expect(log.of('initialized').every((e) => e.clientInfo.name === 'mrtr-gateway')).toBe(true);
+  });
+
+  it('declares only the kinds the input policy allows, whatever the client supports', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), input: { allow: ['elicitation'] } } } });
+    await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {}, sampling: {}, roots: {} } });
+    expect(log.of('initialized')[0]!.capabilities).toEqual({ elicitation: { form: {} } });
+  });
+
+  it('bounds sessions by maxSessions: a call that finds none free within queueMs gets -32603 busy, and others still complete', async () => {
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(), maxSessions: 1, timeouts: { queueMs: 300 } } } });
+    const first = await rpc(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { elicitation: {} } });
+    expect(first.body.result.resultType).toBe('input_required');
+    const started = Date.now();
+    const second = await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {} } });
+    expect(second.body.error.code).toBe(-32603);
+    expect(second.body.error.data).toEqual({ upstream: 'f', reason: 'busy' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    const done = await rpc(gw.url('f'), 'tools/call', {
+      name: 'ask_name',
+      arguments: {},
+      requestState: first.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
+    }, { caps: { elicitation: {} } });
+    expect(done.body.result.content[0].text).toBe('Hello, Q!');
+    const third = await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {} } });
+    expect(third.body.result.content[0].text).toBe('slept 10ms');
+  });
+
+  it('notices a crashed stdio child: the call fails at once with -32603 crashed, the next call gets a fresh process', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: fixtureStdio(log) } });
+    await rpc(gw.url('f'), 'tools/call', slow());
+    const started = Date.now();
+    const crashed = await rpc(gw.url('f'), 'tools/call', { name: 'crash', arguments: {} });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(crashed.body.error.code).toBe(-32603);
+    expect(crashed.body.error.data).toEqual({ upstream: 'f', reason: 'crashed' });
+    const next = await rpc(gw.url('f'), 'tools/call', slow());
+    expect(next.body.result.content[0].text).toBe('slept 10ms');
+    expect(new Set(log.of('initialized').map((e) => e.pid)).size).toBe(2);
+  });
+
+  it('fails with -32603 unreachable when the upstream command does not exist', async () => {
+    const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: '/nonexistent/mcp-server-xyz' } } });
+    const r = await rpc(gw.url('f'), 'tools/list');
+    expect(r.body.error.code).toBe(-32603);
+    expect(r.body.error.data).toEqual({ upstream: 'f', reason: 'unreachable' });
+    expect(r.body.error.message).toContain("'f'");
+  });
+
+  it('notices a lost Streamable HTTP upstream: the call in flight fails at once, and after a restart the next call gets a fresh session', async () => {
+    const log = new FixtureLog();
+    const srv = await startFixtureHttp('http', log);
+    try {
+      const gw = await gateway({ upstreams: { f: srv.config } });
+      expect((await rpc(gw.url('f'), 'tools/call', slow())).body.result.content[0].text).toBe('slept 10ms');
+      const inflight = rpc(gw.url('f'), 'tools/call', slow(20_000));
+      await new Promise((r) => setTimeout(r, 300));
+      const killedAt = Date.now();
+      srv.child.kill('SIGKILL');
+      const failed = await inflight;
+      expect(Date.now() - killedAt).toBeLessThan(3000);
+      expect(failed.body.error.code).toBe(-32603);
+      expect(failed.body.error.data.upstream).toBe('f');
+
+      const again = await spawnListening(['--import', 'tsx', FIXTURE, 'http'], { PORT: String(srv.port), FIXTURE_LOG: log.file });
+      try {
+        const next = await rpc(gw.url('f'), 'tools/call', slow());
+        expect(next.body.result?.content[0].text).toBe('slept 10ms');
+      } finally {
+        await again.stop();
+      }
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  it('sends the protocol version negotiated upstream on each upstream hop, never the client 2026-07-28 header', async () => {
+    const log = new FixtureLog();
+    const srv = await startFixtureHttp('http', log);
+    try {
+      const gw = await gateway({ upstreams: { f: srv.config } });
+      await rpc(gw.url('f'), 'tools/call', slow());
+      const posts = log.of('http').filter((e) => e.httpMethod === 'POST' && e.rpcMethod && e.rpcMethod !== 'initialize');
+      expect(posts.length).toBeGreaterThan(0);
+      expect(posts.every((e) => e.protocolVersion === '2025-11-25')).toBe(true);
+      expect(posts.some((e) => e.mcpMethodHeader === 'tools/call' && e.protocolVersion === '2026-07-28')).toBe(false);
+    } finally {
+      await srv.stop();
+    }
+  });
+});
