@@ -87,7 +87,10 @@ export class Gateway {
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) this.upstreams.set(name, new Upstream(name, ucfg, log));
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
-    this.bridge = new MrtrBridge(new StateSealer(keys), cfg.requestState.ttlMs, log);
+    this.bridge = new MrtrBridge(new StateSealer(keys), cfg.requestState.ttlMs, log, {
+      total: cfg.limits.maxParked,
+      perUpstream: (name) => cfg.upstreams[name]?.maxParked ?? Infinity,
+    });
   }
 
   /**

@@ -37,6 +37,12 @@ const InputPolicySchema = z
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
     batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+    allowSecrets: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Forward forms that ask for secrets (a property with format "password" or named like password, passphrase, secret, token, api key, private key, credential). Off: the upstream gets "decline" and the event is logged.',
+      ),
   })
   .strict()
   .describe('Which server-initiated requests become input requests for the client');
@@ -50,6 +56,7 @@ const CacheHintsSchema = z
 
 const upstreamCommon = {
   timeouts: TimeoutsSchema.prefault({}),
+  maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
   maxSessions: z.number().int().positive().default(8).describe('Most upstream sessions open at once for this upstream (each holds one call in flight)'),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z.array(RootSchema).default([]).describe('Answer to a `roots/list` the upstream sends outside any call'),
@@ -118,6 +125,7 @@ export const GatewayConfigSchema = z
     limits: z
       .object({
         maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
+        maxParked: z.number().int().positive().default(10_000).describe('Most calls parked waiting for client input at once, over all upstreams'),
       })
       .strict()
       .prefault({}),

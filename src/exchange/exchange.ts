@@ -14,6 +14,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { secretFields } from '../security/secrets.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
 import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
 
@@ -29,6 +30,11 @@ const KIND_OF: Record<string, InputKind> = {
 const NO_SDK_TIMEOUT = 2_147_483_647;
 
 const LooseResult = z.looseObject({});
+
+/** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
+const URL_ELICITATION_REQUIRED = -32042;
+/** Most re-sends of one request after URL elicitations. */
+const MAX_URL_ATTEMPTS = 3;
 
 /** A progress notification's params without the token (the front end adds the client's token). */
 export interface ProgressParams {
@@ -59,6 +65,8 @@ export interface ExchangeInit {
   pool: SessionPool;
   lease: SessionLease;
   log: Logger;
+  /** Called when the secret guard declines a form. */
+  onSecretDeclined?: () => void;
 }
 
 /**
@@ -157,7 +165,7 @@ export class Exchange {
 
   /** Starts the upstream request. Call once. */
   start(): void {
-    const { lease, method, params } = this.init;
+    const { lease } = this.init;
     lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
     const progressToken = this.id;
     lease.session.progressListener = (p) => {
@@ -165,8 +173,14 @@ export class Exchange {
       this.touch();
       this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
     };
+    this.attempt(1);
+  }
+
+  /** Sends the upstream request; `attempt` counts re-sends after URL elicitation (2025-11-25 -32042). */
+  private attempt(attempt: number): void {
+    const { lease, method, params } = this.init;
     this.armTimers();
-    const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken } };
+    const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken: this.id } };
     lease.session.client
       .request({ method, params: upstreamParams } as never, LooseResult, {
         signal: this.abort.signal,
@@ -174,8 +188,50 @@ export class Exchange {
       })
       .then(
         (result) => this.finish({ result: result as Record<string, unknown> }, true),
-        (err) => this.finish({ error: downstreamError(this.upstream, err, lease.session) }, !(err instanceof McpError) || err.code === -32000 ? false : true),
+        (err) => {
+          if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
+            return this.urlElicitationRequired(err, attempt);
+          }
+          this.finish({ error: downstreamError(this.upstream, err, lease.session) }, err instanceof McpError && err.code !== -32000);
+        },
       );
+  }
+
+  /**
+   * The upstream answered -32042 (URL elicitation required, 2025-11-25): each of its
+   * `data.elicitations` becomes a URL-mode input request; when the client accepts them all, the
+   * upstream request is sent again, as the 2025-11-25 flow has the client do.
+   */
+  private urlElicitationRequired(err: McpError, attempt: number): void {
+    const list = (err.data as { elicitations?: unknown } | undefined)?.elicitations;
+    if (!Array.isArray(list) || list.length === 0) {
+      this.finish({ error: upstreamFailed(this.upstream, 'protocol', `Upstream '${this.upstream}' required URL elicitation without saying which (${err.message})`) }, true);
+      return;
+    }
+    const requests = list.map((e) => toInputRequest({ method: 'elicitation/create', params: { ...(e as object), mode: 'url' } }));
+    for (const r of requests) {
+      const missing = missingFor(this.init.clientCapabilities, r);
+      if (missing) {
+        this.finish({ error: missingCapability(missing, JSON.stringify(missing)) }, true);
+        return;
+      }
+    }
+    const answers = requests.map((r) => this.addPending(this.keyFor('elicitation', {}), r));
+    Promise.all(answers).then(
+      (results) => {
+        if (this.outcome) return;
+        const refused = results.find((r) => r.action !== 'accept');
+        if (refused) {
+          this.finish(
+            { error: upstreamFailed(this.upstream, 'declined', `The upstream requires the user to complete a URL flow (${String(requests[0]!.params.url)}); the client answered ${String(refused.action)}`) },
+            true,
+          );
+          return;
+        }
+        this.attempt(attempt + 1);
+      },
+      () => {},
+    );
   }
 
   /** Directs progress to `sink` (undefined: drop progress). */
@@ -256,25 +312,39 @@ export class Exchange {
       queueMicrotask(() => this.cancel(err));
       return Promise.reject(new McpError(ErrorCode.InvalidParams, `The client did not declare ${JSON.stringify(missing)}`));
     }
+    if (kind === 'elicitation' && request.params.mode !== 'url' && !this.init.cfg.input.allowSecrets) {
+      const fields = secretFields(request.params.requestedSchema);
+      if (fields.length) {
+        this.init.log.warn({ exchange: this.id, fields, method: this.method }, 'form asks for secrets: declined upstream, not forwarded to the client');
+        this.init.onSecretDeclined?.();
+        return Promise.resolve({ action: 'decline' });
+      }
+    }
     const key = this.keyFor(kind, req);
     this.init.log.debug({ exchange: this.id, key, method: req.method }, 'input request');
+    const answer = this.addPending(key, request);
+    extra.signal.addEventListener(
+      'abort',
+      () => {
+        // The upstream gave up on this request (its own timeout or cancellation).
+        if (this.pending.delete(key)) this.notify();
+      },
+      { once: true },
+    );
+    return answer;
+  }
+
+  /** Adds an outstanding input request; resolves with the client's answer. */
+  private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
       this.pending.set(key, { key, request, resolve, reject });
       this.lastInputAt = Date.now();
-      extra.signal.addEventListener(
-        'abort',
-        () => {
-          // The upstream gave up on this request (its own timeout or cancellation).
-          if (this.pending.delete(key)) this.notify();
-        },
-        { once: true },
-      );
       this.armTimers();
       this.notify();
     });
   }
 
-  private keyFor(kind: InputKind, req: ServerInitiatedRequest): string {
+  private keyFor(kind: InputKind, req: Pick<ServerInitiatedRequest, 'params'>): string {
     const hint = (req.params?._meta as Record<string, unknown> | undefined)?.[META_INPUT_KEY_HINT];
     let key: string;
     if (typeof hint === 'string' && hint.length > 0 && hint.length <= 128 && !this.usedKeys.has(hint)) key = hint;

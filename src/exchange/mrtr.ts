@@ -65,12 +65,17 @@ export class MrtrBridge {
   /** Replica id sealed into each state. */
   readonly replica = randomUUID();
   private readonly parked = new Map<string, Parked>();
+  private readonly parkedPerUpstream = new Map<string, number>();
   private readonly usedJti: LRUCache<string, true>;
 
+  /**
+   * @param limits.total most parked Exchanges overall; limits.perUpstream(name) most for one upstream.
+   */
   constructor(
     private readonly sealer: StateSealer,
     private readonly ttlMs: number,
     private readonly log: Logger,
+    private readonly limits: { total: number; perUpstream: (upstream: string) => number } = { total: Infinity, perUpstream: () => Infinity },
   ) {
     this.usedJti = new LRUCache<string, true>({ max: 1_000_000, ttl: ttlMs + 60_000, ttlAutopurge: false });
   }
@@ -78,6 +83,11 @@ export class MrtrBridge {
   /** Number of parked Exchanges. */
   get parkedCount(): number {
     return this.parked.size;
+  }
+
+  /** Number of parked Exchanges of one upstream. */
+  parkedFor(upstream: string): number {
+    return this.parkedPerUpstream.get(upstream) ?? 0;
   }
 
   /**
@@ -104,6 +114,21 @@ export class MrtrBridge {
       return o.result;
     }
     const inputRequests = exchange.outstanding();
+    if (!this.parked.has(exchange.id) && exchange.round === 0) {
+      const limit = this.limits.perUpstream(binding.upstream);
+      const full =
+        this.parkedFor(binding.upstream) >= limit
+          ? `${limit} for upstream '${binding.upstream}'`
+          : this.parked.size >= this.limits.total
+            ? `${this.limits.total} over all upstreams`
+            : undefined;
+      if (full) {
+        const err = upstreamFailed(binding.upstream, 'parked-limit', `Too many calls are waiting for client input (limit ${full}); this call was cancelled upstream, retry later`);
+        this.log.warn({ upstream: binding.upstream, limit: full }, 'parked-call limit reached');
+        exchange.cancel(err);
+        throw err;
+      }
+    }
     const expMs = Date.now() + this.ttlMs;
     const claims: StateClaims = {
       up: binding.upstream,
@@ -127,15 +152,24 @@ export class MrtrBridge {
   private park(exchange: Exchange, binding: RetryBinding): void {
     const prev = this.parked.get(exchange.id);
     if (prev) clearTimeout(prev.timer);
+    else this.parkedPerUpstream.set(binding.upstream, this.parkedFor(binding.upstream) + 1);
     const timer = setTimeout(() => this.expire(exchange.id), this.ttlMs);
     timer.unref();
     this.parked.set(exchange.id, { exchange, timer, binding });
   }
 
-  private expire(id: string): void {
+  private unpark(id: string): Parked | undefined {
     const p = this.parked.get(id);
-    if (!p) return;
+    if (!p) return undefined;
+    clearTimeout(p.timer);
     this.parked.delete(id);
+    this.parkedPerUpstream.set(p.binding.upstream, this.parkedFor(p.binding.upstream) - 1);
+    return p;
+  }
+
+  private expire(id: string): void {
+    const p = this.unpark(id);
+    if (!p) return;
     this.log.info({ exchange: id, upstream: p.binding.upstream, method: p.binding.method, name: p.binding.name }, 'parked call expired');
     p.exchange.cancel(upstreamFailed(p.binding.upstream, 'cancelled', `The client did not answer within the requestState TTL (${this.ttlMs} ms)`));
   }
@@ -180,8 +214,7 @@ export class MrtrBridge {
 
     // Checks passed: the state is spent and the Exchange leaves the parking lot.
     this.usedJti.set(claims.jti, true);
-    clearTimeout(parked.timer);
-    this.parked.delete(claims.ex);
+    this.unpark(claims.ex);
     exchange.round = claims.rnd;
     for (const [key, value] of deliver) exchange.answer(key, value);
     return this.drive(exchange, binding, ctx, batchWindowMs);
@@ -189,10 +222,6 @@ export class MrtrBridge {
 
   /** Cancels every parked Exchange with `error` (shutdown). */
   cancelAll(error: GatewayError): void {
-    for (const [id, p] of this.parked) {
-      clearTimeout(p.timer);
-      this.parked.delete(id);
-      p.exchange.cancel(error);
-    }
+    for (const id of [...this.parked.keys()]) this.unpark(id)?.exchange.cancel(error);
   }
 }

@@ -67,7 +67,17 @@ export const missingCapability = (requiredCapabilities: Record<string, unknown>,
   );
 
 /** Why an upstream hop failed; sent as `data.reason`. */
-export type UpstreamFailure = 'unreachable' | 'crashed' | 'timeout' | 'session-lost' | 'busy' | 'protocol' | 'cancelled' | 'shutting-down';
+export type UpstreamFailure =
+  | 'unreachable'
+  | 'crashed'
+  | 'timeout'
+  | 'session-lost'
+  | 'busy'
+  | 'parked-limit'
+  | 'protocol'
+  | 'cancelled'
+  | 'declined'
+  | 'shutting-down';
 
 /** 200 / -32603 with `data.upstream` and `data.reason`: the upstream is unreachable, crashed or timed out. */
 export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string) =>
