@@ -1,0 +1,89 @@
+/**
+ * Bridge policy: partial retries, parked-call bounds, and many concurrent eliciting calls.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { textOf, v2Client } from '../helpers/v2client.js';
+
+const CAPS = { elicitation: {}, sampling: {} };
+
+describe('bridge policy', () => {
+  let gw: TestGateway;
+  let bounded: TestGateway;
+  const log = new FixtureLog();
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 8 } } });
+    bounded = await startGateway({ upstreams: { f: { ...fixtureStdio(), maxParked: 2 } } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await bounded?.close();
+  });
+
+  it('a retry that leaves out a key gets input_required for exactly that key; unknown keys are ignored', async () => {
+    const url = gw.url('f');
+    const first = await rpc(url, 'tools/call', { name: 'concurrent_inputs', arguments: {} }, { caps: CAPS });
+    expect(Object.keys(first.body.result.inputRequests).sort()).toEqual(['hello', 'who']);
+    const partial = await rpc(url, 'tools/call', {
+      name: 'concurrent_inputs',
+      arguments: {},
+      requestState: first.body.result.requestState,
+      inputResponses: { who: { action: 'accept', content: { name: 'Kim' } }, bogus: { anything: true } },
+    }, { caps: CAPS });
+    expect(partial.body.result.resultType).toBe('input_required');
+    expect(Object.keys(partial.body.result.inputRequests)).toEqual(['hello']);
+    expect(partial.body.result.inputRequests.hello.method).toBe('sampling/createMessage');
+    expect(partial.body.result.requestState).not.toBe(first.body.result.requestState);
+    const done = await rpc(url, 'tools/call', {
+      name: 'concurrent_inputs',
+      arguments: {},
+      requestState: partial.body.result.requestState,
+      inputResponses: { hello: { role: 'assistant', model: 'm', content: { type: 'text', text: 'yo' } } },
+    }, { caps: CAPS });
+    expect(done.body.result.content[0].text).toBe('name=Kim sample=yo');
+  });
+
+  it('with maxParked 2, a third call that would park gets -32603 while the first two still complete', async () => {
+    const url = bounded.url('f');
+    const a = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+    const b = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+    expect([a.body.result.resultType, b.body.result.resultType]).toEqual(['input_required', 'input_required']);
+    expect(bounded.gateway.bridge.parkedCount).toBe(2);
+    const c = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+    expect(c.body.error.code).toBe(-32603);
+    expect(c.body.error.data).toEqual({ upstream: 'f', reason: 'parked-limit' });
+    expect(c.body.error.message).toMatch(/waiting for client input/);
+    expect(bounded.gateway.bridge.parkedCount).toBe(2);
+    for (const [r, name] of [[a, 'A'], [b, 'B']] as const) {
+      const done = await rpc(url, 'tools/call', {
+        name: 'ask_name',
+        arguments: {},
+        requestState: r.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name } } },
+      }, { caps: CAPS });
+      expect(done.body.result.content[0].text).toBe(`Hello, ${name}!`);
+    }
+    expect(bounded.gateway.bridge.parkedCount).toBe(0);
+  });
+
+  it('20 parallel eliciting calls through one upstream each get their own answer back', async () => {
+    const url = gw.url('f');
+    const results = await Promise.all(
+      Array.from({ length: 20 }, async (_, i) => {
+        const { client, record } = await v2Client(url, { elicit: () => ({ action: 'accept', content: { name: `user-${i}` } }) });
+        try {
+          const r = await client.callTool({ name: 'echo_after_ask', arguments: { tag: `t${i}` } });
+          return { text: textOf(r), asked: record.elicitation.length };
+        } finally {
+          await client.close();
+        }
+      }),
+    );
+    results.forEach((r, i) => {
+      expect(r.text).toBe(`tag=t${i} action=accept name=user-${i}`);
+      expect(r.asked).toBe(1);
+    });
+    expect(gw.gateway.bridge.parkedCount).toBe(0);
+  });
+});
