@@ -191,7 +191,7 @@ export class Gateway {
   /** Stops serving: cancels parked calls and closes every upstream session (ends stdio children). */
   async close(): Promise<void> {
     this.closing = true;
-    this.bridge.cancelAll(upstreamFailed('*', 'shutting-down', 'gateway shutting down'));
+    this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
 }

@@ -119,6 +119,10 @@ export function downstreamError(upstream: string, err: unknown, session?: { dead
     if (err.code === -32002) {
       return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
     }
+    if (err.code === URL_ELICITATION_REQUIRED) {
+      // 2025-11-25 only; MUST NOT be sent to 2026-07-28 clients.
+      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' kept requiring URL elicitation: ${err.message.replace(/^MCP error -?\d+: /, '')}`);
+    }
     // McpError prefixes "MCP error N: "; relay the upstream's own message.
     const message = err.message.replace(/^MCP error -?\d+: /, '');
     return new GatewayError(err.code, message, err.data);
@@ -326,8 +330,11 @@ export class Exchange {
     extra.signal.addEventListener(
       'abort',
       () => {
-        // The upstream gave up on this request (its own timeout or cancellation).
-        if (this.pending.delete(key)) this.notify();
+        // The upstream gave up on this request (its own timeout or cancellation): it is working again.
+        if (this.pending.delete(key)) {
+          this.armTimers();
+          this.notify();
+        }
       },
       { once: true },
     );

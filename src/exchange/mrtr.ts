@@ -220,8 +220,11 @@ export class MrtrBridge {
     return this.drive(exchange, binding, ctx, batchWindowMs);
   }
 
-  /** Cancels every parked Exchange with `error` (shutdown). */
-  cancelAll(error: GatewayError): void {
-    for (const id of [...this.parked.keys()]) this.unpark(id)?.exchange.cancel(error);
+  /** Cancels every parked Exchange with the error `errorFor(upstream)` gives (shutdown). */
+  cancelAll(errorFor: (upstream: string) => GatewayError): void {
+    for (const id of [...this.parked.keys()]) {
+      const p = this.unpark(id);
+      p?.exchange.cancel(errorFor(p.binding.upstream));
+    }
   }
 }

@@ -47,7 +47,9 @@ export function createApp(gateway: Gateway, log: Logger): Hono {
     (c) => handleMcp(c, gateway, log),
   );
   app.all('/mcp/:name', (c) =>
-    errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported; MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' }),
+    gateway.upstreams.has(c.req.param('name'))
+      ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported; MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
+      : unknownUpstream(gateway, c.req.param('name'), null),
   );
   app.notFound((c) => {
     const names = [...gateway.upstreams.keys()].map((n) => `/mcp/${n}`).join(', ');
