@@ -109,7 +109,7 @@ export class Gateway {
 
   private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
-    const lease = await up.pool.acquire(ctx.principal, caps);
+    const lease = await up.pool.acquireShared(ctx.principal, caps);
     let reusable = true;
     try {
       const info = lease.session.info;
@@ -174,6 +174,7 @@ export class Gateway {
         pool: up.pool,
         lease,
         log: this.log.child({ upstream: up.name }),
+        prefilled: inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
       });
       ex.start();
       result = await this.bridge.drive(ex, binding, ctx, window);

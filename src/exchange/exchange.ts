@@ -15,6 +15,7 @@ import { ErrorCode, GatewayError, missingCapability, upstreamFailed, type JsonRp
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { secretFields } from '../security/secrets.js';
+import { invalidResponse } from './responses.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
 import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
 
@@ -65,6 +66,11 @@ export interface ExchangeInit {
   pool: SessionPool;
   lease: SessionLease;
   log: Logger;
+  /**
+   * `inputResponses` sent with the first request (no requestState): an input request whose key
+   * matches one of them is answered with it at once, without a round, if it is well-formed.
+   */
+  prefilled?: Record<string, unknown>;
   /** Called when the secret guard declines a form. */
   onSecretDeclined?: () => void;
 }
@@ -325,6 +331,11 @@ export class Exchange {
       }
     }
     const key = this.keyFor(kind, req);
+    const given = this.init.prefilled?.[key];
+    if (given !== undefined) {
+      delete this.init.prefilled![key];
+      if (!invalidResponse(request, given)) return Promise.resolve(given as Record<string, unknown>);
+    }
     this.init.log.debug({ exchange: this.id, key, method: req.method }, 'input request');
     const answer = this.addPending(key, request);
     extra.signal.addEventListener(

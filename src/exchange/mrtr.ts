@@ -6,11 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { CreateMessageResultSchema, CreateMessageResultWithToolsSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/core';
 import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
-import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
+import type { InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { Exchange, ProgressParams } from './exchange.js';
+import { invalidResponse } from './responses.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from './seal.js';
 
 /** Per-request context from the HTTP front door. */
@@ -35,29 +35,6 @@ interface Parked {
   exchange: Exchange;
   timer: NodeJS.Timeout;
   binding: RetryBinding;
-}
-
-/**
- * Checks one `inputResponses` value against the response shape of its input request.
- * @returns an error message, or undefined when valid.
- */
-export function invalidResponse(request: InputRequest, value: unknown): string | undefined {
-  const schema =
-    request.method === 'elicitation/create'
-      ? ElicitResultSchema
-      : request.method === 'roots/list'
-        ? ListRootsResultSchema
-        : request.params.tools || request.params.toolChoice
-          ? CreateMessageResultWithToolsSchema
-          : CreateMessageResultSchema;
-  const shape = request.method === 'elicitation/create' ? 'ElicitResult' : request.method === 'roots/list' ? 'ListRootsResult' : 'CreateMessageResult';
-  if (!value || typeof value !== 'object' || Array.isArray(value)) return `must be an ${shape} object`;
-  const r = schema.safeParse(value);
-  if (!r.success) {
-    const i = r.error.issues[0]!;
-    return `is not a valid ${shape}: ${i.path.length ? i.path.join('.') + ': ' : ''}${i.message}`;
-  }
-  return undefined;
 }
 
 /** Parks Exchanges between rounds and seals/opens their requestState. */

@@ -77,7 +77,8 @@ export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema
 
 /**
  * Validates one JSON-RPC request against the 2026-07-28 rules, in this order:
- * method (404/-32601), `_meta` envelope (400/-32602), protocol version (400/-32022),
+ * method (404/-32601), `_meta` envelope (400/-32602), `MCP-Protocol-Version` header equal to the
+ * envelope's version (400/-32020), version supported (400/-32022), `Mcp-Method` and `Mcp-Name`
  * headers (400/-32020), `params.name`/`params.uri` presence (400/-32602).
  * @throws GatewayError with the HTTP status of the error contract.
  */
@@ -101,6 +102,11 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   if (m[META_CLIENT_CAPABILITIES] === undefined || !capsParsed.success) {
     throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] is required and must be a ClientCapabilities object ({} declares none)`);
   }
+  const headerVersion = headers.get('mcp-protocol-version');
+  if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
+  if (headerVersion.trim() !== version) {
+    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${headerVersion.trim()}' does not match body value '${version}'`);
+  }
   if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
     throw new GatewayError(
       ErrorCode.UnsupportedProtocolVersion,
@@ -110,11 +116,6 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     );
   }
 
-  const headerVersion = headers.get('mcp-protocol-version');
-  if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
-  if (headerVersion.trim() !== version) {
-    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${headerVersion.trim()}' does not match body value '${version}'`);
-  }
   const headerMethod = headers.get('mcp-method');
   if (headerMethod === null) throw headerMismatch(`The Mcp-Method header is required and must equal the body's method ${method}`);
   if (headerMethod.trim() !== method) {

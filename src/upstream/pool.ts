@@ -97,6 +97,22 @@ export class SessionPool {
     });
   }
 
+  /**
+   * Like {@link acquire}, for requests that cause no server-initiated traffic (discover, lists,
+   * completion): when every session is taken, it shares a live session of the same key (the
+   * legacy protocol allows concurrent requests on a session) instead of queueing.
+   * @throws GatewayError -32603 as {@link acquire}.
+   */
+  async acquireShared(principal: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
+    const key = SessionPool.keyOf(principal, caps);
+    if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
+      for (const session of this.live) {
+        if (session.key === key && !session.deadReason) return { session, release: () => {} };
+      }
+    }
+    return this.acquire(principal, caps);
+  }
+
   private takeIdle(key: string): UpstreamSession | undefined {
     const list = this.idle.get(key);
     while (list && list.length) {

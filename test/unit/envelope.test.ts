@@ -159,8 +159,13 @@ describe('validateRequest', () => {
     expect(e.data).toEqual({ supported: [V], requested: '1900-01-01' });
   });
 
-  it('check order: an unsupported version is reported before missing headers', () => {
-    const e = caught(() => validateRequest(req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }), headers({})));
+  it('check order: a version header that differs from the envelope is reported (-32020) before an unsupported version', () => {
+    const e = caught(() => validateRequest(req('tools/list', { _meta: meta({ [PV]: 'v999.0.0' }) }), headers({ 'mcp-protocol-version': V, 'mcp-method': 'tools/list' })));
+    expect(e.code).toBe(-32020);
+  });
+
+  it('check order: an unsupported version (header matching) is reported before missing Mcp-Method', () => {
+    const e = caught(() => validateRequest(req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }), headers({ 'mcp-protocol-version': '1900-01-01' })));
     expect(e.code).toBe(-32022);
   });
 
