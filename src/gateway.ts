@@ -7,12 +7,15 @@ import { McpError, type ClientCapabilities as LegacyClientCapabilities, type Ser
 import { z } from 'zod';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, downstreamError } from './exchange/exchange.js';
-import { MrtrBridge, type CallContext } from './exchange/mrtr.js';
+import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, generatedKey } from './exchange/seal.js';
-import { methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { methodNotFound, missingCapability, upstreamFailed } from './protocol/errors.js';
+import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
+import { TASKS_EXTENSION, TaskManager, detailedTask } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
+  TASK_METHODS,
   LIST_METHODS,
   META_SERVER_INFO,
   SUPPORTED_VERSIONS,
@@ -53,7 +56,10 @@ export function mirrorCapabilities(caps: ClientCapabilities, allow: readonly str
 /** The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it. */
 export function discoverCapabilities(upstream: ServerCapabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  if (upstream.tools) out.tools = {};
+  if (upstream.tools) {
+    out.tools = {};
+    out.extensions = { [TASKS_EXTENSION]: {} };
+  }
   if (upstream.prompts) out.prompts = {};
   if (upstream.resources) out.resources = {};
   if (upstream.completions) out.completions = {};
@@ -76,6 +82,7 @@ export class Upstream {
 export class Gateway {
   readonly upstreams = new Map<string, Upstream>();
   readonly bridge: MrtrBridge;
+  readonly tasks: TaskManager;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -83,7 +90,9 @@ export class Gateway {
   constructor(
     readonly cfg: GatewayConfig,
     private readonly log: Logger,
+    store: TaskStore = new MemoryTaskStore(cfg.tasks.maxRecords),
   ) {
+    this.tasks = new TaskManager(store, log);
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) this.upstreams.set(name, new Upstream(name, ucfg, log));
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
@@ -104,7 +113,30 @@ export class Gateway {
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
+    if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
+    if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     return this.simple(up, req, ctx);
+  }
+
+  /** True when the request declared the tasks extension in its clientCapabilities. */
+  static declaresTasks(req: ValidatedRequest): boolean {
+    return Boolean((req.clientCapabilities.extensions as Record<string, unknown> | undefined)?.[TASKS_EXTENSION]);
+  }
+
+  private async task(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+    if (!Gateway.declaresTasks(req)) throw missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]`);
+    const caller = { principal: ctx.principal, upstream: up.name };
+    const { taskId } = req.params;
+    switch (req.method) {
+      case 'tasks/get':
+        return { resultType: 'complete', ...detailedTask(await this.tasks.get(taskId, caller)) };
+      case 'tasks/update':
+        await this.tasks.update(taskId, caller, req.params.inputResponses);
+        return { resultType: 'complete' };
+      default:
+        await this.tasks.cancel(taskId, caller);
+        return { resultType: 'complete' };
+    }
   }
 
   private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
@@ -148,14 +180,27 @@ export class Gateway {
   }
 
   private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
-    const { inputResponses, requestState, ...legacyParams } = req.params;
+    // A legacy `task` param from the client is ignored: the gateway alone decides about tasks.
+    const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
     const window = up.cfg.input.batchWindowMs;
+    const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
+    const toolTasks = method === 'tools/call' ? up.cfg.tasks.tools[name] : undefined;
+    if (toolTasks?.required && !tasksDeclared) {
+      throw missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"] (tool '${name}' runs only as a task)`);
+    }
+    const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
+    const escalation: TaskEscalation | undefined = tasksDeclared
+      ? {
+          deadline: Date.now() + taskAfterMs,
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, up.cfg.tasks),
+        }
+      : undefined;
     let result: Record<string, unknown>;
     if (requestState !== undefined) {
-      result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window);
+      result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window, escalation);
     } else {
       const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
       const lease = await up.pool.acquire(ctx.principal, caps);
@@ -163,6 +208,11 @@ export class Gateway {
       if (!lease.session.info.capabilities[needed]) {
         lease.release(true);
         throw methodNotFound(`Method not found: ${method} (upstream '${up.name}' does not offer ${needed})`);
+      }
+      let legacyTask: { ttlMs: number } | undefined;
+      if (method === 'tools/call') {
+        const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
+        if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
       }
       const ex = new Exchange({
         upstream: up.name,
@@ -175,10 +225,12 @@ export class Gateway {
         lease,
         log: this.log.child({ upstream: up.name }),
         prefilled: inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
+        legacyTask,
       });
       ex.start();
-      result = await this.bridge.drive(ex, binding, ctx, window);
+      result = await this.bridge.drive(ex, binding, ctx, window, escalation);
     }
+    if (result.resultType === 'task') return result;
     if (result.resultType === 'input_required') return result;
     const out: Record<string, unknown> = { ...result, resultType: 'complete' };
     if (method === 'resources/read') {
@@ -192,6 +244,7 @@ export class Gateway {
   /** Stops serving: cancels parked calls and closes every upstream session (ends stdio children). */
   async close(): Promise<void> {
     this.closing = true;
+    this.tasks.cancelAll();
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }

@@ -54,7 +54,30 @@ const CacheHintsSchema = z
   })
   .strict();
 
+const ToolTaskSchema = z
+  .object({
+    taskAfterMs: ms('Overrides the upstream taskAfterMs for this tool').optional(),
+    required: z
+      .boolean()
+      .default(false)
+      .describe('The tool is only served as a task: a client that did not declare the tasks extension gets -32021'),
+  })
+  .strict();
+
+const TasksSchema = z
+  .object({
+    taskAfterMs: ms(
+      'For a client that declared the tasks extension, a tools/call still running after this long is answered with a CreateTaskResult (0: always a task)',
+    ).default(10_000),
+    ttlMs: positiveMs('How long a task record is kept after creation (its ttlMs); a task still running then is cancelled').default(3_600_000),
+    pollIntervalMs: positiveMs('pollIntervalMs suggested to clients').default(1000),
+    tools: z.record(z.string(), ToolTaskSchema).default({}).describe('Per-tool task settings by tool name'),
+  })
+  .strict()
+  .describe('Tasks extension (io.modelcontextprotocol/tasks) for this upstream');
+
 const upstreamCommon = {
+  tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
   maxSessions: z.number().int().positive().default(8).describe('Most upstream sessions open at once for this upstream (each holds one call in flight)'),
@@ -129,6 +152,13 @@ export const GatewayConfigSchema = z
       })
       .strict()
       .prefault({}),
+    tasks: z
+      .object({
+        maxRecords: z.number().int().positive().default(100_000).describe('Most task records kept in memory; the least recently used are dropped beyond it'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The task store'),
     upstreams: z
       .record(UpstreamNameSchema, UpstreamConfigSchema)
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')

@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
@@ -71,6 +71,8 @@ export interface ExchangeInit {
    * matches one of them is answered with it at once, without a round, if it is well-formed.
    */
   prefilled?: Record<string, unknown>;
+  /** Run the call upstream as a 2025-11-25 task with this TTL (the tool declares taskSupport). */
+  legacyTask?: { ttlMs: number };
   /** Called when the secret guard declines a form. */
   onSecretDeclined?: () => void;
 }
@@ -153,6 +155,11 @@ export class Exchange {
   private lastInputAt = 0;
   private waiters = new Set<() => void>();
   private progressSink: ((p: ProgressParams) => void) | undefined;
+  private listeners = new Set<() => void>();
+  /** Latest human-readable status from the upstream (progress message or upstream task status). */
+  statusMessage: string | undefined;
+  /** The upstream's own task id when the call runs as a 2025-11-25 task upstream. */
+  upstreamTaskId: string | undefined;
   private readonly abort = new AbortController();
   private idleTimer: NodeJS.Timeout | undefined;
   private totalTimer: NodeJS.Timeout | undefined;
@@ -181,7 +188,9 @@ export class Exchange {
     lease.session.progressListener = (p) => {
       if (p.progressToken !== progressToken || this.outcome) return;
       this.touch();
+      this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
       this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
+      this.notify();
     };
     this.attempt(1);
   }
@@ -190,6 +199,7 @@ export class Exchange {
   private attempt(attempt: number): void {
     const { lease, method, params } = this.init;
     this.armTimers();
+    if (this.init.legacyTask) return void this.runLegacyTask();
     const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken: this.id } };
     lease.session.client
       .request({ method, params: upstreamParams } as never, LooseResult, {
@@ -205,6 +215,36 @@ export class Exchange {
           this.finish({ error: downstreamError(this.upstream, err, lease.session) }, err instanceof McpError && err.code !== -32000);
         },
       );
+  }
+
+  /**
+   * Runs the call as a 2025-11-25 task upstream (`params.task`), following it with upstream
+   * `tasks/get` and `tasks/result` (the v1 SDK's requestStream).
+   */
+  private async runLegacyTask(): Promise<void> {
+    const { lease, params } = this.init;
+    try {
+      const stream = lease.session.client.experimental.tasks.callToolStream(
+        { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: { progressToken: this.id } },
+        CallToolResultSchema,
+        { task: { ttl: this.init.legacyTask!.ttlMs }, signal: this.abort.signal, timeout: NO_SDK_TIMEOUT },
+      );
+      for await (const message of stream) {
+        if (this.outcome) return;
+        if (message.type === 'taskCreated' || message.type === 'taskStatus') {
+          this.upstreamTaskId = message.task.taskId;
+          if (message.task.statusMessage) this.statusMessage = message.task.statusMessage;
+          this.touch();
+          this.notify();
+        } else if (message.type === 'result') {
+          return this.finish({ result: message.result as Record<string, unknown> }, true);
+        } else if (message.type === 'error') {
+          return this.finish({ error: downstreamError(this.upstream, message.error, lease.session) }, message.error.code !== -32000);
+        }
+      }
+    } catch (err) {
+      this.finish({ error: downstreamError(this.upstream, err, lease.session) }, err instanceof McpError && err.code !== -32000);
+    }
   }
 
   /**
@@ -274,20 +314,32 @@ export class Exchange {
 
   /**
    * Waits until the Exchange has finished ('done') or has outstanding input and no new
-   * server-initiated request arrived for `batchWindowMs` ('input'). `signal` aborts the wait only.
+   * server-initiated request arrived for `batchWindowMs` ('input'). With `deadline` (epoch ms), it
+   * returns 'deadline' once that time passes while the upstream is still working without asking
+   * for input. `signal` aborts the wait only ('aborted').
    */
-  async settle(batchWindowMs: number, signal?: AbortSignal): Promise<'done' | 'input' | 'aborted'> {
+  async settle(batchWindowMs: number, signal?: AbortSignal, deadline?: number): Promise<'done' | 'input' | 'aborted' | 'deadline'> {
     for (;;) {
       if (this.outcome) return 'done';
       if (signal?.aborted) return 'aborted';
+      const now = Date.now();
       if (this.pending.size > 0) {
-        const wait = this.lastInputAt + batchWindowMs - Date.now();
+        const wait = this.lastInputAt + batchWindowMs - now;
         if (wait <= 0) return 'input';
         await this.changed(wait, signal);
+      } else if (deadline !== undefined) {
+        if (now >= deadline) return 'deadline';
+        await this.changed(deadline - now, signal);
       } else {
         await this.changed(undefined, signal);
       }
     }
+  }
+
+  /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /**
@@ -305,7 +357,12 @@ export class Exchange {
     this.cancelled = true;
     this.finish({ error }, true);
     // After the answers above have been written, so the upstream sees them first.
-    setImmediate(() => this.abort.abort(error.message));
+    setImmediate(() => {
+      this.abort.abort(error.message);
+      if (this.upstreamTaskId) {
+        this.init.lease.session.client.experimental.tasks.cancelTask(this.upstreamTaskId).catch(() => {});
+      }
+    });
   }
 
   private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
@@ -451,6 +508,7 @@ export class Exchange {
     const ws = this.waiters;
     this.waiters = new Set();
     for (const w of ws) w();
+    for (const l of this.listeners) l();
   }
 
   private changed(timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {

@@ -22,6 +22,16 @@ export interface CallContext {
   onProgress?: (p: ProgressParams) => void;
 }
 
+/**
+ * Task creation for a client that declared the tasks extension: when the Exchange is still working
+ * (not asking for input) at `deadline` (epoch ms), `create` turns it into a task and returns the
+ * CreateTaskResult to answer.
+ */
+export interface TaskEscalation {
+  deadline: number;
+  create: (exchange: Exchange) => Promise<Record<string, unknown>>;
+}
+
 /** What a retry must match in the state it presents. */
 export interface RetryBinding {
   upstream: string;
@@ -72,14 +82,15 @@ export class MrtrBridge {
    * input_required result with a freshly sealed state (the Exchange is then parked).
    * @throws GatewayError from the Exchange's outcome.
    */
-  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number): Promise<Record<string, unknown>> {
+  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number, task?: TaskEscalation): Promise<Record<string, unknown>> {
     exchange.setProgressSink(ctx.onProgress);
-    let state: 'done' | 'input' | 'aborted';
+    let state: 'done' | 'input' | 'aborted' | 'deadline';
     try {
-      state = await exchange.settle(batchWindowMs, ctx.signal);
+      state = await exchange.settle(batchWindowMs, ctx.signal, task?.deadline);
     } finally {
       exchange.setProgressSink(undefined);
     }
+    if (state === 'deadline') return task!.create(exchange);
     if (state === 'aborted') {
       const err = upstreamFailed(binding.upstream, 'cancelled', 'The client closed the request; the upstream call was cancelled');
       exchange.cancel(err);
@@ -158,7 +169,14 @@ export class MrtrBridge {
    * @throws GatewayError -32602 for an invalid, expired, replayed or foreign state (nothing reaches
    *   the upstream), or for a malformed `inputResponses` value (the call stays parked).
    */
-  async resume(binding: RetryBinding, requestState: unknown, inputResponses: unknown, ctx: CallContext, batchWindowMs: number): Promise<Record<string, unknown>> {
+  async resume(
+    binding: RetryBinding,
+    requestState: unknown,
+    inputResponses: unknown,
+    ctx: CallContext,
+    batchWindowMs: number,
+    task?: TaskEscalation,
+  ): Promise<Record<string, unknown>> {
     const claims = await this.sealer.open(requestState);
     if (
       claims.up !== binding.upstream ||
@@ -194,7 +212,7 @@ export class MrtrBridge {
     this.unpark(claims.ex);
     exchange.round = claims.rnd;
     for (const [key, value] of deliver) exchange.answer(key, value);
-    return this.drive(exchange, binding, ctx, batchWindowMs);
+    return this.drive(exchange, binding, ctx, batchWindowMs, task);
   }
 
   /** Cancels every parked Exchange with the error `errorFor(upstream)` gives (shutdown). */

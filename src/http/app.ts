@@ -6,9 +6,11 @@
  */
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
-import type { Gateway } from '../gateway.js';
-import { ErrorCode, GatewayError, methodNotFound, type JsonRpcErrorObject } from '../protocol/errors.js';
-import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
+import { Gateway } from '../gateway.js';
+import { TASKS_EXTENSION, detailedTask } from '../tasks/manager.js';
+import { isTerminal } from '../tasks/store.js';
+import { ErrorCode, GatewayError, methodNotFound, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
 import type { RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
@@ -96,6 +98,8 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
     return errorResponse(reqId, g.toJSON(), g.httpStatus);
   }
 
+  if (validated.method === 'subscriptions/listen') return listen(c, gateway, validated, name, log);
+
   const progressToken = validated.progressToken;
   const wantsSse = progressToken !== undefined && (c.req.header('accept') ?? '').includes('text/event-stream');
   const callName = (validated.params.name ?? validated.params.uri) as string | undefined;
@@ -147,6 +151,66 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
         }
       });
   });
+}
+
+const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+
+/**
+ * `subscriptions/listen` (MCP 2026-07-28) for task status: an SSE response that starts with
+ * `notifications/subscriptions/acknowledged` (the honored filter), then carries
+ * `notifications/tasks` (the full DetailedTask) on each status change of the listed tasks, and
+ * ends with the listen result once all of them are terminal. Only `taskIds` is honored.
+ */
+async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name: string, log: Logger): Promise<Response> {
+  const notifications = (req.params.notifications ?? {}) as { taskIds?: unknown };
+  const requested = Array.isArray(notifications.taskIds) ? notifications.taskIds.filter((t): t is string => typeof t === 'string') : [];
+  if (requested.length && !Gateway.declaresTasks(req)) {
+    const g = missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]`);
+    return errorResponse(req.id, g.toJSON(), g.httpStatus);
+  }
+  const caller = { principal: ANONYMOUS, upstream: name };
+  const open = new Set<string>();
+  const honored: string[] = [];
+  for (const id of requested) {
+    try {
+      const record = await gateway.tasks.get(id, caller);
+      honored.push(id);
+      if (!isTerminal(record.status)) open.add(id);
+    } catch {
+      /* unknown or foreign ids are left out of the acknowledged filter */
+    }
+  }
+  const meta = { [SUBSCRIPTION_ID]: req.id };
+  const stream = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = stream.writable.getWriter();
+  const encoder = new TextEncoder();
+  const write = (msg: unknown) => writer.write(encoder.encode(`event: message\ndata: ${JSON.stringify(msg)}\n\n`)).catch(() => stop());
+  let unsubscribe = () => {};
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    unsubscribe();
+  };
+  const finish = () => {
+    if (stopped) return;
+    void write({ jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } }).then(() => writer.close().catch(() => {}));
+    stop();
+  };
+  void write({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: honored }, _meta: meta } });
+  unsubscribe = gateway.tasks.subscribe((record) => {
+    if (!honored.includes(record.taskId) || stopped) return;
+    void write({ jsonrpc: '2.0', method: 'notifications/tasks', params: { ...detailedTask(record), _meta: meta } });
+    if (isTerminal(record.status)) {
+      open.delete(record.taskId);
+      if (open.size === 0) finish();
+    }
+  });
+  writer.closed.catch(() => stop());
+  c.req.raw.signal.addEventListener('abort', stop, { once: true });
+  if (open.size === 0) finish();
+  log.info({ upstream: name, method: 'subscriptions/listen', taskIds: honored.length }, 'request');
+  return new Response(stream.readable, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } });
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {

@@ -13,6 +13,7 @@ import {
   REMOVED_METHODS,
   SERVED_METHODS,
   SUPPORTED_VERSIONS,
+  TASK_METHODS,
   type ClientCapabilities,
   type RequestId,
   type ServedMethod,
@@ -121,7 +122,14 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   if (headerMethod.trim() !== method) {
     throw headerMismatch(`Header mismatch: Mcp-Method header value '${headerMethod.trim()}' does not match body value '${method}'`);
   }
-  const nameField = method === 'resources/read' ? 'uri' : method === 'tools/call' || method === 'prompts/get' ? 'name' : undefined;
+  const nameField =
+    method === 'resources/read'
+      ? 'uri'
+      : method === 'tools/call' || method === 'prompts/get'
+        ? 'name'
+        : (TASK_METHODS as readonly string[]).includes(method)
+          ? 'taskId'
+          : undefined;
   if (nameField) {
     const bodyName = params[nameField];
     const headerName = headers.get('mcp-name');

@@ -161,6 +161,35 @@ export class UpstreamSession {
     return session;
   }
 
+  private toolTaskSupport: Promise<Map<string, string>> | undefined;
+
+  /**
+   * The 2025-11-25 `execution.taskSupport` the upstream declares for tool `name`
+   * ('forbidden' when the upstream does not support task-augmented tools/call). Lists the tools
+   * once per session.
+   */
+  async taskSupportOf(name: string, timeoutMs: number): Promise<'forbidden' | 'optional' | 'required'> {
+    const caps = this.info.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } };
+    if (!caps.tasks?.requests?.tools?.call) return 'forbidden';
+    this.toolTaskSupport ??= (async () => {
+      const map = new Map<string, string>();
+      let cursor: string | undefined;
+      do {
+        const page = await this.client.listTools(cursor ? { cursor } : undefined, { timeout: timeoutMs });
+        for (const t of page.tools) map.set(t.name, (t as { execution?: { taskSupport?: string } }).execution?.taskSupport ?? 'forbidden');
+        cursor = page.nextCursor;
+      } while (cursor);
+      return map;
+    })();
+    try {
+      const v = (await this.toolTaskSupport).get(name);
+      return v === 'required' || v === 'optional' ? v : 'forbidden';
+    } catch {
+      this.toolTaskSupport = undefined;
+      return 'forbidden';
+    }
+  }
+
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
   setHandler(handler: ServerRequestHandler | undefined): void {
     this.handler = handler;

@@ -1,0 +1,224 @@
+/**
+ * The task front end of the Exchange (tasks extension `io.modelcontextprotocol/tasks`, SEP-2663).
+ *
+ * A task mirrors one Exchange: `working`, `input_required` (with its outstanding `inputRequests`),
+ * then `completed` (the tool result inline), `failed` (a JSON-RPC error) or `cancelled`.
+ * `tasks/update` answers input requests, `tasks/cancel` cancels the Exchange upstream.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Exchange } from '../exchange/exchange.js';
+import { invalidResponse } from '../exchange/responses.js';
+import { invalidParams, upstreamFailed } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
+import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
+
+/** The extension id, in capabilities and clientCapabilities `extensions`. */
+export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/** The message for an unknown, expired or foreign taskId (the same for all, so nothing leaks). */
+export const TASK_NOT_FOUND = 'Failed to retrieve task: Task not found or expired';
+
+interface LiveTask {
+  exchange: Exchange;
+  cancelRequested: boolean;
+  unsubscribe: () => void;
+  /** Serializes store writes for this task. */
+  chain: Promise<void>;
+}
+
+/** Where a task request comes from: who asks, through which upstream endpoint. */
+export interface TaskCaller {
+  principal: string;
+  upstream: string;
+}
+
+/** The DetailedTask wire shape of a record (SEP-2663), without `resultType`. */
+export function detailedTask(r: TaskRecord): Record<string, unknown> {
+  const t: Record<string, unknown> = {
+    taskId: r.taskId,
+    status: r.status,
+    ...(r.statusMessage !== undefined ? { statusMessage: r.statusMessage } : {}),
+    createdAt: r.createdAt,
+    lastUpdatedAt: r.lastUpdatedAt,
+    ttlMs: r.ttlMs,
+    pollIntervalMs: r.pollIntervalMs,
+  };
+  if (r.status === 'input_required') t.inputRequests = r.inputRequests ?? {};
+  if (r.status === 'completed') t.result = r.result ?? {};
+  if (r.status === 'failed') t.error = r.error;
+  return t;
+}
+
+/** Runs tasks over Exchanges and answers tasks/get, tasks/update and tasks/cancel. */
+export class TaskManager {
+  private readonly live = new Map<string, LiveTask>();
+  private readonly listeners = new Set<(record: TaskRecord) => void>();
+
+  constructor(
+    private readonly store: TaskStore,
+    private readonly log: Logger,
+  ) {
+    store.onExpire((taskId) => {
+      const live = this.live.get(taskId);
+      if (!live) return;
+      this.live.delete(taskId);
+      live.unsubscribe();
+      this.log.info({ taskId }, 'task expired while running: cancelling upstream');
+      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task expired'));
+    });
+  }
+
+  /** Number of tasks whose Exchange is still running in this process. */
+  get running(): number {
+    return this.live.size;
+  }
+
+  /**
+   * Turns a running Exchange into a task: stores the record (durably, before returning) and
+   * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
+   */
+  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number }): Promise<Record<string, unknown>> {
+    const now = new Date().toISOString();
+    const record: TaskRecord = {
+      taskId: randomBytes(16).toString('base64url'),
+      principal: caller.principal,
+      upstream: caller.upstream,
+      status: 'working',
+      createdAt: now,
+      lastUpdatedAt: now,
+      ttlMs: opts.ttlMs,
+      pollIntervalMs: opts.pollIntervalMs,
+    };
+    this.apply(record, exchange, false);
+    await this.store.create(record);
+    const live: LiveTask = { exchange, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve() };
+    this.live.set(record.taskId, live);
+    live.unsubscribe = exchange.onChange(() => this.sync(record.taskId));
+    this.sync(record.taskId);
+    this.log.info({ taskId: record.taskId, upstream: caller.upstream }, 'task created');
+    const { inputRequests: _i, result: _r, error: _e, ...task } = detailedTask(record);
+    return { resultType: 'task', ...task };
+  }
+
+  /** Computes the record's status from the Exchange; returns whether anything changed. */
+  private apply(record: TaskRecord, exchange: Exchange, cancelRequested: boolean): boolean {
+    let status: TaskStatus;
+    let result: Record<string, unknown> | undefined;
+    let error: TaskRecord['error'];
+    let inputRequests: TaskRecord['inputRequests'];
+    const o = exchange.outcome;
+    if (o) {
+      if (cancelRequested) status = 'cancelled';
+      else if ('result' in o) {
+        status = 'completed';
+        const { resultType: _rt, ...rest } = o.result;
+        result = rest;
+      } else {
+        status = 'failed';
+        error = o.error.toJSON();
+      }
+    } else {
+      inputRequests = exchange.outstanding();
+      status = Object.keys(inputRequests).length ? 'input_required' : 'working';
+      if (status === 'working') inputRequests = undefined;
+    }
+    const statusMessage = exchange.statusMessage;
+    const changed =
+      status !== record.status ||
+      statusMessage !== record.statusMessage ||
+      JSON.stringify(Object.keys(inputRequests ?? {})) !== JSON.stringify(Object.keys(record.inputRequests ?? {}));
+    if (!changed) return false;
+    record.status = status;
+    record.statusMessage = statusMessage;
+    record.inputRequests = inputRequests;
+    record.result = result;
+    record.error = error;
+    record.lastUpdatedAt = new Date().toISOString();
+    return true;
+  }
+
+  private sync(taskId: string): void {
+    const live = this.live.get(taskId);
+    if (!live) return;
+    live.chain = live.chain.then(async () => {
+      const record = await this.store.get(taskId);
+      if (!record || isTerminal(record.status)) return;
+      if (!this.apply(record, live.exchange, live.cancelRequested)) return;
+      if (isTerminal(record.status)) {
+        this.live.delete(taskId);
+        live.unsubscribe();
+      }
+      if (!(await this.store.put(record))) return;
+      for (const l of this.listeners) l(record);
+    });
+    live.chain.catch((e) => this.log.error({ taskId, err: (e as Error).message }, 'task update failed'));
+  }
+
+  /**
+   * The task, if `caller` may see it.
+   * @throws GatewayError -32602 {@link TASK_NOT_FOUND} for unknown, expired or foreign ids.
+   */
+  async get(taskId: unknown, caller: TaskCaller): Promise<TaskRecord> {
+    if (typeof taskId !== 'string' || taskId.length === 0) throw invalidParams('params.taskId must be a non-empty string');
+    const live = this.live.get(taskId);
+    if (live) await live.chain;
+    const record = await this.store.get(taskId);
+    if (!record || record.principal !== caller.principal || record.upstream !== caller.upstream) throw invalidParams(TASK_NOT_FOUND);
+    return record;
+  }
+
+  /**
+   * tasks/update: delivers `inputResponses` for outstanding keys (partial sets allowed; other keys
+   * ignored).
+   * @throws GatewayError -32602 for an unknown task, or a malformed value for an outstanding key
+   *   (nothing is delivered then).
+   */
+  async update(taskId: unknown, caller: TaskCaller, inputResponses: unknown): Promise<void> {
+    await this.get(taskId, caller);
+    if (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses)) {
+      throw invalidParams('params.inputResponses must be an object mapping input keys to responses');
+    }
+    const live = this.live.get(taskId as string);
+    if (!live) return;
+    const answers = inputResponses as Record<string, unknown>;
+    const deliver: [string, Record<string, unknown>][] = [];
+    for (const [key, value] of Object.entries(answers)) {
+      const request = live.exchange.pendingRequest(key);
+      if (!request) continue;
+      const problem = invalidResponse(request, value);
+      if (problem) throw invalidParams(`inputResponses["${key}"] ${problem}`, { key });
+      deliver.push([key, value as Record<string, unknown>]);
+    }
+    for (const [key, value] of deliver) live.exchange.answer(key, value);
+  }
+
+  /**
+   * tasks/cancel: cancels a running task upstream (`notifications/cancelled` with the upstream's
+   * request id) and marks it `cancelled`; a finished task is left as it is.
+   * @throws GatewayError -32602 for an unknown task.
+   */
+  async cancel(taskId: unknown, caller: TaskCaller): Promise<void> {
+    await this.get(taskId, caller);
+    const live = this.live.get(taskId as string);
+    if (!live || live.exchange.outcome) return;
+    live.cancelRequested = true;
+    live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task was cancelled by the client'));
+    this.sync(taskId as string);
+    await live.chain;
+  }
+
+  /** Calls `listener` with each task record whose status changed; returns an unsubscribe function. */
+  subscribe(listener: (record: TaskRecord) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Cancels every running task (shutdown). */
+  cancelAll(): void {
+    for (const [id, live] of this.live) {
+      live.cancelRequested = true;
+      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'shutting-down', 'gateway shutting down'));
+      this.sync(id);
+    }
+  }
+}
