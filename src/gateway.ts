@@ -194,8 +194,8 @@ export class Gateway {
     const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
     const escalation: TaskEscalation | undefined = tasksDeclared
       ? {
-          deadline: Date.now() + taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, up.cfg.tasks),
+          afterMs: taskAfterMs,
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window }),
         }
       : undefined;
     let result: Record<string, unknown>;

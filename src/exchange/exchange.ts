@@ -113,6 +113,15 @@ export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
   return { method, params };
 }
 
+/** A result without the 2025-11-25 `_meta["io.modelcontextprotocol/related-task"]` (not used in 2026-07-28). */
+export function withoutRelatedTask(result: Record<string, unknown>): Record<string, unknown> {
+  const meta = result._meta as Record<string, unknown> | undefined;
+  if (!meta || !('io.modelcontextprotocol/related-task' in meta)) return result;
+  const { 'io.modelcontextprotocol/related-task': _rt, ...rest } = meta;
+  const { _meta: _m, ...body } = result;
+  return Object.keys(rest).length ? { ...body, _meta: rest } : body;
+}
+
 /** Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated). */
 export function downstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }): GatewayError {
   if (err instanceof GatewayError) return err;
@@ -237,7 +246,7 @@ export class Exchange {
           this.touch();
           this.notify();
         } else if (message.type === 'result') {
-          return this.finish({ result: message.result as Record<string, unknown> }, true);
+          return this.finish({ result: withoutRelatedTask(message.result as Record<string, unknown>) }, true);
         } else if (message.type === 'error') {
           return this.finish({ error: downstreamError(this.upstream, message.error, lease.session) }, message.error.code !== -32000);
         }
@@ -294,6 +303,11 @@ export class Exchange {
     const out: Record<string, InputRequest> = {};
     for (const p of this.pending.values()) out[p.key] = p.request;
     return out;
+  }
+
+  /** Milliseconds since the last server-initiated request arrived (Infinity if none yet). */
+  get msSinceLastInput(): number {
+    return this.lastInputAt ? Date.now() - this.lastInputAt : Infinity;
   }
 
   /** The outstanding request under `key`, if any. */

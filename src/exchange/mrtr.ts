@@ -24,11 +24,11 @@ export interface CallContext {
 
 /**
  * Task creation for a client that declared the tasks extension: when the Exchange is still working
- * (not asking for input) at `deadline` (epoch ms), `create` turns it into a task and returns the
- * CreateTaskResult to answer.
+ * (not asking for input) `afterMs` after this round started upstream, `create` turns it into a task
+ * and returns the CreateTaskResult to answer.
  */
 export interface TaskEscalation {
-  deadline: number;
+  afterMs: number;
   create: (exchange: Exchange) => Promise<Record<string, unknown>>;
 }
 
@@ -86,7 +86,7 @@ export class MrtrBridge {
     exchange.setProgressSink(ctx.onProgress);
     let state: 'done' | 'input' | 'aborted' | 'deadline';
     try {
-      state = await exchange.settle(batchWindowMs, ctx.signal, task?.deadline);
+      state = await exchange.settle(batchWindowMs, ctx.signal, task ? Date.now() + task.afterMs : undefined);
     } finally {
       exchange.setProgressSink(undefined);
     }

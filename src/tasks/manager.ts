@@ -20,6 +20,9 @@ export const TASK_NOT_FOUND = 'Failed to retrieve task: Task not found or expire
 
 interface LiveTask {
   exchange: Exchange;
+  /** Input requests show once no new one arrived for this long (concurrent requests form one set). */
+  batchWindowMs: number;
+  batchTimer?: NodeJS.Timeout;
   cancelRequested: boolean;
   unsubscribe: () => void;
   /** Serializes store writes for this task. */
@@ -77,7 +80,7 @@ export class TaskManager {
    * Turns a running Exchange into a task: stores the record (durably, before returning) and
    * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
    */
-  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number }): Promise<Record<string, unknown>> {
+  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number }): Promise<Record<string, unknown>> {
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -89,9 +92,9 @@ export class TaskManager {
       ttlMs: opts.ttlMs,
       pollIntervalMs: opts.pollIntervalMs,
     };
-    this.apply(record, exchange, false);
+    this.apply(record, exchange, false, opts.batchWindowMs);
     await this.store.create(record);
-    const live: LiveTask = { exchange, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve() };
+    const live: LiveTask = { exchange, batchWindowMs: opts.batchWindowMs, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve() };
     this.live.set(record.taskId, live);
     live.unsubscribe = exchange.onChange(() => this.sync(record.taskId));
     this.sync(record.taskId);
@@ -101,7 +104,7 @@ export class TaskManager {
   }
 
   /** Computes the record's status from the Exchange; returns whether anything changed. */
-  private apply(record: TaskRecord, exchange: Exchange, cancelRequested: boolean): boolean {
+  private apply(record: TaskRecord, exchange: Exchange, cancelRequested: boolean, batchWindowMs: number): boolean {
     let status: TaskStatus;
     let result: Record<string, unknown> | undefined;
     let error: TaskRecord['error'];
@@ -119,7 +122,10 @@ export class TaskManager {
       }
     } else {
       inputRequests = exchange.outstanding();
-      status = Object.keys(inputRequests).length ? 'input_required' : 'working';
+      // Concurrent server-initiated requests show together, once the batch window has passed.
+      const settled = exchange.msSinceLastInput >= batchWindowMs;
+      const asking = Object.keys(inputRequests).length > 0;
+      status = asking && (settled || record.status === 'input_required') ? 'input_required' : 'working';
       if (status === 'working') inputRequests = undefined;
     }
     const statusMessage = exchange.statusMessage;
@@ -143,7 +149,12 @@ export class TaskManager {
     live.chain = live.chain.then(async () => {
       const record = await this.store.get(taskId);
       if (!record || isTerminal(record.status)) return;
-      if (!this.apply(record, live.exchange, live.cancelRequested)) return;
+      const wait = live.batchWindowMs - live.exchange.msSinceLastInput;
+      if (!live.exchange.outcome && wait > 0) {
+        clearTimeout(live.batchTimer);
+        live.batchTimer = setTimeout(() => this.sync(taskId), wait);
+      }
+      if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
       if (isTerminal(record.status)) {
         this.live.delete(taskId);
         live.unsubscribe();
