@@ -127,8 +127,8 @@ describe('input_required over raw HTTP', () => {
     const target = shortTtl.url('fixture');
     const first = await firstRound('ask_name', {}, target);
     expect(shortTtl.gateway.bridge.parkedCount).toBe(1);
-    const callId = shortLog.of('call', 'ask_name')[0]!.requestId;
-    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.requestId === callId), 4000);
+    const call = shortLog.of('call', 'ask_name')[0]!;
+    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000);
     expect(cancelled).toBe(true);
     const results = shortLog.of('elicit-result', 'ask_name');
     expect(results).toHaveLength(1);

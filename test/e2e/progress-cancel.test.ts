@@ -55,7 +55,7 @@ describe('progress and cancellation', () => {
     const last = calls[calls.length - 1]!;
     // The upstream hop has its own request id and progress token, not the client's.
     expect(last.progressToken).not.toBe('tok-2');
-    expect(await eventually(() => log.of('notification-cancelled').some((e) => e.requestId === last.requestId), 3000)).toBe(true);
-    expect(log.of('cancelled', 'slow').some((e) => e.requestId === last.requestId)).toBe(true);
+    expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === last.pid && e.requestId === last.requestId), 3000)).toBe(true);
+    expect(log.of('cancelled', 'slow').some((e) => e.pid === last.pid && e.requestId === last.requestId)).toBe(true);
   });
 });

@@ -1,0 +1,224 @@
+/**
+ * The tasks extension in front of legacy servers: server-everything (slow tools, its own
+ * 2025-11-25 task tool) and the legacy fixture (a task that asks for input after creation,
+ * cancellation seen upstream), plus the error rules.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+
+const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+const TASKS_AND_ELICIT = { ...TASKS, elicitation: {} };
+
+async function pollUntil(url: string, taskId: string, done: (t: any) => boolean, caps: Record<string, unknown> = TASKS, timeoutMs = 15_000) {
+  const seen: any[] = [];
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const r = await rpc(url, 'tasks/get', { taskId }, { caps, headers: { 'mcp-name': taskId } });
+    expect(r.status).toBe(200);
+    seen.push(r.body.result);
+    if (done(r.body.result)) return seen;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+  throw new Error(`task ${taskId} did not reach the expected state; last: ${JSON.stringify(seen.at(-1))}`);
+}
+
+describe('tasks extension', () => {
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: {
+        everything: { ...everythingStdio, tasks: { taskAfterMs: 300 } },
+        fixture: { ...fixtureStdio(log), tasks: { taskAfterMs: 200, tools: { ask_name: { required: true } } } },
+      },
+    });
+  });
+  afterAll(() => gw?.close());
+
+  it('server/discover advertises the tasks extension', async () => {
+    const r = await rpc(gw.url('everything'), 'server/discover');
+    expect(r.body.result.capabilities.extensions).toEqual({ 'io.modelcontextprotocol/tasks': {} });
+    expect(r.body.result.capabilities.tasks).toBeUndefined();
+  });
+
+  it('a slow call becomes a task: working, then completed with exactly the result a direct call gives', async () => {
+    const url = gw.url('everything');
+    const args = { duration: 1, steps: 2 };
+    const direct = await rpc(url, 'tools/call', { name: 'trigger-long-running-operation', arguments: args });
+    expect(direct.body.result.resultType).toBe('complete');
+
+    const created = await rpc(url, 'tools/call', { name: 'trigger-long-running-operation', arguments: args }, { caps: TASKS });
+    const task = created.body.result;
+    expect(task).toMatchObject({ resultType: 'task', status: 'working', ttlMs: 3_600_000, pollIntervalMs: 1000 });
+    expect(task.taskId).toMatch(/^[A-Za-z0-9_-]{22,}$/);
+    expect(Buffer.from(task.taskId, 'base64url').length).toBeGreaterThanOrEqual(16);
+    expect(task.requestState).toBeUndefined();
+    expect(task.task).toBeUndefined();
+    expect(Number.isNaN(Date.parse(task.createdAt))).toBe(false);
+
+    const seen = await pollUntil(url, task.taskId, (t) => t.status === 'completed');
+    expect(seen[0].status).toBe('working');
+    // Upstream progress notifications show as the task's statusMessage.
+    expect(seen.some((t) => /^\d\/2$/.test(t.statusMessage ?? ''))).toBe(true);
+    const final = seen.at(-1);
+    expect(final.resultType).toBe('complete');
+    const { resultType: _r, ...directResult } = direct.body.result;
+    expect(final.result).toEqual(directResult);
+    expect(final.requestState).toBeUndefined();
+  });
+
+  it('a call that finishes within taskAfterMs answers normally even when the client declared the extension', async () => {
+    const r = await rpc(gw.url('everything'), 'tools/call', { name: 'echo', arguments: { message: 'quick' } }, { caps: TASKS });
+    expect(r.body.result).toEqual({ content: [{ type: 'text', text: 'Echo: quick' }], resultType: 'complete' });
+  });
+
+  it('a client that did not declare the extension never gets a task', async () => {
+    const r = await rpc(gw.url('everything'), 'tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 1 } });
+    expect(r.body.result.resultType).toBe('complete');
+    expect(r.body.result.taskId).toBeUndefined();
+  });
+
+  it('simulate-research-query (legacy taskSupport required) completes as an extension task', async () => {
+    const url = gw.url('everything');
+    const created = await rpc(url, 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'gateways' } }, { caps: TASKS });
+    expect(created.body.result.resultType).toBe('task');
+    const seen = await pollUntil(url, created.body.result.taskId, (t) => t.status === 'completed', TASKS, 20_000);
+    const final = seen.at(-1);
+    expect(final.result.content[0].text).toContain('gateways');
+    expect(final.result._meta?.['io.modelcontextprotocol/related-task']).toBeUndefined();
+    expect(seen.some((t) => typeof t.statusMessage === 'string' && t.statusMessage.length > 0)).toBe(true);
+  });
+
+  it('simulate-research-query for a client without the extension: the gateway waits for the upstream task result', async () => {
+    const r = await rpc(gw.url('everything'), 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'waiting' } });
+    expect(r.body.result.resultType).toBe('complete');
+    expect(r.body.result.content[0].text).toContain('waiting');
+    expect(r.body.result.isError).toBeUndefined();
+  }, 30_000);
+
+  it('tasks/cancel reaches the upstream as notifications/cancelled with its own request id, and the task ends cancelled', async () => {
+    const url = gw.url('fixture');
+    const created = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 20 } }, { caps: TASKS });
+    const { taskId } = created.body.result;
+    expect(created.body.result.resultType).toBe('task');
+    const cancel = await rpc(url, 'tasks/cancel', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+    expect(cancel.body.result).toEqual({ resultType: 'complete' });
+    const call = log.of('call', 'slow').at(-1)!;
+    expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 3000)).toBe(true);
+    const seen = await pollUntil(url, taskId, (t) => t.status === 'cancelled');
+    expect(seen.at(-1).result).toBeUndefined();
+    // Cancelling a finished task is an idempotent ack.
+    const again = await rpc(url, 'tasks/cancel', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+    expect(again.body.result).toEqual({ resultType: 'complete' });
+  });
+
+  it('a task that asks for input after creation: input_required with inputRequests, tasks/update answers, the result carries the answer', async () => {
+    const url = gw.url('fixture');
+    const created = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 600 } }, { caps: TASKS_AND_ELICIT });
+    const { taskId } = created.body.result;
+    expect(created.body.result.resultType).toBe('task');
+    const waiting = (await pollUntil(url, taskId, (t) => t.status === 'input_required', TASKS_AND_ELICIT)).at(-1);
+    expect(Object.keys(waiting.inputRequests)).toEqual(['elicitation-1']);
+    expect(waiting.inputRequests['elicitation-1']).toMatchObject({ method: 'elicitation/create', params: { message: 'Who should sign the report?' } });
+    expect(waiting.requestState).toBeUndefined();
+
+    const bad = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'nope' } } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
+    expect(bad.body.error.code).toBe(-32602);
+    const upd = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } }, ignored: {} } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
+    expect(upd.body.result).toEqual({ resultType: 'complete' });
+    const final = (await pollUntil(url, taskId, (t) => t.status === 'completed', TASKS_AND_ELICIT)).at(-1);
+    expect(final.result.content[0].text).toBe('Report signed by Marie');
+    expect(final.inputRequests).toBeUndefined();
+  });
+
+  it('subscriptions/listen streams notifications/tasks on status changes after the acknowledgement', async () => {
+    const url = gw.url('fixture');
+    const created = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 800, steps: 2 } }, { caps: TASKS });
+    const { taskId } = created.body.result;
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { _meta: envelope(TASKS), notifications: { taskIds: [taskId, 'not-a-task'] } } }),
+    });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const messages = (await res.text())
+      .split('\n\n')
+      .filter((b) => b.includes('data:'))
+      .map((b) => JSON.parse(b.slice(b.indexOf('data:') + 5)));
+    expect(messages[0]).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/subscriptions/acknowledged',
+      params: { notifications: { taskIds: [taskId] }, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } },
+    });
+    const updates = messages.filter((m) => m.method === 'notifications/tasks');
+    expect(updates.at(-1).params).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 800ms' }] } });
+    expect(updates.every((u) => u.params._meta['io.modelcontextprotocol/subscriptionId'] === 'listen-1')).toBe(true);
+    expect(messages.at(-1)).toEqual({ jsonrpc: '2.0', id: 'listen-1', result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } } });
+  });
+
+  it('a record that expires while its task runs cancels the upstream call, and the task is then unknown', async () => {
+    const short = await startGateway({ upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 100, ttlMs: 700 } } } });
+    try {
+      const url = short.url('f');
+      const created = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 40 } }, { caps: TASKS });
+      const { taskId } = created.body.result;
+      expect(created.body.result.ttlMs).toBe(700);
+      const call = log.of('call', 'slow').at(-1)!;
+      expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000)).toBe(true);
+      const r = await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+      expect(r.body.error?.code, JSON.stringify(r.body)).toBe(-32602);
+    } finally {
+      await short.close();
+    }
+  });
+
+  describe('errors', () => {
+    let taskId: string;
+    beforeAll(async () => {
+      const created = await rpc(gw.url('fixture'), 'tools/call', { name: 'slow', arguments: { ms: 5000, steps: 1 } }, { caps: TASKS });
+      taskId = created.body.result.taskId;
+    });
+
+    it('Mcp-Name that differs from params.taskId → 400 / -32020', async () => {
+      const r = await rpc(gw.url('fixture'), 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': 'something-else' } });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe(-32020);
+    });
+
+    it('unknown taskId and a task of another upstream get -32602 with the same message', async () => {
+      const unknown = await rpc(gw.url('fixture'), 'tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }, { caps: TASKS, headers: { 'mcp-name': 'AAAAAAAAAAAAAAAAAAAAAA' } });
+      const foreign = await rpc(gw.url('everything'), 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+      expect(unknown.body.error.code).toBe(-32602);
+      expect(foreign.body.error.code).toBe(-32602);
+      expect(foreign.body.error.message).toBe(unknown.body.error.message);
+      for (const m of ['tasks/update', 'tasks/cancel']) {
+        const r = await rpc(gw.url('everything'), m, { taskId, inputResponses: {} }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+        expect(r.body.error.code).toBe(-32602);
+        expect(r.body.error.message).toBe(unknown.body.error.message);
+      }
+    });
+
+    it('tasks/* from a client that did not declare the extension → 400 / -32021 naming the extension', async () => {
+      const r = await rpc(gw.url('fixture'), 'tasks/get', { taskId }, { caps: {}, headers: { 'mcp-name': taskId } });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe(-32021);
+      expect(r.body.error.data.requiredCapabilities).toEqual({ extensions: { 'io.modelcontextprotocol/tasks': {} } });
+    });
+
+    it('a task-required tool called without the extension → 400 / -32021', async () => {
+      const r = await rpc(gw.url('fixture'), 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { elicitation: {} } });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe(-32021);
+      expect(r.body.error.data.requiredCapabilities).toEqual({ extensions: { 'io.modelcontextprotocol/tasks': {} } });
+    });
+
+    it('tasks/result and tasks/list → 404 / -32601', async () => {
+      for (const m of ['tasks/result', 'tasks/list']) {
+        const r = await rpc(gw.url('fixture'), m, { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+        expect(r.status).toBe(404);
+        expect(r.body.error.code).toBe(-32601);
+      }
+    });
+  });
+});
