@@ -24,6 +24,7 @@ import {
   type ExchangeMethod,
 } from './protocol/wire.js';
 import type { Logger } from './observability/log.js';
+import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 
 export type { CallContext };
@@ -83,6 +84,7 @@ export class Gateway {
   readonly upstreams = new Map<string, Upstream>();
   readonly bridge: MrtrBridge;
   readonly tasks: TaskManager;
+  readonly metrics: Metrics;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -100,6 +102,39 @@ export class Gateway {
       total: cfg.limits.maxParked,
       perUpstream: (name) => cfg.upstreams[name]?.maxParked ?? Infinity,
     });
+    this.metrics = new Metrics({
+      sessions: () => [...this.upstreams.values()].map((u) => ({ upstream: u.name, ...u.pool.stats() })),
+      parked: () => this.bridge.parkedByUpstream(),
+      runningTasks: () => this.tasks.running,
+    });
+    const kindOf: Record<string, string> = { 'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling', 'roots/list': 'roots' };
+    this.bridge.onRound = (upstream, methods) => {
+      for (const kind of new Set(methods.map((m) => kindOf[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
+    };
+    this.tasks.onStatus = (status) => this.metrics.tasks.inc({ status });
+  }
+
+  /**
+   * Readiness: every upstream marked `required` can be started or reached. Probes those that have
+   * not succeeded yet (or failed last) by opening a session.
+   */
+  async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[] }> {
+    const out: { name: string; ready: boolean; reason?: string }[] = [];
+    for (const up of this.upstreams.values()) {
+      if (!up.cfg.required) continue;
+      if (up.pool.lastError === undefined && up.pool.stats().total > 0) {
+        out.push({ name: up.name, ready: true });
+        continue;
+      }
+      try {
+        const lease = await up.pool.acquireShared('gateway:readiness', {});
+        lease.release(true);
+        out.push({ name: up.name, ready: true });
+      } catch (e) {
+        out.push({ name: up.name, ready: false, reason: up.pool.lastError ?? (e as Error).message });
+      }
+    }
+    return { ready: !this.closing && out.every((u) => u.ready), upstreams: out };
   }
 
   /**
@@ -141,8 +176,9 @@ export class Gateway {
 
   private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
-    const lease = await up.pool.acquireShared(ctx.principal, caps);
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
     let reusable = true;
+    const upstreamStart = performance.now();
     try {
       const info = lease.session.info;
       if (req.method === 'server/discover') {
@@ -165,6 +201,7 @@ export class Gateway {
         signal: ctx.signal,
       })) as Record<string, unknown>;
       up.pool.noteSuccess();
+      if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
       const out: Record<string, unknown> = { ...result, resultType: 'complete' };
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
         out.ttlMs = up.cfg.cache.ttlMs;
@@ -203,7 +240,7 @@ export class Gateway {
       result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window, escalation);
     } else {
       const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
-      const lease = await up.pool.acquire(ctx.principal, caps);
+      const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
       const needed = UPSTREAM_CAPABILITY_FOR[method]!;
       if (!lease.session.info.capabilities[needed]) {
         lease.release(true);
@@ -226,6 +263,7 @@ export class Gateway {
         log: this.log.child({ upstream: up.name }),
         prefilled: inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
         legacyTask,
+        onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
       });
       ex.start();
       result = await this.bridge.drive(ex, binding, ctx, window, escalation);
@@ -241,11 +279,17 @@ export class Gateway {
     return out;
   }
 
-  /** Stops serving: cancels parked calls and closes every upstream session (ends stdio children). */
+  /**
+   * Stops serving: calls still waiting get -32603 "gateway shutting down" and are cancelled
+   * upstream, as are running tasks and parked calls; then every upstream session closes (stdio
+   * children end).
+   */
   async close(): Promise<void> {
     this.closing = true;
     this.tasks.cancelAll();
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
+    // Let the cancellations reach the upstreams before their sessions close.
+    await new Promise((r) => setTimeout(r, 20));
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
   }
 }

@@ -6,9 +6,11 @@
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
 import { ConfigError, loadConfigFile } from './config/load.js';
+import type { GatewayConfig } from './config/schema.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
 import { createLogger } from './observability/log.js';
+import { isLoopback } from './security/frontdoor.js';
 
 function usage(): string {
   return 'usage: mrtr-gateway [--config gateway.config.json] [--port N] [--host H]';
@@ -38,13 +40,15 @@ if (args.help) {
   process.exit(0);
 }
 
-let cfg;
-try {
-  cfg = loadConfigFile(args.config!);
-} catch (e) {
-  if (e instanceof ConfigError) fail(e.message);
-  throw e;
+function load(file: string): GatewayConfig {
+  try {
+    return loadConfigFile(file);
+  } catch (e) {
+    if (e instanceof ConfigError) fail(e.message);
+    throw e;
+  }
 }
+const cfg = load(args.config!);
 const portArg = args.port ?? process.env.PORT;
 if (portArg !== undefined) {
   const port = Number(portArg);
@@ -53,28 +57,50 @@ if (portArg !== undefined) {
 }
 const host = args.host ?? process.env.HOST;
 if (host) cfg.listen.host = host;
+if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.listen.host)) {
+  fail(
+    `refusing to listen on ${cfg.listen.host} without authentication: configure auth (apiKeys or jwt), listen on a loopback address, or set auth.allowAnonymous: true`,
+  );
+}
 
-const log = createLogger();
+const log = createLogger(process.env.LOG_LEVEL ?? cfg.logLevel ?? 'info');
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
 }
-const app = createApp(gateway, log);
-const server = serve({ fetch: app.fetch, port: cfg.listen.port, hostname: cfg.listen.host }, (info) => {
+const front = createApp(gateway, log);
+const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host }, (info) => {
   const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
   const base = `http://${h}:${info.port}`;
   const endpoints = [...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`);
-  log.info({ address: info.address, port: info.port, endpoints }, `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}`);
+  const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics'].map((e) => e.replace(' /', ` ${base}/`));
+  log.info(
+    { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
+    `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,
+  );
+  // Probe required upstreams at start so /readyz reflects them early.
+  void gateway.readiness().then((r) => {
+    for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
+  });
 });
 server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
 
 let stopping = false;
+/**
+ * Graceful stop: refuse new connections and requests, let requests in flight finish for up to
+ * shutdownGraceMs, answer the rest with -32603 "gateway shutting down", end upstream sessions and
+ * children, exit 0.
+ */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
-  log.info({ signal }, 'stopping');
+  log.info({ signal, graceMs: cfg.shutdownGraceMs }, 'stopping: draining requests in flight');
   server.close();
+  const left = await front.drain(cfg.shutdownGraceMs);
+  if (left) log.warn({ inFlight: left }, 'grace period over: answering the rest with gateway shutting down');
   await gateway.close();
+  await front.settle(2000);
+  (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
   log.info('stopped');
   process.exit(0);
 }

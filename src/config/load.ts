@@ -50,6 +50,7 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
   for (const u of Object.values(cfg.upstreams)) {
     if (u.transport === 'stdio' && u.cwd) u.cwd = resolve(baseDir, u.cwd);
   }
+  if (cfg.auth.mode === 'jwt' && cfg.auth.jwksFile) cfg.auth.jwksFile = resolve(baseDir, cfg.auth.jwksFile);
   return cfg;
 }
 

@@ -77,6 +77,7 @@ const TasksSchema = z
   .describe('Tasks extension (io.modelcontextprotocol/tasks) for this upstream');
 
 const upstreamCommon = {
+  required: z.boolean().default(false).describe('GET /readyz answers 503 while this upstream cannot be started or reached'),
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
@@ -103,6 +104,10 @@ const HttpUpstreamSchema = z
     transport: z.literal('streamable-http'),
     url: z.url().describe('The upstream MCP endpoint, for example http://127.0.0.1:3001/mcp'),
     headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    forwardAuthorization: z
+      .boolean()
+      .default(false)
+      .describe("Send the client's own Authorization bearer token to this upstream (never logged)"),
     ...upstreamCommon,
   })
   .strict();
@@ -112,6 +117,10 @@ const SseUpstreamSchema = z
     transport: z.literal('sse'),
     url: z.url().describe('The legacy HTTP+SSE endpoint (2024-11-05), for example http://127.0.0.1:3001/sse'),
     headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    forwardAuthorization: z
+      .boolean()
+      .default(false)
+      .describe("Send the client's own Authorization bearer token to this upstream (never logged)"),
     ...upstreamCommon,
   })
   .strict();
@@ -125,6 +134,43 @@ const StateKeySchema = z
   })
   .strict();
 
+const ApiKeySchema = z
+  .object({
+    principal: z.string().min(1).describe('Name of the caller this key identifies'),
+    sha256: z
+      .string()
+      .regex(/^[0-9a-fA-F]{64}$/, 'sha256 must be 64 hex digits')
+      .optional()
+      .describe('SHA-256 (hex) of the key; the key itself is not stored'),
+    key: z.string().min(16, 'an API key needs at least 16 characters').optional().describe('The key itself, normally given as ${ENV_VAR}'),
+  })
+  .strict()
+  .refine((k) => (k.sha256 === undefined) !== (k.key === undefined), 'give exactly one of sha256 or key');
+
+const AuthSchema = z
+  .discriminatedUnion('mode', [
+    z
+      .object({
+        mode: z.literal('none'),
+        allowAnonymous: z.boolean().default(false).describe('Allow serving without auth on a non-loopback address'),
+      })
+      .strict(),
+    z.object({ mode: z.literal('apiKeys'), keys: z.array(ApiKeySchema).min(1) }).strict(),
+    z
+      .object({
+        mode: z.literal('jwt'),
+        issuer: z.string().min(1).describe('Expected iss; also listed as the authorization server in the protected resource metadata'),
+        audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).describe('Expected aud'),
+        jwksUrl: z.url().optional().describe('JWKS URL (fetched and cached with jose createRemoteJWKSet)'),
+        jwksFile: z.string().optional().describe('Local JWKS file; relative paths are resolved against the config file'),
+        requiredScopes: z.array(z.string()).default([]).describe('Scopes every token must carry (scope or scp claim)'),
+        clockToleranceSec: z.number().int().nonnegative().default(30).describe('Allowed clock skew, in seconds'),
+      })
+      .strict()
+      .refine((j) => (j.jwksUrl === undefined) !== (j.jwksFile === undefined), 'give exactly one of jwksUrl or jwksFile'),
+  ])
+  .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt');
+
 export const GatewayConfigSchema = z
   .object({
     $schema: z.string().optional(),
@@ -135,6 +181,24 @@ export const GatewayConfigSchema = z
       })
       .strict()
       .prefault({}),
+    auth: AuthSchema.default({ mode: 'none', allowAnonymous: false }),
+    http: z
+      .object({
+        allowedHosts: z
+          .array(z.string().min(1))
+          .optional()
+          .describe('Host header values accepted (host or host:port). Default: localhost, 127.0.0.1, [::1] and the listen host'),
+        allowedOrigins: z
+          .array(z.string().min(1))
+          .optional()
+          .describe('Origin header values accepted when present. Default: http(s) origins on localhost, 127.0.0.1 and [::1]'),
+        publicUrl: z.url().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Front door: DNS-rebinding protection and public URL'),
+    shutdownGraceMs: z.number().int().nonnegative().default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().describe('Log level (LOG_LEVEL overrides)'),
     requestState: z
       .object({
         keys: z
@@ -149,6 +213,15 @@ export const GatewayConfigSchema = z
       .object({
         maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
         maxParked: z.number().int().positive().default(10_000).describe('Most calls parked waiting for client input at once, over all upstreams'),
+        maxJsonDepth: z.number().int().positive().default(64).describe('Deepest nesting of arrays and objects accepted in a request body'),
+        rateLimit: z
+          .object({
+            requestsPerSecond: z.number().positive().default(50).describe('Token bucket refill rate per principal'),
+            burst: z.number().int().positive().default(100).describe('Token bucket size per principal'),
+          })
+          .strict()
+          .prefault({}),
+        maxConcurrentPerPrincipal: z.number().int().positive().default(64).describe('Most requests of one principal in flight at once'),
       })
       .strict()
       .prefault({}),

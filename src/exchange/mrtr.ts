@@ -20,6 +20,10 @@ export interface CallContext {
   signal: AbortSignal;
   /** Receives upstream progress while this request is the one waiting. */
   onProgress?: (p: ProgressParams) => void;
+  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
+  token?: string;
+  /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
+  timing?: { upstreamMs: number };
 }
 
 /**
@@ -52,6 +56,8 @@ export class MrtrBridge {
   /** Replica id sealed into each state. */
   readonly replica = randomUUID();
   private readonly parked = new Map<string, Parked>();
+  /** Exchanges a client request is waiting on right now. */
+  private readonly driving = new Set<Exchange>();
   private readonly parkedPerUpstream = new Map<string, number>();
   private readonly usedJti: LRUCache<string, true>;
 
@@ -67,9 +73,17 @@ export class MrtrBridge {
     this.usedJti = new LRUCache<string, true>({ max: 1_000_000, ttl: ttlMs + 60_000, ttlAutopurge: false });
   }
 
+  /** Called for each input_required round answered, with the methods it asks. */
+  onRound: ((upstream: string, methods: string[]) => void) | undefined;
+
   /** Number of parked Exchanges. */
   get parkedCount(): number {
     return this.parked.size;
+  }
+
+  /** Parked Exchanges by upstream. */
+  parkedByUpstream(): { upstream: string; count: number }[] {
+    return [...this.parkedPerUpstream].map(([upstream, count]) => ({ upstream, count }));
   }
 
   /** Number of parked Exchanges of one upstream. */
@@ -85,10 +99,14 @@ export class MrtrBridge {
   async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number, task?: TaskEscalation): Promise<Record<string, unknown>> {
     exchange.setProgressSink(ctx.onProgress);
     let state: 'done' | 'input' | 'aborted' | 'deadline';
+    const waitStart = performance.now();
+    this.driving.add(exchange);
     try {
       state = await exchange.settle(batchWindowMs, ctx.signal, task ? Date.now() + task.afterMs : undefined);
     } finally {
+      this.driving.delete(exchange);
       exchange.setProgressSink(undefined);
+      if (ctx.timing) ctx.timing.upstreamMs += performance.now() - waitStart;
     }
     if (state === 'deadline') return task!.create(exchange);
     if (state === 'aborted') {
@@ -133,6 +151,7 @@ export class MrtrBridge {
     };
     const requestState = await this.sealer.seal(claims);
     this.park(exchange, binding);
+    this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
   }
@@ -215,8 +234,12 @@ export class MrtrBridge {
     return this.drive(exchange, binding, ctx, batchWindowMs, task);
   }
 
-  /** Cancels every parked Exchange with the error `errorFor(upstream)` gives (shutdown). */
+  /**
+   * Cancels every Exchange a client is waiting on and every parked one, with the error
+   * `errorFor(upstream)` gives (shutdown).
+   */
   cancelAll(errorFor: (upstream: string) => GatewayError): void {
+    for (const ex of this.driving) ex.cancel(errorFor(ex.upstream));
     for (const id of [...this.parked.keys()]) {
       const p = this.unpark(id);
       p?.exchange.cancel(errorFor(p.binding.upstream));

@@ -11,12 +11,12 @@ import { TASKS_EXTENSION, detailedTask } from '../tasks/manager.js';
 import { isTerminal } from '../tasks/store.js';
 import { ErrorCode, GatewayError, methodNotFound, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
-import type { RequestId } from '../protocol/wire.js';
+import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
-
-/** The principal of a request; anonymous until downstream auth is configured. */
-export const ANONYMOUS = 'anonymous';
+import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
+import { OriginGuard, PrincipalLimiter } from '../security/frontdoor.js';
+import { randomUUID } from 'node:crypto';
 
 const jsonHeaders = { 'content-type': 'application/json' };
 
@@ -30,14 +30,120 @@ function asGatewayError(e: unknown, log: Logger): GatewayError {
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
 }
 
+/** True when `value` nests arrays/objects deeper than `max`. */
+export function deeperThan(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (d > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+  }
+  return false;
+}
+
+/** Per-request values the front door hands to the MCP handler. */
+interface RequestVars {
+  caller: Caller;
+  requestId: string;
+}
+
+/** The HTTP front door and its shutdown hook. */
+export interface FrontDoor {
+  app: Hono<{ Variables: RequestVars }>;
+  /**
+   * Stops taking MCP requests (new ones get 503 / -32603 "gateway shutting down") and waits up to
+   * `graceMs` for requests in flight to finish. Resolves with how many are still in flight.
+   */
+  drain(graceMs: number): Promise<number>;
+  /** Waits up to `ms` for requests in flight to finish. */
+  settle(ms: number): Promise<number>;
+}
+
 /**
- * Builds the Hono app for `gateway`.
- * Routes: `POST /mcp/:name` (MCP), any other method on it → 405 with `Allow: POST`,
- * anything else → 404 with a JSON-RPC error body.
+ * Builds the front door for `gateway`. Routes:
+ * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
+ *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`.
+ * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata.
+ * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
+ * - anything else: 404 with a JSON-RPC error body.
  */
-export function createApp(gateway: Gateway, log: Logger): Hono {
-  const app = new Hono();
-  const maxBody = gateway.cfg.limits.maxBodyBytes;
+export function createApp(gateway: Gateway, log: Logger): FrontDoor {
+  const cfg = gateway.cfg;
+  const app = new Hono<{ Variables: RequestVars }>();
+  const maxBody = cfg.limits.maxBodyBytes;
+  const auth = new Authenticator(cfg.auth);
+  const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
+  const limiter = new PrincipalLimiter(cfg.limits.rateLimit.requestsPerSecond, cfg.limits.rateLimit.burst, cfg.limits.maxConcurrentPerPrincipal);
+  const inflight = new Set<Promise<unknown>>();
+  let draining = false;
+
+  const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
+  const metadataUrl = (c: Context, name: string) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp/${name}`;
+
+  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/readyz', async (c) => {
+    const r = await gateway.readiness();
+    return c.json({ ...r, ...(draining ? { ready: false, reason: 'shutting down' } : {}) }, r.ready && !draining ? 200 : 503);
+  });
+  app.get('/metrics', async () => {
+    const { body, contentType } = await gateway.metrics.render();
+    return new Response(body, { headers: { 'content-type': contentType } });
+  });
+  app.get('/.well-known/oauth-protected-resource/mcp/:name', (c) => {
+    const name = c.req.param('name');
+    if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, null);
+    return c.json({
+      resource: `${baseUrl(c)}/mcp/${name}`,
+      ...(auth.authorizationServers.length ? { authorization_servers: auth.authorizationServers } : {}),
+      bearer_methods_supported: ['header'],
+      ...(auth.scopes.length ? { scopes_supported: auth.scopes } : {}),
+      resource_name: `mrtr-gateway upstream ${name}`,
+    });
+  });
+
+  app.use('/mcp/:name', async (c, next) => {
+    const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
+    c.header('x-request-id', requestId);
+    if (draining) return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
+    const refused = guard.check(c.req.header('host'), c.req.header('origin'));
+    if (refused) {
+      log.warn({ requestId, reason: refused }, 'request refused by Host/Origin check');
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { 'x-request-id': requestId });
+    }
+    const name = c.req.param('name')!;
+    let caller: Caller;
+    try {
+      caller = await auth.authenticate(c.req.header('authorization'));
+    } catch (e) {
+      if (!(e instanceof AuthError)) throw e;
+      const params = [`resource_metadata="${metadataUrl(c, name)}"`];
+      if (e.error) params.push(`error="${e.error}"`, `error_description="${e.message.replace(/"/g, "'")}"`);
+      if (e.scope) params.push(`scope="${e.scope}"`);
+      log.info({ requestId, upstream: name, status: e.status, reason: e.message }, 'request refused by auth');
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, { 'www-authenticate': `Bearer ${params.join(', ')}`, 'x-request-id': requestId });
+    }
+    const wait = limiter.take(caller.principal);
+    if (wait > 0) {
+      gateway.metrics.rateLimited.inc({ limit: 'rate' });
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, { 'retry-after': String(wait), 'x-request-id': requestId });
+    }
+    const leave = limiter.enter(caller.principal);
+    if (!leave) {
+      gateway.metrics.rateLimited.inc({ limit: 'concurrency' });
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Too many requests in flight for this caller (limit ${cfg.limits.maxConcurrentPerPrincipal})` }, 429, {
+        'retry-after': '1',
+        'x-request-id': requestId,
+      });
+    }
+    c.set('caller', caller);
+    c.set('requestId', requestId);
+    try {
+      await next();
+    } finally {
+      leave();
+    }
+  });
 
   app.post(
     '/mcp/:name',
@@ -46,7 +152,12 @@ export function createApp(gateway: Gateway, log: Logger): Hono {
       onError: () =>
         errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413),
     }),
-    (c) => handleMcp(c, gateway, log),
+    (c) =>
+      handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), (work) => {
+        const tracked = work.catch(() => {});
+        inflight.add(tracked);
+        void tracked.then(() => inflight.delete(tracked));
+      }),
   );
   app.all('/mcp/:name', (c) =>
     gateway.upstreams.has(c.req.param('name'))
@@ -61,12 +172,60 @@ export function createApp(gateway: Gateway, log: Logger): Hono {
     const g = asGatewayError(e, log);
     return errorResponse(null, g.toJSON(), g.httpStatus);
   });
-  return app;
+
+  const settle = async (ms: number) => {
+    const deadline = Date.now() + ms;
+    while (inflight.size && Date.now() < deadline) {
+      await Promise.race([Promise.all([...inflight]), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+    }
+    return inflight.size;
+  };
+  return {
+    app,
+    settle,
+    drain: (graceMs) => {
+      draining = true;
+      return settle(graceMs);
+    },
+  };
 }
 
-async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Response> {
+/** What the request log line and the metrics need to know about one request. */
+interface RequestLog {
+  log: Logger;
+  gateway: Gateway;
+  requestId: string;
+  upstream: string;
+  principal: string;
+  started: number;
+  timing: { upstreamMs: number };
+}
+
+function record(r: RequestLog, method: string, name: string | undefined, outcome: { error?: GatewayError; resultType?: string }): void {
+  const totalMs = performance.now() - r.started;
+  const durationMs = Math.round(totalMs * 10) / 10;
+  const upstreamMs = Math.round(r.timing.upstreamMs * 10) / 10;
+  const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
+  r.log.info(
+    { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code },
+    'request',
+  );
+  const known = (SERVED_METHODS as readonly string[]).includes(method) ? method : 'other';
+  r.gateway.metrics.requests.inc({ upstream: r.upstream, method: known, outcome: outcome.error ? String(outcome.error.code) : result });
+  r.gateway.metrics.upstreamSeconds.observe({ upstream: r.upstream, method: known }, r.timing.upstreamMs / 1000);
+  r.gateway.metrics.gatewaySeconds.observe({ upstream: r.upstream, method: known }, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
+}
+
+async function handleMcp(
+  c: Context,
+  gateway: Gateway,
+  log: Logger,
+  caller: Caller,
+  requestId: string,
+  track: (work: Promise<unknown>) => void,
+): Promise<Response> {
   const name = c.req.param('name')!;
-  const started = performance.now();
+  const rl: RequestLog = { log, gateway, requestId, upstream: name, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
   const text = await c.req.text();
   let body: unknown;
   try {
@@ -77,6 +236,9 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
   }
   const id = idOf(body);
   if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, id);
+  if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
+    return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
+  }
   let rpc;
   try {
     rpc = parseJsonRpc(body);
@@ -94,11 +256,11 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
     validated = validateRequest({ ...rpc, id: reqId }, c.req.raw.headers);
   } catch (e) {
     const g = asGatewayError(e, log);
-    logRequest(log, name, rpc.method, undefined, started, g);
+    record(rl, rpc.method, undefined, { error: g });
     return errorResponse(reqId, g.toJSON(), g.httpStatus);
   }
 
-  if (validated.method === 'subscriptions/listen') return listen(c, gateway, validated, name, log);
+  if (validated.method === 'subscriptions/listen') return listen(c, gateway, validated, name, caller, rl);
 
   const progressToken = validated.progressToken;
   const wantsSse = progressToken !== undefined && (c.req.header('accept') ?? '').includes('text/event-stream');
@@ -128,20 +290,21 @@ async function handleMcp(c: Context, gateway: Gateway, log: Logger): Promise<Res
         }
       : undefined;
 
-    gateway
-      .handle(name, validated, { principal: ANONYMOUS, signal: abort.signal, onProgress })
+    const work = gateway
+      .handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, timing: rl.timing })
       .then(
         (result) => {
-          logRequest(log, name, validated.method, callName, started, undefined, result.resultType as string);
+          record(rl, validated.method, callName, { resultType: result.resultType as string });
           return { message: { jsonrpc: '2.0', id: reqId, result }, status: 200 };
         },
         (e) => {
           const g = asGatewayError(e, log);
-          logRequest(log, name, validated.method, callName, started, g);
+          record(rl, validated.method, callName, { error: g });
           return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
         },
-      )
-      .then(({ message, status }) => {
+      );
+    track(work);
+    work.then(({ message, status }) => {
         if (sse) {
           writeEvent(message)
             .then(() => sse!.close())
@@ -161,14 +324,14 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
  * `notifications/tasks` (the full DetailedTask) on each status change of the listed tasks, and
  * ends with the listen result once all of them are terminal. Only `taskIds` is honored.
  */
-async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name: string, log: Logger): Promise<Response> {
+async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name: string, who: Caller, rl: RequestLog): Promise<Response> {
   const notifications = (req.params.notifications ?? {}) as { taskIds?: unknown };
   const requested = Array.isArray(notifications.taskIds) ? notifications.taskIds.filter((t): t is string => typeof t === 'string') : [];
   if (requested.length && !Gateway.declaresTasks(req)) {
     const g = missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]`);
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
-  const caller = { principal: ANONYMOUS, upstream: name };
+  const caller = { principal: who.principal, upstream: name };
   const open = new Set<string>();
   const honored: string[] = [];
   for (const id of requested) {
@@ -209,17 +372,11 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
   writer.closed.catch(() => stop());
   c.req.raw.signal.addEventListener('abort', stop, { once: true });
   if (open.size === 0) finish();
-  log.info({ upstream: name, method: 'subscriptions/listen', taskIds: honored.length }, 'request');
+  record(rl, 'subscriptions/listen', undefined, { resultType: 'stream' });
   return new Response(stream.readable, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } });
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {
   const err = methodNotFound(`Unknown upstream '${name}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
   return errorResponse(id, err.toJSON(), 404);
-}
-
-function logRequest(log: Logger, upstream: string, method: string, name: string | undefined, started: number, err?: GatewayError, resultType?: string): void {
-  const durationMs = Math.round((performance.now() - started) * 10) / 10;
-  if (err) log.info({ upstream, method, name, durationMs, outcome: 'error', code: err.code }, 'request');
-  else log.info({ upstream, method, name, durationMs, outcome: resultType ?? 'complete' }, 'request');
 }

@@ -56,6 +56,8 @@ export function detailedTask(r: TaskRecord): Record<string, unknown> {
 export class TaskManager {
   private readonly live = new Map<string, LiveTask>();
   private readonly listeners = new Set<(record: TaskRecord) => void>();
+  /** Called with each status a task reaches (its first status included). */
+  onStatus: ((status: TaskStatus) => void) | undefined;
 
   constructor(
     private readonly store: TaskStore,
@@ -99,6 +101,7 @@ export class TaskManager {
     live.unsubscribe = exchange.onChange(() => this.sync(record.taskId));
     this.sync(record.taskId);
     this.log.info({ taskId: record.taskId, upstream: caller.upstream }, 'task created');
+    this.onStatus?.(record.status);
     const { inputRequests: _i, result: _r, error: _e, ...task } = detailedTask(record);
     return { resultType: 'task', ...task };
   }
@@ -149,6 +152,7 @@ export class TaskManager {
     live.chain = live.chain.then(async () => {
       const record = await this.store.get(taskId);
       if (!record || isTerminal(record.status)) return;
+      const before = record.status;
       const wait = live.batchWindowMs - live.exchange.msSinceLastInput;
       if (!live.exchange.outcome && wait > 0) {
         clearTimeout(live.batchTimer);
@@ -160,6 +164,7 @@ export class TaskManager {
         live.unsubscribe();
       }
       if (!(await this.store.put(record))) return;
+      if (record.status !== before) this.onStatus?.(record.status);
       for (const l of this.listeners) l(record);
     });
     live.chain.catch((e) => this.log.error({ taskId, err: (e as Error).message }, 'task update failed'));

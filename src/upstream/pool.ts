@@ -6,6 +6,7 @@
  * behind the bound. Idle sessions close after `idleSessionMs`. When sessions keep dying, new ones are
  * opened with exponential backoff.
  */
+import { createHash } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -23,6 +24,7 @@ export interface SessionLease {
 interface Waiter {
   key: string;
   caps: LegacyClientCapabilities;
+  headers: Record<string, string>;
   resolve: (lease: SessionLease) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
@@ -56,9 +58,19 @@ export class SessionPool {
   ) {}
 
   /** The pool key of a principal and its mirrored capabilities. */
-  static keyOf(principal: string, caps: LegacyClientCapabilities): string {
-    return `${principal}\u0000${canonicalJson(caps)}`;
+  static keyOf(principal: string, caps: LegacyClientCapabilities, token?: string): string {
+    const base = `${principal}\u0000${canonicalJson(caps)}`;
+    return token ? `${base}\u0000${createHash('sha256').update(token).digest('base64url')}` : base;
   }
+
+  /** Pool key and extra upstream headers: with `forwardAuthorization`, the client's token is part of both. */
+  private keyAndHeaders(principal: string, caps: LegacyClientCapabilities, token?: string): { key: string; headers: Record<string, string> } {
+    const forward = this.cfg.transport !== 'stdio' && this.cfg.forwardAuthorization && token ? token : undefined;
+    return { key: SessionPool.keyOf(principal, caps, forward), headers: forward ? { authorization: `Bearer ${forward}` } : {} };
+  }
+
+  /** Why the last attempt to open a session failed, cleared by the next success. */
+  lastError: string | undefined;
 
   /** Counts for metrics and tests. */
   stats(): { total: number; idle: number; leased: number; waiting: number; failures: number } {
@@ -73,17 +85,18 @@ export class SessionPool {
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
    *   "busy" when no session frees up in time, "shutting-down" after {@link close}).
    */
-  async acquire(principal: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
+  async acquire(principal: string, caps: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-    const key = SessionPool.keyOf(principal, caps);
+    const { key, headers } = this.keyAndHeaders(principal, caps, token);
     const warm = this.takeIdle(key);
     if (warm) return this.lease(warm);
     if (this.count >= this.cfg.maxSessions) this.evictIdle();
-    if (this.count < this.cfg.maxSessions) return this.openNew(key, caps);
+    if (this.count < this.cfg.maxSessions) return this.openNew(key, caps, headers);
     return new Promise<SessionLease>((resolve, reject) => {
       const waiter: Waiter = {
         key,
         caps,
+        headers,
         resolve,
         reject,
         timer: setTimeout(() => {
@@ -103,14 +116,14 @@ export class SessionPool {
    * legacy protocol allows concurrent requests on a session) instead of queueing.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireShared(principal: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
-    const key = SessionPool.keyOf(principal, caps);
+  async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+    const { key } = this.keyAndHeaders(principal, caps, token);
     if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
       for (const session of this.live) {
         if (session.key === key && !session.deadReason) return { session, release: () => {} };
       }
     }
-    return this.acquire(principal, caps);
+    return this.acquire(principal, caps, token);
   }
 
   private takeIdle(key: string): UpstreamSession | undefined {
@@ -154,7 +167,7 @@ export class SessionPool {
     };
   }
 
-  private async openNew(key: string, caps: LegacyClientCapabilities): Promise<SessionLease> {
+  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
     this.count++;
     try {
       const delay = backoffMs(this.failures);
@@ -163,7 +176,8 @@ export class SessionPool {
         await new Promise((r) => setTimeout(r, delay));
       }
       if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-      const session = await UpstreamSession.open(this.name, this.cfg, caps, key, this.log.child({ upstream: this.name }));
+      const session = await UpstreamSession.open(this.name, this.cfg, caps, key, this.log.child({ upstream: this.name }), headers);
+      this.lastError = undefined;
       this.live.add(session);
       void session.closed.then(() => this.live.delete(session));
       session.onDeath(() => {
@@ -176,6 +190,7 @@ export class SessionPool {
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
       const msg = (e as Error).message;
+      this.lastError = msg;
       this.log.warn({ upstream: this.name, err: msg }, 'upstream session failed to open');
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`);
     }
@@ -227,7 +242,7 @@ export class SessionPool {
     const w = this.waiters.shift();
     if (!w) return;
     clearTimeout(w.timer);
-    this.openNew(w.key, w.caps).then(w.resolve, w.reject);
+    this.openNew(w.key, w.caps, w.headers).then(w.resolve, w.reject);
   }
 
   /** Closes every idle session, fails waiters, and refuses new leases. Leased sessions close on release. */

@@ -40,7 +40,7 @@ export interface UpstreamInfo {
 
 const GATEWAY_CLIENT_INFO = { name: 'mrtr-gateway', version: '0.1.0' };
 
-function createTransport(cfg: UpstreamConfig, log: Logger): Transport {
+function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>): Transport {
   switch (cfg.transport) {
     case 'stdio': {
       const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
@@ -62,11 +62,12 @@ function createTransport(cfg: UpstreamConfig, log: Logger): Transport {
     }
     case 'streamable-http':
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
-        requestInit: { headers: cfg.headers },
+        requestInit: { headers: { ...cfg.headers, ...extraHeaders } },
         reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
       });
     case 'sse':
-      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: cfg.headers } });
+      // requestInit headers go on the POSTs and on the GET /sse stream alike.
+      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: { ...cfg.headers, ...extraHeaders } } });
   }
 }
 
@@ -128,9 +129,10 @@ export class UpstreamSession {
     capabilities: LegacyClientCapabilities,
     key: string,
     log: Logger,
+    extraHeaders: Record<string, string> = {},
   ): Promise<UpstreamSession> {
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
-    const transport = createTransport(cfg, log);
+    const transport = createTransport(cfg, log, extraHeaders);
     const session = new UpstreamSession(upstream, cfg.transport, client, transport, key, cfg.roots, log);
     // The SDK hands the negotiated version to HTTP transports only; capture it for every transport.
     const setVersion = transport.setProtocolVersion?.bind(transport);
@@ -157,7 +159,12 @@ export class UpstreamSession {
       await client.close().catch(() => {});
       throw e;
     }
-    log.info({ session: session.id, pid: (transport as StdioClientTransport).pid ?? undefined, protocolVersion: session.info.protocolVersion }, 'upstream session opened');
+    const pid = transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
+    log.info({ session: session.id, pid, protocolVersion: session.info.protocolVersion }, 'upstream session opened');
+    if (transport instanceof StdioClientTransport) {
+      const child = (transport as unknown as { _process?: import('node:child_process').ChildProcess })._process;
+      child?.once('exit', (code, signal) => log.info({ session: session.id, pid, code, signal }, 'upstream process exited'));
+    }
     return session;
   }
 

@@ -22,7 +22,7 @@ export async function startGateway(raw: Record<string, unknown>): Promise<TestGa
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger;
   const gateway = new Gateway(cfg, log);
-  const app = createApp(gateway, log);
+  const { app } = createApp(gateway, log);
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
   });

@@ -1,0 +1,74 @@
+/**
+ * Prometheus metrics (prom-client), served at `GET /metrics` in the text exposition format.
+ * Each gateway has its own registry. Times are in seconds, as Prometheus expects.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Live numbers the gauges read at scrape time. */
+export interface MetricsSource {
+  sessions(): { upstream: string; idle: number; leased: number }[];
+  parked(): { upstream: string; count: number }[];
+  runningTasks(): number;
+}
+
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The gateway's metrics. */
+export class Metrics {
+  readonly registry = new Registry();
+  /** Requests by upstream, method and outcome (complete, input_required, task, error code). */
+  readonly requests = new Counter({ name: 'mrtr_requests_total', help: 'Downstream requests by upstream, method and outcome', labelNames: ['upstream', 'method', 'outcome'] as const, registers: [this.registry] });
+  /** Time the gateway itself added to a request (total minus upstream time). */
+  readonly gatewaySeconds = new Histogram({ name: 'mrtr_gateway_added_seconds', help: 'Time added by the gateway per request (total minus upstream time)', labelNames: ['upstream', 'method'] as const, buckets: BUCKETS, registers: [this.registry] });
+  /** Time spent waiting on the upstream per request. */
+  readonly upstreamSeconds = new Histogram({ name: 'mrtr_upstream_seconds', help: 'Time spent waiting on the upstream per request', labelNames: ['upstream', 'method'] as const, buckets: BUCKETS, registers: [this.registry] });
+  /** input_required rounds answered, by input kind (a round with two kinds counts once for each). */
+  readonly inputRounds = new Counter({ name: 'mrtr_input_rounds_total', help: 'input_required rounds by upstream and input kind', labelNames: ['upstream', 'kind'] as const, registers: [this.registry] });
+  /** Task status changes, by the status reached (a new task counts as its first status). */
+  readonly tasks = new Counter({ name: 'mrtr_tasks_total', help: 'Task status changes by status reached', labelNames: ['status'] as const, registers: [this.registry] });
+  /** Forms declined by the secret guard. */
+  readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
+  /** Requests refused by the rate or concurrency limit. */
+  readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
+
+  constructor(source: MetricsSource) {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'mrtr_upstream_sessions',
+      help: 'Upstream sessions by state',
+      labelNames: ['upstream', 'state'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const s of source.sessions()) {
+          this.set({ upstream: s.upstream, state: 'idle' }, s.idle);
+          this.set({ upstream: s.upstream, state: 'leased' }, s.leased);
+        }
+      },
+    });
+    new Gauge({
+      name: 'mrtr_parked_calls',
+      help: 'Calls parked waiting for client input',
+      labelNames: ['upstream'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const p of source.parked()) this.set({ upstream: p.upstream }, p.count);
+      },
+    });
+    new Gauge({
+      name: 'mrtr_tasks_running',
+      help: 'Tasks whose upstream call is still running',
+      registers,
+      collect() {
+        this.set(source.runningTasks());
+      },
+    });
+    collectDefaultMetrics({ register: this.registry, prefix: 'mrtr_process_' });
+  }
+
+  /** The exposition text and its content type. */
+  async render(): Promise<{ body: string; contentType: string }> {
+    return { body: await this.registry.metrics(), contentType: this.registry.contentType };
+  }
+}
