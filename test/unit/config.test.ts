@@ -11,6 +11,7 @@ const fakeEnv: NodeJS.ProcessEnv = {
   ...process.env,
   MRTR_STATE_SECRET: 'test-state-secret-0123456789abcdefghijklmnop',
   UPSTREAM_TOKEN: 'test-upstream-token',
+  MRTR_API_KEY: 'test-api-key-0123456789',
 };
 
 function readJson(file: string): unknown {
@@ -29,6 +30,12 @@ describe('shipped configs', () => {
   it('gateway.config.json parses with parseConfig', () => {
     const cfg = parseConfig(readJson(join(ROOT, 'gateway.config.json')), fakeEnv, ROOT);
     expect(Object.keys(cfg.upstreams).length).toBeGreaterThan(0);
+  });
+
+  it('config/container.json (the image default) parses and requires an API key', () => {
+    const raw = readJson(join(ROOT, 'config/container.json'));
+    expect(parseConfig(raw, fakeEnv, ROOT).auth.mode).toBe('apiKeys');
+    expect(() => parseConfig(raw, {}, ROOT)).toThrow(/MRTR_API_KEY/);
   });
 
   const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));

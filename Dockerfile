@@ -1,0 +1,30 @@
+# syntax=docker/dockerfile:1
+# mrtr-gateway container: build stage compiles TypeScript; the runtime stage holds production
+# dependencies and dist/ only, and runs as the unprivileged "node" user.
+# Config: mount yours at /etc/mrtr-gateway/gateway.config.json (the default there needs
+# MRTR_API_KEY; see README "Running the container").
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=8787
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+COPY --from=build /app/dist ./dist
+COPY config/gateway.schema.json ./config/gateway.schema.json
+COPY config/container.json /etc/mrtr-gateway/gateway.config.json
+USER node
+EXPOSE 8787
+HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8787)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+STOPSIGNAL SIGTERM
+CMD ["node", "dist/main.js", "--config", "/etc/mrtr-gateway/gateway.config.json"]

@@ -1,0 +1,198 @@
+/**
+ * Who may call: JWT (OAuth 2.1 resource server against a JWKS served here on 127.0.0.1), API keys,
+ * principal binding of requestState and tasks, Host/Origin checks, and the RFC 9728 metadata.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { fixtureStdio } from '../helpers/fixture.js';
+
+const ISSUER = 'https://issuer.test';
+const AUDIENCE = 'mrtr-gateway';
+
+async function post(url: string, method: string, params: Record<string, unknown>, headers: Record<string, string> = {}, caps: Record<string, unknown> = {}) {
+  const name = (params.name ?? params.taskId) as string | undefined;
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(name ? { 'mcp-name': name } : {}),
+      ...headers,
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: envelope(caps) } }),
+  });
+  return { status: res.status, headers: res.headers, body: (await res.json()) as any };
+}
+
+describe('JWT auth', () => {
+  let jwks: Server;
+  let gw: TestGateway;
+  let key: CryptoKey;
+  let otherKey: CryptoKey;
+  let url: string;
+
+  const token = (claims: Record<string, unknown> = {}, opts: { key?: CryptoKey; exp?: string | number; iss?: string; aud?: string } = {}) =>
+    new SignJWT({ scope: 'mcp', ...claims })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(opts.iss ?? ISSUER)
+      .setAudience(opts.aud ?? AUDIENCE)
+      .setSubject('alice')
+      .setIssuedAt()
+      .setExpirationTime(opts.exp ?? '5m')
+      .sign(opts.key ?? key);
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('RS256', { extractable: true });
+    key = pair.privateKey;
+    otherKey = (await generateKeyPair('RS256')).privateKey;
+    const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+    const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
+    gw = await startGateway({ auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl, requiredScopes: ['mcp'] }, upstreams: { f: fixtureStdio() } });
+    url = gw.url('f');
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await new Promise((r) => jwks?.close(r));
+  });
+
+  it('a valid token is served', async () => {
+    const r = await post(url, 'tools/list', {}, { authorization: `Bearer ${await token()}` });
+    expect(r.status).toBe(200);
+    expect(r.body.result.tools.length).toBeGreaterThan(0);
+  });
+
+  const rejected: [string, () => Promise<Record<string, string>>][] = [
+    ['a missing token', async () => ({})],
+    ['an expired token', async () => ({ authorization: `Bearer ${await token({}, { exp: Math.floor(Date.now() / 1000) - 600 })}` })],
+    ['a wrong audience', async () => ({ authorization: `Bearer ${await token({}, { aud: 'someone-else' })}` })],
+    ['a wrong issuer', async () => ({ authorization: `Bearer ${await token({}, { iss: 'https://evil.test' })}` })],
+    ['a bad signature', async () => ({ authorization: `Bearer ${await token({}, { key: otherKey })}` })],
+  ];
+  it.each(rejected)('%s gets 401 with WWW-Authenticate resource_metadata', async (_label, headers) => {
+    const r = await post(url, 'tools/list', {}, await headers());
+    expect(r.status).toBe(401);
+    const www = r.headers.get('www-authenticate')!;
+    expect(www).toMatch(/^Bearer /);
+    expect(www).toContain(`resource_metadata="${gw.base}/.well-known/oauth-protected-resource/mcp/f"`);
+    expect(r.body.error.message.length).toBeGreaterThan(5);
+  });
+
+  it('a token without the required scope gets 403 insufficient_scope', async () => {
+    const r = await post(url, 'tools/list', {}, { authorization: `Bearer ${await token({ scope: 'other' })}` });
+    expect(r.status).toBe(403);
+    expect(r.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
+  });
+
+  it('serves RFC 9728 protected resource metadata per upstream', async () => {
+    const res = await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/f`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ resource: `${gw.base}/mcp/f`, authorization_servers: [ISSUER], bearer_methods_supported: ['header'], scopes_supported: ['mcp'] });
+    expect((await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/nope`)).status).toBe(404);
+  });
+});
+
+describe('principal binding (API keys)', () => {
+  let gw: TestGateway;
+  let url: string;
+  const A = { authorization: 'Bearer key-of-alice-0123456789' };
+  const B = { authorization: 'Bearer key-of-bob-0123456789ab' };
+  const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} };
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      auth: {
+        mode: 'apiKeys',
+        keys: [
+          { principal: 'alice', sha256: createHash('sha256').update('key-of-alice-0123456789').digest('hex') },
+          { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+        ],
+      },
+      upstreams: { f: { ...fixtureStdio(), tasks: { taskAfterMs: 100 } } },
+    });
+    url = gw.url('f');
+  });
+  afterAll(() => gw?.close());
+
+  it('an unknown key gets 401', async () => {
+    const r = await post(url, 'tools/list', {}, { authorization: 'Bearer not-a-key-at-all-xyz' });
+    expect(r.status).toBe(401);
+    expect(r.headers.get('www-authenticate')).toContain('resource_metadata=');
+  });
+
+  it("B cannot use A's requestState: -32602, A's parked call is untouched and A completes", async () => {
+    const first = await post(url, 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
+    expect(first.body.result.resultType).toBe('input_required');
+    const retry = { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState };
+    const stolen = await post(url, 'tools/call', { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } } }, B, { elicitation: {} });
+    expect(stolen.body.error.code).toBe(-32602);
+    const mine = await post(url, 'tools/call', { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } }, A, { elicitation: {} });
+    expect(mine.body.result.content[0].text).toBe('Hello, Alice!');
+  });
+
+  it("B cannot see, answer or cancel A's task: -32602 like an unknown id, and A's task completes", async () => {
+    const created = await post(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 300 } }, A, TASKS);
+    const { taskId } = created.body.result;
+    expect(created.body.result.resultType).toBe('task');
+    const unknown = await post(url, 'tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }, B, TASKS);
+    for (const [m, extra] of [['tasks/get', {}], ['tasks/update', { inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } } }], ['tasks/cancel', {}]] as const) {
+      const r = await post(url, m, { taskId, ...extra }, B, TASKS);
+      expect(r.body.error.code, m).toBe(-32602);
+      expect(r.body.error.message).toBe(unknown.body.error.message);
+    }
+    let t: any;
+    for (let i = 0; i < 50; i++) {
+      t = (await post(url, 'tasks/get', { taskId }, A, TASKS)).body.result;
+      if (t.status === 'input_required') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(t.status).toBe('input_required');
+    await post(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } }, A, TASKS);
+    for (let i = 0; i < 50; i++) {
+      t = (await post(url, 'tasks/get', { taskId }, A, TASKS)).body.result;
+      if (t.status === 'completed') break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(t.result.content[0].text).toBe('Report signed by Alice');
+  });
+});
+
+describe('Host and Origin checks', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: { f: fixtureStdio() } });
+  });
+  afterAll(() => gw?.close());
+
+  it('a foreign Origin gets 403', async () => {
+    const r = await post(gw.url('f'), 'tools/list', {}, { origin: 'https://evil.example' });
+    expect(r.status).toBe(403);
+    expect(r.body.error.message).toContain('Origin');
+  });
+
+  it('a loopback Origin is served', async () => {
+    const r = await post(gw.url('f'), 'tools/list', {}, { origin: 'http://localhost:3000' });
+    expect(r.status).toBe(200);
+  });
+
+  it('a foreign Host header (DNS rebinding) gets 403', async () => {
+    const { request } = await import('node:http');
+    const u = new URL(gw.url('f'));
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { host: 'evil.example:80', 'content-type': 'application/json' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', reject);
+      req.end('{}');
+    });
+    expect(status).toBe(403);
+  });
+});
