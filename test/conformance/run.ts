@@ -7,6 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const CLI = join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
@@ -43,4 +44,28 @@ export function runScenario(url: string, scenario: string, timeoutMs = 120_000):
       },
     );
   });
+}
+
+const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.url), 'utf8')) as Record<string, Record<string, string>>;
+
+/**
+ * Runs a scenario and asserts that every check is SUCCESS (or INFO), apart from the checks
+ * test/conformance/expected.json lists for it with the reason.
+ */
+export async function expectScenarioPasses(url: string, scenario: string): Promise<void> {
+  const { checks } = await runScenario(url, scenario);
+  expect(checks.length).toBeGreaterThan(0);
+  const allowed = expected[scenario] ?? {};
+  const bad = checks.filter((c) => c.status !== 'SUCCESS' && c.status !== 'INFO' && !(c.id in allowed)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+  expect(bad).toEqual([]);
+}
+
+/** The conformance fixture server (legacy, v1 SDK, stdio). */
+export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
+
+/** Opens one upstream session for each capability set the scenarios declare. */
+export async function warmSessions(url: string): Promise<void> {
+  const { rpc } = await import('../helpers/gateway.js');
+  const sets = [{}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
+  await Promise.all(sets.map((caps) => rpc(url, 'tools/list', {}, { caps })));
 }

@@ -3,13 +3,9 @@
  * legacy conformance fixture, whose fixture tools are plain legacy tools: the gateway makes the
  * tasks (per-tool taskAfterMs / required in the config below).
  */
-import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { runScenario } from './run.js';
-
-const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.url), 'utf8')) as Record<string, Record<string, string>>;
-const FIXTURE = new URL('../fixtures/conformance-server.ts', import.meta.url).pathname;
+import { CONFORMANCE_FIXTURE as FIXTURE, expectScenarioPasses, warmSessions } from './run.js';
 
 const SCENARIOS = [
   'tasks-lifecycle',
@@ -50,12 +46,9 @@ describe('official conformance scenarios (tasks extension)', () => {
     });
   });
   afterAll(() => gw?.close());
+  // Open the sessions the scenarios use first, so that spawning a fixture process does not count
+  // against the CLI's short per-check timeouts.
+  beforeAll(() => warmSessions(gw.url('conformance')));
 
-  it.each(SCENARIOS)('%s passes', async (scenario) => {
-    const { checks } = await runScenario(gw.url('conformance'), scenario);
-    expect(checks.length).toBeGreaterThan(0);
-    const allowed = expected[scenario] ?? {};
-    const bad = checks.filter((c) => c.status !== 'SUCCESS' && c.status !== 'INFO' && !(c.id in allowed)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
-    expect(bad).toEqual([]);
-  }, 120_000);
+  it.each(SCENARIOS)('%s passes', (scenario) => expectScenarioPasses(gw.url('conformance'), scenario), 120_000);
 });

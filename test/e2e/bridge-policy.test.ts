@@ -44,6 +44,26 @@ describe('bridge policy', () => {
     expect(done.body.result.content[0].text).toBe('name=Kim sample=yo');
   });
 
+  it('a key hint that clashes with a key already used in the call falls back to a generated key', async () => {
+    const url = gw.url('f');
+    const first = await rpc(url, 'tools/call', { name: 'same_hint_twice', arguments: {} }, { caps: CAPS });
+    expect(Object.keys(first.body.result.inputRequests)).toEqual(['person']);
+    const second = await rpc(url, 'tools/call', {
+      name: 'same_hint_twice',
+      arguments: {},
+      requestState: first.body.result.requestState,
+      inputResponses: { person: { action: 'accept', content: { name: 'Ann' } } },
+    }, { caps: CAPS });
+    expect(Object.keys(second.body.result.inputRequests)).toEqual(['elicitation-1']);
+    const done = await rpc(url, 'tools/call', {
+      name: 'same_hint_twice',
+      arguments: {},
+      requestState: second.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ben' } } },
+    }, { caps: CAPS });
+    expect(done.body.result.content[0].text).toBe('Ann and Ben');
+  });
+
   it('with maxParked 2, a third call that would park gets -32603 while the first two still complete', async () => {
     const url = bounded.url('f');
     const a = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
