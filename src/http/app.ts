@@ -104,7 +104,6 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   app.use('/mcp/:name', async (c, next) => {
     const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
-    c.header('x-request-id', requestId);
     if (draining) return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
     const refused = guard.check(c.req.header('host'), c.req.header('origin'));
     if (refused) {
@@ -140,6 +139,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     c.set('requestId', requestId);
     try {
       await next();
+      c.res.headers.set('x-request-id', requestId);
     } finally {
       leave();
     }

@@ -29,6 +29,13 @@ describe('limits and isolation', () => {
     await new Promise((r) => setTimeout(r, 3000));
   });
 
+  it('echoes x-request-id, or assigns one', async () => {
+    const given = await rpc(gw.url('other'), 'tools/list', {}, { headers: { 'x-request-id': 'req-42' } });
+    expect(given.headers.get('x-request-id')).toBe('req-42');
+    const assigned = await rpc(gw.url('other'), 'tools/list');
+    expect(assigned.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it('a stuck upstream does not delay calls to another upstream', async () => {
     const stuck = rpc(gw.url('stuck'), 'tools/call', { name: 'slow', arguments: { ms: 4000, steps: 1 } });
     await new Promise((r) => setTimeout(r, 200));
