@@ -8,7 +8,7 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
 import { TASKS_EXTENSION, detailedTask } from '../tasks/manager.js';
-import { isTerminal } from '../tasks/store.js';
+import { isTerminal, type TaskRecord } from '../tasks/store.js';
 import { ErrorCode, GatewayError, methodNotFound, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
 import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
@@ -46,6 +46,8 @@ export function deeperThan(value: unknown, max: number): boolean {
 interface RequestVars {
   caller: Caller;
   requestId: string;
+  /** Settles when the request's work (including a streamed response) is over. */
+  work?: Promise<unknown>;
 }
 
 /** The HTTP front door and its shutdown hook. */
@@ -141,7 +143,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       await next();
       c.res.headers.set('x-request-id', requestId);
     } finally {
-      leave();
+      // A streamed response keeps its concurrency slot until the work behind it ends.
+      const work = c.get('work');
+      if (work) void work.finally(leave);
+      else leave();
     }
   });
 
@@ -155,6 +160,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     (c) =>
       handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), (work) => {
         const tracked = work.catch(() => {});
+        c.set('work', tracked);
         inflight.add(tracked);
         void tracked.then(() => inflight.delete(tracked));
       }),
@@ -332,17 +338,16 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
   const caller = { principal: who.principal, upstream: name };
-  const open = new Set<string>();
   const honored: string[] = [];
   for (const id of requested) {
     try {
-      const record = await gateway.tasks.get(id, caller);
+      await gateway.tasks.get(id, caller);
       honored.push(id);
-      if (!isTerminal(record.status)) open.add(id);
     } catch {
       /* unknown or foreign ids are left out of the acknowledged filter */
     }
   }
+  const open = new Set(honored);
   const meta = { [SUBSCRIPTION_ID]: req.id };
   const stream = new TransformStream<Uint8Array, Uint8Array>();
   const writer = stream.writable.getWriter();
@@ -361,16 +366,22 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
     stop();
   };
   void write({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: honored }, _meta: meta } });
-  unsubscribe = gateway.tasks.subscribe((record) => {
-    if (!honored.includes(record.taskId) || stopped) return;
+  const notify = (record: TaskRecord) => {
+    if (!open.has(record.taskId) || stopped) return;
     void write({ jsonrpc: '2.0', method: 'notifications/tasks', params: { ...detailedTask(record), _meta: meta } });
     if (isTerminal(record.status)) {
       open.delete(record.taskId);
       if (open.size === 0) finish();
     }
-  });
+  };
+  unsubscribe = gateway.tasks.subscribe(notify);
   writer.closed.catch(() => stop());
   c.req.raw.signal.addEventListener('abort', stop, { once: true });
+  // Subscribed first, then read: a task that ended before the subscription is reported now.
+  for (const id of [...open]) {
+    const record = await gateway.tasks.get(id, caller).catch(() => undefined);
+    if (record && isTerminal(record.status)) notify(record);
+  }
   if (open.size === 0) finish();
   record(rl, 'subscriptions/listen', undefined, { resultType: 'stream' });
   return new Response(stream.readable, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } });

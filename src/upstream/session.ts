@@ -40,6 +40,13 @@ export interface UpstreamInfo {
 
 const GATEWAY_CLIENT_INFO = { name: 'mrtr-gateway', version: '0.1.0' };
 
+/** Configured headers with `extra` replacing any of the same name (header names are case-insensitive). */
+function mergeHeaders(configured: Record<string, string>, extra: Record<string, string>): Record<string, string> {
+  const h = new Headers(configured);
+  for (const [k, v] of Object.entries(extra)) h.set(k, v);
+  return Object.fromEntries(h);
+}
+
 function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>): Transport {
   switch (cfg.transport) {
     case 'stdio': {
@@ -62,12 +69,12 @@ function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<
     }
     case 'streamable-http':
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
-        requestInit: { headers: { ...cfg.headers, ...extraHeaders } },
+        requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
         reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
       });
     case 'sse':
       // requestInit headers go on the POSTs and on the GET /sse stream alike.
-      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: { ...cfg.headers, ...extraHeaders } } });
+      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) } });
   }
 }
 

@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
 import { ROOT } from '../helpers/processes.js';
 
@@ -102,7 +102,7 @@ describe('process lifecycle', () => {
     const log = new FixtureLog();
     const gw = await startCli({ shutdownGraceMs: 5000, upstreams: { f: fixtureStdio(log) } });
     const call = rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 1 } });
-    await new Promise((r) => setTimeout(r, 700));
+    expect(await eventually(() => log.of('call', 'slow').length > 0, 15_000)).toBe(true);
     const pids = [...new Set(log.events().map((e) => e.pid as number))];
     expect(pids.length).toBe(1);
     gw.child.kill('SIGTERM');
@@ -114,9 +114,10 @@ describe('process lifecycle', () => {
   }, 30_000);
 
   it('calls still running when the grace period ends get -32603 "gateway shutting down"', async () => {
-    const gw = await startCli({ shutdownGraceMs: 300, upstreams: { f: fixtureStdio() } });
+    const log = new FixtureLog();
+    const gw = await startCli({ shutdownGraceMs: 300, upstreams: { f: fixtureStdio(log) } });
     const call = rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 10_000, steps: 1 } });
-    await new Promise((r) => setTimeout(r, 700));
+    expect(await eventually(() => log.of('call', 'slow').length > 0, 15_000)).toBe(true);
     gw.child.kill('SIGTERM');
     const r = await call;
     expect(r.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
