@@ -83,6 +83,10 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
     for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
   });
 });
+// Slow or stalled uploads are cut off instead of holding a request slot.
+const httpServer = server as unknown as { requestTimeout: number; headersTimeout: number };
+httpServer.requestTimeout = cfg.limits.requestReadTimeoutMs;
+httpServer.headersTimeout = Math.min(cfg.limits.requestReadTimeoutMs, 60_000);
 server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
 
 let stopping = false;

@@ -81,7 +81,13 @@ const upstreamCommon = {
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
-  maxSessions: z.number().int().positive().default(8).describe('Most upstream sessions open at once for this upstream (each holds one call in flight)'),
+  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight, or one parked call)'),
+  maxSessionsPerPrincipal: z
+    .number()
+    .int()
+    .positive()
+    .default(8)
+    .describe('Most sessions of this upstream one principal may hold at once; beyond it a new call waits up to queueMs for one of them'),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z.array(RootSchema).default([]).describe('Answer to a `roots/list` the upstream sends outside any call'),
   input: InputPolicySchema.prefault({}),
@@ -214,6 +220,12 @@ export const GatewayConfigSchema = z
         maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
         maxParked: z.number().int().positive().default(10_000).describe('Most calls parked waiting for client input at once, over all upstreams'),
         maxJsonDepth: z.number().int().positive().default(64).describe('Deepest nesting of arrays and objects accepted in a request body'),
+        requestReadTimeoutMs: z
+          .number()
+          .int()
+          .positive()
+          .default(30_000)
+          .describe('Longest time to receive a whole request (headers and body) from a client, in milliseconds'),
         rateLimit: z
           .object({
             requestsPerSecond: z.number().positive().default(50).describe('Token bucket refill rate per principal'),

@@ -34,6 +34,9 @@ const LooseResult = z.looseObject({});
 
 /** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
 const URL_ELICITATION_REQUIRED = -32042;
+/** Accepted key hints: a letter or digit, then letters, digits, '_', '.', ':' or '-' (at most 128). */
+const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
 
@@ -142,6 +145,10 @@ export function downstreamError(upstream: string, err: unknown, session?: { dead
     }
     // McpError prefixes "MCP error N: "; relay the upstream's own message.
     const message = err.message.replace(/^MCP error -?\d+: /, '');
+    if (err.code === ErrorCode.InvalidParams && /^Invalid [\w/]+ result/.test(message)) {
+      // The v1 SDK rejected the upstream's result as malformed: the upstream broke the protocol.
+      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' sent a malformed result: ${message.split('\n')[0]}`);
+    }
     return new GatewayError(err.code, message, err.data);
   }
   const msg = err instanceof Error ? err.message : String(err);
@@ -436,7 +443,7 @@ export class Exchange {
   private keyFor(kind: InputKind, req: Pick<ServerInitiatedRequest, 'params'>): string {
     const hint = (req.params?._meta as Record<string, unknown> | undefined)?.[META_INPUT_KEY_HINT];
     let key: string;
-    if (typeof hint === 'string' && hint.length > 0 && hint.length <= 128 && !this.usedKeys.has(hint)) key = hint;
+    if (typeof hint === 'string' && KEY_HINT.test(hint) && !this.usedKeys.has(hint)) key = hint;
     else {
       do key = `${kind}-${++this.seq}`;
       while (this.usedKeys.has(key));

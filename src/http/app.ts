@@ -232,7 +232,14 @@ async function handleMcp(
 ): Promise<Response> {
   const name = c.req.param('name')!;
   const rl: RequestLog = { log, gateway, requestId, upstream: name, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
-  const text = await c.req.text();
+  let text: string;
+  try {
+    text = await c.req.text();
+  } catch (e) {
+    // The client went away (or stalled past the read timeout) while sending the body.
+    log.debug({ requestId, err: (e as Error).message }, 'request body not received');
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
+  }
   let body: unknown;
   try {
     body = JSON.parse(text);

@@ -4,7 +4,7 @@
  * standard headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (SEP-2243).
  */
 import { z } from 'zod';
-import { ErrorCode, GatewayError, badEnvelope, headerMismatch, methodNotFound } from './errors.js';
+import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound } from './errors.js';
 import {
   ClientCapabilitiesSchema,
   META_CLIENT_CAPABILITIES,
@@ -76,16 +76,41 @@ export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema
   return parsed.data;
 }
 
+const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * Type checks of the params the gateway forwards, so a malformed request gets -32602 here rather
+ * than a confusing error from the upstream.
+ * @throws GatewayError -32602 (HTTP 200) naming the field.
+ */
+function checkParamTypes(method: string, params: Record<string, unknown>): void {
+  const bad = (field: string, what: string) => invalidParams(`${method}: params.${field} must be ${what}`);
+  if ((method === 'tools/call' || method === 'prompts/get') && params.arguments !== undefined && !isObject(params.arguments)) throw bad('arguments', 'an object');
+  if (method === 'prompts/get' && isObject(params.arguments) && Object.values(params.arguments as object).some((v) => typeof v !== 'string')) {
+    throw bad('arguments', 'an object of strings');
+  }
+  if (params.cursor !== undefined && typeof params.cursor !== 'string') throw bad('cursor', 'a string');
+  if (method === 'completion/complete' && (!isObject(params.ref) || !isObject(params.argument))) throw invalidParams('completion/complete: params.ref and params.argument must be objects');
+  if (params.inputResponses !== undefined && !isObject(params.inputResponses)) throw bad('inputResponses', 'an object mapping input keys to responses');
+  if (method === 'subscriptions/listen' && params.notifications !== undefined) {
+    const n = params.notifications as { taskIds?: unknown };
+    if (!isObject(n) || (n.taskIds !== undefined && (!Array.isArray(n.taskIds) || n.taskIds.some((t) => typeof t !== 'string')))) {
+      throw bad('notifications', 'an object whose taskIds is an array of strings');
+    }
+  }
+}
+
 /**
  * Validates one JSON-RPC request against the 2026-07-28 rules, in this order:
  * method (404/-32601), `_meta` envelope (400/-32602), `MCP-Protocol-Version` header equal to the
  * envelope's version (400/-32020), version supported (400/-32022), `Mcp-Method` and `Mcp-Name`
- * headers (400/-32020), `params.name`/`params.uri` presence (400/-32602).
+ * headers (400/-32020), `params.name`/`params.uri` presence (400/-32602), types of forwarded
+ * params (200/-32602).
  * @throws GatewayError with the HTTP status of the error contract.
  */
 export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id: RequestId }, headers: HeaderSource): ValidatedRequest {
   const { method } = req;
-  if (REMOVED_METHODS[method]) throw methodNotFound(`Method not found: ${method}. ${REMOVED_METHODS[method]}`);
+  if (Object.hasOwn(REMOVED_METHODS, method)) throw methodNotFound(`Method not found: ${method}. ${REMOVED_METHODS[method]}`);
   if (!(SERVED_METHODS as readonly string[]).includes(method)) throw methodNotFound(`Method not found: ${method}`);
 
   const params = req.params;
@@ -143,6 +168,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     }
   }
 
+  checkParamTypes(method, params);
   const { _meta: _ignored, ...rest } = params;
   const progressToken = m.progressToken;
   return {

@@ -35,6 +35,12 @@ interface IdleEntry {
   timer: NodeJS.Timeout;
 }
 
+/** The principal part of a pool key. */
+function principalOf(key: string): string {
+  const i = key.indexOf('\u0000');
+  return i < 0 ? key : key.slice(0, i);
+}
+
 /** Backoff before opening a session after `failures` consecutive failures, in ms. */
 export function backoffMs(failures: number): number {
   return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
@@ -46,6 +52,8 @@ export class SessionPool {
   private waiters: Waiter[] = [];
   /** Sessions that exist or are being opened (idle + leased + opening). */
   private count = 0;
+  /** The same count by principal. */
+  private readonly perPrincipal = new Map<string, number>();
   private leased = 0;
   private failures = 0;
   private closedPool = false;
@@ -90,8 +98,11 @@ export class SessionPool {
     const { key, headers } = this.keyAndHeaders(principal, caps, token);
     const warm = this.takeIdle(key);
     if (warm) return this.lease(warm);
-    if (this.count >= this.cfg.maxSessions) this.evictIdle();
-    if (this.count < this.cfg.maxSessions) return this.openNew(key, caps, headers);
+    const capped = this.atPrincipalCap(key) && !this.evictIdle(principal);
+    if (!capped) {
+      if (this.count >= this.cfg.maxSessions) this.evictIdle();
+      if (this.count < this.cfg.maxSessions) return this.openNew(key, caps, headers);
+    }
     return new Promise<SessionLease>((resolve, reject) => {
       const waiter: Waiter = {
         key,
@@ -102,7 +113,13 @@ export class SessionPool {
         timer: setTimeout(() => {
           this.waiters = this.waiters.filter((w) => w !== waiter);
           reject(
-            upstreamFailed(this.name, 'busy', `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`),
+            upstreamFailed(
+              this.name,
+              'busy',
+              this.atPrincipalCap(key)
+                ? `This caller's ${this.cfg.maxSessionsPerPrincipal} sessions of upstream '${this.name}' (maxSessionsPerPrincipal) stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight or parked waiting for input; answer or abandon them, or retry later`
+                : `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`,
+            ),
           );
         }, this.cfg.timeouts.queueMs),
       };
@@ -126,6 +143,20 @@ export class SessionPool {
     return this.acquire(principal, caps, token);
   }
 
+  /** True when the principal of `key` holds maxSessionsPerPrincipal sessions. */
+  private atPrincipalCap(key: string): boolean {
+    return (this.perPrincipal.get(principalOf(key)) ?? 0) >= this.cfg.maxSessionsPerPrincipal;
+  }
+
+  /** Adds (+1) or removes (-1) a session slot for `key`, overall and for its principal. */
+  private slot(key: string, delta: 1 | -1): void {
+    this.count += delta;
+    const p = principalOf(key);
+    const n = (this.perPrincipal.get(p) ?? 0) + delta;
+    if (n > 0) this.perPrincipal.set(p, n);
+    else this.perPrincipal.delete(p);
+  }
+
   private takeIdle(key: string): UpstreamSession | undefined {
     const list = this.idle.get(key);
     while (list && list.length) {
@@ -133,19 +164,20 @@ export class SessionPool {
       clearTimeout(entry.timer);
       if (!list.length) this.idle.delete(key);
       if (!entry.session.deadReason) return entry.session;
-      this.count--;
+      this.slot(key, -1);
     }
     return undefined;
   }
 
-  /** Closes the least recently used idle session of any key, freeing a slot. */
-  private evictIdle(): boolean {
+  /** Closes the least recently used idle session (of `principal`, or of anyone), freeing a slot. */
+  private evictIdle(principal?: string): boolean {
     for (const [key, list] of this.idle) {
+      if (principal !== undefined && principalOf(key) !== principal) continue;
       const entry = list.shift();
       if (!entry) continue;
       if (!list.length) this.idle.delete(key);
       clearTimeout(entry.timer);
-      this.count--;
+      this.slot(key, -1);
       void entry.session.close();
       return true;
     }
@@ -168,7 +200,7 @@ export class SessionPool {
   }
 
   private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
-    this.count++;
+    this.slot(key, 1);
     try {
       const delay = backoffMs(this.failures);
       if (delay) {
@@ -185,7 +217,7 @@ export class SessionPool {
       });
       return this.lease(session);
     } catch (e) {
-      this.count--;
+      this.slot(key, -1);
       this.failures++;
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
@@ -210,7 +242,10 @@ export class SessionPool {
         w!.resolve(this.lease(session));
         return;
       }
-      if (this.waiters.length === 0) {
+      // Close it for a waiter only if closing frees a slot that waiter may use.
+      const owner = principalOf(session.key);
+      const helps = this.waiters.some((w) => !this.atPrincipalCap(w.key) || principalOf(w.key) === owner);
+      if (!helps) {
         const entry: IdleEntry = {
           session,
           timer: setTimeout(() => {
@@ -220,7 +255,7 @@ export class SessionPool {
             if (i < 0) return;
             list.splice(i, 1);
             if (!list.length) this.idle.delete(session.key);
-            this.count--;
+            this.slot(session.key, -1);
             this.log.info({ upstream: this.name, session: session.id }, 'idle upstream session closed');
             void session.close();
           }, this.cfg.idleSessionMs),
@@ -232,15 +267,16 @@ export class SessionPool {
         return;
       }
     }
-    this.count--;
+    this.slot(session.key, -1);
     void session.close();
     this.wakeWaiter();
   }
 
   private wakeWaiter(): void {
     if (this.closedPool || this.count >= this.cfg.maxSessions) return;
-    const w = this.waiters.shift();
-    if (!w) return;
+    const i = this.waiters.findIndex((x) => !this.atPrincipalCap(x.key));
+    if (i < 0) return;
+    const [w] = this.waiters.splice(i, 1) as [Waiter];
     clearTimeout(w.timer);
     this.openNew(w.key, w.caps, w.headers).then(w.resolve, w.reject);
   }

@@ -196,3 +196,31 @@ describe('Host and Origin checks', () => {
     expect(status).toBe(403);
   });
 });
+
+describe('fairness between principals', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] },
+      upstreams: { f: { ...fixtureStdio(), maxSessions: 4, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 500 } } },
+    });
+  });
+  afterAll(() => gw?.close());
+
+  it('a principal that parks calls up to maxSessionsPerPrincipal gets -32603 busy after queueMs, and another principal is still served', async () => {
+    const A = { authorization: 'Bearer key-of-alice-0123456789' };
+    const B = { authorization: 'Bearer key-of-bob-0123456789ab' };
+    for (let i = 0; i < 2; i++) {
+      const r = await post(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
+      expect(r.body.result.resultType).toBe('input_required');
+    }
+    const started = Date.now();
+    const third = await post(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
+    expect(third.body.error.code).toBe(-32603);
+    expect(third.body.error.data).toEqual({ upstream: 'f', reason: 'busy' });
+    expect(third.body.error.message).toContain('maxSessionsPerPrincipal');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+    const bob = await post(gw.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
+    expect(bob.body.result.content[0].text).toBe('slept 10ms');
+  });
+});
