@@ -281,7 +281,9 @@ async function handleMcp(
 
   return new Promise<Response>((resolveResponse) => {
     const abort = new AbortController();
-    c.req.raw.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    // The request's signal can outlive the request (keep-alive): the listener goes when the call ends.
+    const clientGone = () => abort.abort();
+    c.req.raw.signal.addEventListener('abort', clientGone, { once: true });
     let sse: WritableStreamDefaultWriter<Uint8Array> | undefined;
     const encoder = new TextEncoder();
     const writeEvent = (msg: unknown) => sse!.write(encoder.encode(`event: message\ndata: ${JSON.stringify(msg)}\n\n`));
@@ -317,6 +319,7 @@ async function handleMcp(
         },
       );
     track(work);
+    void work.finally(() => c.req.raw.signal.removeEventListener('abort', clientGone));
     work.then(({ message, status }) => {
         if (sse) {
           writeEvent(message)
@@ -366,6 +369,7 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
     if (stopped) return;
     stopped = true;
     unsubscribe();
+    c.req.raw.signal.removeEventListener('abort', stop);
   };
   const finish = () => {
     if (stopped) return;
