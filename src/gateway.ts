@@ -95,7 +95,11 @@ export class Gateway {
     store: TaskStore = new MemoryTaskStore(cfg.tasks.maxRecords),
   ) {
     this.tasks = new TaskManager(store, log);
-    for (const [name, ucfg] of Object.entries(cfg.upstreams)) this.upstreams.set(name, new Upstream(name, ucfg, log));
+    for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
+      // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
+      const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;
+      this.upstreams.set(name, new Upstream(name, effective, log));
+    }
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
     this.bridge = new MrtrBridge(new StateSealer(keys), cfg.requestState.ttlMs, log, {

@@ -87,7 +87,7 @@ const upstreamCommon = {
     .int()
     .positive()
     .default(8)
-    .describe('Most sessions of this upstream one principal may hold at once; beyond it a new call waits up to queueMs for one of them'),
+    .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z.array(RootSchema).default([]).describe('Answer to a `roots/list` the upstream sends outside any call'),
   input: InputPolicySchema.prefault({}),

@@ -35,7 +35,7 @@ describe('official conformance scenarios (MRTR, stateless, caching, headers)', (
     gw = await startGateway({
       // The scenarios abandon many first rounds; each parked call holds a session until its state expires.
       requestState: { ttlMs: 60_000 },
-      upstreams: { conformance: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], maxSessions: 32, maxSessionsPerPrincipal: 32 } },
+      upstreams: { conformance: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', FIXTURE], maxSessions: 32 } },
     });
   });
   afterAll(() => gw?.close());

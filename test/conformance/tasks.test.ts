@@ -30,7 +30,6 @@ describe('official conformance scenarios (tasks extension)', () => {
           command: process.execPath,
           args: ['--import', 'tsx', FIXTURE],
           maxSessions: 32,
-          maxSessionsPerPrincipal: 32,
           tasks: {
             taskAfterMs: 10_000,
             tools: {
