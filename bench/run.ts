@@ -1,0 +1,354 @@
+/**
+ * `npm run bench` (full, under 10 minutes on 2 cores) and `npm run bench -- --quick` (under a
+ * minute): measures the gateway on this machine, prints a Markdown report and writes it to
+ * bench/results/latest.md (quick runs: bench/results/quick.md). See bench/README.md.
+ *
+ * Exits non-zero, without writing a report, when any measured call fails.
+ */
+import { execSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, freemem, loadavg, release, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { openLegacySession } from './lib/mcp.js';
+import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startSupergateway, stopAll } from './lib/procs.js';
+import { bytes, fmt, fmtBytes, num, ratio, table, type Figure } from './lib/stats.js';
+import { benchLimits, sessions } from './sections/config.js';
+import { directPath, gatewayPath, measureRounds } from './sections/mrtr.js';
+import { measureParked, type ParkedFigures } from './sections/parked.js';
+import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type Cell, type Target } from './sections/passthrough.js';
+import { measureStartup, type StartupFigures } from './sections/startup.js';
+import { measureTasks, type TaskFigures } from './sections/tasks.js';
+
+const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false } }, strict: true });
+const quick = flags.quick!;
+
+/** What a run measures, full or quick. */
+const settings = quick
+  ? {
+      plan: { concurrencies: [1, 16], primeSeconds: 0.4, warmSeconds: 0, runSeconds: 0.3, runs: 3 },
+      slowAmount: 1,
+      mrtrCalls: 20,
+      mrtrRuns: 3,
+      completedCalls: 200,
+      parkedLevels: [100],
+      parkedRuns: 3,
+      tasks: 100,
+      taskSleepMs: 600,
+      taskRuns: 3,
+      startupRuns: 3,
+      startupDist: false,
+    }
+  : {
+      plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 2, runSeconds: 3.4, runs: 3 },
+      slowAmount: 8,
+      mrtrCalls: 200,
+      mrtrRuns: 3,
+      completedCalls: 4000,
+      parkedLevels: [100, 1000],
+      parkedRuns: 3,
+      tasks: 1000,
+      taskSleepMs: 6000,
+      taskRuns: 3,
+      startupRuns: 3,
+      startupDist: true,
+    };
+
+const started = performance.now();
+const elapsed = () => `${((performance.now() - started) / 1000).toFixed(0)} s`;
+const log = (s: string) => process.stderr.write(`[bench ${elapsed()}] ${s}\n`);
+
+process.chdir(ROOT);
+
+function version(pkg: string): string {
+  return JSON.parse(readFileSync(join(ROOT, 'node_modules', pkg, 'package.json'), 'utf8')).version;
+}
+
+function git(): string {
+  try {
+    const head = execSync('git rev-parse --short HEAD', { cwd: ROOT, encoding: 'utf8' }).trim();
+    const dirty = execSync('git status --porcelain -- src', { cwd: ROOT, encoding: 'utf8' }).trim() ? ' (src/ has uncommitted changes)' : '';
+    return head + dirty;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Upstream configs of the fixture for the pass-through and round-trip gateways. */
+function httpUpstream(url: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
+  // One upstream session per call in flight: room for the highest concurrency.
+  return { transport: 'streamable-http', url, ...sessions(64), ...extra };
+}
+/** stdio: each session is a child process; 8 of them (the gateway's original default) on 2 cores. */
+const STDIO_SESSIONS = 8;
+const stdioUpstream = { transport: 'stdio', command: ECHO_STDIO[0], args: ECHO_STDIO.slice(1), ...sessions(STDIO_SESSIONS) };
+
+/** A fresh gateway process per section, so one section's heap does not weigh on the next. */
+function gateway(label: string, upstreams: Record<string, unknown>): Promise<GatewayProcess> {
+  return GatewayProcess.start(label, { limits: benchLimits, upstreams });
+}
+
+interface Results {
+  http: Map<string, Map<number, Cell>>;
+  httpTargets: Target[];
+  stdio: Map<string, Map<number, Cell>>;
+  stdioTargets: Target[];
+  /** Gateway process memory (after a GC) at the end of sections 1 and 2. */
+  gatewayMemory: { http: NodeJS.MemoryUsage; stdio: NodeJS.MemoryUsage };
+  rounds: Map<string, Figure>;
+  roundLabels: Map<string, string>;
+  parked: ParkedFigures;
+  tasks: TaskFigures;
+  startup: StartupFigures;
+}
+
+async function main(): Promise<Results> {
+  log(`mode: ${quick ? 'quick' : 'full'}`);
+  const fixture = await startEchoHttp();
+  // Every process of sections 1-3 starts at once; each section's gateway stays idle until its turn.
+  const [gw, gwStdio, gw3, mcpProxy, supergateway] = await Promise.all([
+    gateway('gateway (HTTP upstream)', { http: httpUpstream(fixture.url) }),
+    gateway('gateway (stdio upstream)', { stdio: stdioUpstream }),
+    gateway('gateway (input_required rounds)', {
+      http: httpUpstream(fixture.url),
+      // Same endpoint, input requests answered without the 15 ms batch window.
+      'http-nobatch': httpUpstream(fixture.url, { input: { batchWindowMs: 0 } }),
+    }),
+    startMcpProxy(),
+    startSupergateway(),
+  ]);
+
+  // 1. Streamable HTTP upstream.
+  log('1. pass-through, Streamable HTTP upstream');
+  const directSession = await openLegacySession(fixture.url);
+  const httpTargets: Target[] = [
+    { key: 'direct', label: 'direct (legacy client, one session)', request: legacyEcho(fixture.url, directSession), check: legacyEchoCheck },
+    { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gw.url('http')), check: modernEchoCheck() },
+  ];
+  const http = await measure(httpTargets, settings.plan, log);
+  const httpMemory = await gw.memory();
+  await gw.stop();
+
+  // 2. stdio upstream.
+  log('2. pass-through, stdio upstream');
+  const [proxySession, sgSession] = await Promise.all([openLegacySession(mcpProxy.url), openLegacySession(supergateway.url)]);
+  const stdioTargets: Target[] = [
+    { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gwStdio.url('stdio')), check: modernEchoCheck() },
+    { key: 'mcp-proxy', label: 'mcp-proxy (2026-07-28)', request: modernEcho(mcpProxy.url), check: modernEchoCheck() },
+    { key: 'mcp-proxy-legacy', label: 'mcp-proxy (2025-11-25 session)', request: legacyEcho(mcpProxy.url, proxySession), check: legacyEchoCheck },
+    { key: 'supergateway-legacy', label: 'supergateway (2025-11-25 session)', request: legacyEcho(supergateway.url, sgSession), check: legacyEchoCheck },
+    {
+      key: 'supergateway',
+      label: 'supergateway (2026-07-28, one child per request)',
+      request: modernEcho(supergateway.url),
+      // Its result has no resultType.
+      check: modernEchoCheck(false),
+      concurrencies: [1],
+      amount: settings.slowAmount,
+    },
+  ];
+  const stdio = await measure(stdioTargets, settings.plan, log);
+  const stdioMemory = await gwStdio.memory();
+  await Promise.all([gwStdio.stop(), mcpProxy.stop(), supergateway.stop()]);
+
+  // 3. One input_required round.
+  log('3. one input_required round');
+  const direct = await directPath(fixture.url);
+  const paths = [
+    direct,
+    gatewayPath('gateway', 'mrtr-gateway, default batchWindowMs (15 ms)', gw3.url('http')),
+    gatewayPath('gateway-nobatch', 'mrtr-gateway, batchWindowMs 0', gw3.url('http-nobatch')),
+  ];
+  const rounds = await measureRounds(paths, settings.mrtrCalls, settings.mrtrRuns, log);
+  await direct.close();
+  await gw3.stop();
+  await fixture.stop();
+
+  // 4. Parked calls.
+  log('4. memory of parked calls');
+  const parked = await measureParked(settings.parkedLevels, settings.parkedRuns, settings.completedCalls, log);
+
+  // 5. Tasks.
+  log('5. tasks');
+  const tasks = await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log);
+
+  // 6. Start-up.
+  log('6. start-up');
+  const startup = await measureStartup(settings.startupRuns, settings.startupDist, log);
+
+  return { http, httpTargets, stdio, stdioTargets, gatewayMemory: { http: httpMemory, stdio: stdioMemory }, rounds, roundLabels: new Map(paths.map((p) => [p.key, p.label])), parked, tasks, startup };
+}
+
+function loadTable(targets: Target[], cells: Map<string, Map<number, Cell>>, concurrencies: number[], extraRows: string[][] = []): string {
+  const rows: string[][] = [];
+  for (const c of concurrencies) {
+    for (const t of targets) {
+      const cell = cells.get(t.key)?.get(c);
+      if (!cell) continue;
+      rows.push([t.label, String(c), fmt(cell.p50), fmt(cell.p99), fmt(cell.rps, 0)]);
+    }
+  }
+  return table(['path', 'concurrency', 'p50 ms', 'p99 ms', 'requests/s'], [...rows, ...extraRows]);
+}
+
+function ratioTable(base: string, baseLabel: string, targets: Target[], cells: Map<string, Map<number, Cell>>, concurrencies: number[]): string {
+  const rows: string[][] = [];
+  for (const t of targets) {
+    if (t.key === base) continue;
+    for (const c of concurrencies) {
+      const g = cells.get(base)?.get(c);
+      const p = cells.get(t.key)?.get(c);
+      if (!g || !p) continue;
+      rows.push([`${baseLabel} / ${t.label}`, String(c), ratio(g.p50.median, p.p50.median), ratio(g.p99.median, p.p99.median), ratio(g.rps.median, p.rps.median)]);
+    }
+  }
+  return table(['ratio', 'concurrency', 'p50', 'p99', 'requests/s'], rows);
+}
+
+function report(r: Results, loadStart: number[], loadEnd: number[]): string {
+  const s = settings;
+  const cpu = cpus();
+  const date = new Date().toISOString();
+  const c = s.plan.concurrencies;
+  const lines: string[] = [];
+  const p = (...x: string[]) => lines.push(...x);
+
+  p(
+    `# mrtr-gateway benchmark (${quick ? 'quick' : 'full'} run)`,
+    '',
+    `- Date: ${date}`,
+    `- CPU: ${cpu[0]?.model ?? 'unknown'} × ${cpu.length} logical cores; memory ${bytes(totalmem())} (${bytes(freemem())} free at the end)`,
+    `- Node ${process.version}, ${process.platform} ${release()}`,
+    `- Load average (1/5/15 min) at start ${loadStart.map((v) => v.toFixed(2)).join(' / ')}, at end ${loadEnd.map((v) => v.toFixed(2)).join(' / ')}${loadStart[0]! > 1 ? ' (the machine was busy with other work when the run started: expect noisier figures)' : ''}`,
+    `- Commit ${git()}; autocannon ${version('autocannon')}, mcp-proxy ${version('mcp-proxy')}, supergateway ${version('supergateway')}, @modelcontextprotocol/sdk ${version('@modelcontextprotocol/sdk')}`,
+    `- Each figure: median of ${s.plan.runs} runs, (min–max) beside it. Load runs: every path primed for ${s.plan.primeSeconds} s at its highest concurrency, ${s.plan.warmSeconds ? `${s.plan.warmSeconds} s warm-up per path and concurrency, ` : ''}then ${s.plan.runs} runs of ${s.plan.runSeconds} s, taking turns across the paths (${num(s.plan.runs * s.plan.runSeconds, 1)} s measured per cell). Ratios are of medians from the same rounds.`,
+    `- Total time: ${elapsed()}`,
+    '',
+    '## 1. Pass-through, Streamable HTTP upstream',
+    '',
+    '`tools/call` of `echo` on the bench fixture (v1 SDK, stateful Streamable HTTP). The gateway may open 64 upstream sessions (one call in flight each).',
+    '',
+    loadTable(r.httpTargets, r.http, c, [
+      ['mcp-proxy', '—', 'n/a', 'n/a', 'cannot front an HTTP upstream: its CLI spawns a stdio server; its HTTP-upstream mode (`startStdioServer`) serves stdio'],
+      ['supergateway', '—', 'n/a', 'n/a', 'cannot front an HTTP upstream over HTTP: `--streamableHttp URL` and `--sse URL` only output stdio'],
+    ]),
+    '',
+    ratioTable('gateway', 'gateway', r.httpTargets, r.http, c),
+    '',
+    `Gateway process at the end of this section, after a full GC: RSS ${bytes(r.gatewayMemory.http.rss)}, heap used ${bytes(r.gatewayMemory.http.heapUsed)}.`,
+    '',
+    '## 2. Pass-through, stdio upstream',
+    '',
+    `The same fixture over stdio. The gateway keeps one child per upstream session (\`maxSessions\` ${STDIO_SESSIONS}, one call per session at a time); mcp-proxy multiplexes every client onto one child; supergateway gives each 2025-11-25 session a child of its own, and each 2026-07-28 request a new child.`,
+    '',
+    loadTable(r.stdioTargets, r.stdio, c, [
+      ['supergateway (2026-07-28, one child per request)', c.filter((x) => x !== 1).join(', '), 'not run', 'not run', `spawns a stdio child per request; at concurrency 1 each run is ${s.slowAmount} call${s.slowAmount === 1 ? '' : 's'} rather than ${s.plan.runSeconds} s`],
+      ['direct', '—', 'n/a', 'n/a', 'a stdio server has no HTTP endpoint to load'],
+    ]),
+    '',
+    ratioTable('gateway', 'gateway', r.stdioTargets, r.stdio, c),
+    '',
+    `Gateway process at the end of this section, after a full GC: RSS ${bytes(r.gatewayMemory.stdio.rss)}, heap used ${bytes(r.gatewayMemory.stdio.heapUsed)}.`,
+    '',
+    '## 3. One input_required round',
+    '',
+    `Tool \`ask\` elicits a name once; the client answers at once. Sequential calls, ${s.mrtrCalls} per run; the figure is the median of the runs' medians. Streamable HTTP upstream.`,
+    '',
+    table(
+      ['path', 'call with its round, ms'],
+      [...r.rounds].map(([k, f]) => [r.roundLabels.get(k) ?? k, fmt(f)]),
+    ),
+    '',
+    table(
+      ['ratio', 'value'],
+      [
+        ['gateway (15 ms window) / direct', ratio(r.rounds.get('gateway')!.median, r.rounds.get('direct')!.median)],
+        ['gateway (window 0) / direct', ratio(r.rounds.get('gateway-nobatch')!.median, r.rounds.get('direct')!.median)],
+      ],
+    ),
+    '',
+    '## 4. Memory of parked calls',
+    '',
+    'Gateway process only (RSS and `heapUsed` after a full GC), calls of `ask` left in input_required; each holds its upstream session (Streamable HTTP fixture). A new gateway process per run.',
+    '',
+    table(
+      ['figure', 'value'],
+      [[`heap kept per completed call (${r.parked.completedCalls} echo calls beside the parked ones; should be ≈ 0)`, fmtBytes(r.parked.heapPerCompleted)]],
+    ),
+    '',
+    // About ±1 KiB per call is noise (heapUsed after a GC moves by a few MiB); the leak this guards against kept 20 KiB.
+    ...(r.parked.heapPerCompleted.median > 4096
+      ? [
+          `**Warning:** the gateway keeps ${bytes(r.parked.heapPerCompleted.median)} of heap per completed request: a leak (see bench/README.md, "Heap kept per request"). The parked-call and task figures below include it for the requests they make.`,
+          '',
+        ]
+      : []),
+    table(
+      ['parked calls', 'RSS', 'heap used', 'RSS per parked call', 'heap per parked call'],
+      [0, ...r.parked.levels].map((l) => [
+        String(l),
+        fmtBytes(r.parked.rss.get(l)!),
+        fmtBytes(r.parked.heap.get(l)!),
+        l === 0 ? '—' : fmtBytes(r.parked.rssPerCall.get(l)!),
+        l === 0 ? '—' : fmtBytes(r.parked.heapPerCall.get(l)!),
+      ]),
+    ),
+    '',
+    '## 5. Tasks',
+    '',
+    `${r.tasks.count} calls of \`sleep\` (${r.tasks.sleepMs} ms) with the tasks extension declared, \`tasks.taskAfterMs: 0\`, 32 connections; on warm upstream sessions. Statuses seen by the timed polls: ${Object.entries(r.tasks.statuses)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}.`,
+    '',
+    table(
+      ['figure', 'value'],
+      [
+        [`create ${r.tasks.count} tasks, ms`, fmt(r.tasks.createMs, 0)],
+        ['tasks created per second', fmt(r.tasks.createPerSec, 0)],
+        [`poll all ${r.tasks.count} once (tasks/get), ms`, fmt(r.tasks.pollMs, 0)],
+        ['tasks/get per second', fmt(r.tasks.pollPerSec, 0)],
+        ['heap per running task', fmtBytes(r.tasks.heapPerRunning)],
+        ['RSS per running task', fmtBytes(r.tasks.rssPerRunning)],
+        ['heap per completed task record', fmtBytes(r.tasks.heapPerRecord)],
+        ['RSS per completed task record', fmtBytes(r.tasks.rssPerRecord)],
+      ],
+    ),
+    '',
+    '## 6. Start-up',
+    '',
+    'From spawning the CLI with the default `gateway.config.json` (port 0) to its listening log line, and to the first successful `tools/call` (server-everything `echo` over stdio, spawned by that call).',
+    '',
+    table(
+      ['command', 'to listening, ms', 'to first tools/call, ms'],
+      r.startup.entries.map((e) => [e.label, fmt(e.listenMs, 0), fmt(e.firstCallMs, 0)]),
+    ),
+    '',
+  );
+  return lines.join('\n');
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    process.stderr.write(`\n${signal}: stopping the benchmark's processes\n`);
+    void stopAll().finally(() => process.exit(130));
+  });
+}
+
+const loadStart = loadavg();
+let code = 0;
+try {
+  const results = await main();
+  const md = report(results, loadStart, loadavg());
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, quick ? 'quick.md' : 'latest.md');
+  writeFileSync(file, md);
+  process.stdout.write(md + '\n');
+  log(`written to ${file}`);
+} catch (e) {
+  code = 1;
+  process.stderr.write(`\nBENCHMARK FAILED: ${(e as Error).stack ?? String(e)}\n`);
+} finally {
+  await stopAll();
+}
+process.exit(code);
