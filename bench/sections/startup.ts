@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { modern, send, textOf } from '../lib/mcp.js';
 import { ROOT, stopChild } from '../lib/procs.js';
 import { figure, type Figure } from '../lib/stats.js';
+import { listeningPort } from '../../test/helpers/cli.js';
 
 export interface StartupFigures {
   entries: { label: string; listenMs: Figure; firstCallMs: Figure }[];
@@ -42,34 +43,8 @@ async function startOnce(entry: string[]): Promise<{ listenMs: number; firstCall
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   try {
-    const port = await new Promise<number>((resolve, reject) => {
-      let buf = '';
-      let err = '';
-      const timer = setTimeout(() => reject(new Error(`gateway did not report listening within 30 s: ${err}`)), 30_000);
-      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-      child.stdout!.on('data', (d: Buffer) => {
-        buf += d.toString();
-        let nl: number;
-        while ((nl = buf.indexOf('\n')) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          try {
-            const entry = JSON.parse(line);
-            if (typeof entry.port === 'number' && /listening/.test(entry.msg)) {
-              clearTimeout(timer);
-              child.stdout!.resume();
-              resolve(entry.port);
-            }
-          } catch {
-            /* not a JSON line */
-          }
-        }
-      });
-      child.once('exit', (code) => {
-        clearTimeout(timer);
-        reject(new Error(`gateway exited with ${code} before listening: ${err}`));
-      });
-    });
+    const port = await listeningPort(child);
+    child.stdout!.resume();
     const listenMs = performance.now() - t0;
     const r = await send(modern(`http://127.0.0.1:${port}/mcp/everything`, 'tools/call', { name: 'echo', arguments: { message: 'bench' } }), 1);
     const firstCallMs = performance.now() - t0;

@@ -13,21 +13,16 @@ export interface CliGateway {
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Writes `config` to a temp file and starts `node <entry> --config FILE --port 0`; waits for the listening line. */
-export function startCli(config: Record<string, unknown>, entry: string[] = ['--import', 'tsx', 'src/main.ts'], env: Record<string, string> = {}): Promise<CliGateway> {
-  const file = join(mkdtempSync(join(tmpdir(), 'mrtr-cli-')), 'gateway.config.json');
-  writeFileSync(file, JSON.stringify(config));
+/**
+ * Reads a gateway process's JSON log lines from stdout into `logs` and resolves with the port of
+ * its "listening" line. Rejects if the process exits first or `timeoutMs` passes.
+ */
+export function listeningPort(child: ChildProcess, logs: Record<string, any>[] = [], timeoutMs = 30_000): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...entry, '--config', file, '--port', '0'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    const logs: Record<string, any>[] = [];
     let buf = '';
     let stderr = '';
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`gateway did not start: ${stderr}`));
-    }, 20_000);
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => reject(new Error(`gateway did not report listening within ${timeoutMs} ms: ${stderr}`)), timeoutMs);
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
     child.stdout!.on('data', (d: Buffer) => {
       buf += d.toString();
       let nl: number;
@@ -39,18 +34,34 @@ export function startCli(config: Record<string, unknown>, entry: string[] = ['--
           logs.push(entry);
           if (typeof entry.port === 'number' && /listening/.test(entry.msg)) {
             clearTimeout(timer);
-            resolve({ child, port: entry.port, base: `http://127.0.0.1:${entry.port}`, logs, exited });
+            resolve(entry.port);
           }
         } catch {
-          /* not JSON */
+          /* not a JSON line */
         }
       }
     });
-    void exited.then(({ code }) => {
+    child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`gateway exited with ${code}: ${stderr}`));
+      reject(new Error(`gateway exited with ${code} before listening: ${stderr}`));
     });
   });
+}
+
+/** Writes `config` to a temp file and starts `node <entry> --config FILE --port 0`; waits for the listening line. */
+export async function startCli(config: Record<string, unknown>, entry: string[] = ['--import', 'tsx', 'src/main.ts'], env: Record<string, string> = {}): Promise<CliGateway> {
+  const file = join(mkdtempSync(join(tmpdir(), 'mrtr-cli-')), 'gateway.config.json');
+  writeFileSync(file, JSON.stringify(config));
+  const child = spawn(process.execPath, [...entry, '--config', file, '--port', '0'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  const logs: Record<string, any>[] = [];
+  try {
+    const port = await listeningPort(child, logs, 20_000);
+    return { child, port, base: `http://127.0.0.1:${port}`, logs, exited };
+  } catch (e) {
+    child.kill('SIGKILL');
+    throw e;
+  }
 }
 
 /** True when a process with this pid exists. */
