@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, GatewayError, missingCapability, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { secretFields } from '../security/secrets.js';
@@ -546,9 +546,4 @@ export class Exchange {
       signal?.addEventListener('abort', done, { once: true });
     });
   }
-}
-
-/** JSON-RPC error object of an outcome, for task records and logs. */
-export function errorObject(o: Outcome): JsonRpcErrorObject | undefined {
-  return 'error' in o ? o.error.toJSON() : undefined;
 }
