@@ -3,15 +3,14 @@
  * legacy session, through the MRTR bridge for `tools/call`, `prompts/get` and `resources/read`.
  * Nothing here knows about HTTP.
  */
-import { McpError, type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import { z } from 'zod';
+import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
-import { Exchange, downstreamError } from './exchange/exchange.js';
+import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, generatedKey } from './exchange/seal.js';
-import { methodNotFound, missingCapability, upstreamFailed } from './protocol/errors.js';
+import { methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
-import { TASKS_EXTENSION, TaskManager, detailedTask } from './tasks/manager.js';
+import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
@@ -28,8 +27,6 @@ import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 
 export type { CallContext };
-
-const LooseResult = z.looseObject({});
 
 /**
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
@@ -111,9 +108,8 @@ export class Gateway {
       parked: () => this.bridge.parkedByUpstream(),
       runningTasks: () => this.tasks.running,
     });
-    const kindOf: Record<string, string> = { 'elicitation/create': 'elicitation', 'sampling/createMessage': 'sampling', 'roots/list': 'roots' };
     this.bridge.onRound = (upstream, methods) => {
-      for (const kind of new Set(methods.map((m) => kindOf[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
+      for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
     this.tasks.onStatus = (status) => this.metrics.tasks.inc({ status });
   }
@@ -163,7 +159,7 @@ export class Gateway {
   }
 
   private async task(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
-    if (!Gateway.declaresTasks(req)) throw missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]`);
+    if (!Gateway.declaresTasks(req)) throw tasksExtensionRequired();
     const caller = { principal: ctx.principal, upstream: up.name };
     const { taskId } = req.params;
     switch (req.method) {
@@ -213,7 +209,7 @@ export class Gateway {
       }
       return out;
     } catch (e) {
-      if (!(e instanceof McpError) || e.code === -32000 || e.code === -32001) reusable = false;
+      reusable = keepsSession(e);
       throw downstreamError(up.name, e, lease.session);
     } finally {
       lease.release(reusable);
@@ -230,7 +226,7 @@ export class Gateway {
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
     const toolTasks = method === 'tools/call' ? up.cfg.tasks.tools[name] : undefined;
     if (toolTasks?.required && !tasksDeclared) {
-      throw missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"] (tool '${name}' runs only as a task)`);
+      throw tasksExtensionRequired(`tool '${name}' runs only as a task`);
     }
     const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
     const escalation: TaskEscalation | undefined = tasksDeclared

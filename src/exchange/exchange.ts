@@ -21,7 +21,7 @@ import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/ses
 
 /** Input kinds and the server-initiated method each comes from. */
 export type InputKind = 'elicitation' | 'sampling' | 'roots';
-const KIND_OF: Record<string, InputKind> = {
+export const INPUT_KIND_OF: Record<string, InputKind> = {
   'elicitation/create': 'elicitation',
   'sampling/createMessage': 'sampling',
   'roots/list': 'roots',
@@ -30,7 +30,8 @@ const KIND_OF: Record<string, InputKind> = {
 /** Largest value Node timers accept, in ms: used to switch off the SDK's own request timeout. */
 const NO_SDK_TIMEOUT = 2_147_483_647;
 
-const LooseResult = z.looseObject({});
+/** Accepts any result object: the gateway relays upstream results as they are. */
+export const LooseResult = z.looseObject({});
 
 /** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
 const URL_ELICITATION_REQUIRED = -32042;
@@ -116,6 +117,15 @@ export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
   return { method, params };
 }
 
+/**
+ * Whether the upstream session is still fit for reuse after `err` ended a request on it: an error
+ * the upstream itself answered leaves it usable; a transport failure or a closed connection
+ * (-32000) or an SDK-side timeout (-32001) does not.
+ */
+export function keepsSession(err: unknown): boolean {
+  return err instanceof McpError && err.code !== -32000 && err.code !== -32001;
+}
+
 /** A result without the 2025-11-25 `_meta["io.modelcontextprotocol/related-task"]` (not used in 2026-07-28). */
 export function withoutRelatedTask(result: Record<string, unknown>): Record<string, unknown> {
   const meta = result._meta as Record<string, unknown> | undefined;
@@ -161,7 +171,6 @@ export function downstreamError(upstream: string, err: unknown, session?: { dead
 /** One legacy request in flight. */
 export class Exchange {
   readonly id = randomUUID();
-  readonly createdAt = Date.now();
   outcome: Outcome | undefined;
   /** Rounds of input_required answered so far (MRTR front end). */
   round = 0;
@@ -189,9 +198,6 @@ export class Exchange {
   get upstream(): string {
     return this.init.upstream;
   }
-  get principal(): string {
-    return this.init.principal;
-  }
   get method(): ExchangeMethod {
     return this.init.method;
   }
@@ -203,7 +209,7 @@ export class Exchange {
     const progressToken = this.id;
     lease.session.progressListener = (p) => {
       if (p.progressToken !== progressToken || this.outcome) return;
-      this.touch();
+      this.armTimers();
       this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
       this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
       this.notify();
@@ -228,7 +234,7 @@ export class Exchange {
           if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
             return this.urlElicitationRequired(err, attempt);
           }
-          this.finish({ error: downstreamError(this.upstream, err, lease.session) }, err instanceof McpError && err.code !== -32000);
+          this.finish({ error: downstreamError(this.upstream, err, lease.session) }, keepsSession(err));
         },
       );
   }
@@ -250,16 +256,16 @@ export class Exchange {
         if (message.type === 'taskCreated' || message.type === 'taskStatus') {
           this.upstreamTaskId = message.task.taskId;
           if (message.task.statusMessage) this.statusMessage = message.task.statusMessage;
-          this.touch();
+          this.armTimers();
           this.notify();
         } else if (message.type === 'result') {
           return this.finish({ result: withoutRelatedTask(message.result as Record<string, unknown>) }, true);
         } else if (message.type === 'error') {
-          return this.finish({ error: downstreamError(this.upstream, message.error, lease.session) }, message.error.code !== -32000);
+          return this.finish({ error: downstreamError(this.upstream, message.error, lease.session) }, keepsSession(message.error));
         }
       }
     } catch (err) {
-      this.finish({ error: downstreamError(this.upstream, err, lease.session) }, err instanceof McpError && err.code !== -32000);
+      this.finish({ error: downstreamError(this.upstream, err, lease.session) }, keepsSession(err));
     }
   }
 
@@ -328,7 +334,7 @@ export class Exchange {
     if (!p) return false;
     this.pending.delete(key);
     p.resolve(value);
-    this.touch();
+    this.armTimers();
     this.notify();
     return true;
   }
@@ -388,7 +394,7 @@ export class Exchange {
 
   private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
     if (this.outcome) return Promise.reject(new McpError(ErrorCode.InternalError, 'The client request already ended'));
-    const kind = KIND_OF[req.method];
+    const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
     const request = toInputRequest(req);
     if (!this.init.cfg.input.allow.includes(kind)) {
@@ -487,11 +493,7 @@ export class Exchange {
     this.init.lease.release(reusable);
   }
 
-  /** Marks upstream activity: restarts the silence timer. */
-  private touch(): void {
-    this.armTimers();
-  }
-
+  /** Restarts the silence timer (upstream activity) and pauses or resumes the working-time budget. */
   private armTimers(): void {
     clearTimeout(this.idleTimer);
     if (this.outcome) return this.clearTimers();

@@ -8,12 +8,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Exchange } from '../exchange/exchange.js';
 import { invalidResponse } from '../exchange/responses.js';
-import { invalidParams, upstreamFailed } from '../protocol/errors.js';
+import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
 
 /** The extension id, in capabilities and clientCapabilities `extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/** 400 / -32021 naming the tasks extension; `why` says what needed it. */
+export function tasksExtensionRequired(why = ''): GatewayError {
+  return missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]${why ? ` (${why})` : ''}`);
+}
 
 /** The message for an unknown, expired or foreign taskId (the same for all, so nothing leaks). */
 export const TASK_NOT_FOUND = 'Failed to retrieve task: Task not found or expired';
