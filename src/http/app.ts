@@ -7,9 +7,9 @@
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
-import { TASKS_EXTENSION, detailedTask } from '../tasks/manager.js';
+import { detailedTask, tasksExtensionRequired } from '../tasks/manager.js';
 import { isTerminal, type TaskRecord } from '../tasks/store.js';
-import { ErrorCode, GatewayError, methodNotFound, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, methodNotFound, type JsonRpcErrorObject } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
 import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
@@ -28,6 +28,33 @@ function asGatewayError(e: unknown, log: Logger): GatewayError {
   if (e instanceof GatewayError) return e;
   log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
+}
+
+/** An SSE response whose events each carry one JSON-RPC message (`event: message`). */
+interface SseStream {
+  response: Response;
+  /** Writes one message; rejects once the client has gone. */
+  send(message: unknown): Promise<void>;
+  /** Ends the stream after what was written. */
+  end(): void;
+  /** Rejects when the client closes the stream. */
+  closed: Promise<void>;
+}
+
+const encoder = new TextEncoder();
+
+function sseStream(): SseStream {
+  const stream = new TransformStream<Uint8Array, Uint8Array>();
+  const writer = stream.writable.getWriter();
+  return {
+    response: new Response(stream.readable, {
+      status: 200,
+      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
+    }),
+    send: (message) => writer.write(encoder.encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)),
+    end: () => void writer.close().catch(() => {}),
+    closed: writer.closed,
+  };
 }
 
 /** True when `value` nests arrays/objects deeper than `max`. */
@@ -284,24 +311,15 @@ async function handleMcp(
     // The request's signal can outlive the request (keep-alive): the listener goes when the call ends.
     const clientGone = () => abort.abort();
     c.req.raw.signal.addEventListener('abort', clientGone, { once: true });
-    let sse: WritableStreamDefaultWriter<Uint8Array> | undefined;
-    const encoder = new TextEncoder();
-    const writeEvent = (msg: unknown) => sse!.write(encoder.encode(`event: message\ndata: ${JSON.stringify(msg)}\n\n`));
-
+    let sse: SseStream | undefined;
     const onProgress = wantsSse
       ? (p: ProgressParams) => {
           if (!sse) {
-            const stream = new TransformStream<Uint8Array, Uint8Array>();
-            sse = stream.writable.getWriter();
+            sse = sseStream();
             sse.closed.catch(() => abort.abort());
-            resolveResponse(
-              new Response(stream.readable, {
-                status: 200,
-                headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
-              }),
-            );
+            resolveResponse(sse.response);
           }
-          writeEvent({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }).catch(() => abort.abort());
+          sse.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }).catch(() => abort.abort());
         }
       : undefined;
 
@@ -320,15 +338,10 @@ async function handleMcp(
       );
     track(work);
     void work.finally(() => c.req.raw.signal.removeEventListener('abort', clientGone));
-    work.then(({ message, status }) => {
-        if (sse) {
-          writeEvent(message)
-            .then(() => sse!.close())
-            .catch(() => {});
-        } else {
-          resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
-        }
-      });
+    void work.then(({ message, status }) => {
+      if (sse) sse.send(message).then(sse.end, () => {});
+      else resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
+    });
   });
 }
 
@@ -341,10 +354,10 @@ const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
  * ends with the listen result once all of them are terminal. Only `taskIds` is honored.
  */
 async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name: string, who: Caller, rl: RequestLog): Promise<Response> {
-  const notifications = (req.params.notifications ?? {}) as { taskIds?: unknown };
-  const requested = Array.isArray(notifications.taskIds) ? notifications.taskIds.filter((t): t is string => typeof t === 'string') : [];
+  // Types were checked with the envelope: taskIds is absent or an array of strings.
+  const requested = (req.params.notifications as { taskIds?: string[] } | undefined)?.taskIds ?? [];
   if (requested.length && !Gateway.declaresTasks(req)) {
-    const g = missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]`);
+    const g = tasksExtensionRequired();
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
   const caller = { principal: who.principal, upstream: name };
@@ -359,10 +372,8 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
   }
   const open = new Set(honored);
   const meta = { [SUBSCRIPTION_ID]: req.id };
-  const stream = new TransformStream<Uint8Array, Uint8Array>();
-  const writer = stream.writable.getWriter();
-  const encoder = new TextEncoder();
-  const write = (msg: unknown) => writer.write(encoder.encode(`event: message\ndata: ${JSON.stringify(msg)}\n\n`)).catch(() => stop());
+  const sse = sseStream();
+  const write = (msg: unknown) => sse.send(msg).catch(() => stop());
   let unsubscribe = () => {};
   let stopped = false;
   const stop = () => {
@@ -373,7 +384,7 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
   };
   const finish = () => {
     if (stopped) return;
-    void write({ jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } }).then(() => writer.close().catch(() => {}));
+    void write({ jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } }).then(sse.end);
     stop();
   };
   void write({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: honored }, _meta: meta } });
@@ -386,7 +397,7 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
     }
   };
   unsubscribe = gateway.tasks.subscribe(notify);
-  writer.closed.catch(() => stop());
+  sse.closed.catch(() => stop());
   c.req.raw.signal.addEventListener('abort', stop, { once: true });
   // Subscribed first, then read: a task that ended before the subscription is reported now.
   for (const id of [...open]) {
@@ -395,7 +406,7 @@ async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name:
   }
   if (open.size === 0) finish();
   record(rl, 'subscriptions/listen', undefined, { resultType: 'stream' });
-  return new Response(stream.readable, { status: 200, headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' } });
+  return sse.response;
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {
