@@ -4,35 +4,22 @@
  * Streamable HTTP. The client's ordinary request handlers are driven by input_required rounds.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startEverythingHttp, type SpawnedServer } from '../helpers/processes.js';
+import { textOf as text, v2Client } from '../helpers/v2client.js';
 
-type Handlers = { elicitation: unknown[]; sampling: unknown[] };
-
-async function connect(url: string, elicitAnswer: Record<string, unknown>): Promise<{ client: Client; calls: Handlers }> {
-  const calls: Handlers = { elicitation: [], sampling: [] };
-  const client = new Client(
-    { name: 'gateway-e2e', version: '1.0.0' },
-    { capabilities: { elicitation: { form: {} }, sampling: {} }, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+/** The v2 client declaring form elicitation and sampling; its sampling handler answers about Paris. */
+async function connect(url: string, elicitAnswer: Record<string, unknown>) {
+  const { client, record } = await v2Client(
+    url,
+    {
+      elicit: () => elicitAnswer,
+      sample: () => ({ role: 'assistant', model: 'test-model', content: { type: 'text', text: 'Paris is the capital.' }, stopReason: 'endTurn' }),
+    },
+    { elicitation: { form: {} }, sampling: {} },
   );
-  client.setRequestHandler('elicitation/create', async (req) => {
-    calls.elicitation.push(req.params);
-    return elicitAnswer as never;
-  });
-  client.setRequestHandler('sampling/createMessage', async (req) => {
-    calls.sampling.push(req.params);
-    return { role: 'assistant', model: 'test-model', content: { type: 'text', text: 'Paris is the capital.' }, stopReason: 'endTurn' };
-  });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
-  return { client, calls };
+  return { client, calls: record };
 }
-
-const text = (r: { content?: unknown }) =>
-  ((r.content ?? []) as { type: string; text?: string }[])
-    .filter((c) => c.type === 'text')
-    .map((c) => c.text)
-    .join('\n');
 
 const transports: [string, () => Promise<{ config: Record<string, unknown>; stop: () => Promise<void> }>][] = [
   ['stdio', async () => ({ config: everythingStdio, stop: async () => {} })],
@@ -64,7 +51,7 @@ describe.each(transports)('v2 client through the gateway to server-everything ov
   it('negotiates 2026-07-28 and lists the tools, including the capability-gated ones', async () => {
     const { client } = await connect(url, {});
     try {
-      expect(client.getNegotiatedProtocolVersion?.() ?? '2026-07-28').toBe('2026-07-28');
+      expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
       const { tools } = await client.listTools();
       const names = tools.map((t) => t.name);
       expect(names).toEqual(expect.arrayContaining(['echo', 'get-sum', 'trigger-elicitation-request', 'trigger-sampling-request', 'trigger-long-running-operation']));

@@ -17,24 +17,31 @@ export interface Answers {
 }
 
 /**
- * The official v2 client pinned to 2026-07-28, declaring elicitation (form+url), sampling and roots,
- * with handlers that record what they are asked. A wrapped fetch records each result on the wire.
+ * The official v2 client pinned to 2026-07-28, declaring `caps` (default: elicitation form+url,
+ * sampling and roots), with handlers that record what they are asked. A wrapped fetch records each result on the wire.
  */
 export async function v2Client(url: string, answers: Answers = {}, caps: Record<string, unknown> = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} }) {
   const record: ClientRecord = { elicitation: [], sampling: [], roots: 0, results: [] };
   const client = new Client({ name: 'gateway-e2e', version: '1.0.0' }, { capabilities: caps as never, versionNegotiation: { mode: { pin: '2026-07-28' } } });
-  client.setRequestHandler('elicitation/create', async (req) => {
-    record.elicitation.push(req.params);
-    return (answers.elicit?.(req.params) ?? { action: 'accept', content: {} }) as never;
-  });
-  client.setRequestHandler('sampling/createMessage', async (req) => {
-    record.sampling.push(req.params);
-    return (answers.sample?.(req.params) ?? { role: 'assistant', model: 'test-model', content: { type: 'text', text: 'sampled text' }, stopReason: 'endTurn' }) as never;
-  });
-  client.setRequestHandler('roots/list', async () => {
-    record.roots++;
-    return { roots: answers.roots ?? [{ uri: 'file:///workspace', name: 'workspace' }] };
-  });
+  // A handler only for what `caps` declares (the SDK refuses the others).
+  if (caps.elicitation) {
+    client.setRequestHandler('elicitation/create', async (req) => {
+      record.elicitation.push(req.params);
+      return (answers.elicit?.(req.params) ?? { action: 'accept', content: {} }) as never;
+    });
+  }
+  if (caps.sampling) {
+    client.setRequestHandler('sampling/createMessage', async (req) => {
+      record.sampling.push(req.params);
+      return (answers.sample?.(req.params) ?? { role: 'assistant', model: 'test-model', content: { type: 'text', text: 'sampled text' }, stopReason: 'endTurn' }) as never;
+    });
+  }
+  if (caps.roots) {
+    client.setRequestHandler('roots/list', async () => {
+      record.roots++;
+      return { roots: answers.roots ?? [{ uri: 'file:///workspace', name: 'workspace' }] };
+    });
+  }
   const fetchAndRecord: typeof fetch = async (input, init) => {
     const res = await fetch(input, init);
     if ((res.headers.get('content-type') ?? '').includes('application/json')) {
