@@ -156,7 +156,8 @@ export function downstreamError(upstream: string, err: unknown, session?: { dead
     // McpError prefixes "MCP error N: "; relay the upstream's own message.
     const message = err.message.replace(/^MCP error -?\d+: /, '');
     if (err.code === ErrorCode.InvalidParams && /^Invalid [\w/]+ result/.test(message)) {
-      // The v1 SDK rejected the upstream's result as malformed: the upstream broke the protocol.
+      // A v1-SDK upstream rejected its own tool's malformed result and said so with -32602; the
+      // client's request was fine, so this is reported as the upstream's protocol failure.
       return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' sent a malformed result: ${message.split('\n')[0]}`);
     }
     return new GatewayError(err.code, message, err.data);
