@@ -31,8 +31,11 @@ export type { CallContext };
 /**
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
  * limited to the kinds the upstream's input policy relays. `elicitation: {}` counts as form mode.
+ * `roots` is declared as well when the upstream has configured roots, which the gateway answers
+ * itself for a client that did not declare roots.
  */
-export function mirrorCapabilities(caps: ClientCapabilities, allow: readonly string[]): LegacyClientCapabilities {
+export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamConfig, 'input' | 'roots'>): LegacyClientCapabilities {
+  const allow = cfg.input.allow;
   const out: LegacyClientCapabilities = {};
   const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
   if (e && allow.includes('elicitation')) {
@@ -47,7 +50,7 @@ export function mirrorCapabilities(caps: ClientCapabilities, allow: readonly str
     if (s.tools) out.sampling.tools = {};
     if (s.context) out.sampling.context = {};
   }
-  if (caps.roots && allow.includes('roots')) out.roots = {};
+  if ((caps.roots && allow.includes('roots')) || cfg.roots.length > 0) out.roots = {};
   return out;
 }
 
@@ -67,12 +70,14 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
 /** One configured upstream and its session pool. */
 export class Upstream {
   readonly pool: SessionPool;
+  /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
   constructor(
     readonly name: string,
     readonly cfg: UpstreamConfig,
     log: Logger,
+    perPrincipalBound = true,
   ) {
-    this.pool = new SessionPool(name, cfg, log);
+    this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
   }
 }
 
@@ -95,7 +100,7 @@ export class Gateway {
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
       // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
       const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;
-      this.upstreams.set(name, new Upstream(name, effective, log));
+      this.upstreams.set(name, new Upstream(name, effective, log, cfg.auth.mode !== 'none'));
     }
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
@@ -175,7 +180,7 @@ export class Gateway {
   }
 
   private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
-    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
+    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
     const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
     let reusable = true;
     const upstreamStart = performance.now();
@@ -196,7 +201,7 @@ export class Gateway {
       if (needed && !info.capabilities[needed]) {
         throw methodNotFound(`Method not found: ${req.method} (upstream '${up.name}' does not offer ${needed})`);
       }
-      const result = (await lease.session.client.request({ method: req.method, params: req.params } as never, LooseResult, {
+      const result = (await lease.session.request({ method: req.method, params: req.params }, LooseResult, {
         timeout: up.cfg.timeouts.requestMs,
         signal: ctx.signal,
       })) as Record<string, unknown>;
@@ -239,7 +244,7 @@ export class Gateway {
     if (requestState !== undefined) {
       result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window, escalation);
     } else {
-      const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
+      const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
       const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
       const needed = UPSTREAM_CAPABILITY_FOR[method]!;
       if (!lease.session.info.capabilities[needed]) {

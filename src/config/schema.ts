@@ -9,6 +9,9 @@ import { z } from 'zod';
 const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
 
+/** Legacy protocol revisions an upstream may speak, oldest first. */
+export const LEGACY_REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
+
 /** Name of an upstream: it becomes the path segment of `POST /mcp/NAME`. */
 export const UpstreamNameSchema = z
   .string()
@@ -89,7 +92,18 @@ const upstreamCommon = {
     .default(8)
     .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
-  roots: z.array(RootSchema).default([]).describe('Answer to a `roots/list` the upstream sends outside any call'),
+  roots: z
+    .array(RootSchema)
+    .default([])
+    .describe(
+      'Roots the gateway answers itself: a `roots/list` the upstream sends outside any call (for example right after `initialized`), or during a call of a client that did not declare roots. When non-empty, every upstream session declares the roots capability.',
+    ),
+  protocolVersion: z
+    .enum(LEGACY_REVISIONS)
+    .optional()
+    .describe(
+      'Legacy revision to ask for in `initialize`, and the only one whose client capability fields the gateway declares. Unset: ask for the newest; once the upstream answered, later sessions declare only the fields of the revision it negotiated.',
+    ),
   input: InputPolicySchema.prefault({}),
   cache: CacheHintsSchema.prefault({}).describe('Caching hints (SEP-2549) for cacheable results'),
 };

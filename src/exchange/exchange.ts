@@ -38,6 +38,9 @@ const URL_ELICITATION_REQUIRED = -32042;
 /** Accepted key hints: a letter or digit, then letters, digits, '_', '.', ':' or '-' (at most 128). */
 const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
+/** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
+const CANCEL_TASK_WAIT_MS = 2000;
+
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
 
@@ -193,6 +196,7 @@ export class Exchange {
   private activeSince: number | undefined;
   private released = false;
   private cancelled = false;
+  private cancelSent = false;
 
   constructor(private readonly init: ExchangeInit) {}
 
@@ -224,8 +228,8 @@ export class Exchange {
     this.armTimers();
     if (this.init.legacyTask) return void this.runLegacyTask();
     const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken: this.id } };
-    lease.session.client
-      .request({ method, params: upstreamParams } as never, LooseResult, {
+    lease.session
+      .request({ method, params: upstreamParams }, LooseResult, {
         signal: this.abort.signal,
         timeout: NO_SDK_TIMEOUT,
       })
@@ -383,13 +387,22 @@ export class Exchange {
     }
     this.pending.clear();
     this.cancelled = true;
-    this.finish({ error }, true);
+    this.finish({ error }, false);
     // After the answers above have been written, so the upstream sees them first.
     setImmediate(() => {
       this.abort.abort(error.message);
-      if (this.upstreamTaskId) {
-        this.init.lease.session.client.experimental.tasks.cancelTask(this.upstreamTaskId).catch(() => {});
-      }
+      const cancelTask = this.upstreamTaskId
+        ? this.init.lease.session.client.experimental.tasks.cancelTask(this.upstreamTaskId).then(
+            () => {},
+            () => {},
+          )
+        : Promise.resolve();
+      // A legacy server sends nothing once a request is cancelled, so the call may still run on this
+      // session and ask something later: the session goes back to no one.
+      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))]).then(() => {
+        this.cancelSent = true;
+        this.releaseLease(false);
+      });
     });
   }
 
@@ -398,6 +411,11 @@ export class Exchange {
     const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
     const request = toInputRequest(req);
+    const configuredRoots = this.init.cfg.roots;
+    if (kind === 'roots' && configuredRoots.length > 0 && (!this.init.clientCapabilities.roots || !this.init.cfg.input.allow.includes('roots'))) {
+      // The client cannot be asked: the configured roots answer, as they do outside any call.
+      return Promise.resolve({ roots: configuredRoots });
+    }
     if (!this.init.cfg.input.allow.includes(kind)) {
       return Promise.reject(new McpError(ErrorCode.MethodNotFound, `The gateway does not relay ${req.method} for this upstream`));
     }
@@ -474,24 +492,19 @@ export class Exchange {
     this.notify();
   }
 
+  /**
+   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call's session is
+   * held (its handler removed, so nothing reaches a client) until the cancellation went out, then
+   * closed, never reused.
+   */
   private releaseLease(reusable: boolean): void {
     if (this.released) return;
-    // After a cancellation the request promise settles later; keep the lease until then.
-    if (this.cancelled && reusable && this.init.lease.session.deadReason === undefined) {
-      this.released = true;
-      const { lease } = this.init;
-      lease.session.setHandler(undefined);
-      // A cancelled session is reused only if it still answers.
-      setImmediate(() =>
-        lease.session.client.ping({ timeout: 2000 }).then(
-          () => lease.release(true),
-          () => lease.release(false),
-        ),
-      );
-      return;
+    if (this.cancelled) {
+      this.init.lease.session.setHandler(undefined);
+      if (!this.cancelSent) return;
     }
     this.released = true;
-    this.init.lease.release(reusable);
+    this.init.lease.release(reusable && !this.cancelled);
   }
 
   /** Restarts the silence timer (upstream activity) and pauses or resumes the working-time budget. */

@@ -49,7 +49,17 @@ interface Parked {
   exchange: Exchange;
   timer: NodeJS.Timeout;
   binding: RetryBinding;
+  unsubscribe: () => void;
 }
+
+/** An Exchange that ended while parked: its outcome waits for the retry, holding no session. */
+interface Ended {
+  exchange: Exchange;
+  binding: RetryBinding;
+}
+
+/** Most ended-while-parked outcomes kept for their retries. */
+const MAX_ENDED = 10_000;
 
 /** Parks Exchanges between rounds and seals/opens their requestState. */
 export class MrtrBridge {
@@ -60,6 +70,7 @@ export class MrtrBridge {
   private readonly driving = new Set<Exchange>();
   private readonly parkedPerUpstream = new Map<string, number>();
   private readonly usedJti: LRUCache<string, true>;
+  private readonly ended: LRUCache<string, Ended>;
 
   /**
    * @param limits.total most parked Exchanges overall; limits.perUpstream(name) most for one upstream.
@@ -71,6 +82,7 @@ export class MrtrBridge {
     private readonly limits: { total: number; perUpstream: (upstream: string) => number } = { total: Infinity, perUpstream: () => Infinity },
   ) {
     this.usedJti = new LRUCache<string, true>({ max: 1_000_000, ttl: ttlMs + 60_000, ttlAutopurge: false });
+    this.ended = new LRUCache<string, Ended>({ max: MAX_ENDED, ttl: ttlMs, ttlAutopurge: true });
   }
 
   /** Called for each input_required round answered, with the methods it asks. */
@@ -158,17 +170,27 @@ export class MrtrBridge {
 
   private park(exchange: Exchange, binding: RetryBinding): void {
     const prev = this.parked.get(exchange.id);
-    if (prev) clearTimeout(prev.timer);
-    else this.parkedPerUpstream.set(binding.upstream, this.parkedFor(binding.upstream) + 1);
+    if (prev) {
+      clearTimeout(prev.timer);
+      prev.unsubscribe();
+    } else this.parkedPerUpstream.set(binding.upstream, this.parkedFor(binding.upstream) + 1);
     const timer = setTimeout(() => this.expire(exchange.id), this.ttlMs);
     timer.unref();
-    this.parked.set(exchange.id, { exchange, timer, binding });
+    // An Exchange that ends while parked (its upstream died, or the upstream gave up and answered)
+    // leaves the parked set at once; its outcome waits for the retry.
+    const unsubscribe = exchange.onChange(() => {
+      if (!exchange.outcome) return;
+      const p = this.unpark(exchange.id);
+      if (p) this.ended.set(exchange.id, { exchange, binding });
+    });
+    this.parked.set(exchange.id, { exchange, timer, binding, unsubscribe });
   }
 
   private unpark(id: string): Parked | undefined {
     const p = this.parked.get(id);
     if (!p) return undefined;
     clearTimeout(p.timer);
+    p.unsubscribe();
     this.parked.delete(id);
     this.parkedPerUpstream.set(p.binding.upstream, this.parkedFor(p.binding.upstream) - 1);
     return p;
@@ -208,9 +230,15 @@ export class MrtrBridge {
     ) {
       throw invalidParams(INVALID_STATE);
     }
-    const parked = this.parked.get(claims.ex);
+    const parked = this.parked.get(claims.ex) ?? this.ended.get(claims.ex);
     if (!parked) throw invalidParams(INVALID_STATE);
     const { exchange } = parked;
+    if (exchange.outcome) {
+      // It ended while parked: the retry receives what the upstream did meanwhile.
+      this.usedJti.set(claims.jti, true);
+      this.ended.delete(claims.ex);
+      return this.drive(exchange, binding, ctx, batchWindowMs, task);
+    }
 
     if (inputResponses !== undefined && (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses))) {
       throw invalidParams('inputResponses must be an object mapping input keys to responses');

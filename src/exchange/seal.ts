@@ -60,6 +60,18 @@ export function generatedKey(): StateKey {
   return { kid: `gen-${randomUUID().slice(0, 8)}`, secret: randomBytes(32).toString('base64url') };
 }
 
+/**
+ * True when `token` is a JWE in its one canonical compact form: five segments of unpadded
+ * base64url (RFC 7516 §7.1, RFC 7515 Appendix C), each exactly what its bytes encode to, so no
+ * whitespace, padding or altered unused bits in a last character pass. A state is accepted only
+ * as it was issued.
+ */
+export function isCanonicalCompactJwe(token: string): boolean {
+  const parts = token.split('.');
+  if (parts.length !== 5) return false;
+  return parts.every((p) => /^[A-Za-z0-9_-]*$/.test(p) && Buffer.from(p, 'base64url').toString('base64url') === p);
+}
+
 /** The message every rejected state gets, so callers learn nothing about why. */
 export const INVALID_STATE = 'Invalid or expired requestState; start the request again without requestState';
 
@@ -91,7 +103,7 @@ export class StateSealer {
    * @throws GatewayError -32602 (HTTP 200) with {@link INVALID_STATE} for anything not genuine and current.
    */
   async open(token: unknown, now = Date.now()): Promise<StateClaims> {
-    if (typeof token !== 'string' || token.length === 0 || token.length > 8192) throw invalidParams(INVALID_STATE);
+    if (typeof token !== 'string' || token.length === 0 || token.length > 8192 || !isCanonicalCompactJwe(token)) throw invalidParams(INVALID_STATE);
     try {
       const { payload } = await jwtDecrypt(
         token,

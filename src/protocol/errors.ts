@@ -79,6 +79,9 @@ export type UpstreamFailure =
   | 'declined'
   | 'shutting-down';
 
-/** 200 / -32603 with `data.upstream` and `data.reason`: the upstream is unreachable, crashed or timed out. */
-export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string) =>
-  new GatewayError(ErrorCode.InternalError, message, { upstream, reason });
+/**
+ * 200 / -32603 with `data.upstream` and `data.reason`: the upstream is unreachable, crashed or timed
+ * out. `extra` adds fields to `data` (for example `stderr`, the last lines a stdio child wrote).
+ */
+export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string, extra?: Record<string, unknown>) =>
+  new GatewayError(ErrorCode.InternalError, message, { upstream, reason, ...extra });

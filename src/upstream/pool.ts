@@ -9,10 +9,11 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import type { UpstreamConfig } from '../config/schema.js';
+import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { upstreamFailed, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
-import { UpstreamSession } from './session.js';
+import { createHttpHop, type HttpHop } from './http.js';
+import { UpstreamSession, UpstreamStartError } from './session.js';
 
 /** An exclusive hold on one session; give it back with {@link SessionLease.release}. */
 export interface SessionLease {
@@ -41,6 +42,24 @@ function principalOf(key: string): string {
   return i < 0 ? key : key.slice(0, i);
 }
 
+/**
+ * The client capabilities of `caps` that legacy revision `revision` defines (unknown revision: all
+ * of them). 2024-11-05 and 2025-03-26 know `roots` and `sampling`; 2025-06-18 adds `elicitation`
+ * (no modes); 2025-11-25 adds elicitation `form`/`url` and sampling `context`/`tools`. Some servers
+ * reject fields their revision lacks, so a session declares only what its upstream knows.
+ */
+export function fitCapabilities(caps: LegacyClientCapabilities, revision: string | undefined): LegacyClientCapabilities {
+  const rank = revision === undefined ? -1 : (LEGACY_REVISIONS as readonly string[]).indexOf(revision);
+  if (rank < 0 || rank >= LEGACY_REVISIONS.indexOf('2025-11-25')) return caps;
+  const out: LegacyClientCapabilities = { ...caps };
+  const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
+  delete out.elicitation;
+  // Before 2025-11-25 elicitation is form only: a client that answers URL mode only cannot use it.
+  if (e && rank >= LEGACY_REVISIONS.indexOf('2025-06-18') && (e.form || !e.url)) out.elicitation = {};
+  if (caps.sampling) out.sampling = {};
+  return out;
+}
+
 /** Backoff before opening a session after `failures` consecutive failures, in ms. */
 export function backoffMs(failures: number): number {
   return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
@@ -58,12 +77,23 @@ export class SessionPool {
   private failures = 0;
   private closedPool = false;
   private live = new Set<UpstreamSession>();
+  private readonly http: HttpHop | undefined;
+  /** The legacy revision the upstream negotiated (or the pinned one); undefined until known. */
+  revision: string | undefined;
 
+  /**
+   * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers);
+   *   without it every caller is one principal and only `maxSessions` bounds the pool.
+   */
   constructor(
     readonly name: string,
     private readonly cfg: UpstreamConfig,
     private readonly log: Logger,
-  ) {}
+    private readonly perPrincipalBound = true,
+  ) {
+    this.revision = cfg.protocolVersion;
+    this.http = cfg.transport === 'stdio' ? undefined : createHttpHop(cfg.timeouts);
+  }
 
   /** The pool key of a principal and its mirrored capabilities. */
   static keyOf(principal: string, caps: LegacyClientCapabilities, token?: string): string {
@@ -71,10 +101,14 @@ export class SessionPool {
     return token ? `${base}\u0000${createHash('sha256').update(token).digest('base64url')}` : base;
   }
 
-  /** Pool key and extra upstream headers: with `forwardAuthorization`, the client's token is part of both. */
-  private keyAndHeaders(principal: string, caps: LegacyClientCapabilities, token?: string): { key: string; headers: Record<string, string> } {
+  /**
+   * Pool key, the capabilities to declare (fitted to the upstream's revision) and extra upstream
+   * headers: with `forwardAuthorization`, the client's token is part of the key and the headers.
+   */
+  private keyAndHeaders(principal: string, mirrored: LegacyClientCapabilities, token?: string): { key: string; caps: LegacyClientCapabilities; headers: Record<string, string> } {
     const forward = this.cfg.transport !== 'stdio' && this.cfg.forwardAuthorization && token ? token : undefined;
-    return { key: SessionPool.keyOf(principal, caps, forward), headers: forward ? { authorization: `Bearer ${forward}` } : {} };
+    const caps = fitCapabilities(mirrored, this.revision);
+    return { key: SessionPool.keyOf(principal, caps, forward), caps, headers: forward ? { authorization: `Bearer ${forward}` } : {} };
   }
 
   /** Why the last attempt to open a session failed, cleared by the next success. */
@@ -93,9 +127,9 @@ export class SessionPool {
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
    *   "busy" when no session frees up in time, "shutting-down" after {@link close}).
    */
-  async acquire(principal: string, caps: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-    const { key, headers } = this.keyAndHeaders(principal, caps, token);
+    const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
     const warm = this.takeIdle(key);
     if (warm) return this.lease(warm);
     const capped = this.atPrincipalCap(key) && !this.evictIdle(principal);
@@ -116,7 +150,7 @@ export class SessionPool {
             upstreamFailed(
               this.name,
               'busy',
-              this.atPrincipalCap(key)
+              this.perPrincipalBound && this.atPrincipalCap(key)
                 ? `This caller's ${this.cfg.maxSessionsPerPrincipal} sessions of upstream '${this.name}' (maxSessionsPerPrincipal) stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight or parked waiting for input; answer or abandon them, or retry later`
                 : `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`,
             ),
@@ -208,8 +242,9 @@ export class SessionPool {
         await new Promise((r) => setTimeout(r, delay));
       }
       if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-      const session = await UpstreamSession.open(this.name, this.cfg, caps, key, this.log.child({ upstream: this.name }), headers);
+      const session = await UpstreamSession.open({ upstream: this.name, cfg: this.cfg, capabilities: caps, key, log: this.log.child({ upstream: this.name }), extraHeaders: headers, http: this.http });
       this.lastError = undefined;
+      if (this.revision === undefined && session.info.protocolVersion !== 'unknown') this.revision = session.info.protocolVersion;
       this.live.add(session);
       void session.closed.then(() => this.live.delete(session));
       session.onDeath(() => {
@@ -222,9 +257,10 @@ export class SessionPool {
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
       const msg = (e as Error).message;
+      const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
-      this.log.warn({ upstream: this.name, err: msg }, 'upstream session failed to open');
-      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`);
+      this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
+      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
     }
   }
 
@@ -293,5 +329,6 @@ export class SessionPool {
     this.idle.clear();
     for (const s of this.live) all.push(s.close());
     await Promise.all(all);
+    await this.http?.close();
   }
 }

@@ -3,20 +3,38 @@
  * and its stdio, Streamable HTTP and HTTP+SSE client transports.
  *
  * A session is leased to one Exchange at a time; server-initiated requests that arrive while it is
- * leased go to the lease's handler. Outside a lease, `roots/list` is answered from config and other
- * server-initiated requests are refused.
+ * leased go to the lease's handler. Outside a lease, and while the session is still starting,
+ * `roots/list` is answered from config and other server-initiated requests are refused upstream.
+ *
+ * A Streamable HTTP upstream that was restarted or reaped the session answers 404 on its session
+ * id; the request was not processed, so the session initializes a new upstream session and sends
+ * the request once more, transparently to the caller (MCP 2025-11-25 basic/transports
+ * §Session Management: "the client MUST start a new session").
  */
 import { randomUUID } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { McpError, ProgressNotificationSchema, type ClientCapabilities as LegacyClientCapabilities, type Implementation, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ClientRequest, ClientNotification, ServerRequest, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import {
+  ListToolsResultSchema,
+  McpError,
+  ProgressNotificationSchema,
+  type ClientCapabilities as LegacyClientCapabilities,
+  type ClientNotification,
+  type ClientRequest,
+  type Implementation,
+  type JSONRPCMessage,
+  type ServerCapabilities,
+  type ServerNotification,
+  type ServerRequest,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
+import type { HttpHop } from './http.js';
 
 /** A server-initiated request as it arrives from the upstream. */
 export interface ServerInitiatedRequest {
@@ -40,6 +58,60 @@ export interface UpstreamInfo {
 
 const GATEWAY_CLIENT_INFO = { name: 'mrtr-gateway', version: '0.1.0' };
 
+/** Lines of a stdio child's stderr kept for error reports, and the longest line kept, in characters. */
+const STDERR_LINES = 20;
+const STDERR_LINE_CHARS = 500;
+
+/** Longest wait for the start barrier's `ping`, in ms (a server that ignores ping costs no more). */
+const BARRIER_PING_MS = 2000;
+
+/** The last lines a stdio child wrote to stderr. */
+export class StderrTail {
+  private readonly lines: string[] = [];
+  private partial = '';
+  /** Resolves when the child's stderr ended. */
+  ended: Promise<void> = Promise.resolve();
+
+  /** Adds a chunk of output; complete lines are kept, the oldest dropped beyond the bound. */
+  push(chunk: string, onLine?: (line: string) => void): void {
+    this.partial += chunk;
+    let nl: number;
+    while ((nl = this.partial.indexOf('\n')) >= 0) {
+      this.keep(this.partial.slice(0, nl), onLine);
+      this.partial = this.partial.slice(nl + 1);
+    }
+    if (this.partial.length > 64_000) this.partial = this.partial.slice(-STDERR_LINE_CHARS);
+  }
+
+  private keep(raw: string, onLine?: (line: string) => void): void {
+    const line = raw.trimEnd().slice(0, STDERR_LINE_CHARS);
+    if (!line) return;
+    onLine?.(line);
+    this.lines.push(line);
+    if (this.lines.length > STDERR_LINES) this.lines.shift();
+  }
+
+  /** The kept lines, oldest first, with an unterminated last line included. */
+  get(): string[] {
+    const last = this.partial.trimEnd().slice(0, STDERR_LINE_CHARS);
+    return last ? [...this.lines, last] : [...this.lines];
+  }
+}
+
+/**
+ * The upstream could not be started or reached. `stderr` holds the last lines a stdio child wrote
+ * before it failed (empty for HTTP upstreams).
+ */
+export class UpstreamStartError extends Error {
+  override name = 'UpstreamStartError';
+  constructor(
+    message: string,
+    readonly stderr: string[],
+  ) {
+    super(stderr.length ? `${message}; stderr: ${stderr.slice(-3).join(' | ')}` : message);
+  }
+}
+
 /** Configured headers with `extra` replacing any of the same name (header names are case-insensitive). */
 function mergeHeaders(configured: Record<string, string>, extra: Record<string, string>): Record<string, string> {
   const h = new Headers(configured);
@@ -47,23 +119,17 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
   return Object.fromEntries(h);
 }
 
-function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>): Transport {
+function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined): Transport {
   switch (cfg.transport) {
     case 'stdio': {
       const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
       const stderr = t.stderr;
-      if (stderr) {
-        let buf = '';
-        stderr.on('data', (chunk: Buffer) => {
-          buf += chunk.toString('utf8');
-          let nl: number;
-          while ((nl = buf.indexOf('\n')) >= 0) {
-            const line = buf.slice(0, nl).trimEnd();
-            buf = buf.slice(nl + 1);
-            if (line) log.debug({ stderr: line.slice(0, 2000) }, 'upstream stderr');
-          }
-          if (buf.length > 64_000) buf = '';
+      if (stderr && stderrTail) {
+        stderrTail.ended = new Promise((resolve) => {
+          stderr.once('end', resolve);
+          stderr.once('close', resolve);
         });
+        stderr.on('data', (chunk: Buffer) => stderrTail.push(chunk.toString('utf8'), (line) => log.debug({ stderr: line }, 'upstream stderr')));
       }
       return t;
     }
@@ -71,10 +137,11 @@ function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
         requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
         reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
+        ...(http ? { fetch: http.fetch } : {}),
       });
     case 'sse':
       // requestInit headers go on the POSTs and on the GET /sse stream alike.
-      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) } });
+      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) }, ...(http ? { fetch: http.fetch } : {}) });
   }
 }
 
@@ -84,6 +151,40 @@ function defaultEnv(): Record<string, string> {
   const env: Record<string, string> = {};
   for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k]!;
   return env;
+}
+
+/** True when `err` is the Streamable HTTP 404 an upstream answers for a session id it does not know. */
+export function isSessionNotFound(err: unknown): boolean {
+  return err instanceof StreamableHTTPError && err.code === 404;
+}
+
+/** One connection (client and transport) carrying the session; replaced when the upstream forgot the session. */
+interface Connection {
+  client: Client;
+  transport: Transport;
+  negotiated?: string;
+  stderr?: StderrTail;
+  /** False until the start barrier passed: server-initiated requests before then belong to no call. */
+  ready: boolean;
+  /** Server-initiated requests answered while the connection was starting. */
+  startRequests: number;
+  /** Messages being written (an HTTP POST in flight). */
+  sending: Set<Promise<void>>;
+}
+
+/** What a session needs to connect. */
+export interface SessionOptions {
+  upstream: string;
+  cfg: UpstreamConfig;
+  /** The `initialize` capabilities (already fitted to the upstream's revision). */
+  capabilities: LegacyClientCapabilities;
+  /** The pool key the session belongs to. */
+  key: string;
+  log: Logger;
+  /** Headers added to every upstream HTTP request (a forwarded Authorization). */
+  extraHeaders?: Record<string, string>;
+  /** The upstream's HTTP hop (HTTP transports). */
+  http?: HttpHop;
 }
 
 /**
@@ -101,78 +202,130 @@ export class UpstreamSession {
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
+  private conn!: Connection;
+  private replacing: Promise<Connection> | undefined;
+  private readonly log: Logger;
 
-  private constructor(
-    readonly upstream: string,
-    readonly transportKind: UpstreamConfig['transport'],
-    readonly client: Client,
-    private readonly transport: Transport,
-    readonly key: string,
-    private readonly rootsAnswer: { uri: string; name?: string }[],
-    private readonly log: Logger,
-  ) {
+  private constructor(private readonly opts: SessionOptions) {
     this.closed = new Promise((r) => (this.resolveClosed = r));
+    this.log = opts.log;
+  }
+
+  get upstream(): string {
+    return this.opts.upstream;
+  }
+  get transportKind(): UpstreamConfig['transport'] {
+    return this.opts.cfg.transport;
+  }
+  get key(): string {
+    return this.opts.key;
+  }
+  /** The v1 SDK client of the current connection. */
+  get client(): Client {
+    return this.conn.client;
   }
 
   /** The upstream's `initialize` result. */
   get info(): UpstreamInfo {
+    const client = this.conn.client;
     return {
-      protocolVersion: this.negotiated ?? 'unknown',
-      capabilities: this.client.getServerCapabilities() ?? {},
-      serverInfo: this.client.getServerVersion() ?? { name: this.upstream, version: 'unknown' },
-      instructions: this.client.getInstructions(),
+      protocolVersion: this.conn.negotiated ?? 'unknown',
+      capabilities: client.getServerCapabilities() ?? {},
+      serverInfo: client.getServerVersion() ?? { name: this.upstream, version: 'unknown' },
+      instructions: client.getInstructions(),
     };
   }
-  private negotiated: string | undefined;
 
   /**
-   * Spawns or connects, sends `initialize` declaring `capabilities` (mirrored from the client), and
-   * sends `notifications/initialized` only after the initialize response (the v1 SDK's order).
-   * @throws Error when the connection or initialize fails or exceeds `cfg.timeouts.connectMs`.
+   * Spawns or connects, sends `initialize` declaring `opts.capabilities` (with `protocolVersion`
+   * pinned when the upstream's config says so), sends `notifications/initialized`, then waits for a
+   * `ping` answer so that what the server asks right after `initialized` (for example `roots/list`)
+   * is answered from config before any call can be charged with it.
+   * @throws UpstreamStartError when the connection or initialize fails or exceeds `timeouts.connectMs`.
    */
-  static async open(
-    upstream: string,
-    cfg: UpstreamConfig,
-    capabilities: LegacyClientCapabilities,
-    key: string,
-    log: Logger,
-    extraHeaders: Record<string, string> = {},
-  ): Promise<UpstreamSession> {
+  static async open(opts: SessionOptions): Promise<UpstreamSession> {
+    const session = new UpstreamSession(opts);
+    session.conn = await session.connect();
+    const pid = session.conn.transport instanceof StdioClientTransport ? (session.conn.transport.pid ?? undefined) : undefined;
+    session.log.info({ session: session.id, pid, protocolVersion: session.info.protocolVersion }, 'upstream session opened');
+    return session;
+  }
+
+  private async connect(): Promise<Connection> {
+    const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
-    const transport = createTransport(cfg, log, extraHeaders);
-    const session = new UpstreamSession(upstream, cfg.transport, client, transport, key, cfg.roots, log);
+    const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
+    const transport = createTransport(cfg, this.log, extraHeaders, http, stderr);
+    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, sending: new Set() };
+    const send = transport.send.bind(transport);
+    const pinned = cfg.protocolVersion;
+    transport.send = (message: JSONRPCMessage, options) => {
+      const m = message as { method?: string; params?: Record<string, unknown> };
+      // The v1 SDK always asks for its latest revision; a pinned upstream is asked for its own.
+      const out = pinned && m.method === 'initialize' && m.params ? ({ ...message, params: { ...m.params, protocolVersion: pinned } } as JSONRPCMessage) : message;
+      const sent = send(out, options);
+      // Tracked so that closing waits for what was already on its way (a cancellation, an answer).
+      conn.sending.add(sent);
+      const forget = () => void conn.sending.delete(sent);
+      sent.then(forget, forget);
+      return sent;
+    };
     // The SDK hands the negotiated version to HTTP transports only; capture it for every transport.
     const setVersion = transport.setProtocolVersion?.bind(transport);
     transport.setProtocolVersion = (v: string) => {
-      session.negotiated = v;
+      conn.negotiated = v;
       setVersion?.(v);
     };
-    client.fallbackRequestHandler = (request, extra) => session.dispatch(request as ServerInitiatedRequest, extra as ServerRequestExtra);
+    client.fallbackRequestHandler = (request, extra) => this.dispatch(conn, request as ServerInitiatedRequest, extra as ServerRequestExtra);
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
-    client.setNotificationHandler(ProgressNotificationSchema, (n) => session.progressListener?.(n.params));
-    client.onclose = () => session.markDead(session.closing ? 'closed by the gateway' : 'connection closed');
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => this.progressListener?.(n.params));
+    client.onclose = () => {
+      if (this.conn === conn) this.markDead(this.closing ? 'closed by the gateway' : 'connection closed');
+    };
     client.onerror = (err) => {
-      log.debug({ err: err.message, session: session.id }, 'upstream transport error');
+      if (this.conn !== conn && conn.ready) return;
+      this.log.debug({ err: err.message, session: this.id }, 'upstream transport error');
       // An HTTP stream that broke (or could not be resumed) means the upstream or its session is gone.
       if (cfg.transport !== 'stdio' && /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect|SSE error/i.test(err.message)) {
-        session.fail(err.message);
+        this.fail(err.message);
       }
     };
     try {
       await client.connect(transport, { timeout: cfg.timeouts.connectMs });
+      await this.barrier(conn);
     } catch (e) {
-      session.closing = true;
       await client.close().catch(() => {});
-      throw e;
+      // Let the child's last words arrive before reporting.
+      if (stderr) await Promise.race([stderr.ended, new Promise((r) => setTimeout(r, 500))]);
+      throw new UpstreamStartError((e as Error).message, stderr?.get() ?? []);
     }
-    const pid = transport instanceof StdioClientTransport ? (transport.pid ?? undefined) : undefined;
-    log.info({ session: session.id, pid, protocolVersion: session.info.protocolVersion }, 'upstream session opened');
+    conn.ready = true;
     if (transport instanceof StdioClientTransport) {
+      const pid = transport.pid ?? undefined;
       const child = (transport as unknown as { _process?: import('node:child_process').ChildProcess })._process;
-      child?.once('exit', (code, signal) => log.info({ session: session.id, pid, code, signal }, 'upstream process exited'));
+      child?.once('exit', (code, signal) => this.log.info({ session: this.id, pid, code, signal }, 'upstream process exited'));
     }
-    return session;
+    return conn;
+  }
+
+  /**
+   * Pings after `initialized`: the answer comes after whatever the server sent in reaction to
+   * `initialized` (stdio is ordered). When it asked something, one more ping gives it a turn to
+   * apply the answer. A server that does not answer ping is not held up longer than
+   * {@link BARRIER_PING_MS}.
+   */
+  private async barrier(conn: Connection): Promise<void> {
+    const timeout = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
+    const ping = () =>
+      conn.client.ping({ timeout }).then(
+        () => true,
+        (e) => {
+          if (e instanceof McpError && e.code !== -32000) return false;
+          throw e;
+        },
+      );
+    if ((await ping()) && conn.startRequests > 0) await ping();
   }
 
   private toolTaskSupport: Promise<Map<string, string>> | undefined;
@@ -189,7 +342,7 @@ export class UpstreamSession {
       const map = new Map<string, string>();
       let cursor: string | undefined;
       do {
-        const page = await this.client.listTools(cursor ? { cursor } : undefined, { timeout: timeoutMs });
+        const page = (await this.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, ListToolsResultSchema, { timeout: timeoutMs })) as z.infer<typeof ListToolsResultSchema>;
         for (const t of page.tools) map.set(t.name, (t as { execution?: { taskSupport?: string } }).execution?.taskSupport ?? 'forbidden');
         cursor = page.nextCursor;
       } while (cursor);
@@ -204,6 +357,45 @@ export class UpstreamSession {
     }
   }
 
+  /**
+   * Sends one request upstream. When a Streamable HTTP upstream answers 404 for the session (it
+   * restarted or reaped the session, so the request was not processed), a new upstream session is
+   * initialized in place and the request is sent once more.
+   * @throws McpError from the upstream or the SDK (-32000 connection closed, -32001 timeout), or the
+   *   transport's error when the upstream cannot be reached.
+   */
+  async request<S extends z.ZodType>(request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
+    const conn = this.conn;
+    try {
+      return await conn.client.request(request as never, schema as never, options);
+    } catch (e) {
+      if (!isSessionNotFound(e) || this.deadReason || options?.signal?.aborted) throw e;
+      const fresh = await this.replace(conn);
+      return fresh.client.request(request as never, schema as never, options);
+    }
+  }
+
+  /** Initializes a new upstream session in place of `stale` (once, however many requests found it stale). */
+  private replace(stale: Connection): Promise<Connection> {
+    if (this.conn !== stale) return Promise.resolve(this.conn);
+    this.replacing ??= (async () => {
+      this.log.info({ session: this.id }, 'upstream no longer knows the session (404): initializing a new one');
+      try {
+        const fresh = await this.connect();
+        this.conn = fresh;
+        return fresh;
+      } catch (e) {
+        this.fail(`the upstream forgot the session and a new one could not be opened: ${(e as Error).message}`);
+        throw e;
+      } finally {
+        this.replacing = undefined;
+        // The upstream has forgotten it: no DELETE, just drop the connection.
+        void stale.client.close().catch(() => {});
+      }
+    })();
+    return this.replacing;
+  }
+
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
   setHandler(handler: ServerRequestHandler | undefined): void {
     this.handler = handler;
@@ -215,12 +407,17 @@ export class UpstreamSession {
     this.onDead.push(cb);
   }
 
+  /** The last lines the stdio child wrote to stderr (empty for HTTP upstreams). */
+  stderrTail(): string[] {
+    return this.conn?.stderr?.get() ?? [];
+  }
+
   private markDead(reason: string): void {
     if (this.deadReason) return;
     this.deadReason = reason;
     this.resolveClosed();
     if (!this.closing) {
-      this.log.warn({ session: this.session, reason }, 'upstream session died');
+      this.log.warn({ session: this.id, reason, stderr: this.stderrTail().slice(-5) }, 'upstream session died');
       for (const cb of this.onDead) cb(reason);
     }
   }
@@ -229,16 +426,13 @@ export class UpstreamSession {
   fail(reason: string): void {
     if (this.deadReason) return;
     this.markDead(reason);
-    void this.client.close().catch(() => {});
+    void this.conn?.client.close().catch(() => {});
   }
 
-  private get session(): string {
-    return this.id;
-  }
-
-  private async dispatch(request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
-    if (this.handler) return this.handler(request, extra);
-    if (request.method === 'roots/list') return { roots: this.rootsAnswer };
+  private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    if (conn.ready && conn === this.conn && this.handler) return this.handler(request, extra);
+    if (!conn.ready) conn.startRequests++;
+    if (request.method === 'roots/list') return { roots: this.opts.cfg.roots };
     throw new McpError(-32603, `${request.method} arrived outside any client request; the gateway has no client to ask`);
   }
 
@@ -246,11 +440,13 @@ export class UpstreamSession {
   async close(): Promise<void> {
     if (this.closing) return;
     this.closing = true;
+    const conn = this.conn;
     try {
-      if (this.transport instanceof StreamableHTTPClientTransport && this.transport.sessionId) {
-        await Promise.race([this.transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+      if (conn?.sending.size) await Promise.race([Promise.allSettled([...conn.sending]), new Promise((r) => setTimeout(r, 1000))]);
+      if (conn && conn.transport instanceof StreamableHTTPClientTransport && conn.transport.sessionId && !this.deadReason) {
+        await Promise.race([conn.transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
       }
-      await this.client.close();
+      await conn?.client.close();
     } catch {
       /* already closed */
     }
