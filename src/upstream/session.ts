@@ -64,6 +64,8 @@ const STDERR_LINE_CHARS = 500;
 
 /** Longest wait for the start barrier's `ping`, in ms (a server that ignores ping costs no more). */
 const BARRIER_PING_MS = 2000;
+/** Quiet time after the last request a server made while starting, before the session is used, in ms. */
+const START_QUIET_MS = 100;
 
 /** The last lines a stdio child wrote to stderr. */
 export class StderrTail {
@@ -108,8 +110,15 @@ export class UpstreamStartError extends Error {
     message: string,
     readonly stderr: string[],
   ) {
-    super(stderr.length ? `${message}; stderr: ${stderr.slice(-3).join(' | ')}` : message);
+    const said = stderrSummary(stderr);
+    super(said ? `${message}; the process said: ${said}` : message);
   }
+}
+
+/** The stderr line that most likely says what went wrong: the first that reads like an error, else the last. */
+export function stderrSummary(lines: string[]): string | undefined {
+  const telling = lines.find((l) => !/^\s+at /.test(l) && /\b(error|cannot|can't|fatal|exception|not found|denied|refused|invalid|missing|unknown|failed)\b/i.test(l));
+  return telling ?? lines[lines.length - 1];
 }
 
 /** Configured headers with `extra` replacing any of the same name (header names are case-insensitive). */
@@ -166,8 +175,9 @@ interface Connection {
   stderr?: StderrTail;
   /** False until the start barrier passed: server-initiated requests before then belong to no call. */
   ready: boolean;
-  /** Server-initiated requests answered while the connection was starting. */
+  /** Server-initiated requests answered while the connection was starting, and when the last came (epoch ms). */
   startRequests: number;
+  lastStartRequestAt: number;
   /** Messages being written (an HTTP POST in flight). */
   sending: Set<Promise<void>>;
 }
@@ -256,7 +266,7 @@ export class UpstreamSession {
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
     const transport = createTransport(cfg, this.log, extraHeaders, http, stderr);
-    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, sending: new Set() };
+    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -311,9 +321,10 @@ export class UpstreamSession {
 
   /**
    * Pings after `initialized`: the answer comes after whatever the server sent in reaction to
-   * `initialized` (stdio is ordered). When it asked something, one more ping gives it a turn to
-   * apply the answer. A server that does not answer ping is not held up longer than
-   * {@link BARRIER_PING_MS}.
+   * `initialized` (stdio is ordered). When it asked something, the session waits until the server
+   * has been quiet for {@link START_QUIET_MS} after the last answer (it may apply the answer
+   * asynchronously, as server-filesystem does with roots) and pings once more. A server that does
+   * not answer ping is not held up longer than {@link BARRIER_PING_MS}.
    */
   private async barrier(conn: Connection): Promise<void> {
     const timeout = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
@@ -325,7 +336,13 @@ export class UpstreamSession {
           throw e;
         },
       );
-    if ((await ping()) && conn.startRequests > 0) await ping();
+    if (!(await ping()) || conn.startRequests === 0) return;
+    const deadline = Date.now() + timeout;
+    let quietFor: number;
+    while ((quietFor = Date.now() - conn.lastStartRequestAt) < START_QUIET_MS && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, START_QUIET_MS - quietFor));
+    }
+    await ping();
   }
 
   private toolTaskSupport: Promise<Map<string, string>> | undefined;
@@ -431,7 +448,10 @@ export class UpstreamSession {
 
   private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
     if (conn.ready && conn === this.conn && this.handler) return this.handler(request, extra);
-    if (!conn.ready) conn.startRequests++;
+    if (!conn.ready) {
+      conn.startRequests++;
+      conn.lastStartRequestAt = Date.now();
+    }
     if (request.method === 'roots/list') return { roots: this.opts.cfg.roots };
     throw new McpError(-32603, `${request.method} arrived outside any client request; the gateway has no client to ask`);
   }

@@ -88,6 +88,35 @@ describe('input_required over raw HTTP', () => {
     expect(good.body.result.content[0].text).toBe('tag=tamper action=accept name=Alice');
   });
 
+  it('accepts a genuine requestState only in its exact compact form: whitespace, padding or other unused bits get -32602', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'canonical' });
+    const state = first.requestState;
+    const parts = state.split('.');
+    // A base64url segment whose length leaves unused bits in its last character (length % 4 of 2 or 3).
+    const i = parts.findIndex((p) => p.length % 4 === 2 || p.length % 4 === 3);
+    expect(i).toBeGreaterThanOrEqual(0);
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const last = parts[i]!.at(-1)!;
+    const otherBits = [...parts];
+    // Flipping the lowest bit of the last character changes only bits the decoder drops.
+    otherBits[i] = parts[i]!.slice(0, -1) + alphabet[alphabet.indexOf(last) ^ 1];
+    expect(Buffer.from(otherBits[i]!, 'base64url').equals(Buffer.from(parts[i]!, 'base64url'))).toBe(true);
+    const variants = [`${state} `, ` ${state}`, `${state}\n`, `${state}=`, `${state}==`, otherBits.join('.')];
+    const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } };
+    for (const variant of variants) {
+      const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'canonical' }, requestState: variant, inputResponses: answer }, { caps: ELICIT });
+      expect(bad.body.error?.code, JSON.stringify(variant)).toBe(-32602);
+    }
+    expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'canonical')).toHaveLength(0);
+    const good = await rpc(url, 'tools/call', {
+      name: 'echo_after_ask',
+      arguments: { tag: 'canonical' },
+      requestState: state,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
+    }, { caps: ELICIT });
+    expect(good.body.result.content[0].text).toBe('tag=canonical action=accept name=Alice');
+  });
+
   it('rejects a replayed requestState with -32602; the upstream saw exactly one answer', async () => {
     const first = await firstRound('echo_after_ask', { tag: 'replay' });
     const params = {

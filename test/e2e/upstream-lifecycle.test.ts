@@ -58,6 +58,9 @@ describe('upstream sessions', () => {
     const second = await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {} } });
     expect(second.body.error.code).toBe(-32603);
     expect(second.body.error.data).toEqual({ upstream: 'f', reason: 'busy' });
+    // With auth none every caller is one principal: the message names the bound that applies.
+    expect(second.body.error.message).toContain('maxSessions');
+    expect(second.body.error.message).not.toContain('maxSessionsPerPrincipal');
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     const done = await rpc(gw.url('f'), 'tools/call', {
       name: 'ask_name',

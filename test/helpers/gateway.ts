@@ -3,7 +3,8 @@ import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway.js';
 import { createApp } from '../../src/http/app.js';
-import { createLogger, silentLogger } from '../../src/observability/log.js';
+import { pino } from 'pino';
+import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
 import { EVERYTHING, ROOT } from './processes.js';
 
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
@@ -17,10 +18,20 @@ export interface TestGateway {
 /** The stdio upstream config for server-everything. */
 export const everythingStdio = { transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] } as const;
 
-/** Starts a gateway from a raw config object (validated like a file; listen is forced to 127.0.0.1:0). */
-export async function startGateway(raw: Record<string, unknown>): Promise<TestGateway> {
+/** A logger whose JSON lines are kept in memory, for tests that assert on logs. */
+export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Record<string, any>[] } {
+  const chunks: string[] = [];
+  const log = pino({ level }, { write: (s: string) => void chunks.push(s) });
+  return { log, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+}
+
+/**
+ * Starts a gateway from a raw config object (validated like a file; listen is forced to
+ * 127.0.0.1:0). `opts.log` replaces the default logger (silent unless TEST_LOG names a level).
+ */
+export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
-  const log = process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger;
+  const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = new Gateway(cfg, log);
   const { app } = createApp(gateway, log);
   const server: ServerType = await new Promise((resolve) => {

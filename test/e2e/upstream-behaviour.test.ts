@@ -1,0 +1,232 @@
+/**
+ * Real upstream behaviour: a cancelled call that keeps running upstream, sessions the upstream
+ * forgot (reaped, restarted), long silences, older revisions, a child that fails to start, an
+ * upstream that dies under a parked call, and a server that asks for roots at session start.
+ */
+import { mkdtempSync, realpathSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { envelope, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually, FIXTURE, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
+
+const gateways: TestGateway[] = [];
+const servers: SpawnedServer[] = [];
+async function gateway(raw: Record<string, unknown>, opts?: Parameters<typeof startGateway>[1]): Promise<TestGateway> {
+  const g = await startGateway(raw, opts);
+  gateways.push(g);
+  return g;
+}
+async function fixtureHttp(env: Record<string, string>, port = '0'): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', FIXTURE, 'http'], { PORT: port, ...env });
+  servers.push(srv);
+  return { ...srv, config: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } };
+}
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+  await Promise.all(servers.map((s) => s.stop()));
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const slow = (ms: number) => ({ name: 'slow', arguments: { ms, steps: 1 } });
+const elicit = { elicitation: {} };
+
+/** A tools/call the test can abort (closing the connection cancels the call). */
+function callAbortable(url: string, params: Record<string, unknown>, caps: Record<string, unknown>, signal: AbortSignal): Promise<unknown> {
+  return fetch(url, {
+    method: 'POST',
+    signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': String(params.name) },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'abortable', method: 'tools/call', params: { ...params, _meta: envelope(caps) } }),
+  }).catch(() => undefined);
+}
+
+describe('a cancelled call that keeps running upstream', () => {
+  it.each(['stdio', 'http'] as const)('on %s: its later question never reaches the next call of the same principal', async (kind) => {
+    const log = new FixtureLog();
+    const srv = kind === 'http' ? await startFixtureHttp('http', log) : undefined;
+    if (srv) servers.push(srv);
+    const gw = await gateway({ upstreams: { f: srv ? srv.config : fixtureStdio(log) } });
+    const url = gw.url('f');
+    expect((await rpc(url, 'tools/call', slow(10), { caps: elicit })).body.result.content[0].text).toBe('slept 10ms');
+
+    // slow_then_ask ignores cancellation: it works 700 ms, then asks for a name.
+    const ac = new AbortController();
+    const cancelled = callAbortable(url, { name: 'slow_then_ask', arguments: { ms: 700 } }, elicit, ac.signal);
+    await sleep(200);
+    ac.abort();
+    await cancelled;
+    // Long enough for a cancelled session to have come back to the pool, were it reused.
+    await sleep(300);
+
+    const next = await rpc(url, 'tools/call', slow(1200), { caps: elicit });
+    expect(next.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1200ms' }] });
+    // The cancellation reached the upstream before its session was closed.
+    expect(log.of('notification-cancelled').length).toBeGreaterThan(0);
+  });
+});
+
+describe('sessions the upstream forgot', () => {
+  it('an upstream that reaps idle sessions after 1 s: calls before and after the reaping all succeed', async () => {
+    const log = new FixtureLog();
+    const srv = await fixtureHttp({ FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_LOG: log.file });
+    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 4 } } });
+    const url = gw.url('f');
+    const texts: string[] = [];
+    const call = async () => {
+      const r = await rpc(url, 'tools/call', slow(20));
+      texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
+    };
+    await Promise.all([call(), call(), call()]);
+    for (let round = 0; round < 2; round++) {
+      await sleep(1500);
+      await Promise.all([call(), call(), call()]);
+      await call();
+    }
+    expect(texts).toHaveLength(11);
+    expect(texts.filter((t) => t !== 'slept 20ms')).toEqual([]);
+    // New upstream sessions were initialized after the reaping.
+    expect(log.of('initialized').length).toBeGreaterThan(3);
+  });
+
+  it('an upstream without a GET stream that reaps sessions and then restarts on the same port: 0 calls fail', async () => {
+    const log = new FixtureLog();
+    const env = { FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_NO_GET: '1', FIXTURE_LOG: log.file };
+    let srv = await fixtureHttp(env);
+    const port = String(srv.port);
+    const { log: gatewayLog, lines } = memoryLogger('info');
+    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 4 } } }, { log: gatewayLog });
+    const url = gw.url('f');
+    const texts: string[] = [];
+    const call = async () => {
+      const r = await rpc(url, 'tools/call', slow(20));
+      texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
+    };
+    await Promise.all([call(), call(), call()]);
+    await sleep(1500); // every session reaped: the next calls meet 404 on a known session id
+    await Promise.all([call(), call(), call()]);
+    await call();
+    await call();
+    srv.child.kill('SIGKILL');
+    await new Promise((r) => srv.child.once('exit', r));
+    srv = await fixtureHttp(env, port);
+    await Promise.all([call(), call(), call()]);
+    for (let i = 0; i < 9; i++) await call();
+    expect(texts).toHaveLength(20);
+    expect(texts.filter((t) => t !== 'slept 20ms')).toEqual([]);
+    // The 404s were answered by initializing again, not by failing calls.
+    expect(lines().filter((l) => /no longer knows the session \(404\)/.test(l.msg)).length).toBeGreaterThanOrEqual(2);
+    expect(log.of('initialized').length).toBeGreaterThan(6);
+  });
+});
+
+describe('the upstream HTTP hop takes its limits from config', () => {
+  it('an upstream silent for 1.5 s (a JSON response) fails at requestMs=500 and succeeds at requestMs=5000', async () => {
+    const srv = await fixtureHttp({ FIXTURE_JSON: '1' });
+    const short = await gateway({ upstreams: { f: { ...srv.config, timeouts: { requestMs: 500 } } } });
+    const started = Date.now();
+    const cut = await rpc(short.url('f'), 'tools/call', slow(1500));
+    const elapsed = Date.now() - started;
+    expect(cut.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'timeout' } });
+    expect(cut.body.error.message).toContain('requestMs=500');
+    expect(elapsed).toBeGreaterThanOrEqual(450);
+    expect(elapsed).toBeLessThan(1400);
+
+    const long = await gateway({ upstreams: { f: { ...srv.config, timeouts: { requestMs: 5000 } } } });
+    const ok = await rpc(long.url('f'), 'tools/call', slow(1500));
+    expect(ok.body.result.content[0].text).toBe('slept 1500ms');
+  });
+});
+
+describe('capabilities fitted to the upstream revision', () => {
+  const everything = { elicitation: { form: {}, url: {} }, sampling: { tools: {}, context: {} }, roots: {} };
+
+  it('a 2025-06-18 server gets no 2025-11-25 field in initialize from its second session on', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: fixtureStdio(log, { FIXTURE_PROTOCOL: '2025-06-18' }) } });
+    expect((await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything })).body.result.content[0].text).toBe('slept 10ms');
+    expect((await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything })).body.result.content[0].text).toBe('slept 10ms');
+    const sessions = log.of('initialize-wire');
+    expect(sessions).toHaveLength(2);
+    // The first session could not know the revision yet; the second declares only 2025-06-18 fields.
+    expect(sessions[0]!.capabilities).toEqual(everything);
+    expect(sessions[1]!.capabilities).toEqual({ elicitation: {}, sampling: {}, roots: {} });
+  });
+
+  it('with protocolVersion pinned, the first session asks for that revision and declares only its fields', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2025-06-18' }), protocolVersion: '2025-06-18' } } });
+    expect((await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything })).body.result.content[0].text).toBe('slept 10ms');
+    expect(log.of('initialize-wire').map((e) => [e.protocolVersion, e.capabilities])).toEqual([['2025-06-18', { elicitation: {}, sampling: {}, roots: {} }]]);
+  });
+
+  it('a 2024-11-05 server is never declared elicitation', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2024-11-05' }), protocolVersion: '2024-11-05' } } });
+    await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything });
+    expect(log.of('initialize-wire')[0]!.capabilities).toEqual({ sampling: {}, roots: {} });
+  });
+});
+
+describe('a stdio upstream that fails to start', () => {
+  it('reports the last lines of its stderr in the error data and the log', async () => {
+    const { log, lines } = memoryLogger();
+    const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['/nonexistent/typo-server.js'] } } }, { log });
+    const r = await rpc(gw.url('f'), 'tools/list');
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'unreachable' } });
+    expect(r.body.error.data.stderr.join('\n')).toContain('Cannot find module');
+    expect(r.body.error.message).toContain('Cannot find module');
+    const line = lines().find((l) => l.msg === 'upstream session failed to open');
+    expect(line?.stderr.join('\n')).toContain('/nonexistent/typo-server.js');
+  });
+});
+
+describe('a parked call whose upstream dies', () => {
+  it('leaves the parked set at once, and its retry gets the failure', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxParked: 1 } } });
+    const url = gw.url('f');
+    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: elicit });
+    expect(first.body.result.resultType).toBe('input_required');
+    expect(gw.gateway.bridge.parkedCount).toBe(1);
+    const pid = log.of('call', 'ask_name')[0]!.pid as number;
+    process.kill(pid, 'SIGKILL');
+    expect(await eventually(() => gw.gateway.bridge.parkedCount === 0, 2000)).toBe(true);
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    expect(metrics).toMatch(/mrtr_parked_calls\{upstream="f"\} 0/);
+    // The slot is free: another eliciting call parks instead of getting parked-limit.
+    const other = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: elicit });
+    expect(other.body.result.resultType).toBe('input_required');
+    const retry = await rpc(url, 'tools/call', {
+      name: 'ask_name',
+      arguments: {},
+      requestState: first.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
+    }, { caps: elicit });
+    expect(retry.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'crashed' } });
+  });
+});
+
+describe('a server that asks for roots right after initialized', () => {
+  it('server-filesystem: every pooled session reports the configured roots, whichever request opened it', async () => {
+    const configured = realpathSync(mkdtempSync(join(tmpdir(), 'mrtr-roots-configured-')));
+    const commandLine = realpathSync(mkdtempSync(join(tmpdir(), 'mrtr-roots-argv-')));
+    const server = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
+    const gw = await gateway({
+      upstreams: { fs: { transport: 'stdio', command: process.execPath, args: [server, commandLine], roots: [{ uri: `file://${configured}`, name: 'configured' }], maxSessions: 8 } },
+    });
+    const url = gw.url('fs');
+    const discover = await rpc(url, 'server/discover');
+    expect(discover.body.result.resultType).toBe('complete');
+    const list = (caps: Record<string, unknown>) => rpc(url, 'tools/call', { name: 'list_allowed_directories', arguments: {} }, { caps });
+    const answers = await Promise.all([list({}), list({}), list({ roots: {} }), list({ roots: {} }), list({ elicitation: {} })]);
+    for (const a of answers) {
+      const text = a.body.result?.content?.[0]?.text ?? JSON.stringify(a.body);
+      expect(text).toContain(configured);
+      expect(text).not.toContain(commandLine);
+    }
+    expect(gw.gateway.upstreams.get('fs')!.pool.stats().total).toBeGreaterThanOrEqual(3);
+  });
+});
