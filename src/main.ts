@@ -1,7 +1,8 @@
 /**
  * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`).
- * Loads the config (exit code 2 on a bad config), serves every upstream at `POST /mcp/NAME`, and
- * stops cleanly on SIGTERM/SIGINT.
+ * Loads the config (exit code 2 on a bad config, flag or environment value, with a one-line
+ * message on stderr), serves every upstream at `POST /mcp/NAME`, and stops cleanly on
+ * SIGTERM/SIGINT (exit code 0).
  */
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
@@ -9,7 +10,7 @@ import { ConfigError, loadConfigFile } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
-import { createLogger } from './observability/log.js';
+import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
 import { isLoopback } from './security/frontdoor.js';
 
 function usage(): string {
@@ -40,6 +41,10 @@ if (args.help) {
   process.exit(0);
 }
 
+// An empty LOG_LEVEL counts as unset.
+const envLogLevel = process.env.LOG_LEVEL || undefined;
+if (envLogLevel !== undefined && !isLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${envLogLevel}'`);
+
 function load(file: string): GatewayConfig {
   try {
     return loadConfigFile(file);
@@ -63,7 +68,7 @@ if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.list
   );
 }
 
-const log = createLogger(process.env.LOG_LEVEL ?? cfg.logLevel ?? 'info');
+const log = createLogger(envLogLevel ?? cfg.logLevel ?? 'info');
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');

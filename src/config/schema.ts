@@ -6,6 +6,11 @@
  */
 import { z } from 'zod';
 
+/** Log levels accepted by `logLevel` and the `LOG_LEVEL` environment variable (pino's names). */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
 const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
 
@@ -204,7 +209,7 @@ export const GatewayConfigSchema = z
       .prefault({})
       .describe('Front door: DNS-rebinding protection and public URL'),
     shutdownGraceMs: z.number().int().nonnegative().default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
-    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().describe('Log level (LOG_LEVEL overrides)'),
+    logLevel: z.enum(LOG_LEVELS).optional().describe('Log level (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z
       .object({
         keys: z
