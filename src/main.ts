@@ -10,6 +10,7 @@ import { ConfigError, loadConfigFile } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
+import { httpServerOptions } from './http/server.js';
 import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
 import { isLoopback } from './security/frontdoor.js';
 
@@ -74,7 +75,7 @@ if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
 }
 const front = createApp(gateway, log);
-const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host }, (info) => {
+const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) }, (info) => {
   const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
   const base = `http://${h}:${info.port}`;
   const endpoints = [...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`);
@@ -88,10 +89,6 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
     for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
   });
 });
-// Slow or stalled uploads are cut off instead of holding a request slot.
-const httpServer = server as unknown as { requestTimeout: number; headersTimeout: number };
-httpServer.requestTimeout = cfg.limits.requestReadTimeoutMs;
-httpServer.headersTimeout = Math.min(cfg.limits.requestReadTimeoutMs, 60_000);
 server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
 
 let stopping = false;

@@ -230,7 +230,9 @@ export const GatewayConfigSchema = z
           .int()
           .positive()
           .default(30_000)
-          .describe('Longest time to receive a whole request (headers and body) from a client, in milliseconds'),
+          .describe(
+            'Longest time to receive a whole request (headers and body) from a client, in milliseconds, enforced to within about 500 ms; a client past it gets 408 and its connection is closed',
+          ),
         rateLimit: z
           .object({
             requestsPerSecond: z.number().positive().default(50).describe('Token bucket refill rate per principal'),

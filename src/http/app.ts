@@ -4,6 +4,7 @@
  * progress notification has to reach a client that sent `_meta.progressToken` and accepts SSE.
  * Closing that stream (or the connection) cancels the call upstream.
  */
+import type { IncomingMessage } from 'node:http';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
@@ -55,6 +56,15 @@ function sseStream(): SseStream {
     end: () => void writer.close().catch(() => {}),
     closed: writer.closed,
   };
+}
+
+/**
+ * True when the request's body stopped arriving: the client aborted the upload, sent a malformed
+ * (chunked) body, or stalled past `limits.requestReadTimeoutMs`. A client error, not the gateway's.
+ */
+function uploadBroken(c: Context): boolean {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  return !!incoming && !incoming.complete && (incoming.destroyed || !!incoming.errored);
 }
 
 /** True when `value` nests arrays/objects deeper than `max`. */
@@ -201,7 +211,12 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const names = [...gateway.upstreams.keys()].map((n) => `/mcp/${n}`).join(', ');
     return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);
   });
-  app.onError((e) => {
+  app.onError((e, c) => {
+    if (uploadBroken(c)) {
+      // Usually nobody is left to read this answer; when someone is, it is a client error.
+      log.debug({ err: (e as Error).message }, 'request body not received');
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
+    }
     const g = asGatewayError(e, log);
     return errorResponse(null, g.toJSON(), g.httpStatus);
   });

@@ -3,7 +3,8 @@ import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway.js';
 import { createApp } from '../../src/http/app.js';
-import { createLogger, silentLogger } from '../../src/observability/log.js';
+import { httpServerOptions } from '../../src/http/server.js';
+import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
 import { EVERYTHING, ROOT } from './processes.js';
 
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
@@ -17,14 +18,18 @@ export interface TestGateway {
 /** The stdio upstream config for server-everything. */
 export const everythingStdio = { transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] } as const;
 
-/** Starts a gateway from a raw config object (validated like a file; listen is forced to 127.0.0.1:0). */
-export async function startGateway(raw: Record<string, unknown>): Promise<TestGateway> {
+/**
+ * Starts a gateway from a raw config object (validated like a file; listen is forced to
+ * 127.0.0.1:0), with the CLI's HTTP server options. Logs go to `log`, else to stdout at the level
+ * in `TEST_LOG`, else nowhere.
+ */
+export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
-  const log = process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger;
+  const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = new Gateway(cfg, log);
   const { app } = createApp(gateway, log);
   const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: httpServerOptions(cfg.limits) }, () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   const base = `http://127.0.0.1:${port}`;
