@@ -11,6 +11,9 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 /** One of {@link LOG_LEVELS}. */
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** Refill rate of the per-caller rate limit when auth identifies callers and none is configured. */
+export const DEFAULT_REQUESTS_PER_SECOND = 50;
+
 const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
 
@@ -235,12 +238,24 @@ export const GatewayConfigSchema = z
           ),
         rateLimit: z
           .object({
-            requestsPerSecond: z.number().positive().default(50).describe('Token bucket refill rate per principal'),
-            burst: z.number().int().positive().default(100).describe('Token bucket size per principal'),
+            requestsPerSecond: z
+              .number()
+              .positive()
+              .optional()
+              .describe(
+                'Token bucket refill rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit)',
+              ),
+            burst: z.number().int().positive().default(100).describe('Token bucket size per caller, in requests'),
           })
           .strict()
-          .prefault({}),
-        maxConcurrentPerPrincipal: z.number().int().positive().default(64).describe('Most requests of one principal in flight at once'),
+          .prefault({})
+          .describe('Rate limit per caller; a request over it gets 429 with Retry-After'),
+        maxConcurrentPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(64)
+          .describe('Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429'),
       })
       .strict()
       .prefault({}),

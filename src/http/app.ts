@@ -5,6 +5,7 @@
  * Closing that stream (or the connection) cancels the call upstream.
  */
 import type { IncomingMessage } from 'node:http';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
@@ -16,7 +17,7 @@ import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
-import { OriginGuard, PrincipalLimiter } from '../security/frontdoor.js';
+import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 
 const jsonHeaders = { 'content-type': 'application/json' };
@@ -56,6 +57,15 @@ function sseStream(): SseStream {
     end: () => void writer.close().catch(() => {}),
     closed: writer.closed,
   };
+}
+
+/** The client's address (the socket's remote address), or `unknown` once the socket is gone. */
+function clientAddress(c: Context): string {
+  try {
+    return getConnInfo(c).remote.address ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }
 
 /**
@@ -113,7 +123,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const maxBody = cfg.limits.maxBodyBytes;
   const auth = new Authenticator(cfg.auth);
   const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
-  const limiter = new PrincipalLimiter(cfg.limits.rateLimit.requestsPerSecond, cfg.limits.rateLimit.burst, cfg.limits.maxConcurrentPerPrincipal);
+  // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
+  const limits = callerLimits(cfg);
+  const limiter = new CallerLimiter(limits);
+  const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   let draining = false;
 
@@ -161,12 +174,13 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       log.info({ requestId, upstream: name, status: e.status, reason: e.message }, 'request refused by auth');
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, { 'www-authenticate': `Bearer ${params.join(', ')}`, 'x-request-id': requestId });
     }
-    const wait = limiter.take(caller.principal);
+    const key = limitKey(c, caller);
+    const wait = limiter.take(key);
     if (wait > 0) {
       gateway.metrics.rateLimited.inc({ limit: 'rate' });
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, { 'retry-after': String(wait), 'x-request-id': requestId });
     }
-    const leave = limiter.enter(caller.principal);
+    const leave = limiter.enter(key);
     if (!leave) {
       gateway.metrics.rateLimited.inc({ limit: 'concurrency' });
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Too many requests in flight for this caller (limit ${cfg.limits.maxConcurrentPerPrincipal})` }, 429, {

@@ -6,10 +6,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Agent, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { eventually, fixtureStdio } from '../helpers/fixture.js';
-import { rpc } from '../helpers/gateway.js';
+import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
 
 /** What a raw TCP client saw: the bytes the server sent, and when the server closed, in ms after the first write. */
@@ -42,6 +43,39 @@ function rawSend(port: number, payload: string, giveUpMs = 10_000): Promise<RawR
 }
 
 const head = (port: number, extra: string) => `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n${extra}`;
+
+/**
+ * POSTs to `url` over `agent` (whose sockets may be bound to one source address) and resolves
+ * with the status: a 2026-07-28 `server/discover` request, or a notification (202, which uses no
+ * upstream, so only the front door's speed matters).
+ */
+async function postVia(agent: Agent, url: string, kind: 'discover' | 'notification', authorization?: string): Promise<number> {
+  const method = kind === 'discover' ? 'server/discover' : 'notifications/initialized';
+  const message = kind === 'discover' ? { jsonrpc: '2.0', id: 1, method, params: { _meta: envelope() } } : { jsonrpc: '2.0', method };
+  const res = await undiciRequest(url, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(authorization ? { authorization } : {}) },
+    body: JSON.stringify(message),
+  });
+  await res.body.text();
+  return res.statusCode;
+}
+
+/** Runs `count` tasks, at most `parallel` at a time. */
+async function pool<T>(count: number, parallel: number, task: (i: number) => Promise<T>): Promise<T[]> {
+  const results: T[] = new Array(count);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < count) {
+        const i = next++;
+        results[i] = await task(i);
+      }
+    }),
+  );
+  return results;
+}
 
 describe('LOG_LEVEL', () => {
   it('an unknown LOG_LEVEL → exit 2 with a one-line message naming it, no stack trace', async () => {
@@ -110,5 +144,121 @@ describe('request read timeout and broken uploads (CLI, limits.requestReadTimeou
   it('a complete request on a fresh connection is still served', async () => {
     const r = await rpc(`${gw.base}/mcp/f`, 'tools/list');
     expect(r.status).toBe(200);
+  });
+});
+
+describe('limits with auth none: keyed by client address', () => {
+  const agents: Agent[] = [];
+  /** An HTTP client whose connections come from `localAddress`. */
+  const from = (localAddress: string) => {
+    const agent = new Agent({ localAddress, connections: 32 });
+    agents.push(agent);
+    return agent;
+  };
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.close()));
+  });
+
+  describe('default limits', () => {
+    let gw: TestGateway;
+    beforeAll(async () => {
+      // Two upstream sessions, opened before the timed part: requests queue for them.
+      gw = await startGateway({ upstreams: { f: { ...fixtureStdio(), maxSessions: 2 } } });
+      const warm = from('127.0.0.3');
+      expect(await Promise.all([postVia(warm, gw.url('f'), 'discover'), postVia(warm, gw.url('f'), 'discover')])).toEqual([200, 200]);
+    });
+    afterAll(() => gw?.close());
+
+    it('300 requests within about a second from one client are all served (no rate limit by default)', async () => {
+      const agent = from('127.0.0.1');
+      const started = performance.now();
+      const statuses = await pool(300, 16, () => postVia(agent, gw.url('f'), 'discover'));
+      const elapsed = performance.now() - started;
+      expect(statuses.filter((s) => s !== 200), `${elapsed.toFixed(0)} ms for 300 requests`).toEqual([]);
+    });
+  });
+
+  describe('a configured rate limit (1 per second, burst 5)', () => {
+    let gw: TestGateway;
+    beforeAll(async () => {
+      gw = await startGateway({ limits: { rateLimit: { requestsPerSecond: 1, burst: 5 } }, upstreams: { f: fixtureStdio() } });
+      // Opens the upstream session from a third address, so the timed requests are quick.
+      expect(await postVia(from('127.0.0.3'), gw.url('f'), 'discover')).toBe(200);
+    });
+    afterAll(() => gw?.close());
+
+    it('applies to each client address separately', async () => {
+      const a = from('127.0.0.1');
+      const b = from('127.0.0.2');
+      const fromA = await pool(10, 1, () => postVia(a, gw.url('f'), 'discover'));
+      expect(fromA.slice(0, 5)).toEqual([200, 200, 200, 200, 200]);
+      expect(fromA.filter((s) => s === 429).length).toBeGreaterThanOrEqual(3);
+      const fromB = await pool(5, 1, () => postVia(b, gw.url('f'), 'discover'));
+      expect(fromB).toEqual([200, 200, 200, 200, 200]);
+    });
+  });
+
+  describe('a configured concurrency limit (1)', () => {
+    let gw: TestGateway;
+    beforeAll(async () => {
+      gw = await startGateway({ limits: { maxConcurrentPerPrincipal: 1 }, upstreams: { f: fixtureStdio() } });
+    });
+    afterAll(() => gw?.close());
+
+    it('applies to each client address separately', async () => {
+      const a = from('127.0.0.1');
+      const b = from('127.0.0.2');
+      const post = (agent: Agent, ms: number) =>
+        undiciRequest(gw.url('f'), {
+          method: 'POST',
+          dispatcher: agent,
+          headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: ms, method: 'tools/call', params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() } }),
+        }).then(async (r) => ({ status: r.statusCode, body: (await r.body.json()) as any }));
+      const slow = post(a, 1500);
+      await new Promise((r) => setTimeout(r, 300));
+      const [secondFromA, fromB] = await Promise.all([post(a, 10), post(b, 10)]);
+      expect(secondFromA.status).toBe(429);
+      expect(secondFromA.body.error.message).toMatch(/in flight/);
+      expect(fromB.status).toBe(200);
+      expect(fromB.body.result.content[0].text).toBe('slept 10ms');
+      expect((await slow).body.result.content[0].text).toBe('slept 1500ms');
+    });
+  });
+});
+
+describe('limits with auth apiKeys: keyed by principal', () => {
+  const KEY = 'key-of-alice-0123456789';
+  const agents: Agent[] = [];
+  afterAll(async () => {
+    await Promise.all(agents.map((a) => a.close()));
+  });
+
+  it('the default rate limit (50 per second, burst 100) holds for one principal', async () => {
+    const gw = await startGateway({ auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] }, upstreams: { f: fixtureStdio() } });
+    try {
+      const agent = new Agent({ connections: 32 });
+      agents.push(agent);
+      const statuses = await pool(300, 16, () => postVia(agent, gw.url('f'), 'notification', `Bearer ${KEY}`));
+      expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+      expect(statuses.filter((s) => s === 202).length).toBeGreaterThanOrEqual(100);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('one principal calling from two addresses shares one bucket', async () => {
+    const gw = await startGateway({ auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] }, limits: { rateLimit: { requestsPerSecond: 1, burst: 5 } }, upstreams: { f: fixtureStdio() } });
+    try {
+      const a = new Agent({ localAddress: '127.0.0.1' });
+      const b = new Agent({ localAddress: '127.0.0.2' });
+      agents.push(a, b);
+      const fromA = await pool(5, 1, () => postVia(a, gw.url('f'), 'notification', `Bearer ${KEY}`));
+      expect(fromA).toEqual([202, 202, 202, 202, 202]);
+      const fromB = await pool(3, 1, () => postVia(b, gw.url('f'), 'notification', `Bearer ${KEY}`));
+      expect(fromB.filter((s) => s === 429).length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await gw.close();
+    }
   });
 });
