@@ -93,17 +93,19 @@ server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.li
 
 let stopping = false;
 /**
- * Graceful stop: refuse new connections and requests, let requests in flight finish for up to
- * shutdownGraceMs, answer the rest with -32603 "gateway shutting down", end upstream sessions and
- * children, exit 0.
+ * Graceful stop. While requests are in flight, for up to shutdownGraceMs (ms), the gateway keeps
+ * listening: new MCP requests get 503 / -32603 "gateway shutting down", `/readyz` 503 and
+ * `/healthz` 200. Then it stops listening, answers calls still running with -32603 "gateway
+ * shutting down", ends upstream sessions and children, and exits 0.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   log.info({ signal, graceMs: cfg.shutdownGraceMs }, 'stopping: draining requests in flight');
-  server.close();
   const left = await front.drain(cfg.shutdownGraceMs);
   if (left) log.warn({ inFlight: left }, 'grace period over: answering the rest with gateway shutting down');
+  // Stop accepting connections; idle keep-alive connections are closed now, busy ones below.
+  server.close();
   await gateway.close();
   await front.settle(2000);
   (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();

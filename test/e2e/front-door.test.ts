@@ -3,15 +3,17 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli, type CliGateway } from '../helpers/cli.js';
-import { eventually, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
+
 
 /** What a raw TCP client saw: the bytes the server sent, and when the server closed, in ms after the first write. */
 interface RawResult {
@@ -261,4 +263,39 @@ describe('limits with auth apiKeys: keyed by principal', () => {
       await gw.close();
     }
   });
+});
+
+describe('shutdown (CLI)', () => {
+  /** GET on a new connection (no keep-alive pool), so it shows whether the gateway still accepts connections. */
+  const getFresh = (url: string) =>
+    new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const req = httpRequest(url, { agent: false }, (res) => {
+        let text = '';
+        res.on('data', (d) => (text += d));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+
+  it('keeps listening while a call is in flight: /readyz 503, /healthz 200, new MCP requests 503; the call completes and the process exits 0', async () => {
+    const log = new FixtureLog();
+    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio(log) } });
+    const call = rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 2500, steps: 1 } });
+    expect(await eventually(() => log.of('call', 'slow').length > 0, 15_000)).toBe(true);
+    gw.child.kill('SIGTERM');
+    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+
+    const ready = await getFresh(`${gw.base}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(ready.body).toMatchObject({ ready: false, reason: 'shutting down' });
+    expect((await getFresh(`${gw.base}/healthz`)).status).toBe(200);
+    const refused = await rpc(`${gw.base}/mcp/f`, 'tools/list');
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
+
+    const r = await call;
+    expect(r.body.result.content[0].text).toBe('slept 2500ms');
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+  }, 30_000);
 });
