@@ -205,12 +205,14 @@ export const GatewayConfigSchema = z
         allowedOrigins: z
           .array(z.string().min(1))
           .optional()
-          .describe('Origin header values accepted when present. Default: http(s) origins on localhost, 127.0.0.1 and [::1]'),
+          .describe(
+            'Origin header values accepted when present (exact origins). Browser pages from these origins also get CORS: preflights are answered and responses carry Access-Control-Allow-Origin. Default: http(s) origins on localhost, 127.0.0.0/8 and [::1]',
+          ),
         publicUrl: z.url().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
       })
       .strict()
       .prefault({})
-      .describe('Front door: DNS-rebinding protection and public URL'),
+      .describe('Front door: DNS-rebinding protection, CORS and public URL'),
     shutdownGraceMs: z.number().int().nonnegative().default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
     logLevel: z.enum(LOG_LEVELS).optional().describe('Log level (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z

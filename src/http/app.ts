@@ -17,6 +17,7 @@ import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
+import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 
@@ -112,8 +113,10 @@ export interface FrontDoor {
 /**
  * Builds the front door for `gateway`. Routes:
  * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
- *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`.
- * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata.
+ *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`, except CORS preflights
+ *   (`OPTIONS`): 204 for an allowed origin, 403 otherwise (see `corsMiddleware`).
+ * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata
+ *   (with CORS headers for allowed origins).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
  * - anything else: 404 with a JSON-RPC error body.
  */
@@ -132,6 +135,13 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
   const metadataUrl = (c: Context, name: string) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp/${name}`;
+
+  const cors = corsMiddleware(guard, (c, reason) => {
+    log.warn({ reason, preflight: true }, 'request refused by Host/Origin check');
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403);
+  });
+  app.use('/mcp/:name', cors);
+  app.use('/.well-known/oauth-protected-resource/mcp/:name', cors);
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {

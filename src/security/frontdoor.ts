@@ -42,22 +42,30 @@ export class OriginGuard {
     if (!host) return 'missing Host header';
     const h = host.trim().toLowerCase();
     if (!this.hosts.includes(h) && !this.hosts.includes(hostOnly(h))) return `Host '${host}' is not allowed`;
-    if (origin && origin !== 'null') {
-      const o = origin.trim().toLowerCase().replace(/\/$/, '');
-      if (this.origins) {
-        if (!this.origins.includes(o)) return `Origin '${origin}' is not allowed`;
-      } else {
-        let url: URL;
-        try {
-          url = new URL(o);
-        } catch {
-          return `Origin '${origin}' is not a valid origin`;
-        }
-        if (!/^https?:$/.test(url.protocol) || !isLoopback(url.hostname)) return `Origin '${origin}' is not allowed`;
-      }
-    } else if (origin === 'null') {
-      return "Origin 'null' is not allowed";
+    if (origin === null || origin === undefined || origin === '') return undefined;
+    return this.originRefusal(origin);
+  }
+
+  /**
+   * True when `origin` (an `Origin` header value) may call: listed in `allowedOrigins` (exact,
+   * case and a trailing `/` ignored), or by default an http(s) origin on a loopback host.
+   * `null` is never allowed. Used for the 403 check and for CORS.
+   */
+  originAllowed(origin: string): boolean {
+    return this.originRefusal(origin) === undefined;
+  }
+
+  private originRefusal(origin: string): string | undefined {
+    if (origin === 'null') return "Origin 'null' is not allowed";
+    const o = origin.trim().toLowerCase().replace(/\/$/, '');
+    if (this.origins) return this.origins.includes(o) ? undefined : `Origin '${origin}' is not allowed`;
+    let url: URL;
+    try {
+      url = new URL(o);
+    } catch {
+      return `Origin '${origin}' is not a valid origin`;
     }
+    if (!/^https?:$/.test(url.protocol) || !isLoopback(url.hostname)) return `Origin '${origin}' is not allowed`;
     return undefined;
   }
 }

@@ -14,7 +14,6 @@ import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
 
-
 /** What a raw TCP client saw: the bytes the server sent, and when the server closed, in ms after the first write. */
 interface RawResult {
   response: string;
@@ -298,4 +297,50 @@ describe('shutdown (CLI)', () => {
     expect(r.body.result.content[0].text).toBe('slept 2500ms');
     expect(await gw.exited).toEqual({ code: 0, signal: null });
   }, 30_000);
+});
+
+describe('CORS preflights over plain HTTP', () => {
+  let gw: TestGateway;
+  const ALLOWED = 'http://app.example:8080';
+  beforeAll(async () => {
+    gw = await startGateway({ http: { allowedOrigins: [ALLOWED] }, upstreams: { f: fixtureStdio() } });
+  });
+  afterAll(() => gw?.close());
+
+  const preflight = (origin: string, requestHeaders = 'content-type,mcp-method,mcp-protocol-version') =>
+    fetch(gw.url('f'), { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': requestHeaders } });
+
+  it('an allowed origin gets 204 with the methods, the MCP headers and the requested Mcp-Param-* headers', async () => {
+    const res = await preflight(ALLOWED, 'content-type,mcp-method,mcp-param-region,x-other');
+    expect(res.status).toBe(204);
+    expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+    expect(res.headers.get('access-control-allow-methods')).toBe('POST, GET, DELETE');
+    const allowed = res.headers.get('access-control-allow-headers')!.split(', ');
+    for (const h of ['content-type', 'accept', 'authorization', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id', 'mcp-param-region']) expect(allowed).toContain(h);
+    expect(allowed).not.toContain('x-other');
+    expect(res.headers.get('vary')).toMatch(/Origin/);
+  });
+
+  it('an origin that is not allowed gets 403 and no CORS headers', async () => {
+    const res = await preflight('http://127.0.0.1:9');
+    expect(res.status).toBe(403);
+    expect(res.headers.get('access-control-allow-origin')).toBeNull();
+    expect(res.headers.get('access-control-allow-methods')).toBeNull();
+    expect(res.headers.get('access-control-allow-headers')).toBeNull();
+  });
+
+  it('a POST from an allowed origin carries Access-Control-Allow-Origin and the exposed headers; one from another origin gets 403 without them', async () => {
+    const ok = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: ALLOWED } });
+    expect(ok.status).toBe(200);
+    expect(ok.headers.get('access-control-allow-origin')).toBe(ALLOWED);
+    expect(ok.headers.get('access-control-expose-headers')).toBe('mcp-session-id, mcp-protocol-version, www-authenticate, x-request-id');
+    const no = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: 'https://evil.example' } });
+    expect(no.status).toBe(403);
+    expect(no.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it('OPTIONS that is not a preflight still gets 405', async () => {
+    const res = await fetch(gw.url('f'), { method: 'OPTIONS' });
+    expect(res.status).toBe(405);
+  });
 });
