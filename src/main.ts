@@ -1,7 +1,8 @@
 /**
  * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`).
- * Loads the config (exit code 2 on a bad config), serves every upstream at `POST /mcp/NAME`, and
- * stops cleanly on SIGTERM/SIGINT.
+ * Loads the config (exit code 2 on a bad config, flag or environment value, with a one-line
+ * message on stderr), serves every upstream at `POST /mcp/NAME`, and stops cleanly on
+ * SIGTERM/SIGINT (exit code 0).
  */
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
@@ -9,7 +10,8 @@ import { ConfigError, loadConfigFile } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
-import { createLogger } from './observability/log.js';
+import { httpServerOptions } from './http/server.js';
+import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
 import { isLoopback } from './security/frontdoor.js';
 
 function usage(): string {
@@ -40,6 +42,10 @@ if (args.help) {
   process.exit(0);
 }
 
+// An empty LOG_LEVEL counts as unset.
+const envLogLevel = process.env.LOG_LEVEL || undefined;
+if (envLogLevel !== undefined && !isLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${envLogLevel}'`);
+
 function load(file: string): GatewayConfig {
   try {
     return loadConfigFile(file);
@@ -63,13 +69,13 @@ if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.list
   );
 }
 
-const log = createLogger(process.env.LOG_LEVEL ?? cfg.logLevel ?? 'info');
+const log = createLogger(envLogLevel ?? cfg.logLevel ?? 'info');
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
 }
 const front = createApp(gateway, log);
-const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host }, (info) => {
+const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) }, (info) => {
   const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
   const base = `http://${h}:${info.port}`;
   const endpoints = [...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`);
@@ -83,25 +89,23 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
     for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
   });
 });
-// Slow or stalled uploads are cut off instead of holding a request slot.
-const httpServer = server as unknown as { requestTimeout: number; headersTimeout: number };
-httpServer.requestTimeout = cfg.limits.requestReadTimeoutMs;
-httpServer.headersTimeout = Math.min(cfg.limits.requestReadTimeoutMs, 60_000);
 server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
 
 let stopping = false;
 /**
- * Graceful stop: refuse new connections and requests, let requests in flight finish for up to
- * shutdownGraceMs, answer the rest with -32603 "gateway shutting down", end upstream sessions and
- * children, exit 0.
+ * Graceful stop. While requests are in flight, for up to shutdownGraceMs (ms), the gateway keeps
+ * listening: new MCP requests get 503 / -32603 "gateway shutting down", `/readyz` 503 and
+ * `/healthz` 200. Then it stops listening, answers calls still running with -32603 "gateway
+ * shutting down", ends upstream sessions and children, and exits 0.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
   log.info({ signal, graceMs: cfg.shutdownGraceMs }, 'stopping: draining requests in flight');
-  server.close();
   const left = await front.drain(cfg.shutdownGraceMs);
   if (left) log.warn({ inFlight: left }, 'grace period over: answering the rest with gateway shutting down');
+  // Stop accepting connections; idle keep-alive connections are closed now, busy ones below.
+  server.close();
   await gateway.close();
   await front.settle(2000);
   (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();

@@ -6,6 +6,14 @@
  */
 import { z } from 'zod';
 
+/** Log levels accepted by `logLevel` and the `LOG_LEVEL` environment variable (pino's names). */
+export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+/** One of {@link LOG_LEVELS}. */
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Refill rate of the per-caller rate limit when auth identifies callers and none is configured. */
+export const DEFAULT_REQUESTS_PER_SECOND = 50;
+
 const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
 
@@ -211,14 +219,16 @@ export const GatewayConfigSchema = z
         allowedOrigins: z
           .array(z.string().min(1))
           .optional()
-          .describe('Origin header values accepted when present. Default: http(s) origins on localhost, 127.0.0.1 and [::1]'),
+          .describe(
+            'Origin header values accepted when present (exact origins). Browser pages from these origins also get CORS: preflights are answered and responses carry Access-Control-Allow-Origin. Default: http(s) origins on localhost, 127.0.0.0/8 and [::1]',
+          ),
         publicUrl: z.url().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
       })
       .strict()
       .prefault({})
-      .describe('Front door: DNS-rebinding protection and public URL'),
+      .describe('Front door: DNS-rebinding protection, CORS and public URL'),
     shutdownGraceMs: z.number().int().nonnegative().default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
-    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).optional().describe('Log level (LOG_LEVEL overrides)'),
+    logLevel: z.enum(LOG_LEVELS).optional().describe('Log level (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z
       .object({
         keys: z
@@ -239,15 +249,29 @@ export const GatewayConfigSchema = z
           .int()
           .positive()
           .default(30_000)
-          .describe('Longest time to receive a whole request (headers and body) from a client, in milliseconds'),
+          .describe(
+            'Longest time to receive a whole request (headers and body) from a client, in milliseconds, enforced to within about 500 ms; a client past it gets 408 and its connection is closed',
+          ),
         rateLimit: z
           .object({
-            requestsPerSecond: z.number().positive().default(50).describe('Token bucket refill rate per principal'),
-            burst: z.number().int().positive().default(100).describe('Token bucket size per principal'),
+            requestsPerSecond: z
+              .number()
+              .positive()
+              .optional()
+              .describe(
+                'Token bucket refill rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit)',
+              ),
+            burst: z.number().int().positive().default(100).describe('Token bucket size per caller, in requests'),
           })
           .strict()
-          .prefault({}),
-        maxConcurrentPerPrincipal: z.number().int().positive().default(64).describe('Most requests of one principal in flight at once'),
+          .prefault({})
+          .describe('Rate limit per caller; a request over it gets 429 with Retry-After'),
+        maxConcurrentPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(64)
+          .describe('Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429'),
       })
       .strict()
       .prefault({}),

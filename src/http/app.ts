@@ -4,6 +4,8 @@
  * progress notification has to reach a client that sent `_meta.progressToken` and accepts SSE.
  * Closing that stream (or the connection) cancels the call upstream.
  */
+import type { IncomingMessage } from 'node:http';
+import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
@@ -15,7 +17,8 @@ import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
-import { OriginGuard, PrincipalLimiter } from '../security/frontdoor.js';
+import { corsMiddleware } from '../security/cors.js';
+import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 
 const jsonHeaders = { 'content-type': 'application/json' };
@@ -57,6 +60,24 @@ function sseStream(): SseStream {
   };
 }
 
+/** The client's address (the socket's remote address), or `unknown` once the socket is gone. */
+function clientAddress(c: Context): string {
+  try {
+    return getConnInfo(c).remote.address ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * True when the request's body stopped arriving: the client aborted the upload, sent a malformed
+ * (chunked) body, or stalled past `limits.requestReadTimeoutMs`. A client error, not the gateway's.
+ */
+function uploadBroken(c: Context): boolean {
+  const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
+  return !!incoming && !incoming.complete && (incoming.destroyed || !!incoming.errored);
+}
+
 /** True when `value` nests arrays/objects deeper than `max`. */
 export function deeperThan(value: unknown, max: number): boolean {
   const stack: [unknown, number][] = [[value, 1]];
@@ -92,8 +113,10 @@ export interface FrontDoor {
 /**
  * Builds the front door for `gateway`. Routes:
  * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
- *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`.
- * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata.
+ *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`, except CORS preflights
+ *   (`OPTIONS`): 204 for an allowed origin, 403 otherwise (see `corsMiddleware`).
+ * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata
+ *   (with CORS headers for allowed origins).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
  * - anything else: 404 with a JSON-RPC error body.
  */
@@ -103,12 +126,22 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const maxBody = cfg.limits.maxBodyBytes;
   const auth = new Authenticator(cfg.auth);
   const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
-  const limiter = new PrincipalLimiter(cfg.limits.rateLimit.requestsPerSecond, cfg.limits.rateLimit.burst, cfg.limits.maxConcurrentPerPrincipal);
+  // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
+  const limits = callerLimits(cfg);
+  const limiter = new CallerLimiter(limits);
+  const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   let draining = false;
 
   const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
   const metadataUrl = (c: Context, name: string) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp/${name}`;
+
+  const cors = corsMiddleware(guard, (c, reason) => {
+    log.warn({ reason, preflight: true }, 'request refused by Host/Origin check');
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403);
+  });
+  app.use('/mcp/:name', cors);
+  app.use('/.well-known/oauth-protected-resource/mcp/:name', cors);
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
@@ -151,12 +184,13 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       log.info({ requestId, upstream: name, status: e.status, reason: e.message }, 'request refused by auth');
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, { 'www-authenticate': `Bearer ${params.join(', ')}`, 'x-request-id': requestId });
     }
-    const wait = limiter.take(caller.principal);
+    const key = limitKey(c, caller);
+    const wait = limiter.take(key);
     if (wait > 0) {
       gateway.metrics.rateLimited.inc({ limit: 'rate' });
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, { 'retry-after': String(wait), 'x-request-id': requestId });
     }
-    const leave = limiter.enter(caller.principal);
+    const leave = limiter.enter(key);
     if (!leave) {
       gateway.metrics.rateLimited.inc({ limit: 'concurrency' });
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Too many requests in flight for this caller (limit ${cfg.limits.maxConcurrentPerPrincipal})` }, 429, {
@@ -201,7 +235,12 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const names = [...gateway.upstreams.keys()].map((n) => `/mcp/${n}`).join(', ');
     return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);
   });
-  app.onError((e) => {
+  app.onError((e, c) => {
+    if (uploadBroken(c)) {
+      // Usually nobody is left to read this answer; when someone is, it is a client error.
+      log.debug({ err: (e as Error).message }, 'request body not received');
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
+    }
     const g = asGatewayError(e, log);
     return errorResponse(null, g.toJSON(), g.httpStatus);
   });

@@ -1,18 +1,30 @@
 /**
- * Structured JSON logs (pino). Level from `LOG_LEVEL` (default `info`).
+ * Structured JSON logs (pino). Level from `LOG_LEVEL`, else the config's `logLevel`, else `info`.
  */
-import { pino, type Logger } from 'pino';
+import { pino, type DestinationStream, type Logger } from 'pino';
+import { LOG_LEVELS, type LogLevel } from '../config/schema.js';
 
-export type { Logger };
+export type { Logger, LogLevel };
+export { LOG_LEVELS };
 
-/** Creates the process logger; writes JSON lines to stdout. */
-export function createLogger(level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
+/** True when `value` is one of {@link LOG_LEVELS}. */
+export function isLogLevel(value: string): value is LogLevel {
+  return (LOG_LEVELS as readonly string[]).includes(value);
+}
+
+/**
+ * Creates the process logger: JSON lines to stdout, or to `destination` (tests).
+ * @throws Error when `level` is not one of {@link LOG_LEVELS} (check with {@link isLogLevel} first).
+ */
+export function createLogger(level: string = process.env.LOG_LEVEL || 'info', destination?: DestinationStream): Logger {
+  if (!isLogLevel(level)) throw new Error(`unknown log level '${level}'; expected one of ${LOG_LEVELS.join(', ')}`);
+  const options = {
     level,
     base: { service: 'mrtr-gateway' },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: ['secret', '*.secret', 'headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** A logger that drops everything (for library use and unit tests). */

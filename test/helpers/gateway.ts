@@ -4,6 +4,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway.js';
 import { createApp } from '../../src/http/app.js';
 import { pino } from 'pino';
+import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
 import { EVERYTHING, ROOT } from './processes.js';
 
@@ -27,7 +28,8 @@ export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Recor
 
 /**
  * Starts a gateway from a raw config object (validated like a file; listen is forced to
- * 127.0.0.1:0). `opts.log` replaces the default logger (silent unless TEST_LOG names a level).
+ * 127.0.0.1:0), with the CLI's HTTP server options. Logs go to `log`, else to stdout at the level
+ * in `TEST_LOG`, else nowhere.
  */
 export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
@@ -35,7 +37,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   const gateway = new Gateway(cfg, log);
   const { app } = createApp(gateway, log);
   const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, () => resolve(s));
+    const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: httpServerOptions(cfg.limits) }, () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   const base = `http://127.0.0.1:${port}`;
