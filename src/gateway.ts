@@ -90,6 +90,7 @@ export class Gateway {
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
+  private readonly closers: (() => Promise<void>)[] = [];
 
   constructor(
     readonly cfg: GatewayConfig,
@@ -117,6 +118,11 @@ export class Gateway {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
     this.tasks.onStatus = (status) => this.metrics.tasks.inc({ status });
+  }
+
+  /** Registers work to do when the gateway closes (before upstream sessions close). */
+  onClose(fn: () => Promise<void>): void {
+    this.closers.push(fn);
   }
 
   /**
@@ -285,12 +291,13 @@ export class Gateway {
   }
 
   /**
-   * Stops serving: calls still waiting get -32603 "gateway shutting down" and are cancelled
-   * upstream, as are running tasks and parked calls; then every upstream session closes (stdio
-   * children end).
+   * Stops serving: work registered with {@link onClose} runs (legacy sessions end), calls still
+   * waiting get -32603 "gateway shutting down" and are cancelled upstream, as are running tasks and
+   * parked calls; then every upstream session closes (stdio children end).
    */
   async close(): Promise<void> {
     this.closing = true;
+    await Promise.all(this.closers.map((fn) => fn().catch(() => {})));
     this.tasks.cancelAll();
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
     // Let the cancellations reach the upstreams before their sessions close.

@@ -275,6 +275,27 @@ export const GatewayConfigSchema = z
       })
       .strict()
       .prefault({}),
+    legacySessions: z
+      .object({
+        enabled: z.boolean().default(true).describe('Serve legacy clients (2024-11-05 … 2025-11-25): an initialize opens a session (Mcp-Session-Id) on POST /mcp/NAME'),
+        idleMs: positiveMs('A legacy session with no message from its client and no request in flight for this long ends, and its upstream session with it').default(600_000),
+        maxSessions: z.number().int().positive().default(1000).describe('Most legacy sessions open at once over all upstreams'),
+        maxSessionsPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(32)
+          .describe('Most legacy sessions one caller may hold at once (per principal with auth apiKeys or jwt, per client address with auth none)'),
+        eventsPerSession: z
+          .number()
+          .int()
+          .nonnegative()
+          .default(1000)
+          .describe('SSE events kept per session so a client can resume a stream with Last-Event-ID (0: no resumption)'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Sessions of legacy clients, each owning one upstream session'),
     tasks: z
       .object({
         maxRecords: z.number().int().positive().default(100_000).describe('Most task records kept in memory; the least recently used are dropped beyond it'),

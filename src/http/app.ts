@@ -20,6 +20,7 @@ import { AuthError, Authenticator, principalHash, type Caller } from '../securit
 import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
+import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 
 const jsonHeaders = { 'content-type': 'application/json' };
 
@@ -101,6 +102,8 @@ interface RequestVars {
 /** The HTTP front door and its shutdown hook. */
 export interface FrontDoor {
   app: Hono<{ Variables: RequestVars }>;
+  /** The sessions of legacy clients. */
+  legacy: LegacySessions;
   /**
    * Stops taking MCP requests (new ones get 503 / -32603 "gateway shutting down") and waits up to
    * `graceMs` for requests in flight to finish. Resolves with how many are still in flight.
@@ -132,6 +135,13 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   let draining = false;
+  const legacy = new LegacySessions(gateway, log, (upstream, principal, r) => {
+    const durationMs = Math.round(r.durationMs * 10) / 10;
+    log.info({ upstream, method: r.method, name: r.name, principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
+    gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
+  });
+  gateway.onClose(() => legacy.close());
+  const sessionCaller = (c: Context): SessionCaller => ({ ...c.get('caller'), owner: limitKey(c, c.get('caller')), requestId: c.get('requestId') });
 
   const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
   const metadataUrl = (c: Context, name: string) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp/${name}`;
@@ -224,11 +234,22 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
         c.set('work', tracked);
         inflight.add(tracked);
         void tracked.then(() => inflight.delete(tracked));
+      }, (era, body) => {
+        const sessionId = c.req.header('mcp-session-id');
+        if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), c.req.raw, body);
+        if (!sessionId) return errorResponse(null, { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+        return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, c.req.raw, body);
       }),
   );
+  // A legacy session's standalone SSE stream (GET) and its end (DELETE).
+  app.on(['GET', 'DELETE'], '/mcp/:name', async (c, next) => {
+    const sessionId = c.req.header('mcp-session-id');
+    if (!sessionId || !gateway.upstreams.has(c.req.param('name'))) return next();
+    return legacy.handle(c.req.param('name'), sessionCaller(c), sessionId, c.req.raw);
+  });
   app.all('/mcp/:name', (c) =>
     gateway.upstreams.has(c.req.param('name'))
-      ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported; MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
+      ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported without a legacy session (Mcp-Session-Id); MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
       : unknownUpstream(gateway, c.req.param('name'), null),
   );
   app.notFound((c) => {
@@ -254,6 +275,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   };
   return {
     app,
+    legacy,
     settle,
     drain: (graceMs) => {
       draining = true;
@@ -295,6 +317,7 @@ async function handleMcp(
   caller: Caller,
   requestId: string,
   track: (work: Promise<unknown>) => void,
+  legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
 ): Promise<Response> {
   const name = c.req.param('name')!;
   const rl: RequestLog = { log, gateway, requestId, upstream: name, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
@@ -318,6 +341,8 @@ async function handleMcp(
   if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
+  const era = eraOf(body, c.req.header('mcp-session-id'));
+  if (era !== 'modern') return legacy(era, body);
   let rpc;
   try {
     rpc = parseJsonRpc(body);

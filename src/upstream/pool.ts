@@ -77,7 +77,8 @@ export class SessionPool {
   private failures = 0;
   private closedPool = false;
   private live = new Set<UpstreamSession>();
-  private readonly http: HttpHop | undefined;
+  /** The upstream's HTTP hop (HTTP transports), shared by its sessions and its legacy pass-through sessions. */
+  readonly http: HttpHop | undefined;
   /** The legacy revision the upstream negotiated (or the pinned one); undefined until known. */
   revision: string | undefined;
 

@@ -128,7 +128,12 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
   return Object.fromEntries(h);
 }
 
-function createTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined): Transport {
+/**
+ * A v1 SDK client transport for a legacy upstream: stdio (a child with a minimal environment plus
+ * the configured `env`, its stderr kept in `stderrTail` and logged at debug), Streamable HTTP or
+ * HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`).
+ */
+export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined): Transport {
   switch (cfg.transport) {
     case 'stdio': {
       const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
@@ -265,7 +270,7 @@ export class UpstreamSession {
     const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
-    const transport = createTransport(cfg, this.log, extraHeaders, http, stderr);
+    const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
     const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;

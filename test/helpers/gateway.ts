@@ -3,6 +3,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/gateway.js';
 import { createApp } from '../../src/http/app.js';
+import type { LegacySessions } from '../../src/http/legacy.js';
 import { pino } from 'pino';
 import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
@@ -11,6 +12,8 @@ import { EVERYTHING, ROOT } from './processes.js';
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
 export interface TestGateway {
   gateway: Gateway;
+  /** The front door's legacy client sessions. */
+  legacy: LegacySessions;
   base: string;
   url(upstream: string): string;
   close(): Promise<void>;
@@ -35,7 +38,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = new Gateway(cfg, log);
-  const { app } = createApp(gateway, log);
+  const { app, legacy } = createApp(gateway, log);
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: httpServerOptions(cfg.limits) }, () => resolve(s));
   });
@@ -43,6 +46,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   const base = `http://127.0.0.1:${port}`;
   return {
     gateway,
+    legacy,
     base,
     url: (upstream) => `${base}/mcp/${upstream}`,
     close: async () => {

@@ -1,0 +1,223 @@
+/**
+ * Legacy clients (Streamable HTTP, MCP 2025-03-26 … 2025-11-25) on the same `POST /mcp/NAME`
+ * endpoint as 2026-07-28 clients.
+ *
+ * The era is chosen per request, as the 2026-07-28 versioning rules say (basic/versioning,
+ * transports/streamable-http §Backward Compatibility): a request carrying the modern `_meta`
+ * envelope is stateless 2026-07-28; `initialize` opens a legacy session; a request carrying a known
+ * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
+ * transport through the v1 SDK's `WebStandardStreamableHTTPServerTransport` (SSE responses, the GET
+ * stream, DELETE, resumption with `Last-Event-ID`), and owns one upstream session through a
+ * {@link PassThroughRelay}.
+ *
+ * Session ids are 192 random bits, bound to the principal and the upstream that opened them: an
+ * unknown id, or one presented by another principal or on another upstream's path, gets 404 so
+ * the client initializes again. Sessions end on DELETE, when the upstream session ends, after
+ * `legacySessions.idleMs` without a message from the client and with nothing in flight, and at
+ * shutdown. Their number is bounded overall and per caller.
+ */
+import { randomBytes } from 'node:crypto';
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { GatewayConfig } from '../config/schema.js';
+import type { Gateway } from '../gateway.js';
+import { ErrorCode } from '../protocol/errors.js';
+import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import { principalHash, type Caller } from '../security/auth.js';
+import { SessionEventStore } from '../legacy/events.js';
+import { PassThroughRelay, type DownstreamTransport, type RelayedRequest } from '../legacy/passthrough.js';
+
+/** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
+export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
+ * it carries (an `Mcp-Session-Id` on it is ignored); otherwise `initialize` opens a legacy session
+ * and an `Mcp-Session-Id` header (or a batch, which only legacy revisions allow) puts it in one.
+ */
+export function eraOf(body: unknown, sessionId: string | undefined): Era {
+  const messages = Array.isArray(body) ? body : [body];
+  const modern = !Array.isArray(body) && isObject(body) && isObject(body.params) && isObject(body.params._meta) && META_PROTOCOL_VERSION in body.params._meta;
+  if (modern) return 'modern';
+  if (messages.some((m) => isObject(m) && m.method === 'initialize')) return 'legacy-initialize';
+  if (sessionId !== undefined || Array.isArray(body)) return 'legacy-session';
+  return 'modern';
+}
+
+/** The WebStandard transport, told whether its client holds the standalone GET stream open. */
+class DownstreamHttpTransport extends WebStandardStreamableHTTPServerTransport implements DownstreamTransport {
+  hasStandaloneStream(): boolean {
+    // The SDK keeps the open GET stream under this id in its (private) stream map.
+    const map = (this as unknown as { _streamMapping?: Map<string, unknown>; _standaloneSseStreamId?: string })._streamMapping;
+    return Boolean(map?.has((this as unknown as { _standaloneSseStreamId: string })._standaloneSseStreamId));
+  }
+}
+
+interface LegacySession {
+  id: string;
+  upstream: string;
+  principal: string;
+  owner: string;
+  transport: DownstreamHttpTransport;
+  relay: PassThroughRelay;
+  lastActive: number;
+  closing: boolean;
+}
+
+/** Who opens or uses a session, as the front door identified them. */
+export interface SessionCaller extends Caller {
+  /** The key limits count by: the principal, or the client address with auth none. */
+  owner: string;
+  requestId: string;
+}
+
+const jsonRpcError = (status: number, code: number, message: string, data?: unknown, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error: data === undefined ? { code, message } : { code, message, data } }), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  });
+
+/** The legacy sessions of a gateway. */
+export class LegacySessions {
+  private readonly sessions = new Map<string, LegacySession>();
+  private readonly perOwner = new Map<string, number>();
+  private readonly cfg: GatewayConfig['legacySessions'];
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly log: Logger,
+    /** Records one relayed request (request log line and metrics). */
+    private readonly record: (upstream: string, principal: string, r: RelayedRequest) => void,
+  ) {
+    this.cfg = gateway.cfg.legacySessions;
+    this.sweeper = setInterval(() => this.sweep(), Math.min(this.cfg.idleMs, 1000));
+    this.sweeper.unref();
+  }
+
+  /** Number of open sessions. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** The open sessions: id, upstream, hashed principal, negotiated revision, upstream pid (stdio), requests in flight, ms since the client's last message. */
+  list(): { id: string; upstream: string; principal: string; protocolVersion?: string; pid?: number; inFlight: number; idleMs: number }[] {
+    const now = Date.now();
+    return [...this.sessions.values()].map((s) => ({
+      id: s.id,
+      upstream: s.upstream,
+      principal: principalHash(s.principal),
+      protocolVersion: s.relay.negotiated,
+      pid: s.relay.pid,
+      inFlight: s.relay.inFlight,
+      idleMs: now - s.lastActive,
+    }));
+  }
+
+  /** Open sessions by upstream (for metrics and the admin view). */
+  countByUpstream(): { upstream: string; count: number }[] {
+    const by = new Map<string, number>();
+    for (const s of this.sessions.values()) by.set(s.upstream, (by.get(s.upstream) ?? 0) + 1);
+    return [...by].map(([upstream, count]) => ({ upstream, count }));
+  }
+
+  /**
+   * A POST whose body is (or includes) `initialize`: opens a session and its upstream session.
+   * @returns the transport's response (SSE with the initialize result and `Mcp-Session-Id`), or
+   *   429 / 503 with -32603 `busy` when the caller's or the gateway's session bound is reached.
+   */
+  async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
+    if (!this.cfg.enabled) {
+      return jsonRpcError(404, ErrorCode.MethodNotFound, 'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize');
+    }
+    if ((this.perOwner.get(who.owner) ?? 0) >= this.cfg.maxSessionsPerPrincipal) {
+      return jsonRpcError(429, ErrorCode.InternalError, `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one with DELETE or let it go idle`, { upstream, reason: 'busy' }, { 'retry-after': '1' });
+    }
+    if (this.sessions.size >= this.cfg.maxSessions) {
+      return jsonRpcError(503, ErrorCode.InternalError, `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`, { upstream, reason: 'busy' }, { 'retry-after': '5' });
+    }
+    const up = this.gateway.upstreams.get(upstream)!;
+    const log = this.log.child({ upstream, principal: principalHash(who.principal) });
+    let session: LegacySession | undefined;
+    const transport = new DownstreamHttpTransport({
+      sessionIdGenerator: () => randomBytes(24).toString('base64url'),
+      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
+      onsessioninitialized: (id) => {
+        session!.id = id;
+        this.sessions.set(id, session!);
+        this.perOwner.set(who.owner, (this.perOwner.get(who.owner) ?? 0) + 1);
+        log.info({ session: id }, 'legacy session opened');
+      },
+    });
+    const relay = new PassThroughRelay({
+      upstream,
+      cfg: up.cfg,
+      downstream: transport,
+      log: log.child({ component: 'legacy' }),
+      http: up.pool.http,
+      extraHeaders: up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
+      onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
+      onRequest: (r) => this.record(upstream, who.principal, r),
+      onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+    });
+    session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
+    const s = session;
+    transport.onmessage = (message: JSONRPCMessage) => {
+      s.lastActive = Date.now();
+      void relay.fromClient(message);
+    };
+    transport.onclose = () => void this.end(s, 'closed');
+    await transport.start();
+    return transport.handleRequest(req, { parsedBody: body });
+  }
+
+  /**
+   * A request inside a session (POST, the GET stream, DELETE).
+   * @returns the transport's response; 404 with -32001 "Session not found" for an unknown id, or an
+   *   id of another principal or upstream; 400 with -32000 when `MCP-Protocol-Version` differs from
+   *   the revision negotiated for the session.
+   */
+  async handle(upstream: string, who: SessionCaller, sessionId: string, req: Request, body?: unknown): Promise<Response> {
+    const s = this.sessions.get(sessionId);
+    if (!s || s.closing || s.principal !== who.principal || s.upstream !== upstream) {
+      return jsonRpcError(404, -32001, 'Session not found; initialize a new session');
+    }
+    const version = req.headers.get('mcp-protocol-version');
+    if (version !== null && s.relay.negotiated && version.trim() !== s.relay.negotiated) {
+      return jsonRpcError(400, -32000, `Bad Request: MCP-Protocol-Version ${version.trim()} differs from the revision negotiated for this session (${s.relay.negotiated})`);
+    }
+    s.lastActive = Date.now();
+    return s.transport.handleRequest(req, body === undefined ? undefined : { parsedBody: body });
+  }
+
+  /** Ends a session: the client's streams close and its upstream session is closed. */
+  private async end(s: LegacySession, why: string): Promise<void> {
+    if (s.closing) return;
+    s.closing = true;
+    if (s.id && this.sessions.get(s.id) === s) {
+      this.sessions.delete(s.id);
+      const n = (this.perOwner.get(s.owner) ?? 1) - 1;
+      if (n > 0) this.perOwner.set(s.owner, n);
+      else this.perOwner.delete(s.owner);
+      this.log.info({ upstream: s.upstream, session: s.id, why }, 'legacy session closed');
+    }
+    await s.relay.close();
+    await s.transport.close().catch(() => {});
+  }
+
+  private sweep(): void {
+    const now = Date.now();
+    for (const s of this.sessions.values()) {
+      if (s.relay.inFlight === 0 && now - s.lastActive >= this.cfg.idleMs) void this.end(s, `idle for ${this.cfg.idleMs} ms`);
+    }
+  }
+
+  /** Ends every session (shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    await Promise.all([...this.sessions.values()].map((s) => this.end(s, 'gateway shutting down')));
+  }
+}

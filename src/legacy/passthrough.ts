@@ -1,0 +1,310 @@
+/**
+ * Legacy client → legacy server: one downstream legacy session relayed onto one upstream session of
+ * its own, message for message (MCP 2024-11-05 … 2025-11-25).
+ *
+ * The client's `initialize` opens the upstream session and is sent on as it is (its capabilities
+ * limited to the kinds the upstream's `input.allow` relays), so the upstream negotiates the revision
+ * and sees the client's own capabilities. From then on every message passes through unchanged:
+ * requests and their responses keep the client's ids, server-initiated requests (`elicitation/create`,
+ * `sampling/createMessage`, `roots/list`, `ping`) reach the client as real requests under the
+ * upstream's own ids and the client's responses go back under them, and notifications (progress,
+ * `notifications/cancelled`, `notifications/message`, list changes, `notifications/resources/updated`)
+ * flow both ways. The one downstream session owns the upstream session, so nothing is shared
+ * between clients.
+ *
+ * Where a server-initiated message goes downstream: a progress notification to the request whose
+ * `progressToken` it carries; anything else to the one client request in flight when there is
+ * exactly one (its POST stream), else to the client's standalone stream (GET), else to the oldest
+ * request in flight.
+ */
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import { ErrorCode } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
+import { secretFields } from '../security/secrets.js';
+import type { HttpHop } from '../upstream/http.js';
+import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
+import { INPUT_KIND_OF } from '../exchange/exchange.js';
+
+type Id = string | number;
+type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
+
+/** The downstream side: a legacy server transport (Streamable HTTP or HTTP+SSE). */
+export interface DownstreamTransport extends Transport {
+  /** True while the client holds its standalone (GET) stream open; undefined when unknown. */
+  hasStandaloneStream?(): boolean;
+}
+
+/** What one relayed request did, for the request log and metrics. */
+export interface RelayedRequest {
+  method: string;
+  name?: string;
+  durationMs: number;
+  outcome: 'complete' | 'error';
+  code?: number;
+}
+
+/** What a pass-through relay needs. */
+export interface PassThroughInit {
+  upstream: string;
+  cfg: UpstreamConfig;
+  downstream: DownstreamTransport;
+  log: Logger;
+  http?: HttpHop;
+  /** Extra headers for the upstream hop (the caller's token, with `forwardAuthorization`). */
+  extraHeaders?: Record<string, string>;
+  /** The upstream connection ended: the downstream session must end too. */
+  onUpstreamEnd: (reason: string) => void;
+  /** Called for each relayed request when its response went back. */
+  onRequest?: (r: RelayedRequest) => void;
+  /** Called when the secret guard declined a form. */
+  onSecretDeclined?: () => void;
+}
+
+interface InFlight {
+  method: string;
+  name?: string;
+  startedAt: number;
+  progressToken?: Id;
+}
+
+const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
+
+/** The relay of one legacy session. Feed it the client's messages with {@link PassThroughRelay.fromClient}. */
+export class PassThroughRelay {
+  private up: Transport | undefined;
+  private stderr: StderrTail | undefined;
+  private readonly inflight = new Map<Id, InFlight>();
+  private readonly progressOwner = new Map<Id, Id>();
+  private ended = false;
+  /** The revision the upstream negotiated with the client. */
+  negotiated: string | undefined;
+  /** The upstream child's process id (stdio). */
+  pid: number | undefined;
+
+  constructor(private readonly init: PassThroughInit) {}
+
+  /** Number of client requests waiting for their response. */
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  /**
+   * One message from the client. The first must be `initialize`: it starts the upstream.
+   * Failures are answered to the client as JSON-RPC errors (-32603 with `data.upstream` and
+   * `data.reason`), never thrown.
+   */
+  async fromClient(raw: JSONRPCMessage): Promise<void> {
+    const m = raw as Message;
+    if (this.ended) return;
+    const kind = kindOf(m);
+    if (kind === 'request') {
+      const params = m.params ?? {};
+      const token = (params._meta as { progressToken?: Id } | undefined)?.progressToken;
+      this.inflight.set(m.id!, { method: m.method!, name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined, startedAt: performance.now(), progressToken: token });
+      if (token !== undefined) this.progressOwner.set(token, m.id!);
+      if (m.method === 'initialize') return this.start(m);
+    } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
+      const id = (m.params as { requestId?: Id } | undefined)?.requestId;
+      if (id !== undefined) this.forget(id);
+    }
+    await this.toUpstream(m);
+  }
+
+  /** Spawns or connects the upstream and sends the client's initialize on. */
+  private async start(m: Message): Promise<void> {
+    const { cfg, log } = this.init;
+    this.stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
+    const up = createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr);
+    this.up = up;
+    up.onmessage = (message) => void this.fromUpstream(message as Message);
+    up.onclose = () => this.end('the upstream closed the session');
+    up.onerror = (err) => {
+      log.debug({ err: err.message }, 'legacy session: upstream transport error');
+      if (isSessionNotFound(err) || /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect/i.test(err.message)) {
+        this.end(`the upstream session was lost (${err.message})`);
+      }
+    };
+    const params = { ...(m.params ?? {}) };
+    params.capabilities = this.allowedCapabilities(params.capabilities as Record<string, unknown> | undefined);
+    try {
+      await withTimeout(up.start(), cfg.timeouts.connectMs, 'starting the upstream');
+    } catch (e) {
+      await this.failStart(m.id!, e as Error);
+      return;
+    }
+    this.pid = (up as { pid?: number | null }).pid ?? undefined;
+    await this.toUpstream({ ...m, params });
+  }
+
+  private async failStart(id: Id, e: Error): Promise<void> {
+    if (this.stderr) await Promise.race([this.stderr.ended, new Promise((r) => setTimeout(r, 500))]);
+    const stderr = this.stderr?.get() ?? [];
+    const said = stderrSummary(stderr);
+    this.init.log.warn({ err: e.message, ...(stderr.length ? { stderr } : {}) }, 'legacy session: upstream could not be started');
+    await this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, {
+      upstream: this.init.upstream,
+      reason: 'unreachable',
+      ...(stderr.length ? { stderr } : {}),
+    });
+    this.end('the upstream could not be started');
+  }
+
+  /** The client's initialize capabilities without the kinds the upstream's input policy does not relay. */
+  private allowedCapabilities(caps: Record<string, unknown> | undefined): Record<string, unknown> {
+    const out = { ...(caps ?? {}) };
+    for (const kind of ['elicitation', 'sampling', 'roots'] as const) if (!this.init.cfg.input.allow.includes(kind)) delete out[kind];
+    return out;
+  }
+
+  private async toUpstream(m: Message): Promise<void> {
+    if (!this.up) {
+      if (kindOf(m) === 'request') await this.answerError(m.id!, ErrorCode.InvalidRequest, 'The session is not initialized; send initialize first');
+      return;
+    }
+    try {
+      await this.up.send(m as JSONRPCMessage);
+    } catch (e) {
+      const err = e as Error;
+      if (kindOf(m) === 'request') {
+        const lost = isSessionNotFound(err);
+        await this.answerError(m.id!, ErrorCode.InternalError, lost ? `Upstream '${this.init.upstream}' lost the session; initialize again` : `Upstream '${this.init.upstream}' failed: ${err.message}`, {
+          upstream: this.init.upstream,
+          reason: lost ? 'session-lost' : 'unreachable',
+        });
+        if (m.method === 'initialize') return this.failStart(m.id!, err);
+      }
+      if (isSessionNotFound(err)) this.end('the upstream forgot the session');
+    }
+  }
+
+  private async fromUpstream(m: Message): Promise<void> {
+    const kind = kindOf(m);
+    if (kind === 'response') {
+      const req = this.inflight.get(m.id!);
+      if (req?.method === 'initialize' && m.result) {
+        this.negotiated = (m.result as { protocolVersion?: string }).protocolVersion;
+        if (this.negotiated) this.up?.setProtocolVersion?.(this.negotiated);
+      }
+      this.forget(m.id!);
+      if (req) {
+        const error = m.error as { code?: number } | undefined;
+        this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: error ? 'error' : 'complete', code: error?.code });
+      }
+      return this.toClient(m, undefined);
+    }
+    if (kind === 'request') {
+      const refused = this.policy(m);
+      if (refused) return this.answerUpstream(m.id!, refused);
+      const target = this.routeFor(m);
+      if (target === null) {
+        return this.answerUpstream(m.id!, { error: { code: ErrorCode.InternalError, message: `${m.method} arrived while the client has no open stream to receive it` } });
+      }
+      return this.toClient(m, target);
+    }
+    // Notifications: progress to the request that asked for it, the rest by the routing rule.
+    const token = m.method === 'notifications/progress' ? (m.params as { progressToken?: Id } | undefined)?.progressToken : undefined;
+    const owner = token !== undefined ? this.progressOwner.get(token) : undefined;
+    if (token !== undefined && owner === undefined) return;
+    return this.toClient(m, owner ?? this.routeFor(m) ?? undefined);
+  }
+
+  /** The gateway's own rules for server-initiated requests; returns the answer to give upstream, or undefined to relay. */
+  private policy(m: Message): { result?: unknown; error?: unknown } | undefined {
+    const kind = INPUT_KIND_OF[m.method!];
+    if (kind && !this.init.cfg.input.allow.includes(kind)) {
+      return { error: { code: ErrorCode.MethodNotFound, message: `The gateway does not relay ${m.method} for this upstream` } };
+    }
+    if (m.method === 'elicitation/create' && (m.params as { mode?: string }).mode !== 'url' && !this.init.cfg.input.allowSecrets) {
+      const fields = secretFields((m.params as { requestedSchema?: unknown }).requestedSchema);
+      if (fields.length) {
+        this.init.log.warn({ fields }, 'form asks for secrets: declined upstream, not forwarded to the client');
+        this.init.onSecretDeclined?.();
+        return { result: { action: 'decline' } };
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The client request a server-initiated message goes with: the one in flight, else none (the
+   * standalone stream) when the client listens there, else the oldest in flight. null: nowhere.
+   */
+  private routeFor(_m: Message): Id | undefined | null {
+    const ids = [...this.inflight.keys()];
+    if (ids.length === 1) return ids[0];
+    const standalone = this.init.downstream.hasStandaloneStream?.();
+    if (standalone !== false) return undefined;
+    return ids.length ? ids[0] : null;
+  }
+
+  private async toClient(m: Message, relatedRequestId: Id | undefined): Promise<void> {
+    try {
+      await this.init.downstream.send(m as JSONRPCMessage, relatedRequestId !== undefined ? { relatedRequestId } : undefined);
+    } catch (e) {
+      this.init.log.debug({ err: (e as Error).message, method: m.method }, 'legacy session: message for the client could not be delivered');
+      if (kindOf(m) === 'request') await this.answerUpstream(m.id!, { error: { code: ErrorCode.InternalError, message: 'The client could not be reached' } });
+    }
+  }
+
+  private answerUpstream(id: Id, answer: { result?: unknown; error?: unknown }): Promise<void> {
+    return (this.up?.send({ jsonrpc: '2.0', id, ...answer } as JSONRPCMessage) ?? Promise.resolve()).catch(() => {});
+  }
+
+  private async answerError(id: Id, code: number, message: string, data?: unknown): Promise<void> {
+    const req = this.inflight.get(id);
+    this.forget(id);
+    if (req) this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: 'error', code });
+    await this.init.downstream.send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage).catch(() => {});
+  }
+
+  private forget(id: Id): void {
+    const req = this.inflight.get(id);
+    if (req?.progressToken !== undefined) this.progressOwner.delete(req.progressToken);
+    this.inflight.delete(id);
+  }
+
+  private end(reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    const stderr = this.stderr?.get() ?? [];
+    this.init.log.info({ reason, ...(stderr.length ? { stderr: stderr.slice(-5) } : {}) }, 'legacy session: upstream ended');
+    // Requests still waiting get an answer rather than hanging.
+    const said = stderrSummary(stderr);
+    for (const id of [...this.inflight.keys()]) {
+      void this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' ended the session: ${reason}${said ? `; the process said: ${said}` : ''}`, {
+        upstream: this.init.upstream,
+        reason: this.init.cfg.transport === 'stdio' ? 'crashed' : 'session-lost',
+        ...(stderr.length ? { stderr } : {}),
+      });
+    }
+    this.init.onUpstreamEnd(reason);
+  }
+
+  /** Closes the upstream side (a stdio child ends; an HTTP session gets DELETE). Never throws. */
+  async close(): Promise<void> {
+    this.ended = true;
+    const up = this.up;
+    this.up = undefined;
+    if (!up) return;
+    up.onclose = undefined;
+    try {
+      const t = up as Transport & { sessionId?: string; terminateSession?: () => Promise<void> };
+      if (t.terminateSession && t.sessionId) await Promise.race([t.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+      await up.close();
+    } catch {
+      /* already closed */
+    }
+  }
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than connectMs=${ms} ms`)), ms);
+    }),
+  ]);
+}

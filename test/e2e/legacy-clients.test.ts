@@ -1,0 +1,188 @@
+/**
+ * Legacy clients on the same endpoint as 2026-07-28 clients: the official v1 SDK client
+ * (2025-11-25, Streamable HTTP) through the gateway in front of server-everything over stdio, with
+ * its server-initiated requests relayed natively, and the legacy session rules.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually } from '../helpers/fixture.js';
+import { textOf, v2Client } from '../helpers/v2client.js';
+
+const gateways: TestGateway[] = [];
+async function gateway(raw: Record<string, unknown>): Promise<TestGateway> {
+  const g = await startGateway(raw);
+  gateways.push(g);
+  return g;
+}
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+});
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+interface Seen {
+  elicitations: any[];
+  samplings: any[];
+  roots: number;
+  logs: any[];
+}
+
+/** The v1 SDK client (2025-11-25) declaring elicitation, sampling and roots, answering with `answer`. */
+async function v1Client(url: string, answer: (params: any) => Record<string, unknown>, headers: Record<string, string> = {}) {
+  const seen: Seen = { elicitations: [], samplings: [], roots: 0, logs: [] };
+  const client = new Client({ name: 'legacy-e2e', version: '1.0.0' }, { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } });
+  client.setRequestHandler(ElicitRequestSchema, async (r) => {
+    seen.elicitations.push(r.params);
+    return answer(r.params) as never;
+  });
+  client.setRequestHandler(CreateMessageRequestSchema, async (r) => {
+    seen.samplings.push(r.params);
+    return { role: 'assistant', model: 'legacy-model', content: { type: 'text', text: 'sampled by the legacy client' }, stopReason: 'endTurn' };
+  });
+  client.setRequestHandler(ListRootsRequestSchema, async () => {
+    seen.roots++;
+    return { roots: [{ uri: 'file:///legacy/workspace', name: 'legacy' }] };
+  });
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void seen.logs.push(n.params));
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  await client.connect(transport);
+  return { client, transport, seen };
+}
+
+const accept = () => ({ action: 'accept', content: { color: 'teal', number: 7, pets: 'dogs' } });
+
+describe('the v1 SDK client through the gateway, in front of server-everything over stdio', () => {
+  it('lists and calls tools, answers elicitation (accept and decline), sampling and roots itself, gets progress and logs, and DELETE releases the upstream', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    let decline = false;
+    const { client, transport, seen } = await v1Client(gw.url('everything'), (p) => (decline ? { action: 'decline' } : accept()));
+    expect(transport.sessionId).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(client.getServerVersion()?.name).toBe('mcp-servers/everything');
+
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['echo', 'trigger-elicitation-request', 'trigger-sampling-request', 'get-roots-list']));
+    expect(textOf((await client.callTool({ name: 'echo', arguments: { message: 'hello' } })) as never)).toBe('Echo: hello');
+
+    const accepted = textOf((await client.callTool({ name: 'trigger-elicitation-request', arguments: {} })) as never);
+    expect(accepted).toContain('teal');
+    expect(seen.elicitations).toHaveLength(1);
+    decline = true;
+    const declined = textOf((await client.callTool({ name: 'trigger-elicitation-request', arguments: {} })) as never);
+    expect(declined).toMatch(/declined/i);
+    expect(seen.elicitations).toHaveLength(2);
+
+    const sampled = textOf((await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'hi', maxTokens: 20 } })) as never);
+    expect(sampled).toContain('sampled by the legacy client');
+    expect(seen.samplings).toHaveLength(1);
+
+    const roots = textOf((await client.callTool({ name: 'get-roots-list', arguments: {} })) as never);
+    expect(roots).toContain('file:///legacy/workspace');
+    expect(seen.roots).toBeGreaterThanOrEqual(1);
+
+    const progress: number[] = [];
+    const long = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    expect(textOf(long as never)).toContain('completed');
+    expect(progress).toEqual([1, 2, 3]);
+
+    await client.setLoggingLevel('debug');
+    await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
+    expect(await eventually(() => seen.logs.length > 0, 8000)).toBe(true);
+    await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
+
+    const [open] = gw.legacy.list();
+    expect(open).toMatchObject({ upstream: 'everything', protocolVersion: '2025-11-25' });
+    const pid = open!.pid!;
+    expect(alive(pid)).toBe(true);
+    await transport.terminateSession();
+    expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+    await client.close();
+  });
+});
+
+describe('both client eras on one endpoint', () => {
+  it('a v1 client and a 2026-07-28 client elicit at the same time, and each sees only its own question', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const legacy = await v1Client(url, () => ({ action: 'accept', content: { color: 'legacy-red', number: 1, pets: 'cats' } }));
+    const modern = await v2Client(url, { elicit: () => ({ action: 'accept', content: { color: 'modern-blue', number: 2, pets: 'fish' } }) });
+    const [a, b] = await Promise.all([
+      legacy.client.callTool({ name: 'trigger-elicitation-request', arguments: {} }),
+      modern.client.callTool({ name: 'trigger-elicitation-request', arguments: {} }),
+    ]);
+    expect(textOf(a as never)).toContain('legacy-red');
+    expect(textOf(a as never)).not.toContain('modern-blue');
+    expect(textOf(b as never)).toContain('modern-blue');
+    expect(textOf(b as never)).not.toContain('legacy-red');
+    expect(legacy.seen.elicitations).toHaveLength(1);
+    expect(modern.record.elicitation).toHaveLength(1);
+    // The modern client went through input_required rounds; the legacy one got a real request.
+    expect(modern.record.results.some((r) => r.resultType === 'input_required')).toBe(true);
+    await legacy.transport.terminateSession();
+    await legacy.client.close();
+    await modern.client.close();
+  });
+});
+
+describe('legacy session rules', () => {
+  const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+
+  async function post(url: string, body: unknown, headers: Record<string, string>) {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
+    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id') };
+  }
+  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+  const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
+
+  it('an unknown session id gets 404; a session of one principal used by another gets 404', async () => {
+    const gw = await gateway({ auth: keys, upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const alice = { authorization: 'Bearer key-of-alice-0123456789' };
+    const bob = { authorization: 'Bearer key-of-bob-0123456789ab' };
+    const opened = await post(url, initialize, alice);
+    expect(opened.status).toBe(200);
+    expect(opened.text).toContain('"protocolVersion":"2025-11-25"');
+    const sid = opened.sessionId!;
+    const v = { 'mcp-protocol-version': '2025-11-25' };
+    expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(200);
+    const unknown = await post(url, ping, { ...alice, ...v, 'mcp-session-id': 'not-a-session' });
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.text).error.code).toBe(-32001);
+    expect((await post(url, ping, { ...bob, ...v, 'mcp-session-id': sid })).status).toBe(404);
+    // Another principal cannot end it either.
+    expect((await fetch(url, { method: 'DELETE', headers: { ...bob, ...v, 'mcp-session-id': sid } })).status).toBe(404);
+    expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(200);
+    // A revision other than the negotiated one is refused.
+    expect((await post(url, ping, { ...alice, 'mcp-protocol-version': '2025-06-18', 'mcp-session-id': sid })).status).toBe(400);
+    expect((await fetch(url, { method: 'DELETE', headers: { ...alice, ...v, 'mcp-session-id': sid } })).status).toBe(200);
+    expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(404);
+  });
+
+  it('an idle session ends after legacySessions.idleMs and its upstream session is closed', async () => {
+    const gw = await gateway({ legacySessions: { idleMs: 1000 }, upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const opened = await post(url, initialize, {});
+    const sid = opened.sessionId!;
+    const [open] = gw.legacy.list();
+    const pid = open!.pid!;
+    expect(alive(pid)).toBe(true);
+    expect(await eventually(() => gw.legacy.size === 0, 4000)).toBe(true);
+    expect(await eventually(() => !alive(pid), 4000)).toBe(true);
+    expect((await post(url, ping, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(404);
+  });
+
+  it('GET and DELETE without a session keep their 2026-07-28 answer: 405', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    expect((await fetch(gw.url('everything'))).status).toBe(405);
+    expect((await fetch(gw.url('everything'), { method: 'DELETE' })).status).toBe(405);
+  });
+});
