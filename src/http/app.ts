@@ -6,7 +6,9 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { getConnInfo } from '@hono/node-server/conninfo';
-import { Hono, type Context } from 'hono';
+import { Hono, type Context, type MiddlewareHandler } from 'hono';
+import type { HttpBindings } from '@hono/node-server';
+import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
 import { detailedTask, tasksExtensionRequired } from '../tasks/manager.js';
@@ -101,7 +103,7 @@ interface RequestVars {
 
 /** The HTTP front door and its shutdown hook. */
 export interface FrontDoor {
-  app: Hono<{ Variables: RequestVars }>;
+  app: Hono<{ Variables: RequestVars; Bindings: HttpBindings }>;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
   /**
@@ -125,7 +127,7 @@ export interface FrontDoor {
  */
 export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const cfg = gateway.cfg;
-  const app = new Hono<{ Variables: RequestVars }>();
+  const app = new Hono<{ Variables: RequestVars; Bindings: HttpBindings }>();
   const maxBody = cfg.limits.maxBodyBytes;
   const auth = new Authenticator(cfg.auth);
   const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
@@ -151,6 +153,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403);
   });
   app.use('/mcp/:name', cors);
+  app.use('/mcp/:name/sse', cors);
+  app.use('/mcp/:name/message', cors);
   app.use('/.well-known/oauth-protected-resource/mcp/:name', cors);
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
@@ -174,7 +178,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     });
   });
 
-  app.use('/mcp/:name', async (c, next) => {
+  const frontDoor: MiddlewareHandler<{ Variables: RequestVars; Bindings: HttpBindings }> = async (c, next) => {
     const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
     if (draining) return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
     const refused = guard.check(c.req.header('host'), c.req.header('origin'));
@@ -219,7 +223,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       if (work) void work.finally(leave);
       else leave();
     }
-  });
+  };
+  app.use('/mcp/:name', frontDoor);
+  app.use('/mcp/:name/sse', frontDoor);
+  app.use('/mcp/:name/message', frontDoor);
 
   app.post(
     '/mcp/:name',
@@ -247,6 +254,29 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     if (!sessionId || !gateway.upstreams.has(c.req.param('name'))) return next();
     return legacy.handle(c.req.param('name'), sessionCaller(c), sessionId, c.req.raw);
   });
+  // The old HTTP+SSE transport (2024-11-05) for clients that speak only that.
+  app.get('/mcp/:name/sse', async (c) => {
+    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
+    return (await legacy.openSse(c.req.param('name'), sessionCaller(c), c.env.outgoing)) ?? RESPONSE_ALREADY_SENT;
+  });
+  app.post(
+    '/mcp/:name/message',
+    bodyLimit({
+      maxSize: maxBody,
+      onError: () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413),
+    }),
+    async (c) => {
+      if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
+      let body: unknown;
+      try {
+        body = JSON.parse(await c.req.text());
+      } catch (e) {
+        return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
+      }
+      const sessionId = c.req.query('sessionId') ?? '';
+      return (await legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming, c.env.outgoing, body)) ?? RESPONSE_ALREADY_SENT;
+    },
+  );
   app.all('/mcp/:name', (c) =>
     gateway.upstreams.has(c.req.param('name'))
       ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported without a legacy session (Mcp-Session-Id); MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })

@@ -10,13 +10,18 @@
  * stream, DELETE, resumption with `Last-Event-ID`), and owns one upstream session through a
  * {@link PassThroughRelay}.
  *
- * Session ids are 192 random bits, bound to the principal and the upstream that opened them: an
+ * Clients that speak only the old HTTP+SSE transport (2024-11-05) get the same sessions at
+ * `GET /mcp/NAME/sse` and `POST /mcp/NAME/message?sessionId=…` (the v1 SDK's `SSEServerTransport`).
+ *
+ * Session ids are 192 random bits (122 on HTTP+SSE, the SDK's UUIDs), bound to the principal and the upstream that opened them: an
  * unknown id, or one presented by another principal or on another upstream's path, gets 404 so
  * the client initializes again. Sessions end on DELETE, when the upstream session ends, after
  * `legacySessions.idleMs` without a message from the client and with nothing in flight, and at
  * shutdown. Their number is bounded overall and per caller.
  */
 import { randomBytes } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
@@ -56,12 +61,19 @@ class DownstreamHttpTransport extends WebStandardStreamableHTTPServerTransport i
   }
 }
 
+/** The old HTTP+SSE transport (2024-11-05): one SSE stream carries everything to the client. */
+class DownstreamSseTransport extends SSEServerTransport implements DownstreamTransport {
+  hasStandaloneStream(): boolean {
+    return true;
+  }
+}
+
 interface LegacySession {
   id: string;
   upstream: string;
   principal: string;
   owner: string;
-  transport: DownstreamHttpTransport;
+  transport: DownstreamHttpTransport | DownstreamSseTransport;
   relay: PassThroughRelay;
   lastActive: number;
   closing: boolean;
@@ -130,6 +142,51 @@ export class LegacySessions {
    *   429 / 503 with -32603 `busy` when the caller's or the gateway's session bound is reached.
    */
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
+    const refused = this.refusal(upstream, who);
+    if (refused) return refused;
+    let session: LegacySession | undefined;
+    const transport = new DownstreamHttpTransport({
+      sessionIdGenerator: () => randomBytes(24).toString('base64url'),
+      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
+      onsessioninitialized: (id) => this.register(session!, id),
+    });
+    session = this.create(upstream, who, transport);
+    await transport.start();
+    return transport.handleRequest(req, { parsedBody: body });
+  }
+
+  /**
+   * `GET /mcp/NAME/sse`: opens a session on the old HTTP+SSE transport (2024-11-05). The stream's
+   * first event names the endpoint the client POSTs to (`/mcp/NAME/message?sessionId=…`).
+   * @returns undefined once the stream is open (written to `res`), or a refusal (429 / 503 / 404).
+   */
+  async openSse(upstream: string, who: SessionCaller, res: ServerResponse): Promise<Response | undefined> {
+    const refused = this.refusal(upstream, who);
+    if (refused) return refused;
+    const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
+    const session = this.create(upstream, who, transport);
+    await transport.start();
+    this.register(session, transport.sessionId);
+    return undefined;
+  }
+
+  /**
+   * `POST /mcp/NAME/message?sessionId=…` of an HTTP+SSE session: 202, the answer goes on the stream.
+   * @returns undefined when answered on `res`, else 404 for an unknown session (or one of another
+   *   principal or upstream).
+   */
+  async postSse(upstream: string, who: SessionCaller, sessionId: string, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<Response | undefined> {
+    const s = this.sessions.get(sessionId);
+    if (!s || s.closing || s.principal !== who.principal || s.upstream !== upstream || !(s.transport instanceof DownstreamSseTransport)) {
+      return jsonRpcError(404, -32001, 'Session not found; open a new stream');
+    }
+    s.lastActive = Date.now();
+    await s.transport.handlePostMessage(req, res, body);
+    return undefined;
+  }
+
+  /** Why a new session may not open (a response to send), or undefined. */
+  private refusal(upstream: string, who: SessionCaller): Response | undefined {
     if (!this.cfg.enabled) {
       return jsonRpcError(404, ErrorCode.MethodNotFound, 'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize');
     }
@@ -139,19 +196,21 @@ export class LegacySessions {
     if (this.sessions.size >= this.cfg.maxSessions) {
       return jsonRpcError(503, ErrorCode.InternalError, `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`, { upstream, reason: 'busy' }, { 'retry-after': '5' });
     }
+    return undefined;
+  }
+
+  private register(session: LegacySession, id: string): void {
+    session.id = id;
+    this.sessions.set(id, session);
+    this.perOwner.set(session.owner, (this.perOwner.get(session.owner) ?? 0) + 1);
+    this.log.info({ upstream: session.upstream, session: id, transport: session.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http' }, 'legacy session opened');
+  }
+
+  /** A session around `transport`, with the relay that owns its upstream session. */
+  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport): LegacySession {
     const up = this.gateway.upstreams.get(upstream)!;
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
     let session: LegacySession | undefined;
-    const transport = new DownstreamHttpTransport({
-      sessionIdGenerator: () => randomBytes(24).toString('base64url'),
-      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
-      onsessioninitialized: (id) => {
-        session!.id = id;
-        this.sessions.set(id, session!);
-        this.perOwner.set(who.owner, (this.perOwner.get(who.owner) ?? 0) + 1);
-        log.info({ session: id }, 'legacy session opened');
-      },
-    });
     const relay = new PassThroughRelay({
       upstream,
       cfg: up.cfg,
@@ -170,8 +229,7 @@ export class LegacySessions {
       void relay.fromClient(message);
     };
     transport.onclose = () => void this.end(s, 'closed');
-    await transport.start();
-    return transport.handleRequest(req, { parsedBody: body });
+    return s;
   }
 
   /**
@@ -182,7 +240,7 @@ export class LegacySessions {
    */
   async handle(upstream: string, who: SessionCaller, sessionId: string, req: Request, body?: unknown): Promise<Response> {
     const s = this.sessions.get(sessionId);
-    if (!s || s.closing || s.principal !== who.principal || s.upstream !== upstream) {
+    if (!s || s.closing || s.principal !== who.principal || s.upstream !== upstream || !(s.transport instanceof DownstreamHttpTransport)) {
       return jsonRpcError(404, -32001, 'Session not found; initialize a new session');
     }
     const version = req.headers.get('mcp-protocol-version');

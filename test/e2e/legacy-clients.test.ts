@@ -186,3 +186,24 @@ describe('legacy session rules', () => {
     expect((await fetch(gw.url('everything'), { method: 'DELETE' })).status).toBe(405);
   });
 });
+
+describe('the old HTTP+SSE transport (2024-11-05)', () => {
+  it('a v1 client on GET /mcp/NAME/sse lists tools, calls echo and answers an elicitation; closing the stream ends the session', async () => {
+    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const seen: any[] = [];
+    const client = new Client({ name: 'sse-e2e', version: '1.0.0' }, { capabilities: { elicitation: {} } });
+    client.setRequestHandler(ElicitRequestSchema, async (r) => {
+      seen.push(r.params);
+      return { action: 'accept', content: { color: 'over-sse', number: 5, pets: 'cats' } };
+    });
+    await client.connect(new SSEClientTransport(new URL(`${gw.base}/mcp/everything/sse`)));
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo');
+    expect(textOf((await client.callTool({ name: 'echo', arguments: { message: 'sse' } })) as never)).toBe('Echo: sse');
+    expect(textOf((await client.callTool({ name: 'trigger-elicitation-request', arguments: {} })) as never)).toContain('over-sse');
+    expect(seen).toHaveLength(1);
+    const pid = gw.legacy.list()[0]!.pid!;
+    await client.close();
+    expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+  });
+});
