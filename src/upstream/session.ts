@@ -12,7 +12,17 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { McpError, ProgressNotificationSchema, type ClientCapabilities as LegacyClientCapabilities, type Implementation, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import {
+  McpError,
+  ProgressNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type ClientCapabilities as LegacyClientCapabilities,
+  type Implementation,
+  type ServerCapabilities,
+} from '@modelcontextprotocol/sdk/types.js';
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ClientRequest, ClientNotification, ServerRequest, ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -29,6 +39,15 @@ export type ServerRequestExtra = RequestHandlerExtra<ClientRequest | ServerReque
 
 /** Handles a server-initiated request for the Exchange that holds the lease; resolves to the legacy result. */
 export type ServerRequestHandler = (request: ServerInitiatedRequest, extra: ServerRequestExtra) => Promise<Record<string, unknown>>;
+
+/** A change notification from the upstream: a tools, prompts or resources `list_changed`, or `notifications/resources/updated`. */
+export interface UpstreamNotification {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/** The upstream notifications {@link UpstreamSession.onNotification} listeners receive. */
+const CHANGE_NOTIFICATIONS = [ToolListChangedNotificationSchema, PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema];
 
 /** What the upstream said in its `initialize` result. */
 export interface UpstreamInfo {
@@ -202,6 +221,28 @@ export class UpstreamSession {
       this.toolTaskSupport = undefined;
       return 'forbidden';
     }
+  }
+
+  private changeListeners: Set<(n: UpstreamNotification) => void> | undefined;
+
+  /**
+   * Registers `listener` for the upstream's change notifications on this session
+   * (`notifications/tools/list_changed`, `notifications/prompts/list_changed`,
+   * `notifications/resources/list_changed`, `notifications/resources/updated`), whoever holds the
+   * lease. The SDK handlers are installed on first use.
+   * @returns a function that removes the listener.
+   */
+  onNotification(listener: (n: UpstreamNotification) => void): () => void {
+    if (!this.changeListeners) {
+      const listeners = (this.changeListeners = new Set());
+      for (const schema of CHANGE_NOTIFICATIONS) {
+        this.client.setNotificationHandler(schema, (n) => {
+          for (const l of [...listeners]) l(n as UpstreamNotification);
+        });
+      }
+    }
+    this.changeListeners.add(listener);
+    return () => void this.changeListeners?.delete(listener);
   }
 
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
