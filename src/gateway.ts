@@ -8,7 +8,8 @@ import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, generatedKey } from './exchange/seal.js';
-import { methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
@@ -25,6 +26,7 @@ import {
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
+import { ToolCatalog, indexTools, type ListedTool } from './upstream/tools.js';
 
 export type { CallContext };
 
@@ -64,15 +66,26 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
   return out;
 }
 
-/** One configured upstream and its session pool. */
+/** One configured upstream: its session pool and the cache of its tools' `x-mcp-header` annotations. */
 export class Upstream {
   readonly pool: SessionPool;
+  readonly tools = new ToolCatalog();
+  /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
+  private readonly droppedLogged = new Set<string>();
   constructor(
     readonly name: string,
     readonly cfg: UpstreamConfig,
-    log: Logger,
+    private readonly log: Logger,
   ) {
     this.pool = new SessionPool(name, cfg, log);
+  }
+
+  /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
+  noteDropped(tool: string, reason: string): void {
+    const k = `${tool}\u0000${reason}`;
+    if (this.droppedLogged.has(k) || this.droppedLogged.size > 1000) return;
+    this.droppedLogged.add(k);
+    this.log.warn({ upstream: this.name, tool, reason }, 'tool left out of tools/list: invalid x-mcp-header annotation');
   }
 }
 
@@ -180,6 +193,7 @@ export class Gateway {
     let reusable = true;
     const upstreamStart = performance.now();
     try {
+      up.tools.watch(lease.session);
       const info = lease.session.info;
       if (req.method === 'server/discover') {
         return {
@@ -203,6 +217,9 @@ export class Gateway {
       up.pool.noteSuccess();
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
       const out: Record<string, unknown> = { ...result, resultType: 'complete' };
+      if (req.method === 'tools/list' && Array.isArray(result.tools)) {
+        out.tools = this.servedTools(up, SessionPool.keyOf(ctx.principal, caps), result.tools as ListedTool[], req.params.cursor === undefined && result.nextCursor === undefined);
+      }
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
         out.ttlMs = up.cfg.cache.ttlMs;
         out.cacheScope = up.cfg.cache.scope;
@@ -216,11 +233,73 @@ export class Gateway {
     }
   }
 
+  /**
+   * The tools of one `tools/list` page as served downstream: tools whose `x-mcp-header`
+   * annotations are invalid are left out (MCP 2026-07-28 Streamable HTTP §"Schema Extension"), and
+   * a complete listing (one page) refreshes the annotation cache of view `key`.
+   */
+  private servedTools(up: Upstream, key: string, tools: ListedTool[], complete: boolean): ListedTool[] {
+    const index = indexTools(tools);
+    if (complete) up.tools.store(key, index);
+    return tools.filter((t) => {
+      const h = index.get(t.name);
+      if (h && 'invalid' in h) {
+        up.noteDropped(t.name, h.invalid);
+        return false;
+      }
+      return true;
+    });
+  }
+
+  /** Every tool the upstream lists for this caller (all pages), on a shared session. */
+  private async listTools(up: Upstream, ctx: CallContext, caps: ReturnType<typeof mirrorCapabilities>): Promise<ListedTool[]> {
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
+    let reusable = true;
+    const upstreamStart = performance.now();
+    try {
+      up.tools.watch(lease.session);
+      if (!lease.session.info.capabilities.tools) return [];
+      const tools: ListedTool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = (await lease.session.client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, LooseResult, {
+          timeout: up.cfg.timeouts.requestMs,
+          signal: ctx.signal,
+        })) as { tools?: ListedTool[]; nextCursor?: string };
+        tools.push(...(Array.isArray(page.tools) ? page.tools : []));
+        cursor = typeof page.nextCursor === 'string' && page.nextCursor ? page.nextCursor : undefined;
+      } while (cursor);
+      return tools;
+    } catch (e) {
+      reusable = keepsSession(e);
+      throw downstreamError(up.name, e, lease.session);
+    } finally {
+      if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
+      lease.release(reusable);
+    }
+  }
+
+  /**
+   * Checks a `tools/call`'s `Mcp-Param-*` headers against the tool's `x-mcp-header` annotations
+   * (MCP 2026-07-28 Streamable HTTP §"Server Behavior for Custom Headers"). The annotations come
+   * from the upstream's cached `tools/list` for this caller's view, listed once on a miss.
+   * @throws GatewayError -32020 (HTTP 400) on a missing, malformed or mismatched header; -32602
+   *   for a tool left out of `tools/list` for its invalid annotations.
+   */
+  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: CallContext, name: string, args: unknown): Promise<void> {
+    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
+    const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
+    if (!tool) return;
+    if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
+    checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
+  }
+
   private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
     // A legacy `task` param from the client is ignored: the gateway alone decides about tasks.
     const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
+    if (method === 'tools/call') await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments);
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
