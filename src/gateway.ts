@@ -27,6 +27,7 @@ import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 import { ToolCatalog, indexTools, type ListedTool } from './upstream/tools.js';
+import { openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 
 export type { CallContext };
 
@@ -53,15 +54,21 @@ export function mirrorCapabilities(caps: ClientCapabilities, allow: readonly str
   return out;
 }
 
-/** The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it. */
+/**
+ * The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it.
+ * `listChanged` (tools, prompts, resources) and `resources.subscribe` are passed on when the
+ * upstream declared them: the gateway delivers them on `subscriptions/listen`
+ * (`toolsListChanged`, `promptsListChanged`, `resourcesListChanged`, `resourceSubscriptions`).
+ */
 export function discoverCapabilities(upstream: ServerCapabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  const listChanged = (c: { listChanged?: boolean } | undefined) => (c?.listChanged ? { listChanged: true } : {});
   if (upstream.tools) {
-    out.tools = {};
+    out.tools = listChanged(upstream.tools);
     out.extensions = { [TASKS_EXTENSION]: {} };
   }
-  if (upstream.prompts) out.prompts = {};
-  if (upstream.resources) out.resources = {};
+  if (upstream.prompts) out.prompts = listChanged(upstream.prompts);
+  if (upstream.resources) out.resources = { ...(upstream.resources.subscribe ? { subscribe: true } : {}), ...listChanged(upstream.resources) };
   if (upstream.completions) out.completions = {};
   return out;
 }
@@ -98,6 +105,8 @@ export class Gateway {
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
+  /** Open `subscriptions/listen` subscriptions, ended gracefully at shutdown. */
+  private readonly subscriptions = new Set<Subscription>();
 
   constructor(
     readonly cfg: GatewayConfig,
@@ -164,6 +173,34 @@ export class Gateway {
     if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     return this.simple(up, req, ctx);
+  }
+
+  /**
+   * Opens a `subscriptions/listen` subscription (MCP 2026-07-28 §Subscriptions) for upstream
+   * `name`, with the filter of `req.params.notifications` (see src/subscriptions.ts for what is
+   * honored and how). The caller acknowledges `honored`, then attaches its sink.
+   * @throws GatewayError -32601 (404) unknown upstream; -32021 (400) `taskIds` without the tasks
+   *   extension; -32603 no upstream session (`data.reason`), or shutting down.
+   */
+  async listen(name: string, req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<Subscription> {
+    const up = this.upstreams.get(name);
+    if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
+    if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    const filter = (req.params.notifications ?? {}) as ListenFilter;
+    const sub = await openSubscription(
+      up,
+      this.tasks,
+      filter,
+      { principal: ctx.principal, token: ctx.token, caps: mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow), declaresTasks: Gateway.declaresTasks(req) },
+      this.log.child({ upstream: name }),
+    );
+    if (this.closing) {
+      sub.end();
+    } else {
+      this.subscriptions.add(sub);
+      sub.onEnd(() => this.subscriptions.delete(sub));
+    }
+    return sub;
   }
 
   /** True when the request declared the tasks extension in its clientCapabilities. */
@@ -359,12 +396,13 @@ export class Gateway {
   }
 
   /**
-   * Stops serving: calls still waiting get -32603 "gateway shutting down" and are cancelled
-   * upstream, as are running tasks and parked calls; then every upstream session closes (stdio
-   * children end).
+   * Stops serving: open `subscriptions/listen` streams end gracefully, calls still waiting get
+   * -32603 "gateway shutting down" and are cancelled upstream, as are running tasks and parked
+   * calls; then every upstream session closes (stdio children end).
    */
   async close(): Promise<void> {
     this.closing = true;
+    for (const sub of [...this.subscriptions]) sub.end();
     this.tasks.cancelAll();
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
     // Let the cancellations reach the upstreams before their sessions close.

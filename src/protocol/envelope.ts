@@ -125,9 +125,18 @@ function checkParamTypes(method: string, params: Record<string, unknown>): void 
   if (method === 'completion/complete' && (!isObject(params.ref) || !isObject(params.argument))) throw invalidParams('completion/complete: params.ref and params.argument must be objects');
   if (params.inputResponses !== undefined && !isObject(params.inputResponses)) throw bad('inputResponses', 'an object mapping input keys to responses');
   if (method === 'subscriptions/listen' && params.notifications !== undefined) {
-    const n = params.notifications as { taskIds?: unknown };
-    if (!isObject(n) || (n.taskIds !== undefined && (!Array.isArray(n.taskIds) || n.taskIds.some((t) => typeof t !== 'string')))) {
-      throw bad('notifications', 'an object whose taskIds is an array of strings');
+    const n = params.notifications as Record<string, unknown>;
+    const strings = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((t) => typeof t === 'string'));
+    const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
+    if (
+      !isObject(n) ||
+      !flag(n.toolsListChanged) ||
+      !flag(n.promptsListChanged) ||
+      !flag(n.resourcesListChanged) ||
+      !strings(n.resourceSubscriptions) ||
+      !strings(n.taskIds)
+    ) {
+      throw bad('notifications', 'a subscription filter: toolsListChanged, promptsListChanged and resourcesListChanged booleans, resourceSubscriptions and taskIds arrays of strings');
     }
   }
 }

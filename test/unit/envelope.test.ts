@@ -266,4 +266,13 @@ describe('validateRequest', () => {
     list.set('Mcp-Param-Region', 'eu');
     expect(validateRequest(req('tools/list', { _meta: meta() }), list).paramHeaders).toEqual({});
   });
+
+  it('subscriptions/listen: the filter must be booleans and arrays of strings → -32602', () => {
+    const ok = { toolsListChanged: true, promptsListChanged: false, resourcesListChanged: true, resourceSubscriptions: ['test://a'], taskIds: ['t'] };
+    expect(validateRequest(req('subscriptions/listen', { notifications: ok, _meta: meta() }), okHeaders('subscriptions/listen')).params.notifications).toEqual(ok);
+    for (const bad of [[], { toolsListChanged: 'yes' }, { resourceSubscriptions: 'test://a' }, { resourceSubscriptions: [1] }, { taskIds: [null] }]) {
+      const e = caught(() => validateRequest(req('subscriptions/listen', { notifications: bad, _meta: meta() }), okHeaders('subscriptions/listen')));
+      expect(e.code, JSON.stringify(bad)).toBe(-32602);
+    }
+  });
 });
