@@ -72,36 +72,17 @@ export async function expectScenarioPasses(url: string, scenario: string, opts: 
   expect(checks.length).toBeGreaterThan(0);
   const allowed = expected[scenario] ?? {};
   const bad = checks.filter((c) => c.status !== 'SUCCESS' && c.status !== 'INFO' && !(c.id in allowed)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
-  expect(bad).toEqual([]);
-}
-
-/** The conformance fixture server (legacy, v1 SDK, stdio). */
-export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
-
-/**
- * Upstream config for the conformance fixture over stdio. Its processes share list changes and
- * resource updates through a fresh directory (CONFORMANCE_FIXTURE_STATE), so a change triggered
- * on one session reaches the session a subscriptions/listen stream holds.
- */
-export function conformanceUpstream(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    transport: 'stdio',
-    command: process.execPath,
-    args: ['--import', 'tsx', CONFORMANCE_FIXTURE],
-    env: { CONFORMANCE_FIXTURE_STATE: mkdtempSync(join(tmpdir(), 'conformance-state-')) },
-    maxSessions: 32,
-    ...extra,
-  };
+  expect(bad, `${scenario}:\n${bad.join('\n')}`).toEqual([]);
 }
 
 /**
- * Opens the upstream sessions the scenarios use: one for each capability set they declare, and a
- * second one without capabilities (a subscriptions/listen stream holds one while a call triggers
- * the change it waits for).
+ * Opens the upstream sessions the scenarios use: one for each capability set they declare, and
+ * three without capabilities (a subscriptions/listen stream holds one while a call triggers the
+ * change it waits for, and the stream before it may still be giving its session back).
  */
 export async function warmSessions(url: string): Promise<void> {
   const { rpc } = await import('../helpers/gateway.js');
-  const sets = [{}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
+  const sets = [{}, {}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
   await Promise.all(sets.map((caps) => rpc(url, 'tools/list', {}, { caps })));
 }
 

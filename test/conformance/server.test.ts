@@ -7,7 +7,8 @@
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { conformanceUpstream, expectScenarioPasses, warmSessions } from './run.js';
+import { conformanceUpstream } from '../helpers/fixture.js';
+import { expectScenarioPasses, warmSessions } from './run.js';
 import { SERVER_SCENARIOS, SPEC_VERSION } from './scenarios.js';
 
 describe('official conformance scenarios (tools, prompts, resources, headers)', () => {

@@ -5,7 +5,8 @@
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { conformanceUpstream, expectScenarioPasses, warmSessions } from './run.js';
+import { conformanceUpstream } from '../helpers/fixture.js';
+import { expectScenarioPasses, warmSessions } from './run.js';
 import { TASKS_SCENARIOS } from './scenarios.js';
 
 describe('official conformance scenarios (tasks extension)', () => {
