@@ -357,6 +357,7 @@ export class Gateway {
     } else {
       const caps = mirrorCapabilities(req.clientCapabilities, up.cfg.input.allow);
       const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+      up.tools.watch(lease.session);
       const needed = UPSTREAM_CAPABILITY_FOR[method]!;
       if (!lease.session.info.capabilities[needed]) {
         lease.release(true);
