@@ -8,7 +8,8 @@ import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, generatedKey } from './exchange/seal.js';
-import { methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
@@ -25,6 +26,8 @@ import {
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
+import { ToolCatalog, indexTools, type ListedTool } from './upstream/tools.js';
+import { openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 
 export type { CallContext };
 
@@ -54,30 +57,47 @@ export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamC
   return out;
 }
 
-/** The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it. */
+/**
+ * The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it.
+ * `listChanged` (tools, prompts, resources) and `resources.subscribe` are passed on when the
+ * upstream declared them: the gateway delivers them on `subscriptions/listen`
+ * (`toolsListChanged`, `promptsListChanged`, `resourcesListChanged`, `resourceSubscriptions`).
+ */
 export function discoverCapabilities(upstream: ServerCapabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  const listChanged = (c: { listChanged?: boolean } | undefined) => (c?.listChanged ? { listChanged: true } : {});
   if (upstream.tools) {
-    out.tools = {};
+    out.tools = listChanged(upstream.tools);
     out.extensions = { [TASKS_EXTENSION]: {} };
   }
-  if (upstream.prompts) out.prompts = {};
-  if (upstream.resources) out.resources = {};
+  if (upstream.prompts) out.prompts = listChanged(upstream.prompts);
+  if (upstream.resources) out.resources = { ...(upstream.resources.subscribe ? { subscribe: true } : {}), ...listChanged(upstream.resources) };
   if (upstream.completions) out.completions = {};
   return out;
 }
 
-/** One configured upstream and its session pool. */
+/** One configured upstream: its session pool and the cache of its tools' `x-mcp-header` annotations. */
 export class Upstream {
   readonly pool: SessionPool;
+  readonly tools = new ToolCatalog();
+  /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
+  private readonly droppedLogged = new Set<string>();
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
   constructor(
     readonly name: string,
     readonly cfg: UpstreamConfig,
-    log: Logger,
+    private readonly log: Logger,
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+  }
+
+  /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
+  noteDropped(tool: string, reason: string): void {
+    const k = `${tool}\u0000${reason}`;
+    if (this.droppedLogged.has(k) || this.droppedLogged.size > 1000) return;
+    this.droppedLogged.add(k);
+    this.log.warn({ upstream: this.name, tool, reason }, 'tool left out of tools/list: invalid x-mcp-header annotation');
   }
 }
 
@@ -91,6 +111,8 @@ export class Gateway {
   readonly generatedStateKey: boolean;
   private closing = false;
   private readonly closers: (() => Promise<void>)[] = [];
+  /** Open `subscriptions/listen` subscriptions, ended gracefully at shutdown. */
+  private readonly subscriptions = new Set<Subscription>();
 
   constructor(
     readonly cfg: GatewayConfig,
@@ -164,6 +186,34 @@ export class Gateway {
     return this.simple(up, req, ctx);
   }
 
+  /**
+   * Opens a `subscriptions/listen` subscription (MCP 2026-07-28 §Subscriptions) for upstream
+   * `name`, with the filter of `req.params.notifications` (see src/subscriptions.ts for what is
+   * honored and how). The caller acknowledges `honored`, then attaches its sink.
+   * @throws GatewayError -32601 (404) unknown upstream; -32021 (400) `taskIds` without the tasks
+   *   extension; -32603 no upstream session (`data.reason`), or shutting down.
+   */
+  async listen(name: string, req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<Subscription> {
+    const up = this.upstreams.get(name);
+    if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
+    if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    const filter = (req.params.notifications ?? {}) as ListenFilter;
+    const sub = await openSubscription(
+      up,
+      this.tasks,
+      filter,
+      { principal: ctx.principal, token: ctx.token, caps: mirrorCapabilities(req.clientCapabilities, up.cfg), declaresTasks: Gateway.declaresTasks(req) },
+      this.log.child({ upstream: name }),
+    );
+    if (this.closing) {
+      sub.end();
+    } else {
+      this.subscriptions.add(sub);
+      sub.onEnd(() => this.subscriptions.delete(sub));
+    }
+    return sub;
+  }
+
   /** True when the request declared the tasks extension in its clientCapabilities. */
   static declaresTasks(req: ValidatedRequest): boolean {
     return Boolean((req.clientCapabilities.extensions as Record<string, unknown> | undefined)?.[TASKS_EXTENSION]);
@@ -191,6 +241,7 @@ export class Gateway {
     let reusable = true;
     const upstreamStart = performance.now();
     try {
+      up.tools.watch(lease.session);
       const info = lease.session.info;
       if (req.method === 'server/discover') {
         return {
@@ -214,6 +265,9 @@ export class Gateway {
       up.pool.noteSuccess();
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
       const out: Record<string, unknown> = { ...result, resultType: 'complete' };
+      if (req.method === 'tools/list' && Array.isArray(result.tools)) {
+        out.tools = this.servedTools(up, SessionPool.keyOf(ctx.principal, caps), result.tools as ListedTool[], req.params.cursor === undefined && result.nextCursor === undefined);
+      }
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
         out.ttlMs = up.cfg.cache.ttlMs;
         out.cacheScope = up.cfg.cache.scope;
@@ -227,11 +281,73 @@ export class Gateway {
     }
   }
 
+  /**
+   * The tools of one `tools/list` page as served downstream: tools whose `x-mcp-header`
+   * annotations are invalid are left out (MCP 2026-07-28 Streamable HTTP §"Schema Extension"), and
+   * a complete listing (one page) refreshes the annotation cache of view `key`.
+   */
+  private servedTools(up: Upstream, key: string, tools: ListedTool[], complete: boolean): ListedTool[] {
+    const index = indexTools(tools);
+    if (complete) up.tools.store(key, index);
+    return tools.filter((t) => {
+      const h = index.get(t.name);
+      if (h && 'invalid' in h) {
+        up.noteDropped(t.name, h.invalid);
+        return false;
+      }
+      return true;
+    });
+  }
+
+  /** Every tool the upstream lists for this caller (all pages), on a shared session. */
+  private async listTools(up: Upstream, ctx: CallContext, caps: ReturnType<typeof mirrorCapabilities>): Promise<ListedTool[]> {
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
+    let reusable = true;
+    const upstreamStart = performance.now();
+    try {
+      up.tools.watch(lease.session);
+      if (!lease.session.info.capabilities.tools) return [];
+      const tools: ListedTool[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = (await lease.session.client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, LooseResult, {
+          timeout: up.cfg.timeouts.requestMs,
+          signal: ctx.signal,
+        })) as { tools?: ListedTool[]; nextCursor?: string };
+        tools.push(...(Array.isArray(page.tools) ? page.tools : []));
+        cursor = typeof page.nextCursor === 'string' && page.nextCursor ? page.nextCursor : undefined;
+      } while (cursor);
+      return tools;
+    } catch (e) {
+      reusable = keepsSession(e);
+      throw downstreamError(up.name, e, lease.session);
+    } finally {
+      if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
+      lease.release(reusable);
+    }
+  }
+
+  /**
+   * Checks a `tools/call`'s `Mcp-Param-*` headers against the tool's `x-mcp-header` annotations
+   * (MCP 2026-07-28 Streamable HTTP §"Server Behavior for Custom Headers"). The annotations come
+   * from the upstream's cached `tools/list` for this caller's view, listed once on a miss.
+   * @throws GatewayError -32020 (HTTP 400) on a missing, malformed or mismatched header; -32602
+   *   for a tool left out of `tools/list` for its invalid annotations.
+   */
+  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: CallContext, name: string, args: unknown): Promise<void> {
+    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
+    const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
+    if (!tool) return;
+    if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
+    checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
+  }
+
   private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
     // A legacy `task` param from the client is ignored: the gateway alone decides about tasks.
     const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
+    if (method === 'tools/call') await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments);
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
@@ -252,6 +368,7 @@ export class Gateway {
     } else {
       const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
       const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+      up.tools.watch(lease.session);
       const needed = UPSTREAM_CAPABILITY_FOR[method]!;
       if (!lease.session.info.capabilities[needed]) {
         lease.release(true);
@@ -291,12 +408,14 @@ export class Gateway {
   }
 
   /**
-   * Stops serving: work registered with {@link onClose} runs (legacy sessions end), calls still
-   * waiting get -32603 "gateway shutting down" and are cancelled upstream, as are running tasks and
-   * parked calls; then every upstream session closes (stdio children end).
+   * Stops serving: open `subscriptions/listen` streams end gracefully, work registered with
+   * {@link onClose} runs (legacy sessions end), calls still waiting get -32603 "gateway shutting
+   * down" and are cancelled upstream, as are running tasks and parked calls; then every upstream
+   * session closes (stdio children end).
    */
   async close(): Promise<void> {
     this.closing = true;
+    for (const sub of [...this.subscriptions]) sub.end();
     await Promise.all(this.closers.map((fn) => fn().catch(() => {})));
     this.tasks.cancelAll();
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));

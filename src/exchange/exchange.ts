@@ -138,8 +138,28 @@ export function withoutRelatedTask(result: Record<string, unknown>): Record<stri
   return Object.keys(rest).length ? { ...body, _meta: rest } : body;
 }
 
-/** Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated). */
-export function downstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }): GatewayError {
+/**
+ * Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated).
+ * A `resources/read` that failed with the legacy -32002 or with -32602 becomes MCP 2026-07-28's
+ * "Resource not found" shape (SEP-2164): -32602 with `data.uri`, taken from the upstream's data or
+ * else from `request.params.uri`.
+ * @param request the legacy request that failed, when known.
+ */
+export function downstreamError(
+  upstream: string,
+  err: unknown,
+  session?: { deadReason?: string; transportKind: string },
+  request?: { method: string; params: Record<string, unknown> },
+): GatewayError {
+  const mapped = mapUpstreamError(upstream, err, session);
+  if (request?.method !== 'resources/read' || mapped.code !== ErrorCode.InvalidParams || !(err instanceof McpError)) return mapped;
+  const data = mapped.data;
+  if (data !== undefined && (data === null || typeof data !== 'object' || Array.isArray(data))) return mapped;
+  const d = (data ?? {}) as Record<string, unknown>;
+  return typeof d.uri === 'string' ? mapped : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
+}
+
+function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof McpError) {
     if (err.code === -32000) {
@@ -239,7 +259,7 @@ export class Exchange {
           if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
             return this.urlElicitationRequired(err, attempt);
           }
-          this.finish({ error: downstreamError(this.upstream, err, lease.session) }, keepsSession(err));
+          this.finish({ error: downstreamError(this.upstream, err, lease.session, this.init) }, keepsSession(err));
         },
       );
   }

@@ -2,7 +2,8 @@
  * The HTTP front door: MCP 2026-07-28 Streamable HTTP, POST only, one endpoint per upstream at
  * `POST /mcp/NAME`. Responses are `application/json`, or `text/event-stream` once an upstream
  * progress notification has to reach a client that sent `_meta.progressToken` and accepts SSE.
- * Closing that stream (or the connection) cancels the call upstream.
+ * Closing that stream (or the connection) cancels the call upstream. `subscriptions/listen` is
+ * answered with its own long-lived SSE stream (src/http/listen.ts).
  */
 import type { IncomingMessage } from 'node:http';
 import { getConnInfo } from '@hono/node-server/conninfo';
@@ -11,10 +12,8 @@ import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
-import { detailedTask, tasksExtensionRequired } from '../tasks/manager.js';
-import { isTerminal, type TaskRecord } from '../tasks/store.js';
-import { ErrorCode, GatewayError, methodNotFound, type JsonRpcErrorObject } from '../protocol/errors.js';
-import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
+import { ErrorCode, GatewayError, methodNotFound } from '../protocol/errors.js';
+import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
@@ -23,44 +22,13 @@ import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
-
-const jsonHeaders = { 'content-type': 'application/json' };
-
-function errorResponse(id: RequestId | null, err: JsonRpcErrorObject, status: number, extraHeaders: Record<string, string> = {}): Response {
-  return new Response(JSON.stringify({ jsonrpc: '2.0', id, error: err }), { status, headers: { ...jsonHeaders, ...extraHeaders } });
-}
+import { serveListen } from './listen.js';
+import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
 function asGatewayError(e: unknown, log: Logger): GatewayError {
   if (e instanceof GatewayError) return e;
   log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
-}
-
-/** An SSE response whose events each carry one JSON-RPC message (`event: message`). */
-interface SseStream {
-  response: Response;
-  /** Writes one message; rejects once the client has gone. */
-  send(message: unknown): Promise<void>;
-  /** Ends the stream after what was written. */
-  end(): void;
-  /** Rejects when the client closes the stream. */
-  closed: Promise<void>;
-}
-
-const encoder = new TextEncoder();
-
-function sseStream(): SseStream {
-  const stream = new TransformStream<Uint8Array, Uint8Array>();
-  const writer = stream.writable.getWriter();
-  return {
-    response: new Response(stream.readable, {
-      status: 200,
-      headers: { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },
-    }),
-    send: (message) => writer.write(encoder.encode(`event: message\ndata: ${JSON.stringify(message)}\n\n`)),
-    end: () => void writer.close().catch(() => {}),
-    closed: writer.closed,
-  };
 }
 
 /** The client's address (the socket's remote address), or `unknown` once the socket is gone. */
@@ -394,7 +362,7 @@ async function handleMcp(
     return errorResponse(reqId, g.toJSON(), g.httpStatus);
   }
 
-  if (validated.method === 'subscriptions/listen') return listen(c, gateway, validated, name, caller, rl);
+  if (validated.method === 'subscriptions/listen') return serveListen(c, gateway, validated, name, caller, log, (outcome) => record(rl, 'subscriptions/listen', undefined, outcome));
 
   const progressToken = validated.progressToken;
   const wantsSse = progressToken !== undefined && (c.req.header('accept') ?? '').includes('text/event-stream');
@@ -437,70 +405,6 @@ async function handleMcp(
       else resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
     });
   });
-}
-
-const SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
-
-/**
- * `subscriptions/listen` (MCP 2026-07-28) for task status: an SSE response that starts with
- * `notifications/subscriptions/acknowledged` (the honored filter), then carries
- * `notifications/tasks` (the full DetailedTask) on each status change of the listed tasks, and
- * ends with the listen result once all of them are terminal. Only `taskIds` is honored.
- */
-async function listen(c: Context, gateway: Gateway, req: ValidatedRequest, name: string, who: Caller, rl: RequestLog): Promise<Response> {
-  // Types were checked with the envelope: taskIds is absent or an array of strings.
-  const requested = (req.params.notifications as { taskIds?: string[] } | undefined)?.taskIds ?? [];
-  if (requested.length && !Gateway.declaresTasks(req)) {
-    const g = tasksExtensionRequired();
-    return errorResponse(req.id, g.toJSON(), g.httpStatus);
-  }
-  const caller = { principal: who.principal, upstream: name };
-  const honored: string[] = [];
-  for (const id of requested) {
-    try {
-      await gateway.tasks.get(id, caller);
-      honored.push(id);
-    } catch {
-      /* unknown or foreign ids are left out of the acknowledged filter */
-    }
-  }
-  const open = new Set(honored);
-  const meta = { [SUBSCRIPTION_ID]: req.id };
-  const sse = sseStream();
-  const write = (msg: unknown) => sse.send(msg).catch(() => stop());
-  let unsubscribe = () => {};
-  let stopped = false;
-  const stop = () => {
-    if (stopped) return;
-    stopped = true;
-    unsubscribe();
-    c.req.raw.signal.removeEventListener('abort', stop);
-  };
-  const finish = () => {
-    if (stopped) return;
-    void write({ jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } }).then(sse.end);
-    stop();
-  };
-  void write({ jsonrpc: '2.0', method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: honored }, _meta: meta } });
-  const notify = (record: TaskRecord) => {
-    if (!open.has(record.taskId) || stopped) return;
-    void write({ jsonrpc: '2.0', method: 'notifications/tasks', params: { ...detailedTask(record), _meta: meta } });
-    if (isTerminal(record.status)) {
-      open.delete(record.taskId);
-      if (open.size === 0) finish();
-    }
-  };
-  unsubscribe = gateway.tasks.subscribe(notify);
-  sse.closed.catch(() => stop());
-  c.req.raw.signal.addEventListener('abort', stop, { once: true });
-  // Subscribed first, then read: a task that ended before the subscription is reported now.
-  for (const id of [...open]) {
-    const record = await gateway.tasks.get(id, caller).catch(() => undefined);
-    if (record && isTerminal(record.status)) notify(record);
-  }
-  if (open.size === 0) finish();
-  record(rl, 'subscriptions/listen', undefined, { resultType: 'stream' });
-  return sse.response;
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {

@@ -1,7 +1,9 @@
 /**
  * Downstream request validation for MCP 2026-07-28 over Streamable HTTP:
  * JSON-RPC shape, method routing, the per-request `_meta` envelope (SEP-2575) and the
- * standard headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (SEP-2243).
+ * standard headers `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` (SEP-2243). The
+ * `Mcp-Param-{Name}` headers are collected here and checked by the router, which knows the tool's
+ * schema (src/protocol/param-headers.ts).
  */
 import { z } from 'zod';
 import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound } from './errors.js';
@@ -9,6 +11,7 @@ import {
   ClientCapabilitiesSchema,
   META_CLIENT_CAPABILITIES,
   META_PROTOCOL_VERSION,
+  PARAM_HEADER_PREFIX,
   PROTOCOL_VERSION,
   REMOVED_METHODS,
   SERVED_METHODS,
@@ -31,11 +34,18 @@ export interface ValidatedRequest {
   clientCapabilities: ClientCapabilities;
   /** `_meta.progressToken`, when the client asked for progress. */
   progressToken?: string | number;
+  /**
+   * For `tools/call`: the request's `Mcp-Param-{Name}` headers (SEP-2243), keyed by the lower-cased
+   * `{Name}`, with their raw values. The router checks them against the tool's `x-mcp-header`
+   * annotations; empty for other methods.
+   */
+  paramHeaders: Record<string, string>;
 }
 
-/** Minimal header access (Fetch `Headers` fits). */
+/** Minimal header access (Fetch `Headers` fits): lookup by case-insensitive name, and iteration with lower-cased names. */
 export interface HeaderSource {
   get(name: string): string | null;
+  forEach(callback: (value: string, name: string) => void): void;
 }
 
 const JsonRpcRequestSchema = z.object({
@@ -54,12 +64,34 @@ export function idOf(body: unknown): RequestId | null {
   return null;
 }
 
-/** Decodes a header value written as `=?base64?…?=` (SEP-2243), trimming surrounding whitespace. */
-export function decodeHeaderValue(raw: string): string {
+/** Header field-value characters (RFC 9110 §5.5): visible ASCII, space and tab. */
+const FIELD_VALUE = /^[\t\x20-\x7e]*$/;
+/** Canonical Base64 (RFC 4648 §4): whole quanta, `=` padding only at the end. */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const SENTINEL_PREFIX = '=?base64?';
+const SENTINEL_SUFFIX = '?=';
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The value of an `Mcp-Name` or `Mcp-Param-{Name}` header as the body would carry it (MCP
+ * 2026-07-28 Streamable HTTP §"Value Encoding"): surrounding whitespace trimmed, and a value
+ * written `=?base64?{Base64}?=` (the lower-case sentinel, both ends) decoded as UTF-8. Any other
+ * value is literal.
+ * @param header the header's name, for error messages.
+ * @throws GatewayError -32020 HeaderMismatch (HTTP 400) when the value has characters a header
+ *   value may not carry, or the sentinel wraps something that is not canonical Base64 of UTF-8.
+ */
+export function decodeHeaderValue(raw: string, header = 'Mcp-Name'): string {
+  if (!FIELD_VALUE.test(raw)) throw headerMismatch(`The ${header} header contains characters that are not allowed in a header value; encode it as =?base64?…?=`);
   const v = raw.trim();
-  const m = /^=\?base64\?([A-Za-z0-9+/=]*)\?=$/.exec(v);
-  if (!m) return v;
-  return Buffer.from(m[1]!, 'base64').toString('utf8');
+  if (v.length < SENTINEL_PREFIX.length + SENTINEL_SUFFIX.length || !v.startsWith(SENTINEL_PREFIX) || !v.endsWith(SENTINEL_SUFFIX)) return v;
+  const b64 = v.slice(SENTINEL_PREFIX.length, -SENTINEL_SUFFIX.length);
+  if (!BASE64.test(b64)) throw headerMismatch(`The ${header} header is not valid =?base64?…?= (bad Base64 characters or padding)`);
+  try {
+    return utf8.decode(Buffer.from(b64, 'base64'));
+  } catch {
+    throw headerMismatch(`The ${header} header is not valid =?base64?…?= (the decoded bytes are not UTF-8)`);
+  }
 }
 
 /** Parses the JSON-RPC framing. @throws GatewayError -32600 (HTTP 400). */
@@ -93,11 +125,30 @@ function checkParamTypes(method: string, params: Record<string, unknown>): void 
   if (method === 'completion/complete' && (!isObject(params.ref) || !isObject(params.argument))) throw invalidParams('completion/complete: params.ref and params.argument must be objects');
   if (params.inputResponses !== undefined && !isObject(params.inputResponses)) throw bad('inputResponses', 'an object mapping input keys to responses');
   if (method === 'subscriptions/listen' && params.notifications !== undefined) {
-    const n = params.notifications as { taskIds?: unknown };
-    if (!isObject(n) || (n.taskIds !== undefined && (!Array.isArray(n.taskIds) || n.taskIds.some((t) => typeof t !== 'string')))) {
-      throw bad('notifications', 'an object whose taskIds is an array of strings');
+    const n = params.notifications as Record<string, unknown>;
+    const strings = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((t) => typeof t === 'string'));
+    const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
+    if (
+      !isObject(n) ||
+      !flag(n.toolsListChanged) ||
+      !flag(n.promptsListChanged) ||
+      !flag(n.resourcesListChanged) ||
+      !strings(n.resourceSubscriptions) ||
+      !strings(n.taskIds)
+    ) {
+      throw bad('notifications', 'a subscription filter: toolsListChanged, promptsListChanged and resourcesListChanged booleans, resourceSubscriptions and taskIds arrays of strings');
     }
   }
+}
+
+/** The `Mcp-Param-*` headers of a request, keyed by the lower-cased name after the prefix. */
+function paramHeadersOf(headers: HeaderSource): Record<string, string> {
+  const out: Record<string, string> = {};
+  headers.forEach((value, name) => {
+    const n = name.toLowerCase();
+    if (n.startsWith(PARAM_HEADER_PREFIX) && n.length > PARAM_HEADER_PREFIX.length) out[n.slice(PARAM_HEADER_PREFIX.length)] = value;
+  });
+  return out;
 }
 
 /**
@@ -179,5 +230,6 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     protocolVersion: version,
     clientCapabilities: capsParsed.data,
     progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    paramHeaders: method === 'tools/call' ? paramHeadersOf(headers) : {},
   };
 }

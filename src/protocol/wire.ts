@@ -13,6 +13,10 @@ export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
 export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 export const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo';
 export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
+/** `_meta` key of every notification on a `subscriptions/listen` stream: the listen request's id. */
+export const META_SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
+/** Lower-cased prefix of the `Mcp-Param-{Name}` request headers (SEP-2243). */
+export const PARAM_HEADER_PREFIX = 'mcp-param-';
 /** Legacy `params._meta` key a legacy server may set on a server-initiated request to choose its `inputRequests` key. */
 export const META_INPUT_KEY_HINT = 'mrtr-gateway/inputKey';
 

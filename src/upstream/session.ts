@@ -22,6 +22,10 @@ import {
   ListToolsResultSchema,
   McpError,
   ProgressNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
   type ClientCapabilities as LegacyClientCapabilities,
   type ClientNotification,
   type ClientRequest,
@@ -47,6 +51,15 @@ export type ServerRequestExtra = RequestHandlerExtra<ClientRequest | ServerReque
 
 /** Handles a server-initiated request for the Exchange that holds the lease; resolves to the legacy result. */
 export type ServerRequestHandler = (request: ServerInitiatedRequest, extra: ServerRequestExtra) => Promise<Record<string, unknown>>;
+
+/** A change notification from the upstream: a tools, prompts or resources `list_changed`, or `notifications/resources/updated`. */
+export interface UpstreamNotification {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/** The upstream notifications {@link UpstreamSession.onNotification} listeners receive. */
+const CHANGE_NOTIFICATIONS = [ToolListChangedNotificationSchema, PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema];
 
 /** What the upstream said in its `initialize` result. */
 export interface UpstreamInfo {
@@ -295,6 +308,11 @@ export class UpstreamSession {
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
     client.setNotificationHandler(ProgressNotificationSchema, (n) => this.progressListener?.(n.params));
+    for (const schema of CHANGE_NOTIFICATIONS) {
+      client.setNotificationHandler(schema, (n) => {
+        for (const l of [...this.changeListeners]) l(n as UpstreamNotification);
+      });
+    }
     client.onclose = () => {
       if (this.conn === conn) this.markDead(this.closing ? 'closed by the gateway' : 'connection closed');
     };
@@ -416,6 +434,20 @@ export class UpstreamSession {
       }
     })();
     return this.replacing;
+  }
+
+  private readonly changeListeners = new Set<(n: UpstreamNotification) => void>();
+
+  /**
+   * Registers `listener` for the upstream's change notifications on this session
+   * (`notifications/tools/list_changed`, `notifications/prompts/list_changed`,
+   * `notifications/resources/list_changed`, `notifications/resources/updated`), whoever holds the
+   * lease, across a re-initialized upstream session too.
+   * @returns a function that removes the listener.
+   */
+  onNotification(listener: (n: UpstreamNotification) => void): () => void {
+    this.changeListeners.add(listener);
+    return () => void this.changeListeners.delete(listener);
   }
 
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */

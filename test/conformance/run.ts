@@ -22,14 +22,29 @@ export interface Check {
   errorMessage?: string;
 }
 
-/** Runs `conformance server --url URL --scenario NAME` and returns the checks it recorded. */
-export function runScenario(url: string, scenario: string, timeoutMs = 120_000): Promise<{ checks: Check[]; output: string }> {
+/** Options for {@link runScenario}. */
+export interface ScenarioOptions {
+  /**
+   * `--spec-version`: the protocol revision the scenario speaks. A scenario tagged for several
+   * revisions runs on the 2025-11-25 wire without it; pass '2026-07-28' for those.
+   */
+  specVersion?: string;
+  /** Kills the CLI after this many ms (default 120000). */
+  timeoutMs?: number;
+}
+
+/**
+ * Runs `conformance server --url URL --scenario NAME [--spec-version V]` and returns the checks it
+ * recorded in checks.json, with the CLI's console output.
+ */
+export function runScenario(url: string, scenario: string, opts: ScenarioOptions = {}): Promise<{ checks: Check[]; output: string }> {
   const out = mkdtempSync(join(tmpdir(), `conformance-${scenario}-`));
+  const version = opts.specVersion ? ['--spec-version', opts.specVersion] : [];
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      ['--import', HOOK, CLI, 'server', '--url', url, '--scenario', scenario, '-o', out],
-      { cwd: ROOT, timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      ['--import', HOOK, CLI, 'server', '--url', url, '--scenario', scenario, ...version, '-o', out],
+      { cwd: ROOT, timeout: opts.timeoutMs ?? 120_000, maxBuffer: 16 * 1024 * 1024 },
       (err, stdout, stderr) => {
         try {
           const dirs = readdirSync(out);
@@ -52,20 +67,36 @@ const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.
  * Runs a scenario and asserts that every check is SUCCESS (or INFO), apart from the checks
  * test/conformance/expected.json lists for it with the reason.
  */
-export async function expectScenarioPasses(url: string, scenario: string): Promise<void> {
-  const { checks } = await runScenario(url, scenario);
+export async function expectScenarioPasses(url: string, scenario: string, opts: ScenarioOptions = {}): Promise<void> {
+  const { checks } = await runScenario(url, scenario, opts);
   expect(checks.length).toBeGreaterThan(0);
   const allowed = expected[scenario] ?? {};
   const bad = checks.filter((c) => c.status !== 'SUCCESS' && c.status !== 'INFO' && !(c.id in allowed)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
-  expect(bad).toEqual([]);
+  expect(bad, `${scenario}:\n${bad.join('\n')}`).toEqual([]);
 }
 
-/** The conformance fixture server (legacy, v1 SDK, stdio). */
-export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
-
-/** Opens one upstream session for each capability set the scenarios declare. */
+/**
+ * Opens the upstream sessions the scenarios use: one for each capability set they declare, and
+ * three without capabilities (a subscriptions/listen stream holds one while a call triggers the
+ * change it waits for, and the stream before it may still be giving its session back).
+ */
 export async function warmSessions(url: string): Promise<void> {
   const { rpc } = await import('../helpers/gateway.js');
-  const sets = [{}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
+  const sets = [{}, {}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
   await Promise.all(sets.map((caps) => rpc(url, 'tools/list', {}, { caps })));
+}
+
+/** The server scenarios `conformance list --server` prints, with their tags (revisions, or `extension`). */
+export function listServerScenarios(): Promise<{ name: string; tags: string[] }[]> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--import', HOOK, CLI, 'list', '--server'], { cwd: ROOT, timeout: 60_000 }, (err, stdout) => {
+      if (err) return reject(err);
+      const out: { name: string; tags: string[] }[] = [];
+      for (const line of stdout.split('\n')) {
+        const m = /^\s*-\s+(\S+)\s+\[([^\]]*)\]/.exec(line);
+        if (m) out.push({ name: m[1]!, tags: m[2]!.split(',').map((t) => t.trim()) });
+      }
+      resolve(out);
+    });
+  });
 }

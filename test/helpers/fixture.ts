@@ -5,6 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { spawnListening, type SpawnedServer } from './processes.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/legacy-server.ts', import.meta.url));
+/** The conformance fixture server (legacy, v1 SDK, stdio): the items the conformance scenarios name. */
+export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
 
 /** A JSONL event log the fixture writes to (FIXTURE_LOG). */
 export class FixtureLog {
@@ -31,6 +33,22 @@ export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {})
     command: process.execPath,
     args: ['--import', 'tsx', FIXTURE, 'stdio'],
     env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
+  };
+}
+
+/**
+ * Upstream config for the conformance fixture over stdio. Its processes share list changes and
+ * resource updates through a fresh directory (CONFORMANCE_FIXTURE_STATE), so a change triggered
+ * on one session reaches the session a subscriptions/listen stream holds.
+ */
+export function conformanceUpstream(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    transport: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', CONFORMANCE_FIXTURE],
+    env: { CONFORMANCE_FIXTURE_STATE: mkdtempSync(join(tmpdir(), 'conformance-state-')) },
+    maxSessions: 32,
+    ...extra,
   };
 }
 

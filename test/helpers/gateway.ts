@@ -97,3 +97,79 @@ export async function rpc(url: string, method: string, params: Record<string, un
   if ((res.headers.get('content-type') ?? '').includes('application/json')) body = JSON.parse(text);
   return { status: res.status, body, headers: res.headers };
 }
+
+/** An open `subscriptions/listen` stream, read message by message. */
+export interface ListenStream {
+  status: number;
+  headers: Headers;
+  /** Every message read so far, in order. */
+  messages: any[];
+  /** The next message, or undefined when none arrives within `timeoutMs` or the stream ended. */
+  next(timeoutMs?: number): Promise<any>;
+  /** Closes the stream (the client goes away). */
+  close(): void;
+}
+
+/** Opens `subscriptions/listen` with `filter` as `params.notifications` (a JSON body is read whole). */
+export async function listen(url: string, filter: Record<string, unknown>, opts: RpcOptions = {}): Promise<ListenStream> {
+  const id = opts.id ?? `listen-${nextId++}`;
+  const abort = new AbortController();
+  const res = await fetch(url, {
+    method: 'POST',
+    signal: abort.signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications: filter, _meta: opts.meta ?? envelope(opts.caps ?? {}) } }),
+  });
+  const messages: any[] = [];
+  const queue: any[] = [];
+  let ended = false;
+  let wake: (() => void) | undefined;
+  if (!(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    const body = await res.json();
+    messages.push(body);
+    queue.push(body);
+    ended = true;
+  } else {
+    void (async () => {
+      const decoder = new TextDecoder();
+      let buf = '';
+      try {
+        for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+          buf += decoder.decode(chunk, { stream: true });
+          let i: number;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const event = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            const data = event.split('\n').find((l) => l.startsWith('data:'));
+            if (!data) continue;
+            const msg = JSON.parse(data.slice(5));
+            messages.push(msg);
+            queue.push(msg);
+            wake?.();
+          }
+        }
+      } catch {
+        /* aborted */
+      }
+      ended = true;
+      wake?.();
+    })();
+  }
+  return {
+    status: res.status,
+    headers: res.headers,
+    messages,
+    async next(timeoutMs = 5000) {
+      const end = Date.now() + timeoutMs;
+      while (!queue.length && !ended && Date.now() < end) {
+        await new Promise<void>((r) => {
+          wake = r;
+          setTimeout(r, Math.max(0, end - Date.now()));
+        });
+        wake = undefined;
+      }
+      return queue.shift();
+    },
+    close: () => abort.abort(),
+  };
+}

@@ -93,9 +93,28 @@ describe('decodeHeaderValue', () => {
     expect(decodeHeaderValue(' =?base64?ZWNobw==?= ')).toBe('echo');
   });
 
-  it('leaves values that only look similar to the sentinel alone', () => {
-    expect(decodeHeaderValue('=?base64?not base64!?=')).toBe('=?base64?not base64!?=');
+  it('leaves values without both sentinel ends alone', () => {
     expect(decodeHeaderValue('=?base64?ZWNobw==')).toBe('=?base64?ZWNobw==');
+    expect(decodeHeaderValue('ZWNobw==?=')).toBe('ZWNobw==?=');
+    expect(decodeHeaderValue('=?BASE64?ZWNobw==?=')).toBe('=?BASE64?ZWNobw==?=');
+  });
+
+  it('refuses a sentinel around bad Base64 (characters, padding) or bytes that are not UTF-8 → -32020 / 400', () => {
+    for (const bad of ['=?base64?not base64!?=', '=?base64?SGVs!!!bG8=?=', '=?base64?SGVsbG8?=', '=?base64?SGVsbG8===?=', `=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=`]) {
+      const e = caught(() => decodeHeaderValue(bad, 'Mcp-Param-Region'));
+      expect(e.code).toBe(-32020);
+      expect(e.httpStatus).toBe(400);
+      expect(e.message).toContain('Mcp-Param-Region');
+    }
+  });
+
+  it('refuses characters a header value may not carry (non-ASCII, control characters) → -32020 / 400', () => {
+    for (const bad of ['caf\u00e9', 'a\u0000b', 'line\u007f']) {
+      const e = caught(() => decodeHeaderValue(bad));
+      expect(e.code).toBe(-32020);
+      expect(e.httpStatus).toBe(400);
+    }
+    expect(decodeHeaderValue('a\tb c')).toBe('a\tb c');
   });
 });
 
@@ -228,5 +247,32 @@ describe('validateRequest', () => {
     const e = caught(() => validateRequest(req('tools/call', { name: '', _meta: meta() }), okHeaders('tools/call', 'x')));
     expect(e.code).toBe(-32602);
     expect(e.httpStatus).toBe(400);
+  });
+
+  it('Mcp-Name with bad =?base64?…?= → -32020 / 400', () => {
+    const e = caught(() => validateRequest(req('tools/call', { name: 'echo', _meta: meta() }), okHeaders('tools/call', '=?base64?ZWNobw?=')));
+    expect(e.code).toBe(-32020);
+    expect(e.httpStatus).toBe(400);
+  });
+
+  it('collects the Mcp-Param-* headers of a tools/call by lower-cased name, raw', () => {
+    const h = okHeaders('tools/call', 'echo');
+    h.set('Mcp-Param-Region', ' =?base64?ZXU=?= ');
+    h.set('MCP-PARAM-Tenant-Id', 'acme');
+    h.set('Mcp-Param-', 'ignored');
+    const v = validateRequest(req('tools/call', { name: 'echo', _meta: meta() }), h);
+    expect(v.paramHeaders).toEqual({ region: '=?base64?ZXU=?=', 'tenant-id': 'acme' });
+    const list = okHeaders('tools/list');
+    list.set('Mcp-Param-Region', 'eu');
+    expect(validateRequest(req('tools/list', { _meta: meta() }), list).paramHeaders).toEqual({});
+  });
+
+  it('subscriptions/listen: the filter must be booleans and arrays of strings → -32602', () => {
+    const ok = { toolsListChanged: true, promptsListChanged: false, resourcesListChanged: true, resourceSubscriptions: ['test://a'], taskIds: ['t'] };
+    expect(validateRequest(req('subscriptions/listen', { notifications: ok, _meta: meta() }), okHeaders('subscriptions/listen')).params.notifications).toEqual(ok);
+    for (const bad of [[], { toolsListChanged: 'yes' }, { resourceSubscriptions: 'test://a' }, { resourceSubscriptions: [1] }, { taskIds: [null] }]) {
+      const e = caught(() => validateRequest(req('subscriptions/listen', { notifications: bad, _meta: meta() }), okHeaders('subscriptions/listen')));
+      expect(e.code, JSON.stringify(bad)).toBe(-32602);
+    }
   });
 });

@@ -1,0 +1,283 @@
+/**
+ * `subscriptions/listen` behind the router (MCP 2026-07-28 §Subscriptions, SEP-2575; the
+ * `taskIds` filter comes from the tasks extension, SEP-2663). Nothing here knows about HTTP: the
+ * front door frames what a {@link Subscription} delivers as an SSE stream.
+ *
+ * A subscription honors, of what the client asked for:
+ * - `toolsListChanged`, `promptsListChanged`, `resourcesListChanged`: when the upstream declared
+ *   `listChanged` for that capability. The subscription holds one upstream session (leased like a
+ *   call's, for the client's principal and mirrored capabilities) for as long as it is open, and
+ *   relays that session's `notifications/{tools,prompts,resources}/list_changed`.
+ * - `resourceSubscriptions`: the URIs the upstream accepted a legacy `resources/subscribe` for, on
+ *   that same session (when it declared `resources.subscribe`); its
+ *   `notifications/resources/updated` for those URIs are relayed, and each URI gets
+ *   `resources/unsubscribe` when the subscription ends.
+ * - `taskIds`: the caller's own tasks; `notifications/tasks` (the full DetailedTask) on each status
+ *   change, until the task is terminal.
+ *
+ * Nothing is delivered that the client did not ask for. A subscription with nothing left to
+ * deliver (no upstream part, and every listed task terminal) ends by itself.
+ */
+import type { UpstreamConfig } from './config/schema.js';
+import { keepsSession } from './exchange/exchange.js';
+import { GatewayError, upstreamFailed } from './protocol/errors.js';
+import type { Logger } from './observability/log.js';
+import { detailedTask, tasksExtensionRequired, type TaskManager } from './tasks/manager.js';
+import { isTerminal, type TaskRecord } from './tasks/store.js';
+import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import type { SessionLease, SessionPool } from './upstream/pool.js';
+import type { UpstreamNotification } from './upstream/session.js';
+import type { ToolCatalog } from './upstream/tools.js';
+
+/** The `notifications` filter of `subscriptions/listen` (SubscriptionFilter, plus the tasks extension's `taskIds`). */
+export interface ListenFilter {
+  toolsListChanged?: boolean;
+  promptsListChanged?: boolean;
+  resourcesListChanged?: boolean;
+  resourceSubscriptions?: string[];
+  taskIds?: string[];
+}
+
+/** Where a subscription delivers. Called only after {@link Subscription.attach}. */
+export interface SubscriptionSink {
+  /** One notification to relay: its method and params, without the `_meta` the front door adds. */
+  notify(method: string, params: Record<string, unknown>): void;
+  /**
+   * The subscription is over: gracefully (no error: nothing left to deliver, or the gateway is
+   * shutting down), or because the upstream session it relies on was lost (-32603).
+   */
+  end(error?: GatewayError): void;
+}
+
+/** The upstream a subscription listens to (the router's `Upstream` fits). */
+export interface ListenUpstream {
+  readonly name: string;
+  readonly cfg: UpstreamConfig;
+  readonly pool: SessionPool;
+  readonly tools: ToolCatalog;
+}
+
+/** Who is listening. */
+export interface Listener {
+  principal: string;
+  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
+  token?: string;
+  /** The legacy capabilities mirrored from the request, for the upstream session. */
+  caps: LegacyClientCapabilities;
+  /** Whether the request declared the tasks extension (required for `taskIds`). */
+  declaresTasks: boolean;
+}
+
+/** Most `resourceSubscriptions` URIs honored on one subscription; the rest are left out of the acknowledgement. */
+export const MAX_RESOURCE_SUBSCRIPTIONS = 100;
+/** How long an upstream `resources/unsubscribe` may take when a subscription ends, in ms. */
+const UNSUBSCRIBE_TIMEOUT_MS = 1000;
+
+const LIST_CHANGED: Record<string, 'toolsListChanged' | 'promptsListChanged' | 'resourcesListChanged'> = {
+  'notifications/tools/list_changed': 'toolsListChanged',
+  'notifications/prompts/list_changed': 'promptsListChanged',
+  'notifications/resources/list_changed': 'resourcesListChanged',
+};
+
+/** One open `subscriptions/listen`. Create with {@link openSubscription}. */
+export class Subscription {
+  /** The honored subset of the filter, for `notifications/subscriptions/acknowledged`. */
+  readonly honored: ListenFilter = {};
+  private sink: SubscriptionSink | undefined;
+  private buffered: [string, Record<string, unknown>][] = [];
+  private ended: { error?: GatewayError } | undefined;
+  private released = false;
+  private readonly cleanups: (() => Promise<void> | void)[] = [];
+  private readonly endListeners: (() => void)[] = [];
+  private readonly openTasks = new Set<string>();
+  /** True while upstream notifications are relayed (a session is held). */
+  private upstreamPart = false;
+
+  /**
+   * Starts delivery to `sink`: first what arrived since the subscription was opened, then live.
+   * The caller writes the acknowledgement before attaching.
+   */
+  attach(sink: SubscriptionSink): void {
+    this.sink = sink;
+    for (const [method, params] of this.buffered.splice(0)) sink.notify(method, params);
+    if (this.ended) sink.end(this.ended.error);
+  }
+
+  /** Ends the subscription gracefully (gateway shutdown): the sink gets `end()`, resources are released. */
+  end(): void {
+    this.finish();
+  }
+
+  /** The client went away: releases everything without telling the sink. Idempotent. */
+  async close(): Promise<void> {
+    this.sink = undefined;
+    this.ended ??= {};
+    await this.release();
+  }
+
+  /** Calls `cb` once the subscription is over (ended or closed). */
+  onEnd(cb: () => void): void {
+    this.endListeners.push(cb);
+  }
+
+  private emit(method: string, params: Record<string, unknown>): void {
+    if (this.ended) return;
+    if (this.sink) this.sink.notify(method, params);
+    else this.buffered.push([method, params]);
+  }
+
+  private finish(error?: GatewayError): void {
+    if (this.ended) return;
+    this.ended = error ? { error } : {};
+    this.sink?.end(error);
+    void this.release();
+  }
+
+  private async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    for (const c of this.cleanups.splice(0).reverse()) {
+      try {
+        await c();
+      } catch {
+        /* best effort */
+      }
+    }
+    for (const cb of this.endListeners.splice(0)) cb();
+  }
+
+  private settleIfIdle(): void {
+    if (!this.upstreamPart && this.openTasks.size === 0) this.finish();
+  }
+
+  /** Relays the upstream's change notifications that were asked for and honored. */
+  private relay(n: UpstreamNotification, uris: ReadonlySet<string>): void {
+    const filter = LIST_CHANGED[n.method];
+    if (filter) {
+      if (this.honored[filter]) this.emit(n.method, {});
+      return;
+    }
+    if (n.method === 'notifications/resources/updated') {
+      const uri = n.params?.uri;
+      if (typeof uri === 'string' && uris.has(uri)) this.emit(n.method, { uri });
+    }
+  }
+
+  /**
+   * Holds an upstream session and subscribes to what it can deliver of `filter`; gives the session
+   * back at once when the upstream can deliver none of it.
+   */
+  async listenUpstream(up: ListenUpstream, filter: ListenFilter, who: Listener, log: Logger): Promise<void> {
+    const lease: SessionLease = await up.pool.acquire(who.principal, who.caps, who.token);
+    const { session } = lease;
+    let reusable = true;
+    const uris = new Set<string>();
+    const stopRelay = session.onNotification((n) => this.relay(n, uris));
+    const releaseSession = async () => {
+      stopRelay();
+      await Promise.all(
+        [...uris].map((uri) =>
+          session.client.unsubscribeResource({ uri }, { timeout: UNSUBSCRIBE_TIMEOUT_MS }).catch(() => {
+            // A session that may still carry the subscription is not reused.
+            reusable = false;
+          }),
+        ),
+      );
+      lease.release(reusable);
+    };
+    try {
+      up.tools.watch(session);
+      const caps = session.info.capabilities;
+      if (filter.toolsListChanged && caps.tools?.listChanged) this.honored.toolsListChanged = true;
+      if (filter.promptsListChanged && caps.prompts?.listChanged) this.honored.promptsListChanged = true;
+      if (filter.resourcesListChanged && caps.resources?.listChanged) this.honored.resourcesListChanged = true;
+      if (filter.resourceSubscriptions) {
+        const wanted = [...new Set(filter.resourceSubscriptions)].slice(0, MAX_RESOURCE_SUBSCRIPTIONS);
+        const accepted = caps.resources?.subscribe
+          ? await Promise.all(
+              wanted.map((uri) =>
+                session.client.subscribeResource({ uri }, { timeout: up.cfg.timeouts.requestMs }).then(
+                  () => true,
+                  (e) => {
+                    log.debug({ upstream: up.name, uri, err: (e as Error).message }, 'upstream refused resources/subscribe');
+                    if (!keepsSession(e)) reusable = false;
+                    return false;
+                  },
+                ),
+              ),
+            )
+          : [];
+        this.honored.resourceSubscriptions = wanted.filter((_, i) => accepted[i]);
+        for (const uri of this.honored.resourceSubscriptions) uris.add(uri);
+      }
+    } catch (e) {
+      await releaseSession();
+      throw e;
+    }
+    this.upstreamPart = Boolean(this.honored.toolsListChanged || this.honored.promptsListChanged || this.honored.resourcesListChanged || uris.size);
+    if (!this.upstreamPart) return releaseSession();
+    this.cleanups.push(releaseSession);
+    void session.closed.then(() => {
+      const reason = session.deadReason ?? 'connection closed';
+      const kind = session.transportKind === 'stdio' ? 'crashed' : 'session-lost';
+      this.finish(upstreamFailed(up.name, kind, `The upstream session behind this subscription was lost (${reason}); listen again`));
+    });
+  }
+
+  /** Follows the caller's tasks in `taskIds`. */
+  async listenTasks(tasks: TaskManager, taskIds: string[], caller: { principal: string; upstream: string }): Promise<void> {
+    this.honored.taskIds = [];
+    for (const id of taskIds) {
+      try {
+        await tasks.get(id, caller);
+        this.honored.taskIds.push(id);
+      } catch {
+        /* unknown or foreign ids are left out of the acknowledged filter */
+      }
+    }
+    for (const id of this.honored.taskIds) this.openTasks.add(id);
+    const onTask = (record: TaskRecord) => {
+      if (!this.openTasks.has(record.taskId)) return;
+      this.emit('notifications/tasks', detailedTask(record));
+      if (isTerminal(record.status)) {
+        this.openTasks.delete(record.taskId);
+        this.settleIfIdle();
+      }
+    };
+    this.cleanups.push(tasks.subscribe(onTask));
+    // Subscribed first, then read: a task that ended before the subscription is reported now.
+    for (const id of [...this.openTasks]) {
+      const record = await tasks.get(id, caller).catch(() => undefined);
+      if (record && isTerminal(record.status)) onTask(record);
+    }
+  }
+
+  /** Ends at once when nothing was honored that could still deliver. */
+  settleAfterOpen(): void {
+    this.settleIfIdle();
+  }
+}
+
+/**
+ * Opens a `subscriptions/listen` subscription on upstream `up` for `filter`.
+ * @returns the subscription; its `honored` filter is final.
+ * @throws GatewayError -32021 (HTTP 400) for `taskIds` without the tasks extension declared;
+ *   -32603 when no upstream session can be had (`data.reason` unreachable, busy, shutting-down).
+ */
+export async function openSubscription(up: ListenUpstream, tasks: TaskManager, filter: ListenFilter, who: Listener, log: Logger): Promise<Subscription> {
+  if (filter.taskIds?.length && !who.declaresTasks) throw tasksExtensionRequired();
+  const sub = new Subscription();
+  try {
+    if (filter.toolsListChanged || filter.promptsListChanged || filter.resourcesListChanged || filter.resourceSubscriptions?.length) {
+      await sub.listenUpstream(up, filter, who, log);
+    } else if (filter.resourceSubscriptions) {
+      sub.honored.resourceSubscriptions = [];
+    }
+    if (filter.taskIds) await sub.listenTasks(tasks, filter.taskIds, { principal: who.principal, upstream: up.name });
+  } catch (e) {
+    await sub.close();
+    throw e;
+  }
+  sub.settleAfterOpen();
+  return sub;
+}
