@@ -7,8 +7,9 @@ import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabil
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
-import { StateSealer, generatedKey } from './exchange/seal.js';
-import { invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { JtiLedger, StateSealer, TaskIdBinder, generatedKey } from './exchange/seal.js';
+import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
+import { GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
@@ -17,6 +18,7 @@ import {
   EXCHANGE_METHODS,
   TASK_METHODS,
   LIST_METHODS,
+  META_CLIENT_CAPABILITIES,
   META_SERVER_INFO,
   SUPPORTED_VERSIONS,
   UPSTREAM_CAPABILITY_FOR,
@@ -26,8 +28,10 @@ import {
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
+import { stderrSummary } from './upstream/session.js';
+import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool } from './upstream/tools.js';
-import { openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
+import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 
 export type { CallContext };
 
@@ -76,10 +80,19 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
   return out;
 }
 
-/** One configured upstream: its session pool and the cache of its tools' `x-mcp-header` annotations. */
+/** The era an upstream speaks. */
+export type UpstreamEra = 'legacy' | 'modern';
+
+/**
+ * One configured upstream: its legacy session pool, its 2026-07-28 connection, the era it speaks,
+ * and the cache of its tools' `x-mcp-header` annotations.
+ */
 export class Upstream {
   readonly pool: SessionPool;
+  /** The 2026-07-28 hop (absent for HTTP+SSE upstreams and `protocol: "legacy"`). */
+  readonly modern: ModernUpstream | undefined;
   readonly tools = new ToolCatalog();
+  private eraKnown: Promise<UpstreamEra> | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
   private readonly droppedLogged = new Set<string>();
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
@@ -90,6 +103,40 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+  }
+
+  /**
+   * The era the upstream speaks: configured, or (with `protocol: "auto"`) learned once by asking
+   * `server/discover` (2026-07-28 basic/versioning: a legacy server answers with an error, or an
+   * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}.
+   * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask.
+   */
+  era(): Promise<UpstreamEra> {
+    if (!this.modern) return Promise.resolve('legacy');
+    if (this.cfg.protocol === '2026-07-28') return Promise.resolve('modern');
+    this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs, PROBE_MS)).then(
+      async (discovered) => {
+        const era: UpstreamEra = discovered ? 'modern' : 'legacy';
+        this.log.info({ upstream: this.name, era }, 'upstream era detected');
+        // A stdio child started only to ask is not needed by a legacy upstream.
+        if (era === 'legacy') await this.modern!.close();
+        return era;
+      },
+      (e: Error) => {
+        this.eraKnown = undefined;
+        const stderr = e instanceof ModernHopError ? e.stderr : [];
+        this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
+        const said = stderrSummary(stderr);
+        throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
+      },
+    );
+    return this.eraKnown;
+  }
+
+  /** With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have been replaced). */
+  forgetEra(): void {
+    if (this.cfg.protocol === 'auto') this.eraKnown = undefined;
   }
 
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
@@ -101,10 +148,21 @@ export class Upstream {
   }
 }
 
+/** Longest wait for the `server/discover` that tells an upstream's era, in ms. */
+const PROBE_MS = 5000;
+
 /** The gateway core: upstreams, the MRTR bridge and request routing. */
 export class Gateway {
   readonly upstreams = new Map<string, Upstream>();
   readonly bridge: MrtrBridge;
+  /** Seals and opens every requestState (bridge and pass-through). */
+  readonly sealer: StateSealer;
+  /** Spent requestState ids, shared by the bridge and pass-through. */
+  readonly ledger: JtiLedger;
+  /** Client-facing ids of tasks that 2026-07-28 upstreams created. */
+  readonly taskIds: TaskIdBinder;
+  /** 2026-07-28 clients to 2026-07-28 upstreams. */
+  readonly modern: ModernPassThrough;
   readonly tasks: TaskManager;
   readonly metrics: Metrics;
   /** True when no requestState key was configured and one was generated. */
@@ -127,7 +185,11 @@ export class Gateway {
     }
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
-    this.bridge = new MrtrBridge(new StateSealer(keys), cfg.requestState.ttlMs, log, {
+    this.sealer = new StateSealer(keys);
+    this.ledger = new JtiLedger();
+    this.taskIds = new TaskIdBinder(keys[0]!);
+    this.modern = new ModernPassThrough(this.sealer, this.ledger, this.taskIds, cfg.requestState.ttlMs, log);
+    this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.ledger, {
       total: cfg.limits.maxParked,
       perUpstream: (name) => cfg.upstreams[name]?.maxParked ?? Infinity,
     });
@@ -155,6 +217,15 @@ export class Gateway {
     const out: { name: string; ready: boolean; reason?: string }[] = [];
     for (const up of this.upstreams.values()) {
       if (!up.cfg.required) continue;
+      try {
+        if ((await up.era()) === 'modern') {
+          out.push({ name: up.name, ready: true });
+          continue;
+        }
+      } catch (e) {
+        out.push({ name: up.name, ready: false, reason: (e as Error).message });
+        continue;
+      }
       if (up.pool.lastError === undefined && up.pool.stats().total > 0) {
         out.push({ name: up.name, ready: true });
         continue;
@@ -176,14 +247,21 @@ export class Gateway {
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
    *   requestState/inputResponses; -32021 (400) missing client capability; -32603 upstream failure.
    */
-  async handle(name: string, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+  async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
-    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
-    if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
-    return this.simple(up, req, ctx);
+    try {
+      if ((await this.eraOf(up)) === 'modern') return await this.modern.handle(up, req, ctx);
+      if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return await this.exchange(up, req, ctx);
+      if ((TASK_METHODS as readonly string[]).includes(req.method)) return await this.task(up, req, ctx);
+      return await this.simple(up, req, ctx);
+    } catch (e) {
+      // An upstream that cannot be reached may come back as another era.
+      if (e instanceof GatewayError && (e.data as { reason?: string } | undefined)?.reason === 'unreachable') up.forgetEra();
+      throw e;
+    }
   }
 
   /**
@@ -198,13 +276,17 @@ export class Gateway {
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     const filter = (req.params.notifications ?? {}) as ListenFilter;
-    const sub = await openSubscription(
-      up,
-      this.tasks,
-      filter,
-      { principal: ctx.principal, token: ctx.token, caps: mirrorCapabilities(req.clientCapabilities, up.cfg), declaresTasks: Gateway.declaresTasks(req) },
-      this.log.child({ upstream: name }),
-    );
+    const sub =
+      (await this.eraOf(up)) === 'modern'
+        ? await openModernSubscription(
+            { name, modern: up.modern! },
+            filter,
+            { ...req.meta, [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow) },
+            { declaresTasks: Gateway.declaresTasks(req) },
+            { wrap: (id) => this.taskIds.wrap(name, ctx.principal, id), unwrap: (id) => this.taskIds.unwrap(name, ctx.principal, id) },
+            up.cfg.timeouts.requestMs,
+          )
+        : await this.legacySubscription(up, req, filter, ctx);
     if (this.closing) {
       sub.end();
     } else {
@@ -212,6 +294,24 @@ export class Gateway {
       sub.onEnd(() => this.subscriptions.delete(sub));
     }
     return sub;
+  }
+
+  private legacySubscription(up: Upstream, req: ValidatedRequest, filter: ListenFilter, ctx: { principal: string; token?: string }): Promise<Subscription> {
+    return openSubscription(
+      up,
+      this.tasks,
+      filter,
+      { principal: ctx.principal, token: ctx.token, caps: mirrorCapabilities(req.clientCapabilities, up.cfg), declaresTasks: Gateway.declaresTasks(req) },
+      this.log.child({ upstream: up.name }),
+    );
+  }
+
+  /**
+   * The upstream's era, learned when needed; a failure to reach it is the upstream's failure.
+   * @throws GatewayError -32603 `unreachable`.
+   */
+  private async eraOf(up: Upstream): Promise<UpstreamEra> {
+    return up.era();
   }
 
   /** True when the request declared the tasks extension in its clientCapabilities. */

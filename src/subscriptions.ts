@@ -27,6 +27,7 @@ import { isTerminal, type TaskRecord } from './tasks/store.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionLease, SessionPool } from './upstream/pool.js';
 import type { UpstreamNotification } from './upstream/session.js';
+import type { ModernUpstream } from './upstream/modern.js';
 import type { ToolCatalog } from './upstream/tools.js';
 
 /** The `notifications` filter of `subscriptions/listen` (SubscriptionFilter, plus the tasks extension's `taskIds`). */
@@ -252,10 +253,76 @@ export class Subscription {
     }
   }
 
+  /**
+   * Relays a `subscriptions/listen` to a 2026-07-28 upstream: the request goes on with the client's
+   * envelope (`meta`) and the filter (task ids unwrapped), the upstream's acknowledgement sets
+   * `honored` (task ids wrapped back), and its notifications are relayed without the upstream's
+   * `_meta` (the front door adds the client's subscriptionId). When the upstream ends the stream,
+   * so does the subscription. Resolves once acknowledged.
+   */
+  async listenModern(up: { name: string; modern: ModernUpstream }, filter: ListenFilter, meta: Record<string, unknown>, tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined }, ackMs: number): Promise<void> {
+    const upstreamFilter: ListenFilter = { ...filter };
+    if (filter.taskIds) upstreamFilter.taskIds = filter.taskIds.map((id) => tasks.unwrap(id)).filter((id): id is string => id !== undefined);
+    const abort = new AbortController();
+    let acknowledged!: (honored: ListenFilter) => void;
+    const ack = new Promise<ListenFilter>((r) => (acknowledged = r));
+    const strip = (params: Record<string, unknown> | undefined) => {
+      const { _meta: _m, ...rest } = params ?? {};
+      return rest;
+    };
+    const call = up.modern.request('subscriptions/listen', { notifications: upstreamFilter, _meta: meta }, {
+      signal: abort.signal,
+      onNotification: (n) => {
+        const params = strip(n.params);
+        if (n.method === 'notifications/subscriptions/acknowledged') {
+          const honored = { ...((params.notifications ?? {}) as ListenFilter) };
+          if (honored.taskIds) honored.taskIds = honored.taskIds.map((id) => tasks.wrap(id));
+          return acknowledged(honored);
+        }
+        if (n.method === 'notifications/tasks' && typeof params.taskId === 'string') params.taskId = tasks.wrap(params.taskId);
+        this.emit(n.method, params);
+      },
+    });
+    this.upstreamPart = true;
+    this.cleanups.push(() => abort.abort());
+    const ended = call.then(
+      (answer) => ('error' in answer ? this.finish(new GatewayError(answer.error.code, answer.error.message, answer.error.data)) : this.finish()),
+      (e) => {
+        if (!abort.signal.aborted) this.finish(upstreamFailed(up.name, 'session-lost', `The upstream ended this subscription: ${(e as Error).message}; listen again`));
+      },
+    );
+    const honored = await Promise.race([ack, ended.then(() => ({}) as ListenFilter), new Promise<ListenFilter>((r) => setTimeout(() => r({}), ackMs).unref())]);
+    Object.assign(this.honored, honored);
+  }
+
   /** Ends at once when nothing was honored that could still deliver. */
   settleAfterOpen(): void {
     this.settleIfIdle();
   }
+}
+
+/**
+ * Opens a `subscriptions/listen` subscription relayed to a 2026-07-28 upstream (see
+ * {@link Subscription.listenModern}).
+ * @throws GatewayError -32021 (HTTP 400) for `taskIds` without the tasks extension declared.
+ */
+export async function openModernSubscription(
+  up: { name: string; modern: ModernUpstream },
+  filter: ListenFilter,
+  meta: Record<string, unknown>,
+  who: { declaresTasks: boolean },
+  tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined },
+  ackMs: number,
+): Promise<Subscription> {
+  if (filter.taskIds?.length && !who.declaresTasks) throw tasksExtensionRequired();
+  const sub = new Subscription();
+  try {
+    await sub.listenModern(up, filter, meta, tasks, ackMs);
+  } catch (e) {
+    await sub.close();
+    throw e;
+  }
+  return sub;
 }
 
 /**

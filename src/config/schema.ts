@@ -106,6 +106,12 @@ const upstreamCommon = {
     .describe(
       'Roots the gateway answers itself: a `roots/list` the upstream sends outside any call (for example right after `initialized`), or during a call of a client that did not declare roots. When non-empty, every upstream session declares the roots capability.',
     ),
+  protocol: z
+    .enum(['auto', 'legacy', '2026-07-28'])
+    .default('auto')
+    .describe(
+      'The era the upstream speaks. auto: ask server/discover at first use, fall back to initialize, remember the answer, ask again after a failure. HTTP+SSE upstreams are always legacy.',
+    ),
   protocolVersion: z
     .enum(LEGACY_REVISIONS)
     .optional()

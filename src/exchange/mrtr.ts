@@ -11,7 +11,7 @@ import type { InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
-import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from './seal.js';
+import { digestOf, INVALID_STATE, type JtiLedger, type StateClaims, type StateSealer } from './seal.js';
 
 /** Per-request context from the HTTP front door. */
 export interface CallContext {
@@ -20,6 +20,8 @@ export interface CallContext {
   signal: AbortSignal;
   /** Receives upstream progress while this request is the one waiting. */
   onProgress?: (p: ProgressParams) => void;
+  /** Receives the upstream's other notifications for this request (`notifications/message`). */
+  onNotification?: (n: { method: string; params?: Record<string, unknown> }) => void;
   /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
   token?: string;
   /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
@@ -69,7 +71,6 @@ export class MrtrBridge {
   /** Exchanges a client request is waiting on right now. */
   private readonly driving = new Set<Exchange>();
   private readonly parkedPerUpstream = new Map<string, number>();
-  private readonly usedJti: LRUCache<string, true>;
   private readonly ended: LRUCache<string, Ended>;
 
   /**
@@ -79,9 +80,9 @@ export class MrtrBridge {
     private readonly sealer: StateSealer,
     private readonly ttlMs: number,
     private readonly log: Logger,
+    private readonly ledger: JtiLedger,
     private readonly limits: { total: number; perUpstream: (upstream: string) => number } = { total: Infinity, perUpstream: () => Infinity },
   ) {
-    this.usedJti = new LRUCache<string, true>({ max: 1_000_000, ttl: ttlMs + 60_000, ttlAutopurge: false });
     this.ended = new LRUCache<string, Ended>({ max: MAX_ENDED, ttl: ttlMs, ttlAutopurge: true });
   }
 
@@ -226,7 +227,8 @@ export class MrtrBridge {
       claims.n !== binding.name ||
       claims.d !== digestOf(binding.args) ||
       claims.rep !== this.replica ||
-      this.usedJti.has(claims.jti)
+      claims.pt ||
+      this.ledger.isSpent(claims.jti)
     ) {
       throw invalidParams(INVALID_STATE);
     }
@@ -235,7 +237,7 @@ export class MrtrBridge {
     const { exchange } = parked;
     if (exchange.outcome) {
       // It ended while parked: the retry receives what the upstream did meanwhile.
-      this.usedJti.set(claims.jti, true);
+      if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
       this.ended.delete(claims.ex);
       return this.drive(exchange, binding, ctx, batchWindowMs, task);
     }
@@ -255,7 +257,7 @@ export class MrtrBridge {
     }
 
     // Checks passed: the state is spent and the Exchange leaves the parking lot.
-    this.usedJti.set(claims.jti, true);
+    if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
     this.unpark(claims.ex);
     exchange.round = claims.rnd;
     for (const [key, value] of deliver) exchange.answer(key, value);

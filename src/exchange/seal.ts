@@ -7,7 +7,8 @@
  * a digest of the canonical arguments, the parked Exchange, the replica, the round and the
  * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
  */
-import { createHash, hkdfSync, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { canonicalJson } from '../protocol/canonical.js';
 import { EncryptJWT, jwtDecrypt, errors as joseErrors } from 'jose';
 import { invalidParams } from '../protocol/errors.js';
@@ -36,6 +37,12 @@ export interface StateClaims {
   jti: string;
   /** Expiry, ms since the epoch. */
   expMs: number;
+  /** Pass-through to a 2026-07-28 upstream: the upstream's own `requestState`, when it gave one. */
+  us?: string;
+  /** Pass-through: answers the gateway adds to the retry (declines of forms the secret guard held back). */
+  pre?: Record<string, Record<string, unknown>>;
+  /** Set on pass-through states, which never open a parked Exchange (and bridge states never pass through). */
+  pt?: true;
 }
 
 /** A configured key: `kid` plus a secret of at least 32 characters. */
@@ -51,8 +58,68 @@ export function digestOf(value: unknown): string {
     .digest('base64url');
 }
 
-function deriveKey(secret: string): Uint8Array {
-  return new Uint8Array(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('mrtr-gateway'), Buffer.from('requestState A256GCM'), 32));
+function deriveKey(secret: string, info = 'requestState A256GCM'): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('mrtr-gateway'), Buffer.from(info), 32));
+}
+
+/**
+ * Spent `jti`s of sealed states, so that each state is accepted once (MCP 2026-07-28
+ * basic/patterns/mrtr §Server rules 4: one-time semantics enforced server-side). Entries live until
+ * the state they belong to has expired.
+ */
+export class JtiLedger {
+  private readonly spent: LRUCache<string, true>;
+
+  /** @param maxEntries most spent ids remembered (the oldest are forgotten first). */
+  constructor(maxEntries = 1_000_000) {
+    this.spent = new LRUCache<string, true>({ max: maxEntries, ttlAutopurge: false });
+  }
+
+  /** Whether `jti` was spent already. */
+  isSpent(jti: string): boolean {
+    return this.spent.has(jti);
+  }
+
+  /** Spends `jti` until `expMs` (epoch ms) plus a minute; returns false when it was spent already. */
+  spend(jti: string, expMs: number): boolean {
+    if (this.spent.has(jti)) return false;
+    this.spent.set(jti, true, { ttl: Math.max(1, expMs - Date.now()) + 60_000 });
+    return true;
+  }
+}
+
+/**
+ * Task ids of tasks a 2026-07-28 upstream created, as the gateway shows them to the client:
+ * `p1.<base64url upstream taskId>.<base64url HMAC-SHA256(upstream, principal, taskId)>`. The id is
+ * bound to the principal and the upstream (another caller's use of it is "not found"), stable for
+ * one task (clients compare ids), and needs no store.
+ */
+export class TaskIdBinder {
+  private readonly key: Buffer;
+
+  /** @param key the first configured requestState key (a separate HMAC key is derived from it). */
+  constructor(key: StateKey) {
+    this.key = Buffer.from(deriveKey(key.secret, 'pass-through taskId HMAC-SHA256'));
+  }
+
+  private mac(upstream: string, principal: string, taskId: string): string {
+    return createHmac('sha256', this.key).update(`${upstream}\u0000${principal}\u0000${taskId}`).digest('base64url');
+  }
+
+  /** The client-facing id of the upstream's `taskId`. */
+  wrap(upstream: string, principal: string, taskId: string): string {
+    return `p1.${Buffer.from(taskId, 'utf8').toString('base64url')}.${this.mac(upstream, principal, taskId)}`;
+  }
+
+  /** The upstream's taskId behind a client-facing id, or undefined when the id is not one this caller may use. */
+  unwrap(upstream: string, principal: string, id: string): string | undefined {
+    const m = /^p1\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]{43})$/.exec(id);
+    if (!m) return undefined;
+    const taskId = Buffer.from(m[1]!, 'base64url').toString('utf8');
+    const want = Buffer.from(this.mac(upstream, principal, taskId));
+    const got = Buffer.from(m[2]!);
+    return want.length === got.length && timingSafeEqual(want, got) ? taskId : undefined;
+  }
 }
 
 /** A key made at start when none is configured; states sealed with it die with the process. */
@@ -71,6 +138,12 @@ export function isCanonicalCompactJwe(token: string): boolean {
   if (parts.length !== 5) return false;
   return parts.every((p) => /^[A-Za-z0-9_-]*$/.test(p) && Buffer.from(p, 'base64url').toString('base64url') === p);
 }
+
+/**
+ * Longest requestState accepted, in characters. A pass-through state carries the upstream's own
+ * state inside it, so the bound leaves room for that.
+ */
+export const MAX_STATE_CHARS = 65_536;
 
 /** The message every rejected state gets, so callers learn nothing about why. */
 export const INVALID_STATE = 'Invalid or expired requestState; start the request again without requestState';
@@ -103,7 +176,7 @@ export class StateSealer {
    * @throws GatewayError -32602 (HTTP 200) with {@link INVALID_STATE} for anything not genuine and current.
    */
   async open(token: unknown, now = Date.now()): Promise<StateClaims> {
-    if (typeof token !== 'string' || token.length === 0 || token.length > 8192 || !isCanonicalCompactJwe(token)) throw invalidParams(INVALID_STATE);
+    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_STATE_CHARS || !isCanonicalCompactJwe(token)) throw invalidParams(INVALID_STATE);
     try {
       const { payload } = await jwtDecrypt(
         token,

@@ -14,7 +14,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
 import { ErrorCode, GatewayError, methodNotFound } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
-import { SERVED_METHODS, type RequestId } from '../protocol/wire.js';
+import { META_LOG_LEVEL, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
@@ -365,7 +365,10 @@ async function handleMcp(
   if (validated.method === 'subscriptions/listen') return serveListen(c, gateway, validated, name, caller, log, (outcome) => record(rl, 'subscriptions/listen', undefined, outcome));
 
   const progressToken = validated.progressToken;
-  const wantsSse = progressToken !== undefined && (c.req.header('accept') ?? '').includes('text/event-stream');
+  const acceptsSse = (c.req.header('accept') ?? '').includes('text/event-stream');
+  const wantsSse = progressToken !== undefined && acceptsSse;
+  // Log messages of the request (2026-07-28 `_meta` logLevel) go on its SSE stream too.
+  const wantsLogs = validated.meta[META_LOG_LEVEL] !== undefined && acceptsSse;
   const callName = (validated.params.name ?? validated.params.uri) as string | undefined;
 
   return new Promise<Response>((resolveResponse) => {
@@ -374,19 +377,23 @@ async function handleMcp(
     const clientGone = () => abort.abort();
     c.req.raw.signal.addEventListener('abort', clientGone, { once: true });
     let sse: SseStream | undefined;
-    const onProgress = wantsSse
-      ? (p: ProgressParams) => {
-          if (!sse) {
-            sse = sseStream();
-            sse.closed.catch(() => abort.abort());
-            resolveResponse(sse.response);
-          }
-          sse.send({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }).catch(() => abort.abort());
+    const stream = (message: unknown) => {
+      if (!sse) {
+        sse = sseStream();
+        sse.closed.catch(() => abort.abort());
+        resolveResponse(sse.response);
+      }
+      sse.send(message).catch(() => abort.abort());
+    };
+    const onProgress = wantsSse ? (p: ProgressParams) => stream({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }) : undefined;
+    const onNotification = wantsLogs
+      ? (n: { method: string; params?: Record<string, unknown> }) => {
+          if (n.method === 'notifications/message') stream({ jsonrpc: '2.0', method: n.method, params: n.params ?? {} });
         }
       : undefined;
 
     const work = gateway
-      .handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, timing: rl.timing })
+      .handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders })
       .then(
         (result) => {
           record(rl, validated.method, callName, { resultType: result.resultType as string });

@@ -31,7 +31,10 @@ import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from '../legacy/events.js';
-import { PassThroughRelay, type DownstreamTransport, type RelayedRequest } from '../legacy/passthrough.js';
+import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../legacy/passthrough.js';
+import { ReverseRelay } from '../legacy/reverse.js';
+import { GatewayError } from '../protocol/errors.js';
+import type { UpstreamEra } from '../gateway.js';
 
 /** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
 export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
@@ -75,7 +78,7 @@ interface LegacySession {
   principal: string;
   owner: string;
   transport: DownstreamHttpTransport | DownstreamSseTransport;
-  relay: PassThroughRelay;
+  relay: LegacyRelay;
   lastActive: number;
   closing: boolean;
 }
@@ -145,13 +148,15 @@ export class LegacySessions {
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
     const refused = this.refusal(upstream, who);
     if (refused) return refused;
+    const era = await this.eraOf(upstream);
+    if (era instanceof Response) return era;
     let session: LegacySession | undefined;
     const transport = new DownstreamHttpTransport({
       sessionIdGenerator: () => randomBytes(24).toString('base64url'),
       ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
       onsessioninitialized: (id) => this.register(session!, id),
     });
-    session = this.create(upstream, who, transport);
+    session = this.create(upstream, who, transport, era);
     await transport.start();
     return transport.handleRequest(req, { parsedBody: body });
   }
@@ -164,8 +169,10 @@ export class LegacySessions {
   async openSse(upstream: string, who: SessionCaller, res: ServerResponse): Promise<Response | undefined> {
     const refused = this.refusal(upstream, who);
     if (refused) return refused;
+    const era = await this.eraOf(upstream);
+    if (era instanceof Response) return era;
     const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
-    const session = this.create(upstream, who, transport);
+    const session = this.create(upstream, who, transport, era);
     await transport.start();
     this.register(session, transport.sessionId);
     return undefined;
@@ -207,12 +214,36 @@ export class LegacySessions {
     this.log.info({ upstream: session.upstream, session: id, transport: session.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http' }, 'legacy session opened');
   }
 
-  /** A session around `transport`, with the relay that owns its upstream session. */
-  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport): LegacySession {
+  /** The upstream's era, or the error response when it cannot be reached to ask. */
+  private async eraOf(upstream: string): Promise<UpstreamEra | Response> {
+    try {
+      return await this.gateway.upstreams.get(upstream)!.era();
+    } catch (e) {
+      const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, (e as Error).message);
+      return jsonRpcError(502, g.code, g.message, g.data);
+    }
+  }
+
+  /**
+   * A session around `transport`, with its relay: a pass-through that owns an upstream session of
+   * its own (legacy upstream), or the reverse bridge (2026-07-28 upstream).
+   */
+  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, era: UpstreamEra): LegacySession {
     const up = this.gateway.upstreams.get(upstream)!;
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
     let session: LegacySession | undefined;
-    const relay = new PassThroughRelay({
+    const relay: LegacyRelay =
+      era === 'modern'
+        ? new ReverseRelay({
+            upstream,
+            cfg: up.cfg,
+            modern: up.modern!,
+            downstream: transport,
+            log: log.child({ component: 'reverse' }),
+            token: who.token,
+            onRequest: (r) => this.record(upstream, who.principal, r),
+          })
+        : new PassThroughRelay({
       upstream,
       cfg: up.cfg,
       downstream: transport,

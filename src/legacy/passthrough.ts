@@ -36,6 +36,20 @@ export interface DownstreamTransport extends Transport {
   hasStandaloneStream?(): boolean;
 }
 
+/** The upstream side of one legacy session: {@link PassThroughRelay} or the reverse bridge. */
+export interface LegacyRelay {
+  /** One message from the client (the first is `initialize`); failures are answered, never thrown. */
+  fromClient(message: JSONRPCMessage): Promise<void>;
+  /** Ends the upstream side. Never throws. */
+  close(): Promise<void>;
+  /** Client requests waiting for their answer. */
+  readonly inFlight: number;
+  /** The revision negotiated with the client. */
+  readonly negotiated: string | undefined;
+  /** The upstream child's process id, when the session has one of its own. */
+  readonly pid: number | undefined;
+}
+
 /** What one relayed request did, for the request log and metrics. */
 export interface RelayedRequest {
   method: string;
@@ -72,7 +86,7 @@ interface InFlight {
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
 
 /** The relay of one legacy session. Feed it the client's messages with {@link PassThroughRelay.fromClient}. */
-export class PassThroughRelay {
+export class PassThroughRelay implements LegacyRelay {
   private up: Transport | undefined;
   private stderr: StderrTail | undefined;
   private readonly inflight = new Map<Id, InFlight>();

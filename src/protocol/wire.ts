@@ -13,6 +13,8 @@ export const META_PROTOCOL_VERSION = 'io.modelcontextprotocol/protocolVersion';
 export const META_CLIENT_CAPABILITIES = 'io.modelcontextprotocol/clientCapabilities';
 export const META_CLIENT_INFO = 'io.modelcontextprotocol/clientInfo';
 export const META_SERVER_INFO = 'io.modelcontextprotocol/serverInfo';
+/** Request `_meta` key: the lowest log level the client wants as `notifications/message` (deprecated, SEP-2577). */
+export const META_LOG_LEVEL = 'io.modelcontextprotocol/logLevel';
 /** `_meta` key of every notification on a `subscriptions/listen` stream: the listen request's id. */
 export const META_SUBSCRIPTION_ID = 'io.modelcontextprotocol/subscriptionId';
 /** Lower-cased prefix of the `Mcp-Param-{Name}` request headers (SEP-2243). */

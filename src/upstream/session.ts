@@ -149,7 +149,7 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
 export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined): Transport {
   switch (cfg.transport) {
     case 'stdio': {
-      const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
+      const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
       const stderr = t.stderr;
       if (stderr && stderrTail) {
         stderrTail.ended = new Promise((resolve) => {
@@ -173,7 +173,7 @@ export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHea
 }
 
 /** The minimal environment the v1 SDK gives a child, plus PATH-like basics. */
-function defaultEnv(): Record<string, string> {
+export function defaultChildEnv(): Record<string, string> {
   const keep = process.platform === 'win32' ? ['APPDATA', 'PATH', 'SYSTEMROOT', 'TEMP', 'USERNAME'] : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_OPTIONS'];
   const env: Record<string, string> = {};
   for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k]!;

@@ -1,0 +1,253 @@
+/**
+ * Legacy client → 2026-07-28 upstream: the reverse bridge.
+ *
+ * The legacy client opened a session with `initialize`; the gateway answers it from the
+ * upstream's `server/discover` and from then on sends each of the client's requests on as a
+ * stateless 2026-07-28 request carrying an envelope built from the session (the client's declared
+ * capabilities, its clientInfo, the level set with `logging/setLevel`). When the upstream answers
+ * `input_required` (MCP 2026-07-28 basic/patterns/mrtr), the gateway asks the legacy client with
+ * real server-initiated requests (`elicitation/create`, `sampling/createMessage`, `roots/list`, only
+ * for capabilities the client declared), collects the answers and retries upstream with
+ * `inputResponses` and the upstream's `requestState`, round after round, until a final result, which
+ * the client receives as the answer to its original request. A declined or cancelled elicitation is
+ * an answer like any other. Progress and `notifications/message` of a request reach the client on
+ * that request's stream; `notifications/cancelled` from the client cancels the upstream request.
+ */
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
+import { missingFor } from '../exchange/exchange.js';
+import { ErrorCode } from '../protocol/errors.js';
+import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, PROTOCOL_VERSION, type InputRequest } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import { allowedCapabilities } from '../modern/passthrough.js';
+import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
+import type { DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
+
+type Id = string | number;
+type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
+
+/** Most input rounds of one request before the gateway gives up (the v2 SDK client's default). */
+const MAX_ROUNDS = 10;
+
+/** What the reverse bridge needs. */
+export interface ReverseInit {
+  upstream: string;
+  cfg: UpstreamConfig;
+  modern: ModernUpstream;
+  downstream: DownstreamTransport;
+  log: Logger;
+  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
+  token?: string;
+  onRequest?: (r: RelayedRequest) => void;
+}
+
+interface InFlight {
+  method: string;
+  name?: string;
+  startedAt: number;
+  abort: AbortController;
+}
+
+const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
+
+let nextId = 1;
+
+/** The reverse bridge of one legacy session. */
+export class ReverseRelay implements LegacyRelay {
+  negotiated: string | undefined;
+  readonly pid = undefined;
+  private capabilities: Record<string, unknown> = {};
+  private clientInfo: unknown;
+  private logLevel: string | undefined;
+  private readonly inflight = new Map<Id, InFlight>();
+  private readonly asks = new Map<Id, { resolve: (m: Message) => void }>();
+  private closed = false;
+
+  constructor(private readonly init: ReverseInit) {}
+
+  get inFlight(): number {
+    return this.inflight.size;
+  }
+
+  /** One message from the legacy client; requests are answered on the downstream transport, never thrown. */
+  async fromClient(raw: JSONRPCMessage): Promise<void> {
+    const m = raw as Message;
+    if (this.closed) return;
+    const kind = kindOf(m);
+    if (kind === 'response') {
+      this.asks.get(m.id!)?.resolve(m);
+      this.asks.delete(m.id!);
+      return;
+    }
+    if (kind === 'notification') {
+      if (m.method === 'notifications/cancelled') this.inflight.get((m.params as { requestId?: Id } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
+      return;
+    }
+    const params = m.params ?? {};
+    const entry: InFlight = {
+      method: m.method!,
+      name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
+      startedAt: performance.now(),
+      abort: new AbortController(),
+    };
+    this.inflight.set(m.id!, entry);
+    let answer: { result?: unknown; error?: Message['error'] };
+    try {
+      answer = await this.serve(m, entry);
+    } catch (e) {
+      const err = e as Error;
+      const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
+      answer = { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' failed: ${err.message}`, data: { upstream: this.init.upstream, reason } } };
+    }
+    this.inflight.delete(m.id!);
+    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code });
+    await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
+  }
+
+  private async serve(m: Message, entry: InFlight): Promise<{ result?: unknown; error?: Message['error'] }> {
+    const params = m.params ?? {};
+    switch (m.method) {
+      case 'initialize':
+        return this.initialize(params);
+      case 'ping':
+        return { result: {} };
+      case 'logging/setLevel':
+        this.logLevel = typeof params.level === 'string' ? params.level : undefined;
+        return { result: {} };
+      case 'tools/call':
+      case 'prompts/get':
+      case 'resources/read':
+        return this.rounds(m, entry);
+      case 'resources/subscribe':
+      case 'resources/unsubscribe':
+        return { error: { code: ErrorCode.MethodNotFound, message: `${m.method} is not relayed to this 2026-07-28 upstream` } };
+      default: {
+        const r = await this.send(m.method!, params, m.id!, entry);
+        return 'error' in r ? { error: r.error } : { result: legacyResult(r.result) };
+      }
+    }
+  }
+
+  /** Answers `initialize` from the upstream's `server/discover`. */
+  private async initialize(params: Record<string, unknown>): Promise<{ result?: unknown; error?: Message['error'] }> {
+    const requested = String(params.protocolVersion ?? '');
+    this.negotiated = (LEGACY_REVISIONS as readonly string[]).includes(requested) ? requested : LEGACY_REVISIONS[LEGACY_REVISIONS.length - 1];
+    const caps = { ...((params.capabilities as Record<string, unknown> | undefined) ?? {}) };
+    delete caps.tasks;
+    this.capabilities = allowedCapabilities(caps, this.init.cfg.input.allow);
+    this.clientInfo = params.clientInfo;
+    const r = await this.send('server/discover', {}, undefined, undefined);
+    if ('error' in r) return { error: r.error };
+    const discovered = (r.result.capabilities ?? {}) as Record<string, unknown>;
+    const capabilities: Record<string, unknown> = { logging: {} };
+    for (const k of ['tools', 'prompts', 'resources', 'completions'] as const) if (discovered[k]) capabilities[k] = {};
+    const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? { name: this.init.upstream, version: 'unknown' };
+    return {
+      result: {
+        protocolVersion: this.negotiated,
+        capabilities,
+        serverInfo,
+        ...(typeof r.result.instructions === 'string' ? { instructions: r.result.instructions } : {}),
+      },
+    };
+  }
+
+  /** `tools/call`, `prompts/get`, `resources/read`: input rounds answered by the legacy client. */
+  private async rounds(m: Message, entry: InFlight): Promise<{ result?: unknown; error?: Message['error'] }> {
+    const base = { ...(m.params ?? {}) };
+    delete base.task;
+    let params: Record<string, unknown> = base;
+    for (let round = 0; ; round++) {
+      const r = await this.send(m.method!, params, m.id!, entry);
+      if ('error' in r) return { error: r.error };
+      if (r.result.resultType !== 'input_required') return { result: legacyResult(r.result) };
+      if (round >= MAX_ROUNDS) return { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' asked for input more than ${MAX_ROUNDS} times`, data: { upstream: this.init.upstream, reason: 'protocol' } } };
+      const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;
+      const answers: Record<string, unknown> = {};
+      try {
+        await Promise.all(
+          Object.entries(requests).map(async ([key, request]) => {
+            answers[key] = await this.ask(request, m.id!, entry.abort.signal);
+          }),
+        );
+      } catch (e) {
+        return { error: { code: ErrorCode.InternalError, message: (e as Error).message, data: { upstream: this.init.upstream, reason: 'protocol' } } };
+      }
+      params = { ...base, ...(Object.keys(answers).length ? { inputResponses: answers } : {}), ...(typeof r.result.requestState === 'string' ? { requestState: r.result.requestState } : {}) };
+    }
+  }
+
+  /**
+   * Asks the legacy client one input request as a real server-initiated request on the stream of
+   * request `related`, and resolves with its answer.
+   * @throws Error when the client did not declare the capability, answered with an error, or the
+   *   request was cancelled.
+   */
+  private ask(request: InputRequest, related: Id, signal: AbortSignal): Promise<Record<string, unknown>> {
+    const missing = missingFor(this.capabilities, request);
+    if (missing) return Promise.reject(new Error(`The upstream asked ${request.method}, which this client did not declare (${JSON.stringify(missing)})`));
+    const id = `gw-ask-${nextId++}`;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        this.asks.delete(id);
+        reject(new Error('The request was cancelled'));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.asks.set(id, {
+        resolve: (answer) => {
+          signal.removeEventListener('abort', onAbort);
+          if (answer.error) reject(new Error(`The client answered ${request.method} with an error: ${answer.error.message}`));
+          else resolve((answer.result ?? {}) as Record<string, unknown>);
+        },
+      });
+      const params = request.method === 'roots/list' ? {} : request.params;
+      this.init.downstream.send({ jsonrpc: '2.0', id, method: request.method, params } as JSONRPCMessage, { relatedRequestId: related }).catch((e: Error) => {
+        this.asks.delete(id);
+        reject(new Error(`The client could not be asked: ${e.message}`));
+      });
+    });
+  }
+
+  /** One stateless request upstream with the session's envelope; notifications go to request `related`. */
+  private send(method: string, params: Record<string, unknown>, related: Id | undefined, entry: InFlight | undefined) {
+    const clientToken = (params._meta as { progressToken?: Id } | undefined)?.progressToken;
+    const { _meta: _m, ...rest } = params;
+    const meta: Record<string, unknown> = {
+      'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+      [META_CLIENT_CAPABILITIES]: this.capabilities,
+      ...(this.clientInfo ? { [META_CLIENT_INFO]: this.clientInfo } : {}),
+      ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
+      ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
+    };
+    const cfg = this.init.cfg;
+    const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && this.init.token ? this.init.token : undefined;
+    return this.init.modern.request(method, { ...rest, _meta: meta }, {
+      signal: entry?.abort.signal,
+      idleMs: cfg.timeouts.requestMs,
+      ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+      onNotification: (n) => {
+        if (related === undefined) return;
+        let note: Message | undefined;
+        if (n.method === 'notifications/progress' && clientToken !== undefined) {
+          note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
+        } else if (n.method === 'notifications/message') {
+          note = { jsonrpc: '2.0', method: n.method, params: n.params };
+        }
+        if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+      },
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const f of this.inflight.values()) f.abort.abort('session closed');
+    for (const a of this.asks.values()) a.resolve({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'session closed' } });
+    this.asks.clear();
+  }
+}
+
+/** A 2026-07-28 result as a legacy client expects it: without `resultType` and the caching hints. */
+function legacyResult(result: Record<string, unknown>): Record<string, unknown> {
+  const { resultType: _r, ttlMs: _t, cacheScope: _c, ...rest } = result;
+  return rest;
+}

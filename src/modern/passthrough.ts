@@ -1,0 +1,202 @@
+/**
+ * 2026-07-28 client → 2026-07-28 upstream: pass-through with no parked state.
+ *
+ * Each request is sent on with the client's own `_meta` envelope (its clientCapabilities limited to
+ * the kinds the upstream's `input.allow` relays, its progress token replaced by one of the
+ * gateway's), and the answer comes back as the upstream gave it, with these exceptions:
+ *
+ * - `input_required` (MCP 2026-07-28 basic/patterns/mrtr): the upstream's `requestState` travels
+ *   inside the gateway's own sealed state, bound like a bridge state to principal, upstream,
+ *   method, name and a digest of the arguments, single use and short-lived, so one caller cannot
+ *   replay another's state through the gateway; on the retry the upstream gets its own state back
+ *   byte for byte. Form elicitations that ask for secrets are held back from the client (unless
+ *   `input.allowSecrets`) and answered `decline` on the retry.
+ * - Tasks (io.modelcontextprotocol/tasks): the upstream's taskId is shown to the client bound to
+ *   its principal and the upstream (see {@link TaskIdBinder}); `tasks/get|update|cancel` unwrap it.
+ * - `-32021` from the upstream describes the gateway's hop: it is answered as the client's own
+ *   missing capability, or as -32603 when the gateway's input policy withheld that capability.
+ * - A `cacheScope: "public"` result becomes `"private"` when the upstream receives per-caller
+ *   credentials (`forwardAuthorization`), so no cache shares it across principals.
+ */
+import type { UpstreamConfig } from '../config/schema.js';
+import { digestOf, INVALID_STATE, type JtiLedger, type StateClaims, type StateSealer, type TaskIdBinder } from '../exchange/seal.js';
+import type { CallContext } from '../exchange/mrtr.js';
+import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
+import type { ValidatedRequest } from '../protocol/envelope.js';
+import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import { secretFields } from '../security/secrets.js';
+import { TASK_NOT_FOUND } from '../tasks/manager.js';
+import { ModernHopError, type ModernResponse, type ModernUpstream } from '../upstream/modern.js';
+
+/** The upstream a pass-through request goes to (the router's `Upstream` fits). */
+export interface PassThroughUpstream {
+  readonly name: string;
+  readonly cfg: UpstreamConfig;
+  readonly modern: ModernUpstream | undefined;
+}
+
+/** Most rounds the gateway answers on its own (secret forms declined) before giving up. */
+const MAX_OWN_ROUNDS = 10;
+
+let nextToken = 1;
+
+/**
+ * The client's capabilities without the kinds `allow` does not relay (elicitation, sampling,
+ * roots); everything else (extensions, experimental) is kept.
+ */
+export function allowedCapabilities(caps: Record<string, unknown>, allow: readonly string[]): Record<string, unknown> {
+  const out = { ...caps };
+  for (const kind of ['elicitation', 'sampling', 'roots']) if (!allow.includes(kind)) delete out[kind];
+  return out;
+}
+
+/** Relays 2026-07-28 requests to 2026-07-28 upstreams. */
+export class ModernPassThrough {
+  constructor(
+    private readonly sealer: StateSealer,
+    private readonly ledger: JtiLedger,
+    private readonly binder: TaskIdBinder,
+    private readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Serves one validated request from a 2026-07-28 upstream.
+   * @returns the result to answer (always with `resultType`).
+   * @throws GatewayError: the upstream's own error (its code, message and data; -32601 with HTTP
+   *   404); -32602 for an invalid, replayed or foreign requestState or taskId; -32021 (HTTP 400)
+   *   for a client capability the upstream needs; -32603 with `data.reason` when the upstream cannot
+   *   be reached, crashed, timed out, or the gateway's policy withholds what it needs.
+   */
+  async handle(up: PassThroughUpstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
+    if (!up.modern) throw upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' cannot be reached as a 2026-07-28 server over ${up.cfg.transport}`);
+    const method = req.method;
+    let params: Record<string, unknown> = { ...req.params };
+    const exchange = (EXCHANGE_METHODS as readonly string[]).includes(method);
+    const name = exchange ? String(method === 'resources/read' ? params.uri : params.name) : '';
+    const binding = { up: up.name, sub: ctx.principal, m: method, n: name, d: exchange ? digestOf(params.arguments) : '' };
+
+    if (exchange && params.requestState !== undefined) {
+      const claims = await this.sealer.open(params.requestState);
+      if (!claims.pt || claims.up !== binding.up || claims.sub !== binding.sub || claims.m !== binding.m || claims.n !== binding.n || claims.d !== binding.d) {
+        throw invalidParams(INVALID_STATE);
+      }
+      const answers = params.inputResponses;
+      if (answers !== undefined && (answers === null || typeof answers !== 'object' || Array.isArray(answers))) {
+        throw invalidParams('inputResponses must be an object mapping input keys to responses');
+      }
+      if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
+      const { requestState: _rs, inputResponses: _ir, ...rest } = params;
+      const merged = { ...((answers as Record<string, unknown> | undefined) ?? {}), ...claims.pre };
+      params = { ...rest, ...(Object.keys(merged).length ? { inputResponses: merged } : {}), ...(claims.us !== undefined ? { requestState: claims.us } : {}) };
+    }
+    if ((TASK_METHODS as readonly string[]).includes(method)) {
+      const taskId = this.binder.unwrap(up.name, ctx.principal, String(params.taskId));
+      if (taskId === undefined) throw invalidParams(TASK_NOT_FOUND);
+      params.taskId = taskId;
+    }
+
+    for (let own = 0; ; own++) {
+      const answer = await this.send(up, req, params, ctx);
+      if ('error' in answer) throw this.translate(up, req, answer);
+      const result: Record<string, unknown> = { ...answer.result };
+      result.resultType ??= 'complete';
+      if (result.resultType === 'input_required' && exchange) {
+        const { shown, declined } = this.secretGuard(up, result.inputRequests as Record<string, InputRequest> | undefined);
+        if (Object.keys(shown).length === 0 && Object.keys(declined).length > 0 && own < MAX_OWN_ROUNDS) {
+          // Only forms the guard holds back: answer them and go on, without the client.
+          const { inputResponses: _i, requestState: _s, ...rest } = params;
+          params = { ...rest, inputResponses: declined, ...(typeof result.requestState === 'string' ? { requestState: result.requestState } : {}) };
+          continue;
+        }
+        const claims: StateClaims = {
+          ...binding,
+          ex: '',
+          rep: '',
+          rnd: own + 1,
+          keys: Object.keys(shown),
+          jti: crypto.randomUUID(),
+          expMs: Date.now() + this.ttlMs,
+          pt: true,
+          ...(typeof result.requestState === 'string' ? { us: result.requestState } : {}),
+          ...(Object.keys(declined).length ? { pre: declined } : {}),
+        };
+        return { ...result, inputRequests: shown, requestState: await this.sealer.seal(claims) };
+      }
+      if (result.resultType === 'task' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
+      if (method === 'tasks/get' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
+      if (result.cacheScope === 'public' && up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization) result.cacheScope = 'private';
+      return result;
+    }
+  }
+
+  /** Sends one request with the client's envelope (policy-limited capabilities, the gateway's progress token). */
+  private async send(up: PassThroughUpstream, req: ValidatedRequest, params: Record<string, unknown>, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<ModernResponse> {
+    const meta: Record<string, unknown> = { ...req.meta };
+    meta[META_CLIENT_CAPABILITIES] = allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow);
+    if (req.progressToken !== undefined) meta.progressToken = `gw-progress-${nextToken++}`;
+    const forward = up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && ctx.token ? ctx.token : undefined;
+    const started = performance.now();
+    try {
+      return await up.modern!.request(req.method, { ...params, _meta: meta }, {
+        signal: ctx.signal,
+        idleMs: up.cfg.timeouts.requestMs,
+        headers: ctx.paramHeaders,
+        ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+        onNotification: (n) => {
+          if (n.method === 'notifications/progress' && n.params) {
+            const { progressToken: _t, _meta: _m, ...p } = n.params as { progress: number; total?: number; message?: string; progressToken?: unknown; _meta?: unknown };
+            ctx.onProgress?.(p);
+          } else ctx.onNotification?.(n);
+        },
+      });
+    } catch (e) {
+      if (e instanceof ModernHopError) {
+        const what =
+          e.reason === 'cancelled'
+            ? 'The client closed the request; the upstream call was cancelled'
+            : e.reason === 'timeout'
+              ? `Upstream '${up.name}' timed out: ${e.message}`
+              : `Upstream '${up.name}' failed: ${e.message}`;
+        throw upstreamFailed(up.name, e.reason, what, e.stderr.length ? { stderr: e.stderr } : undefined);
+      }
+      throw e;
+    } finally {
+      if (ctx.timing) ctx.timing.upstreamMs += performance.now() - started;
+    }
+  }
+
+  /** Splits input requests into those shown to the client and declines for forms asking secrets. */
+  private secretGuard(up: PassThroughUpstream, requests: Record<string, InputRequest> | undefined): { shown: Record<string, InputRequest>; declined: Record<string, Record<string, unknown>> } {
+    const shown: Record<string, InputRequest> = {};
+    const declined: Record<string, Record<string, unknown>> = {};
+    for (const [key, r] of Object.entries(requests ?? {})) {
+      const secret = !up.cfg.input.allowSecrets && r.method === 'elicitation/create' && r.params?.mode !== 'url' ? secretFields(r.params?.requestedSchema) : [];
+      if (secret.length) {
+        this.log.warn({ upstream: up.name, key, fields: secret }, 'form asks for secrets: declined upstream, not forwarded to the client');
+        declined[key] = { action: 'decline' };
+      } else shown[key] = r;
+    }
+    return { shown, declined };
+  }
+
+  /** The downstream error for the upstream's error answer. */
+  private translate(up: PassThroughUpstream, req: ValidatedRequest, answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number }): GatewayError {
+    const { code, message, data } = answer.error;
+    if (code === ErrorCode.MissingRequiredClientCapability) {
+      const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
+      const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && (req.clientCapabilities as Record<string, unknown>)[k] !== undefined);
+      if (withheld.length) {
+        return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
+      }
+      return missingCapability(required, JSON.stringify(required));
+    }
+    if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
+    if (code === ErrorCode.HeaderMismatch || code === ErrorCode.UnsupportedProtocolVersion) {
+      return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' refused the gateway's request: ${message}`);
+    }
+    if (code === ErrorCode.InvalidParams && answer.httpStatus === 400) return new GatewayError(code, message, data, 400);
+    return new GatewayError(code, message, data);
+  }
+}

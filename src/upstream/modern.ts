@@ -1,0 +1,336 @@
+/**
+ * The hop to an upstream that speaks MCP 2026-07-28 (stateless: every request carries its own
+ * `_meta` envelope; no sessions, no server-initiated requests). Built on the v2 SDK's client
+ * transports (`@modelcontextprotocol/client`) used on their own, because the gateway relays the
+ * requests of many clients with each one's envelope and needs the raw result back (`input_required`
+ * with the upstream's `requestState`, `resultType: "task"`), which the SDK's `Client` rewrites.
+ *
+ * - Streamable HTTP: one transport object per request over the upstream's shared keep-alive pool
+ *   (undici); the transport adds `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` from the body,
+ *   the gateway adds `Mcp-Param-*`. Everything on that request's SSE stream belongs to it.
+ *   Cancelling closes the stream (2026-07-28 transports/streamable-http §Cancellation).
+ * - stdio: one child per upstream, requests multiplexed by the gateway's own ids; progress is
+ *   routed by `progressToken`; cancelling sends `notifications/cancelled`. A child that exits is
+ *   started again on the next request.
+ */
+import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import type { UpstreamConfig } from '../config/schema.js';
+import { PROTOCOL_VERSION } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import type { HttpHop } from './http.js';
+import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
+
+/** A JSON-RPC error object as the upstream sent it. */
+export interface ModernError {
+  code: number;
+  message: string;
+  data?: unknown;
+}
+
+/** The upstream's answer: its result as it is, or its error (with the HTTP status when not 200). */
+export type ModernResponse = { result: Record<string, unknown> } | { error: ModernError; httpStatus?: number };
+
+/** A notification the upstream sent for one request (progress, `notifications/message`). */
+export interface ModernNotification {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/** Per-request options. */
+export interface ModernCallOptions {
+  /** Notifications for this request. */
+  onNotification?: (n: ModernNotification) => void;
+  /** Aborts (cancels) the request upstream. */
+  signal?: AbortSignal;
+  /** Extra HTTP headers for this request (`Mcp-Param-*`); ignored on stdio. */
+  headers?: Record<string, string>;
+  /** Headers of the hop itself for this request (a forwarded `Authorization`); ignored on stdio. */
+  hopHeaders?: Record<string, string>;
+  /** Longest silence (no notification, no answer) before the request fails, in ms. */
+  idleMs?: number;
+}
+
+/** Why a modern request did not get an answer: `data.reason` of the -32603 the router answers. */
+export class ModernHopError extends Error {
+  override name = 'ModernHopError';
+  constructor(
+    readonly reason: 'unreachable' | 'crashed' | 'timeout' | 'cancelled' | 'protocol',
+    message: string,
+    readonly stderr: string[] = [],
+  ) {
+    super(message);
+  }
+}
+
+/** A 2026-07-28 upstream connection. */
+export interface ModernUpstream {
+  /**
+   * Sends one request (`params` with its `_meta` envelope) and resolves with the upstream's answer.
+   * @throws ModernHopError when no answer arrives (unreachable, crashed, timeout, cancelled).
+   */
+  request(method: string, params: Record<string, unknown>, opts?: ModernCallOptions): Promise<ModernResponse>;
+  /** Ends the connection (a stdio child exits). */
+  close(): Promise<void>;
+}
+
+/** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
+export function gatewayEnvelope(clientCapabilities: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+    'io.modelcontextprotocol/clientCapabilities': clientCapabilities,
+    'io.modelcontextprotocol/clientInfo': { name: 'mrtr-gateway', version: '0.1.0' },
+  };
+}
+
+let nextId = 1;
+const newId = () => `gw-${nextId++}`;
+
+type Incoming = { id?: string | number; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: ModernError };
+
+/** Arms an idle timer that `touch` restarts; calls `onIdle` when it fires. */
+function idleTimer(ms: number | undefined, onIdle: () => void): { touch: () => void; stop: () => void } {
+  if (!ms) return { touch: () => {}, stop: () => {} };
+  let t = setTimeout(onIdle, ms);
+  return {
+    touch: () => {
+      clearTimeout(t);
+      t = setTimeout(onIdle, ms);
+    },
+    stop: () => clearTimeout(t),
+  };
+}
+
+/** Streamable HTTP: one SDK transport per request over the upstream's keep-alive pool. */
+class ModernHttpUpstream implements ModernUpstream {
+  constructor(
+    private readonly url: URL,
+    private readonly http: HttpHop,
+    private readonly headers: Record<string, string>,
+  ) {}
+
+  async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
+    const id = newId();
+    const transport = new StreamableHTTPClientTransport(this.url, { fetch: this.http.fetch as never, requestInit: { headers: { ...this.headers, ...opts.hopHeaders } } });
+    await transport.start();
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await new Promise<ModernResponse>((resolve, reject) => {
+        const idle = idleTimer(opts.idleMs, () => {
+          reject(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`));
+          abort.abort('timeout');
+        });
+        const settle = <T>(fn: (v: T) => void) => (v: T) => {
+          idle.stop();
+          fn(v);
+        };
+        const ok = settle(resolve);
+        const fail = settle(reject);
+        transport.onmessage = (message: JSONRPCMessage) => {
+          const m = message as Incoming;
+          if (m.id === id && m.result) ok({ result: m.result });
+          else if (m.id === id && m.error) ok({ error: m.error });
+          else if (m.method && m.id === undefined) {
+            idle.touch();
+            opts.onNotification?.({ method: m.method, params: m.params });
+          }
+        };
+        transport.onerror = () => {};
+        abort.signal.addEventListener('abort', () => fail(new ModernHopError(abort.signal.reason === 'timeout' ? 'timeout' : 'cancelled', 'the request was cancelled')), { once: true });
+        transport
+          .send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage, {
+            requestSignal: abort.signal,
+            headers: opts.headers,
+            onRequestStreamEnd: () => fail(new ModernHopError('protocol', 'the upstream closed the response stream without an answer')),
+          } as never)
+          .catch((e: unknown) => {
+            if (e instanceof SdkHttpError) {
+              // A non-400 HTTP error (404 -32601, 5xx …) carries its JSON-RPC body as text.
+              const d = (e as { data?: { status?: number; text?: string } }).data ?? {};
+              try {
+                const body = JSON.parse(d.text ?? '') as Incoming;
+                if (body?.error) return ok({ error: body.error, httpStatus: d.status });
+              } catch {
+                /* not JSON-RPC */
+              }
+              return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
+            }
+            fail(new ModernHopError('unreachable', (e as Error).message));
+          });
+      });
+    } finally {
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async close(): Promise<void> {}
+}
+
+interface Pending {
+  resolve: (r: ModernResponse) => void;
+  reject: (e: Error) => void;
+  onNotification?: (n: ModernNotification) => void;
+  progressToken?: string | number;
+  touch: () => void;
+}
+
+/** stdio: one child, requests multiplexed by the gateway's ids. */
+class ModernStdioUpstream implements ModernUpstream {
+  private transport: StdioClientTransport | undefined;
+  private starting: Promise<StdioClientTransport> | undefined;
+  private readonly pending = new Map<string, Pending>();
+  private readonly byToken = new Map<string | number, string>();
+  private stderr = new StderrTail();
+  private closed = false;
+
+  constructor(
+    private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
+    private readonly log: Logger,
+  ) {}
+
+  private start(): Promise<StdioClientTransport> {
+    if (this.transport) return Promise.resolve(this.transport);
+    this.starting ??= (async () => {
+      const stderr = (this.stderr = new StderrTail());
+      const t = new StdioClientTransport({ command: this.cfg.command, args: this.cfg.args, env: { ...defaultChildEnv(), ...this.cfg.env }, cwd: this.cfg.cwd, stderr: 'pipe' });
+      t.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8'), (line) => this.log.debug({ stderr: line }, 'upstream stderr')));
+      t.onmessage = (message) => this.receive(message as Incoming);
+      t.onerror = (e) => this.log.debug({ err: e.message }, 'modern upstream transport error');
+      t.onclose = () => this.lost(t);
+      try {
+        await t.start();
+      } catch (e) {
+        throw new UpstreamStartError((e as Error).message, stderr.get());
+      } finally {
+        this.starting = undefined;
+      }
+      this.transport = t;
+      this.log.info({ pid: t.pid ?? undefined }, 'modern upstream process started');
+      return t;
+    })();
+    return this.starting;
+  }
+
+  private lost(t: StdioClientTransport): void {
+    if (this.transport !== t) return;
+    this.transport = undefined;
+    const stderr = this.stderr.get();
+    if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
+    for (const [id, p] of this.pending) {
+      this.pending.delete(id);
+      p.reject(new ModernHopError('crashed', 'the upstream process exited during the request', stderr));
+    }
+  }
+
+  private receive(m: Incoming): void {
+    if (m.id !== undefined && m.method === undefined) {
+      const p = this.pending.get(String(m.id));
+      if (!p) return;
+      this.forget(String(m.id));
+      p.resolve(m.error ? { error: m.error } : { result: m.result ?? {} });
+      return;
+    }
+    if (m.method && m.id === undefined) {
+      // Progress names its request by token; anything else belongs to the one request in flight, if one.
+      const token = m.params?.progressToken as string | number | undefined;
+      const id = token !== undefined ? this.byToken.get(token) : this.pending.size === 1 ? [...this.pending.keys()][0] : undefined;
+      const p = id !== undefined ? this.pending.get(id) : undefined;
+      p?.touch();
+      p?.onNotification?.({ method: m.method, params: m.params });
+      return;
+    }
+    if (m.method && m.id !== undefined) {
+      // 2026-07-28 servers send no requests; answer one anyway so it does not hang.
+      void this.transport?.send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found: server-initiated requests are not part of MCP 2026-07-28' } } as JSONRPCMessage);
+    }
+  }
+
+  private forget(id: string): void {
+    const p = this.pending.get(id);
+    if (p?.progressToken !== undefined) this.byToken.delete(p.progressToken);
+    this.pending.delete(id);
+  }
+
+  async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
+    let t: StdioClientTransport;
+    try {
+      t = await this.start();
+    } catch (e) {
+      const stderr = e instanceof UpstreamStartError ? e.stderr : [];
+      throw new ModernHopError('unreachable', (e as Error).message, stderr);
+    }
+    const id = newId();
+    const progressToken = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
+    return new Promise<ModernResponse>((resolve, reject) => {
+      const cancel = (reason: ModernHopError) => {
+        if (!this.pending.has(id)) return;
+        this.forget(id);
+        void t.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: reason.message, _meta: params._meta } } as JSONRPCMessage).catch(() => {});
+        reject(reason);
+      };
+      const idle = idleTimer(opts.idleMs, () => cancel(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`)));
+      const onAbort = () => cancel(new ModernHopError('cancelled', 'the request was cancelled'));
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      const done = () => {
+        idle.stop();
+        opts.signal?.removeEventListener('abort', onAbort);
+      };
+      this.pending.set(id, {
+        resolve: (r) => (done(), resolve(r)),
+        reject: (e) => (done(), reject(e)),
+        onNotification: opts.onNotification,
+        progressToken,
+        touch: idle.touch,
+      });
+      if (progressToken !== undefined) this.byToken.set(progressToken, id);
+      t.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage).catch((e: Error) => {
+        const p = this.pending.get(id);
+        this.forget(id);
+        p?.reject(new ModernHopError('crashed', e.message, this.stderr.get()));
+      });
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const t = this.transport;
+    this.transport = undefined;
+    await t?.close().catch(() => {});
+  }
+}
+
+/**
+ * The 2026-07-28 connection for an upstream (HTTP transports use `http`, the upstream's pool).
+ * HTTP+SSE upstreams are legacy by definition and get none.
+ */
+export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined): ModernUpstream | undefined {
+  if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log);
+  if (cfg.transport === 'streamable-http' && http) return new ModernHttpUpstream(new URL(cfg.url), http, cfg.headers);
+  return undefined;
+}
+
+/**
+ * Asks `server/discover` (2026-07-28 server/discover) to learn the upstream's era: resolves with the
+ * DiscoverResult when it lists 2026-07-28 among `supportedVersions`, or undefined for a legacy
+ * upstream (any JSON-RPC error, or an HTTP 4xx from a legacy server that wants `initialize`).
+ * @throws ModernHopError when the upstream cannot be reached at all.
+ */
+export async function probeModern(up: ModernUpstream, timeoutMs: number): Promise<Record<string, unknown> | undefined> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort('timeout'), timeoutMs);
+  try {
+    const r = await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal });
+    if ('error' in r) return undefined;
+    const versions = r.result.supportedVersions;
+    return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;
+  } catch (e) {
+    // A legacy stdio server may ignore an unknown method entirely: silence means legacy.
+    if (e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
+    if (e instanceof ModernHopError && e.reason === 'unreachable' && /HTTP 4\d\d/.test(e.message)) return undefined;
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
