@@ -1,0 +1,165 @@
+/**
+ * 2026-07-28 upstreams behind the gateway (a v2 SDK server): pass-through for 2026-07-28 clients
+ * (the upstream's own requestState inside the gateway's sealed one, no parked state), the reverse
+ * bridge for legacy clients, and `protocol: "auto"` telling both eras apart.
+ */
+import { fileURLToPath } from 'node:url';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { textOf, v2Client } from '../helpers/v2client.js';
+
+const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
+const ODD = 'round-2|name=Ada|  ü "quoted" \\ end ';
+
+const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
+const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
+const ELICIT = { elicitation: {} };
+
+describe('a 2026-07-28 upstream over Streamable HTTP', () => {
+  let srv: SpawnedServer;
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  beforeAll(async () => {
+    srv = await spawnListening(['--import', 'tsx', MODERN, 'http'], { FIXTURE_LOG: log.file });
+    gw = await startGateway({ auth: keys, upstreams: { modern: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await srv?.stop();
+  });
+
+  it('protocol auto recognizes it; server/discover is the upstream own', async () => {
+    expect(await gw.gateway.upstreams.get('modern')!.era()).toBe('modern');
+    const d = await rpc(gw.url('modern'), 'server/discover', {}, { headers: ALICE });
+    expect(d.body.result).toMatchObject({ resultType: 'complete', supportedVersions: ['2026-07-28'] });
+    expect(d.body.result._meta['io.modelcontextprotocol/serverInfo'].name).toBe('modern-fixture');
+  });
+
+  it('passes two input rounds through: the upstream gets its own requestState back byte for byte, the client only sees the gateway sealed one', async () => {
+    const url = gw.url('modern');
+    const call = (extra: Record<string, unknown> = {}, headers = ALICE) => rpc(url, 'tools/call', { name: 'two_round', arguments: { tag: 'pt' }, ...extra }, { caps: ELICIT, headers });
+    const r1 = await call();
+    expect(r1.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { name: { method: 'elicitation/create' } } });
+    expect(r1.body.result.requestState).not.toBe('round-1');
+    expect(r1.body.result.requestState.split('.')).toHaveLength(5);
+    const r2 = await call({ requestState: r1.body.result.requestState, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
+    expect(r2.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { age: { method: 'elicitation/create' } } });
+    expect(r2.body.result.requestState).not.toContain('round-2');
+
+    // Another principal presenting Alice's state is refused, and nothing reaches the upstream.
+    const callsBefore = log.of('call', 'two_round').length;
+    const stolen = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 1 } } } }, BOB);
+    expect(stolen.body.error.code).toBe(-32602);
+    expect(log.of('call', 'two_round')).toHaveLength(callsBefore);
+
+    const r3 = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 36 } } } });
+    expect(r3.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Ada is 36 (pt)' }] });
+    // Single use: the same state again is refused.
+    const replay = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 37 } } } });
+    expect(replay.body.error.code).toBe(-32602);
+
+    const states = log.of('call', 'two_round').filter((e) => e.tag === 'pt').map((e) => e.requestState);
+    expect(states).toEqual([null, 'round-1', ODD]);
+    // The gateway held nothing between rounds.
+    expect(gw.gateway.bridge.parkedCount).toBe(0);
+  });
+
+  it('holds back a form asking for a password (declined upstream) and shows the rest', async () => {
+    const url = gw.url('modern');
+    const r1 = await rpc(url, 'tools/call', { name: 'ask_secret', arguments: {} }, { caps: ELICIT, headers: ALICE });
+    expect(Object.keys(r1.body.result.inputRequests)).toEqual(['who']);
+    const r2 = await rpc(url, 'tools/call', { name: 'ask_secret', arguments: {}, requestState: r1.body.result.requestState, inputResponses: { who: { action: 'accept', content: { name: 'Ada' } } } }, { caps: ELICIT, headers: ALICE });
+    expect(r2.body.result.content[0].text).toBe('login=decline name=Ada');
+  });
+
+  it('streams the upstream progress on the request SSE stream', async () => {
+    const res = await fetch(gw.url('modern'), {
+      method: 'POST',
+      headers: { ...ALICE, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'slow', arguments: { steps: 3, ms: 50 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'my-token' } },
+      }),
+    });
+    expect(res.headers.get('content-type')).toContain('text/event-stream');
+    const events = (await res.text())
+      .split('\n\n')
+      .filter((b) => b.includes('data:'))
+      .map((b) => JSON.parse(b.split('\n').find((l) => l.startsWith('data:'))!.slice(5)));
+    expect(events.filter((e) => e.method === 'notifications/progress').map((e) => [e.params.progressToken, e.params.progress])).toEqual([
+      ['my-token', 1],
+      ['my-token', 2],
+      ['my-token', 3],
+    ]);
+    expect(events.at(-1)).toMatchObject({ id: 7, result: { content: [{ text: 'done in 3 steps' }] } });
+  });
+
+  it('a legacy (v1 SDK) client completes the same tool through the reverse bridge, its own handler asked twice', async () => {
+    const asked: string[] = [];
+    const client = new Client({ name: 'legacy-on-modern', version: '1.0.0' }, { capabilities: { elicitation: {} } });
+    client.setRequestHandler(ElicitRequestSchema, async (r) => {
+      asked.push(String(r.params.message));
+      return asked.length === 1 ? { action: 'accept', content: { name: 'Grace' } } : { action: 'accept', content: { age: 85 } };
+    });
+    const logs: unknown[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params));
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url('modern')), { requestInit: { headers: ALICE } });
+    await client.connect(transport);
+    expect(client.getServerVersion()?.name).toBe('modern-fixture');
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual(expect.arrayContaining(['two_round', 'slow']));
+    const result = await client.callTool({ name: 'two_round', arguments: { tag: 'legacy' } });
+    expect(textOf(result as never)).toBe('Grace is 85 (legacy)');
+    expect(asked).toEqual(['What is your name?', 'How old is Grace?']);
+    expect(log.of('call', 'two_round').filter((e) => e.tag === 'legacy').map((e) => e.requestState)).toEqual([null, 'round-1', ODD.replace('Ada', 'Grace')]);
+
+    // A declined elicitation is an answer, not an error.
+    asked.length = 0;
+    client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'decline' }));
+    const declined = await client.callTool({ name: 'two_round', arguments: { tag: 'declined' } });
+    expect(textOf(declined as never)).toBe('no name (decline)');
+
+    // Progress and log messages reach the legacy client.
+    await client.setLoggingLevel('info');
+    const progress: number[] = [];
+    await client.callTool({ name: 'slow', arguments: { steps: 2, ms: 30 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    expect(progress).toEqual([1, 2]);
+    expect(logs.length).toBeGreaterThanOrEqual(2);
+    await transport.terminateSession();
+    await client.close();
+  });
+});
+
+describe('protocol auto over stdio, both eras behind one gateway', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: {
+        modern: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', MODERN, 'stdio'] },
+        legacy: fixtureStdio(),
+      },
+    });
+  });
+  afterAll(() => gw?.close());
+
+  it('picks 2026-07-28 for the v2 server and legacy for the v1 server, and serves a 2026 client on both', async () => {
+    expect(await gw.gateway.upstreams.get('modern')!.era()).toBe('modern');
+    expect(await gw.gateway.upstreams.get('legacy')!.era()).toBe('legacy');
+    const { client, record } = await v2Client(gw.url('modern'), {
+      elicit: (p) => (String(p.message).includes('name') ? { action: 'accept', content: { name: 'Lin' } } : { action: 'accept', content: { age: 30 } }),
+    });
+    expect(textOf((await client.callTool({ name: 'two_round', arguments: {} })) as never)).toBe('Lin is 30');
+    expect(record.elicitation).toHaveLength(2);
+    await client.close();
+    const legacy = await v2Client(gw.url('legacy'), { elicit: () => ({ action: 'accept', content: { name: 'Lin' } }) });
+    expect(textOf((await legacy.client.callTool({ name: 'ask_name', arguments: {} })) as never)).toBe('Hello, Lin!');
+    await legacy.client.close();
+  });
+});
