@@ -7,7 +7,7 @@ import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabil
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
-import { JtiLedger, StateSealer, TaskIdBinder, generatedKey } from './exchange/seal.js';
+import { JtiLedger, StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
 import { GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
@@ -30,7 +30,7 @@ import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
-import { ToolCatalog, indexTools, type ListedTool } from './upstream/tools.js';
+import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 
 export type { CallContext };
@@ -434,12 +434,29 @@ export class Gateway {
    * @throws GatewayError -32020 (HTTP 400) on a missing, malformed or mismatched header; -32602
    *   for a tool left out of `tools/list` for its invalid annotations.
    */
-  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: CallContext, name: string, args: unknown): Promise<void> {
+  /**
+   * Checks a `tools/call`'s `Mcp-Param-*` headers against the tool's annotations.
+   * @returns what the gateway knows of the tool (undefined when the listing has no such tool).
+   * @throws GatewayError -32020 (HTTP 400) for a missing or mismatched header; -32602 for a tool left out of tools/list.
+   */
+  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: CallContext, name: string, args: unknown): Promise<ToolHeaders | undefined> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
     const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
-    if (!tool) return;
+    if (!tool) return undefined;
     if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
     checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
+    return tool;
+  }
+
+  /**
+   * Whether a call waits parked between rounds or is replayed (`input.mode`, per tool or per
+   * upstream): `auto` replays what is safe to run again: tools annotated `readOnlyHint` or
+   * `idempotentHint`, `prompts/get` and `resources/read`.
+   */
+  private static replays(up: Upstream, method: ExchangeMethod, name: string, tool: ToolHeaders | undefined): boolean {
+    const mode = (method === 'tools/call' ? up.cfg.input.tools[name]?.mode : undefined) ?? up.cfg.input.mode;
+    if (mode !== 'auto') return mode === 'replay';
+    return method !== 'tools/call' || tool?.replayable === true;
   }
 
   private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
@@ -447,7 +464,7 @@ export class Gateway {
     const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
-    if (method === 'tools/call') await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments);
+    const tool = method === 'tools/call' ? await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
@@ -463,46 +480,56 @@ export class Gateway {
         }
       : undefined;
     let result: Record<string, unknown>;
+    let replay: { entries: ReplayEntry[]; round: number } | undefined;
     if (requestState !== undefined) {
-      result = await this.bridge.resume(binding, requestState, inputResponses, ctx, window, escalation);
-    } else {
-      const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-      const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
-      up.tools.watch(lease.session);
-      const needed = UPSTREAM_CAPABILITY_FOR[method]!;
-      if (!lease.session.info.capabilities[needed]) {
-        lease.release(true);
-        throw methodNotFound(`Method not found: ${method} (upstream '${up.name}' does not offer ${needed})`);
-      }
-      let legacyTask: { ttlMs: number } | undefined;
-      if (method === 'tools/call') {
-        const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
-        if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
-      }
-      const ex = new Exchange({
-        upstream: up.name,
-        cfg: up.cfg,
-        principal: ctx.principal,
-        method,
-        params: legacyParams,
-        clientCapabilities: req.clientCapabilities,
-        pool: up.pool,
-        lease,
-        log: this.log.child({ upstream: up.name }),
-        prefilled: inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
-        legacyTask,
-        onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
-      });
-      ex.start();
-      result = await this.bridge.drive(ex, binding, ctx, window, escalation);
+      const claims = await this.bridge.open(binding, requestState);
+      if (claims.rp) replay = { entries: await this.bridge.replayAnswers(claims, inputResponses), round: claims.rnd };
+      else return this.completed(up, method, true, await this.bridge.resume(claims, binding, inputResponses, ctx, window, escalation));
+    } else if (Gateway.replays(up, method, name, tool)) {
+      replay = { entries: [], round: 0 };
     }
+    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
+    const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+    up.tools.watch(lease.session);
+    const needed = UPSTREAM_CAPABILITY_FOR[method]!;
+    if (!lease.session.info.capabilities[needed]) {
+      lease.release(true);
+      throw methodNotFound(`Method not found: ${method} (upstream '${up.name}' does not offer ${needed})`);
+    }
+    let legacyTask: { ttlMs: number } | undefined;
+    if (method === 'tools/call') {
+      const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
+      if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
+    }
+    const ex = new Exchange({
+      upstream: up.name,
+      cfg: up.cfg,
+      principal: ctx.principal,
+      method,
+      params: legacyParams,
+      clientCapabilities: req.clientCapabilities,
+      pool: up.pool,
+      lease,
+      log: this.log.child({ upstream: up.name }),
+      prefilled: requestState === undefined && inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
+      legacyTask,
+      replay: replay?.entries,
+      onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
+    });
+    ex.start();
+    result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);
+    return this.completed(up, method, requestState !== undefined, result);
+  }
+
+  /** The answer to an Exchange method: input_required and tasks as they are, else `complete` (with the caching hints of resources/read). */
+  private completed(up: Upstream, method: ExchangeMethod, retried: boolean, result: Record<string, unknown>): Record<string, unknown> {
     if (result.resultType === 'task') return result;
     if (result.resultType === 'input_required') return result;
     const out: Record<string, unknown> = { ...result, resultType: 'complete' };
     if (method === 'resources/read') {
       // Results of requests that carried requestState must not be cached (SEP-2549).
-      out.ttlMs = requestState !== undefined ? 0 : up.cfg.cache.ttlMs;
-      out.cacheScope = requestState !== undefined ? 'private' : up.cfg.cache.scope;
+      out.ttlMs = retried ? 0 : up.cfg.cache.ttlMs;
+      out.cacheScope = retried ? 'private' : up.cfg.cache.scope;
     }
     return out;
   }

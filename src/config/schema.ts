@@ -39,6 +39,12 @@ const TimeoutsSchema = z
 
 const RootSchema = z.object({ uri: z.string().min(1), name: z.string().optional() }).strict();
 
+const InputModeSchema = z
+  .enum(['park', 'replay', 'auto'])
+  .describe(
+    'park: the upstream call waits, on its session, for the retry. replay: the call is cancelled when it asks, and the retry runs it again, answering from the sealed requestState (no session held, any replica). auto: replay tools annotated readOnlyHint or idempotentHint, prompts/get and resources/read; park the rest.',
+  );
+
 const InputPolicySchema = z
   .object({
     allow: z
@@ -48,6 +54,17 @@ const InputPolicySchema = z
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
     batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+    mode: InputModeSchema.default('park'),
+    tools: z
+      .record(z.string(), z.object({ mode: InputModeSchema }).strict())
+      .default({})
+      .describe('Per-tool input settings by tool name (mode overrides the upstream mode)'),
+    maxReplayStateBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(32_768)
+      .describe('Largest size of the answers a replay-mode requestState carries, in bytes (JSON); beyond it the call fails with -32603 replay-limit'),
     allowSecrets: z
       .boolean()
       .default(false)

@@ -16,6 +16,7 @@ import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type
 import type { Logger } from '../observability/log.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
+import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
 import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
 
@@ -80,6 +81,12 @@ export interface ExchangeInit {
   prefilled?: Record<string, unknown>;
   /** Run the call upstream as a 2025-11-25 task with this TTL (the tool declares taskSupport). */
   legacyTask?: { ttlMs: number };
+  /**
+   * Replay mode: the questions of earlier runs with their answers, in order. An input request whose
+   * digest equals that of an unused answered question gets that answer at once; any other is a
+   * new question. Their keys are never given to new questions.
+   */
+  replay?: ReplayEntry[];
   /** Called when the secret guard declines a form. */
   onSecretDeclined?: () => void;
 }
@@ -217,8 +224,13 @@ export class Exchange {
   private released = false;
   private cancelled = false;
   private cancelSent = false;
+  /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
+  private readonly replayUsed = new Set<number>();
+  private readonly asked: ReplayEntry[] = [];
 
-  constructor(private readonly init: ExchangeInit) {}
+  constructor(private readonly init: ExchangeInit) {
+    for (const e of init.replay ?? []) this.usedKeys.add(e.k);
+  }
 
   get upstream(): string {
     return this.init.upstream;
@@ -343,6 +355,14 @@ export class Exchange {
     return out;
   }
 
+  /**
+   * Replay mode: the questions of this run in order, answered ones with their answers, then the
+   * outstanding ones (without), for the sealed state of the next run.
+   */
+  replayState(): ReplayEntry[] {
+    return this.asked.filter((e) => e.v !== undefined || this.pending.has(e.k));
+  }
+
   /** Milliseconds since the last server-initiated request arrived (Infinity if none yet). */
   get msSinceLastInput(): number {
     return this.lastInputAt ? Date.now() - this.lastInputAt : Infinity;
@@ -453,11 +473,26 @@ export class Exchange {
         return Promise.resolve({ action: 'decline' });
       }
     }
+    const digest = digestOf(request);
+    const replay = this.init.replay;
+    if (replay) {
+      const i = replay.findIndex((e, i) => !this.replayUsed.has(i) && e.d === digest && e.v !== undefined);
+      if (i >= 0) {
+        // Asked before, in the same words: the answer the client gave then.
+        this.replayUsed.add(i);
+        this.asked.push(replay[i]!);
+        return Promise.resolve(replay[i]!.v!);
+      }
+    }
     const key = this.keyFor(kind, req);
+    this.asked.push({ d: digest, k: key, m: request.method, ...(request.params.tools || request.params.toolChoice ? { t: 1 as const } : {}) });
     const given = this.init.prefilled?.[key];
     if (given !== undefined) {
       delete this.init.prefilled![key];
-      if (!invalidResponse(request, given)) return Promise.resolve(given as Record<string, unknown>);
+      if (!invalidResponse(request, given)) {
+        this.asked[this.asked.length - 1]!.v = given as Record<string, unknown>;
+        return Promise.resolve(given as Record<string, unknown>);
+      }
     }
     this.init.log.debug({ exchange: this.id, key, method: req.method }, 'input request');
     const answer = this.addPending(key, request);

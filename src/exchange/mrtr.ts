@@ -7,11 +7,11 @@
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
-import type { InputRequiredResult } from '../protocol/wire.js';
+import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
-import { digestOf, INVALID_STATE, type JtiLedger, type StateClaims, type StateSealer } from './seal.js';
+import { digestOf, INVALID_STATE, type JtiLedger, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
 
 /** Per-request context from the HTTP front door. */
 export interface CallContext {
@@ -63,6 +63,12 @@ interface Ended {
 /** Most ended-while-parked outcomes kept for their retries. */
 const MAX_ENDED = 10_000;
 
+/** Replay mode for one drive: the round number so far and the bound on the state's answers, in bytes. */
+export interface ReplayMode {
+  round: number;
+  maxBytes: number;
+}
+
 /** Parks Exchanges between rounds and seals/opens their requestState. */
 export class MrtrBridge {
   /** Replica id sealed into each state. */
@@ -109,7 +115,7 @@ export class MrtrBridge {
    * input_required result with a freshly sealed state (the Exchange is then parked).
    * @throws GatewayError from the Exchange's outcome.
    */
-  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number, task?: TaskEscalation): Promise<Record<string, unknown>> {
+  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number, task?: TaskEscalation, replay?: ReplayMode): Promise<Record<string, unknown>> {
     exchange.setProgressSink(ctx.onProgress);
     let state: 'done' | 'input' | 'aborted' | 'deadline';
     const waitStart = performance.now();
@@ -133,6 +139,7 @@ export class MrtrBridge {
       return o.result;
     }
     const inputRequests = exchange.outstanding();
+    if (replay) return this.replayRound(exchange, binding, inputRequests, replay);
     if (!this.parked.has(exchange.id) && exchange.round === 0) {
       const limit = this.limits.perUpstream(binding.upstream);
       const full =
@@ -167,6 +174,44 @@ export class MrtrBridge {
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
+  }
+
+  /**
+   * A replay-mode round: the questions so far (answered, with their answers) and the new ones go
+   * into the sealed state with their digests, and the upstream call is cancelled, holding nothing.
+   * @throws GatewayError -32603 `replay-limit` when the answers exceed `maxBytes`.
+   */
+  private async replayRound(exchange: Exchange, binding: RetryBinding, inputRequests: Record<string, InputRequest>, replay: ReplayMode): Promise<Record<string, unknown>> {
+    const entries = exchange.replayState();
+    const bytes = Buffer.byteLength(JSON.stringify(entries));
+    if (bytes > replay.maxBytes) {
+      const err = upstreamFailed(
+        binding.upstream,
+        'replay-limit',
+        `The answers of this call (${bytes} bytes) exceed input.maxReplayStateBytes=${replay.maxBytes}; raise it, or park this tool (input.mode "park")`,
+      );
+      exchange.cancel(err);
+      throw err;
+    }
+    const claims: StateClaims = {
+      up: binding.upstream,
+      sub: binding.principal,
+      m: binding.method,
+      n: binding.name,
+      d: digestOf(binding.args),
+      ex: '',
+      rep: '',
+      rnd: replay.round + 1,
+      keys: Object.keys(inputRequests),
+      jti: randomUUID(),
+      expMs: Date.now() + this.ttlMs,
+      rp: entries,
+    };
+    const requestState = await this.sealer.seal(claims);
+    // The call is asked again on the retry: nothing of it is kept here.
+    exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', 'Replay mode: the call runs again when the client answers'));
+    this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
+    return { resultType: 'input_required', inputRequests, requestState } satisfies InputRequiredResult;
   }
 
   private park(exchange: Exchange, binding: RetryBinding): void {
@@ -205,20 +250,12 @@ export class MrtrBridge {
   }
 
   /**
-   * Handles a retry: opens `requestState`, checks it is bound to this request (upstream, principal,
-   * method, name, arguments), single-use and parked here, validates `inputResponses`, delivers them
-   * and drives the Exchange again.
-   * @throws GatewayError -32602 for an invalid, expired, replayed or foreign state (nothing reaches
-   *   the upstream), or for a malformed `inputResponses` value (the call stays parked).
+   * Opens a retry's `requestState` and checks it is bound to this request (upstream, principal,
+   * method, name, arguments), a bridge state (not pass-through), and unspent. A park-mode state
+   * must belong to this replica; a replay-mode state (`rp`) may come from any.
+   * @throws GatewayError -32602 for an invalid, expired, replayed or foreign state.
    */
-  async resume(
-    binding: RetryBinding,
-    requestState: unknown,
-    inputResponses: unknown,
-    ctx: CallContext,
-    batchWindowMs: number,
-    task?: TaskEscalation,
-  ): Promise<Record<string, unknown>> {
+  async open(binding: RetryBinding, requestState: unknown): Promise<StateClaims> {
     const claims = await this.sealer.open(requestState);
     if (
       claims.up !== binding.upstream ||
@@ -226,18 +263,62 @@ export class MrtrBridge {
       claims.m !== binding.method ||
       claims.n !== binding.name ||
       claims.d !== digestOf(binding.args) ||
-      claims.rep !== this.replica ||
+      (!claims.rp && claims.rep !== this.replica) ||
       claims.pt ||
-      this.ledger.isSpent(claims.jti)
+      (await this.ledger.isSpent(claims.jti))
     ) {
       throw invalidParams(INVALID_STATE);
     }
+    return claims;
+  }
+
+  /**
+   * A replay-mode retry: the answers so far plus the retry's `inputResponses` for the questions
+   * the state left outstanding (each checked against the response shape of its method), for the
+   * next run of the call. Spends the state.
+   * @throws GatewayError -32602 for a malformed answer (the state stays unspent) or a spent state.
+   */
+  async replayAnswers(claims: StateClaims, inputResponses: unknown): Promise<ReplayEntry[]> {
+    if (inputResponses !== undefined && (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses))) {
+      throw invalidParams('inputResponses must be an object mapping input keys to responses');
+    }
+    const answers = (inputResponses ?? {}) as Record<string, unknown>;
+    const entries: ReplayEntry[] = [];
+    for (const e of claims.rp ?? []) {
+      if (e.v !== undefined) {
+        entries.push(e);
+        continue;
+      }
+      if (!(e.k in answers)) continue;
+      const request = { method: e.m, params: e.t ? { tools: [] } : {} } as InputRequest;
+      const problem = invalidResponse(request, answers[e.k]);
+      if (problem) throw invalidParams(`inputResponses["${e.k}"] ${problem}`, { key: e.k });
+      entries.push({ ...e, v: answers[e.k] as Record<string, unknown> });
+    }
+    if (!(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
+    return entries;
+  }
+
+  /**
+   * A park-mode retry: finds the parked Exchange, validates `inputResponses`, delivers them and
+   * drives the Exchange again.
+   * @throws GatewayError -32602 when the Exchange is not parked here (any more), or for a malformed
+   *   `inputResponses` value (the call stays parked).
+   */
+  async resume(
+    claims: StateClaims,
+    binding: RetryBinding,
+    inputResponses: unknown,
+    ctx: CallContext,
+    batchWindowMs: number,
+    task?: TaskEscalation,
+  ): Promise<Record<string, unknown>> {
     const parked = this.parked.get(claims.ex) ?? this.ended.get(claims.ex);
     if (!parked) throw invalidParams(INVALID_STATE);
     const { exchange } = parked;
     if (exchange.outcome) {
       // It ended while parked: the retry receives what the upstream did meanwhile.
-      if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
+      if (!(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
       this.ended.delete(claims.ex);
       return this.drive(exchange, binding, ctx, batchWindowMs, task);
     }
@@ -257,7 +338,8 @@ export class MrtrBridge {
     }
 
     // Checks passed: the state is spent and the Exchange leaves the parking lot.
-    if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
+    if (!(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
+    if (!this.parked.has(claims.ex)) throw invalidParams(INVALID_STATE);
     this.unpark(claims.ex);
     exchange.round = claims.rnd;
     for (const [key, value] of deliver) exchange.answer(key, value);

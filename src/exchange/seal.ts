@@ -43,6 +43,23 @@ export interface StateClaims {
   pre?: Record<string, Record<string, unknown>>;
   /** Set on pass-through states, which never open a parked Exchange (and bridge states never pass through). */
   pt?: true;
+  /**
+   * Replay mode: every question of the call so far, in order, with its answer once given; the
+   * questions without an answer are those of `keys`. No Exchange is parked (`ex` and `rep` are empty).
+   */
+  rp?: ReplayEntry[];
+}
+
+/**
+ * One question of a call in replay mode: the digest of the input request (method and params),
+ * its input key, its method, whether it is sampling with tools (`t`), and the answer once given (`v`).
+ */
+export interface ReplayEntry {
+  d: string;
+  k: string;
+  m: string;
+  t?: 1;
+  v?: Record<string, unknown>;
 }
 
 /** A configured key: `kid` plus a secret of at least 32 characters. */
@@ -76,12 +93,12 @@ export class JtiLedger {
   }
 
   /** Whether `jti` was spent already. */
-  isSpent(jti: string): boolean {
+  async isSpent(jti: string): Promise<boolean> {
     return this.spent.has(jti);
   }
 
-  /** Spends `jti` until `expMs` (epoch ms) plus a minute; returns false when it was spent already. */
-  spend(jti: string, expMs: number): boolean {
+  /** Spends `jti` until `expMs` (epoch ms) plus a minute; resolves false when it was spent already. */
+  async spend(jti: string, expMs: number): Promise<boolean> {
     if (this.spent.has(jti)) return false;
     this.spent.set(jti, true, { ttl: Math.max(1, expMs - Date.now()) + 60_000 });
     return true;

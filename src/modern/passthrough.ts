@@ -79,14 +79,14 @@ export class ModernPassThrough {
 
     if (exchange && params.requestState !== undefined) {
       const claims = await this.sealer.open(params.requestState);
-      if (!claims.pt || claims.up !== binding.up || claims.sub !== binding.sub || claims.m !== binding.m || claims.n !== binding.n || claims.d !== binding.d) {
+      if (!claims.pt || claims.rp || claims.up !== binding.up || claims.sub !== binding.sub || claims.m !== binding.m || claims.n !== binding.n || claims.d !== binding.d) {
         throw invalidParams(INVALID_STATE);
       }
       const answers = params.inputResponses;
       if (answers !== undefined && (answers === null || typeof answers !== 'object' || Array.isArray(answers))) {
         throw invalidParams('inputResponses must be an object mapping input keys to responses');
       }
-      if (!this.ledger.spend(claims.jti, claims.expMs)) throw invalidParams(INVALID_STATE);
+      if (!(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
       const { requestState: _rs, inputResponses: _ir, ...rest } = params;
       const merged = { ...((answers as Record<string, unknown> | undefined) ?? {}), ...claims.pre };
       params = { ...rest, ...(Object.keys(merged).length ? { inputResponses: merged } : {}), ...(claims.us !== undefined ? { requestState: claims.us } : {}) };

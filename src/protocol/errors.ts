@@ -74,6 +74,7 @@ export type UpstreamFailure =
   | 'session-lost'
   | 'busy'
   | 'parked-limit'
+  | 'replay-limit'
   | 'protocol'
   | 'cancelled'
   | 'declined'

@@ -13,13 +13,18 @@ import { LRUCache } from 'lru-cache';
 import { headerParams, type ParamHeader } from '../protocol/param-headers.js';
 import type { UpstreamSession } from './session.js';
 
-/** What the gateway knows about one listed tool. */
-export type ToolHeaders = { params: ParamHeader[] } | { invalid: string };
+/**
+ * What the gateway knows about one listed tool: its `x-mcp-header` arguments (or why they are
+ * invalid), and whether its annotations say running it again is harmless (`readOnlyHint` or
+ * `idempotentHint`), which `input.mode: "auto"` reads.
+ */
+export type ToolHeaders = ({ params: ParamHeader[] } | { invalid: string }) & { replayable: boolean };
 
-/** A listed tool as the upstream sends it (only `name` and `inputSchema` are read). */
+/** A listed tool as the upstream sends it (only `name`, `inputSchema` and `annotations` are read). */
 export interface ListedTool {
   name: string;
   inputSchema?: unknown;
+  annotations?: { readOnlyHint?: unknown; idempotentHint?: unknown };
   [k: string]: unknown;
 }
 
@@ -28,7 +33,7 @@ export type ToolIndex = ReadonlyMap<string, ToolHeaders>;
 
 /** Builds the index of a complete listing. */
 export function indexTools(tools: readonly ListedTool[]): ToolIndex {
-  return new Map(tools.map((t) => [t.name, headerParams(t.inputSchema)]));
+  return new Map(tools.map((t) => [t.name, { ...headerParams(t.inputSchema), replayable: t.annotations?.readOnlyHint === true || t.annotations?.idempotentHint === true }]));
 }
 
 /** Per-upstream cache of tool annotations. */
