@@ -159,6 +159,7 @@ describe('input_required over raw HTTP', () => {
     const call = shortLog.of('call', 'ask_name')[0]!;
     const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000);
     expect(cancelled).toBe(true);
+    expect(await eventually(() => shortLog.of('elicit-result', 'ask_name').length > 0, 2000)).toBe(true);
     const results = shortLog.of('elicit-result', 'ask_name');
     expect(results).toHaveLength(1);
     expect(results[0]!.result).toEqual({ action: 'cancel' });

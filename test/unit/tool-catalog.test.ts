@@ -24,8 +24,8 @@ describe('ToolCatalog', () => {
     const catalog = new ToolCatalog();
     let listings = 0;
     const list = async () => (listings++, tools);
-    expect(await catalog.lookup('view-a', 'annotated', list)).toEqual({ params: [{ name: 'Region', path: ['r'], type: 'string' }] });
-    expect(await catalog.lookup('view-a', 'plain', list)).toEqual({ params: [] });
+    expect(await catalog.lookup('view-a', 'annotated', list)).toEqual({ params: [{ name: 'Region', path: ['r'], type: 'string' }], replayable: false });
+    expect(await catalog.lookup('view-a', 'plain', list)).toEqual({ params: [], replayable: false });
     expect(await catalog.lookup('view-a', 'broken', list)).toMatchObject({ invalid: expect.stringContaining('Ratio') });
     expect(await catalog.lookup('view-a', 'unknown', list)).toBeUndefined();
     expect(listings).toBe(1);
@@ -41,7 +41,7 @@ describe('ToolCatalog', () => {
     expect(listings).toBe(1);
     const failing = new ToolCatalog();
     await expect(failing.lookup('v', 'plain', async () => Promise.reject(new Error('down')))).rejects.toThrow('down');
-    expect(await failing.lookup('v', 'plain', async () => tools)).toEqual({ params: [] });
+    expect(await failing.lookup('v', 'plain', async () => tools)).toEqual({ params: [], replayable: false });
   });
 
   it('a stored complete listing is used without listing', async () => {
