@@ -3,15 +3,17 @@
  * legacy session, through the MRTR bridge for `tools/call`, `prompts/get` and `resources/read`.
  * Nothing here knows about HTTP.
  */
+import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
-import { JtiLedger, StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
+import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
 import { GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
-import { MemoryTaskStore, type TaskStore } from './tasks/store.js';
+import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
+import { RedisStore } from './store/redis.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
 import {
@@ -157,8 +159,11 @@ export class Gateway {
   readonly bridge: MrtrBridge;
   /** Seals and opens every requestState (bridge and pass-through). */
   readonly sealer: StateSealer;
-  /** Spent requestState ids, shared by the bridge and pass-through. */
-  readonly ledger: JtiLedger;
+  /** Task records, spent requestState ids and live replicas: in memory, or shared on Redis. */
+  readonly store: SharedStore;
+  /** This replica's id (sealed into park-mode states and task records). */
+  readonly replica: string;
+  private heartbeat: NodeJS.Timeout | undefined;
   /** Client-facing ids of tasks that 2026-07-28 upstreams created. */
   readonly taskIds: TaskIdBinder;
   /** 2026-07-28 clients to 2026-07-28 upstreams. */
@@ -175,9 +180,13 @@ export class Gateway {
   constructor(
     readonly cfg: GatewayConfig,
     private readonly log: Logger,
-    store: TaskStore = new MemoryTaskStore(cfg.tasks.maxRecords),
   ) {
-    this.tasks = new TaskManager(store, log);
+    this.store =
+      cfg.store.kind === 'redis'
+        ? RedisStore.create({ url: cfg.store.url, keyPrefix: cfg.store.keyPrefix, connectTimeoutMs: cfg.store.connectTimeoutMs, log: log.child({ component: 'store' }) })
+        : new MemoryStore(cfg.tasks.maxRecords);
+    this.replica = randomUUID();
+    this.tasks = new TaskManager(this.store, log, this.replica);
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
       // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
       const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;
@@ -186,10 +195,9 @@ export class Gateway {
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
     this.sealer = new StateSealer(keys);
-    this.ledger = new JtiLedger();
     this.taskIds = new TaskIdBinder(keys[0]!);
-    this.modern = new ModernPassThrough(this.sealer, this.ledger, this.taskIds, cfg.requestState.ttlMs, log);
-    this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.ledger, {
+    this.modern = new ModernPassThrough(this.sealer, this.store.spent, this.taskIds, cfg.requestState.ttlMs, log);
+    this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.store.spent, this.replica, this.store.kind !== 'memory', {
       total: cfg.limits.maxParked,
       perUpstream: (name) => cfg.upstreams[name]?.maxParked ?? Infinity,
     });
@@ -204,16 +212,37 @@ export class Gateway {
     this.tasks.onStatus = (status) => this.metrics.tasks.inc({ status });
   }
 
+  /**
+   * Starts this replica's heartbeat in the store, under `url` (the base URL other replicas forward
+   * to). With the memory store it only records the URL.
+   */
+  startReplica(url: string): void {
+    const self: ReplicaInfo = { id: this.replica, url: this.cfg.replicas.advertiseUrl?.replace(/\/$/, '') ?? url };
+    const beat = () =>
+      this.store.replicas.heartbeat(self, this.cfg.replicas.deadAfterMs).catch((e: Error) => this.log.debug({ err: e.message }, 'replica heartbeat not written'));
+    void beat();
+    clearInterval(this.heartbeat);
+    this.heartbeat = setInterval(beat, this.cfg.replicas.heartbeatMs);
+    this.heartbeat.unref();
+    this.log.info({ replica: this.replica, url: self.url, store: this.store.kind }, 'replica registered');
+  }
+
+  /** The live replica `id` (its URL), or undefined when its heartbeat stopped. */
+  async replicaInfo(id: string): Promise<ReplicaInfo | undefined> {
+    return this.store.replicas.lookup(id);
+  }
+
   /** Registers work to do when the gateway closes (before upstream sessions close). */
   onClose(fn: () => Promise<void>): void {
     this.closers.push(fn);
   }
 
   /**
-   * Readiness: every upstream marked `required` can be started or reached. Probes those that have
-   * not succeeded yet (or failed last) by opening a session.
+   * Readiness: every upstream marked `required` can be started or reached (probing those that
+   * have not succeeded yet, or failed last, by opening a session), and the shared store is
+   * reachable (`store` says why not).
    */
-  async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[] }> {
+  async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[]; store?: string }> {
     const out: { name: string; ready: boolean; reason?: string }[] = [];
     for (const up of this.upstreams.values()) {
       if (!up.cfg.required) continue;
@@ -238,7 +267,8 @@ export class Gateway {
         out.push({ name: up.name, ready: false, reason: up.pool.lastError ?? (e as Error).message });
       }
     }
-    return { ready: !this.closing && out.every((u) => u.ready), upstreams: out };
+    const store = this.store.unavailable();
+    return { ready: !this.closing && !store && out.every((u) => u.ready), upstreams: out, ...(store ? { store } : {}) };
   }
 
   /**
@@ -549,5 +579,8 @@ export class Gateway {
     // Let the cancellations reach the upstreams before their sessions close.
     await new Promise((r) => setTimeout(r, 20));
     await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
+    clearInterval(this.heartbeat);
+    await this.store.replicas.leave(this.replica).catch(() => {});
+    await this.store.close();
   }
 }

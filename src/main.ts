@@ -84,6 +84,10 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
     { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
     `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,
   );
+  if (cfg.store.kind !== 'memory' && !cfg.replicas.advertiseUrl && /^(0\.0\.0\.0|::)$/.test(info.address)) {
+    log.warn({ address: info.address }, 'listening on every address: set replicas.advertiseUrl so other replicas can forward calls here');
+  }
+  gateway.startReplica(base);
   // Probe required upstreams at start so /readyz reflects them early.
   void gateway.readiness().then((r) => {
     for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');

@@ -298,6 +298,34 @@ export const GatewayConfigSchema = z
       })
       .strict()
       .prefault({}),
+    store: z
+      .discriminatedUnion('kind', [
+        z.object({ kind: z.literal('memory') }).strict(),
+        z
+          .object({
+            kind: z.literal('redis'),
+            url: z.string().regex(/^rediss?:\/\//, 'a redis:// or rediss:// URL').describe('Redis or Valkey URL, normally ${REDIS_URL}'),
+            keyPrefix: z.string().default('mrtr:').describe('Prefix of every key and channel the gateway uses'),
+            connectTimeoutMs: positiveMs('Longest wait for a connection to Redis').default(2000),
+          })
+          .strict(),
+      ])
+      .default({ kind: 'memory' })
+      .describe('Where task records, spent requestState ids and the replica registry live: memory (one replica) or redis (several replicas)'),
+    replicas: z
+      .object({
+        secret: z
+          .string()
+          .min(32, 'a replica secret needs at least 32 characters')
+          .optional()
+          .describe('Shared secret of the internal hop between replicas (normally ${REPLICA_SECRET}); required with store.kind redis'),
+        advertiseUrl: z.url().optional().describe('Base URL other replicas reach this one at (default: http://<listen address>:<port>)'),
+        heartbeatMs: positiveMs('Interval of this replica\'s heartbeat in the store').default(1000),
+        deadAfterMs: positiveMs('A replica whose heartbeat is older than this is gone: its calls fail at once and its tasks read failed').default(3000),
+      })
+      .strict()
+      .prefault({})
+      .describe('Several replicas sharing a store: the internal hop that forwards retries and task commands to the replica holding the call'),
     legacySessions: z
       .object({
         enabled: z.boolean().default(true).describe('Serve legacy clients (2024-11-05 … 2025-11-25): an initialize opens a session (Mcp-Session-Id) on POST /mcp/NAME'),
@@ -331,7 +359,12 @@ export const GatewayConfigSchema = z
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')
       .describe('Upstream MCP servers by name; each is served at POST /mcp/NAME'),
   })
-  .strict();
+  .strict()
+  .superRefine((cfg, ctx) => {
+    if (cfg.store.kind === 'redis' && !cfg.replicas.secret) {
+      ctx.addIssue({ code: 'custom', path: ['replicas', 'secret'], message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop' });
+    }
+  });
 
 /** Parsed configuration (defaults applied). */
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

@@ -9,9 +9,10 @@ import { LRUCache } from 'lru-cache';
 import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { HeldElsewhere, type SpentStates } from '../store/shared.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
-import { digestOf, INVALID_STATE, type JtiLedger, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
+import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
 
 /** Per-request context from the HTTP front door. */
 export interface CallContext {
@@ -71,8 +72,6 @@ export interface ReplayMode {
 
 /** Parks Exchanges between rounds and seals/opens their requestState. */
 export class MrtrBridge {
-  /** Replica id sealed into each state. */
-  readonly replica = randomUUID();
   private readonly parked = new Map<string, Parked>();
   /** Exchanges a client request is waiting on right now. */
   private readonly driving = new Set<Exchange>();
@@ -86,7 +85,11 @@ export class MrtrBridge {
     private readonly sealer: StateSealer,
     private readonly ttlMs: number,
     private readonly log: Logger,
-    private readonly ledger: JtiLedger,
+    private readonly ledger: SpentStates,
+    /** This replica's id, sealed into each park-mode state. */
+    readonly replica: string,
+    /** Whether other replicas share the store: a park-mode retry for another replica is forwarded there. */
+    private readonly forwarding: boolean,
     private readonly limits: { total: number; perUpstream: (upstream: string) => number } = { total: Infinity, perUpstream: () => Infinity },
   ) {
     this.ended = new LRUCache<string, Ended>({ max: MAX_ENDED, ttl: ttlMs, ttlAutopurge: true });
@@ -127,7 +130,15 @@ export class MrtrBridge {
       exchange.setProgressSink(undefined);
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - waitStart;
     }
-    if (state === 'deadline') return task!.create(exchange);
+    if (state === 'deadline') {
+      try {
+        return await task!.create(exchange);
+      } catch (e) {
+        // No task record: nobody could follow the call, so it does not run on.
+        exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', `The call could not become a task: ${(e as Error).message}`));
+        throw e;
+      }
+    }
     if (state === 'aborted') {
       const err = upstreamFailed(binding.upstream, 'cancelled', 'The client closed the request; the upstream call was cancelled');
       exchange.cancel(err);
@@ -263,7 +274,7 @@ export class MrtrBridge {
       claims.m !== binding.method ||
       claims.n !== binding.name ||
       claims.d !== digestOf(binding.args) ||
-      (!claims.rp && claims.rep !== this.replica) ||
+      (!claims.rp && claims.rep !== this.replica && !this.forwarding) ||
       claims.pt ||
       (await this.ledger.isSpent(claims.jti))
     ) {
@@ -313,6 +324,7 @@ export class MrtrBridge {
     batchWindowMs: number,
     task?: TaskEscalation,
   ): Promise<Record<string, unknown>> {
+    if (claims.rep !== this.replica) throw new HeldElsewhere(claims.rep);
     const parked = this.parked.get(claims.ex) ?? this.ended.get(claims.ex);
     if (!parked) throw invalidParams(INVALID_STATE);
     const { exchange } = parked;

@@ -8,7 +8,6 @@
  * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
  */
 import { createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { LRUCache } from 'lru-cache';
 import { canonicalJson } from '../protocol/canonical.js';
 import { EncryptJWT, jwtDecrypt, errors as joseErrors } from 'jose';
 import { invalidParams } from '../protocol/errors.js';
@@ -77,32 +76,6 @@ export function digestOf(value: unknown): string {
 
 function deriveKey(secret: string, info = 'requestState A256GCM'): Uint8Array {
   return new Uint8Array(hkdfSync('sha256', Buffer.from(secret, 'utf8'), Buffer.from('mrtr-gateway'), Buffer.from(info), 32));
-}
-
-/**
- * Spent `jti`s of sealed states, so that each state is accepted once (MCP 2026-07-28
- * basic/patterns/mrtr §Server rules 4: one-time semantics enforced server-side). Entries live until
- * the state they belong to has expired.
- */
-export class JtiLedger {
-  private readonly spent: LRUCache<string, true>;
-
-  /** @param maxEntries most spent ids remembered (the oldest are forgotten first). */
-  constructor(maxEntries = 1_000_000) {
-    this.spent = new LRUCache<string, true>({ max: maxEntries, ttlAutopurge: false });
-  }
-
-  /** Whether `jti` was spent already. */
-  async isSpent(jti: string): Promise<boolean> {
-    return this.spent.has(jti);
-  }
-
-  /** Spends `jti` until `expMs` (epoch ms) plus a minute; resolves false when it was spent already. */
-  async spend(jti: string, expMs: number): Promise<boolean> {
-    if (this.spent.has(jti)) return false;
-    this.spent.set(jti, true, { ttl: Math.max(1, expMs - Date.now()) + 60_000 });
-    return true;
-  }
 }
 
 /**

@@ -12,7 +12,7 @@ import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
 import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
-import { ErrorCode, GatewayError, methodNotFound } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, methodNotFound, upstreamFailed } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
@@ -22,11 +22,17 @@ import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
+import { FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
+import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
 import { serveListen } from './listen.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
 function asGatewayError(e: unknown, log: Logger): GatewayError {
   if (e instanceof GatewayError) return e;
+  if (e instanceof StoreUnavailable) {
+    log.warn({ err: e.message }, 'request failed: the shared store is unavailable');
+    return new GatewayError(ErrorCode.InternalError, `${e.message}; retry shortly`, { reason: 'store-unavailable' });
+  }
   log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
 }
@@ -222,6 +228,29 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     if (!sessionId || !gateway.upstreams.has(c.req.param('name'))) return next();
     return legacy.handle(c.req.param('name'), sessionCaller(c), sessionId, c.req.raw);
   });
+  // The internal hop of replicas sharing a store: a request another replica authenticated, for a call held here.
+  app.post(`${FORWARD_PREFIX}:name`, async (c) => {
+    const principal = forwardedPrincipal(c.req.header(PRINCIPAL_HEADER));
+    if (!secretMatches(cfg.replicas.secret, c.req.header(SECRET_HEADER)) || principal === undefined) return c.notFound();
+    const auth = c.req.header('authorization');
+    const token = auth && /^Bearer /i.test(auth) ? auth.replace(/^Bearer\s+/i, '') : undefined;
+    const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
+    return handleMcp(
+      c,
+      gateway,
+      log,
+      { principal, token },
+      requestId,
+      (work) => {
+        const tracked = work.catch(() => {});
+        inflight.add(tracked);
+        void tracked.then(() => inflight.delete(tracked));
+      },
+      () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Legacy sessions are not forwarded between replicas' }, 400),
+      true,
+    );
+  });
+
   // The old HTTP+SSE transport (2024-11-05) for clients that speak only that.
   app.get('/mcp/:name/sse', async (c) => {
     if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
@@ -316,6 +345,7 @@ async function handleMcp(
   requestId: string,
   track: (work: Promise<unknown>) => void,
   legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
+  forwarded = false,
 ): Promise<Response> {
   const name = c.req.param('name')!;
   const rl: RequestLog = { log, gateway, requestId, upstream: name, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
@@ -399,7 +429,18 @@ async function handleMcp(
           record(rl, validated.method, callName, { resultType: result.resultType as string });
           return { message: { jsonrpc: '2.0', id: reqId, result }, status: 200 };
         },
-        (e) => {
+        async (e) => {
+          if (e instanceof HeldElsewhere) {
+            // The call lives on another replica: it answers, over the internal hop.
+            const relayed = forwarded ? undefined : await forwardHeld(gateway, e.replica, name, text, c.req.raw.headers, caller.principal);
+            if (relayed) {
+              record(rl, validated.method, callName, { resultType: 'forwarded' });
+              gateway.metrics.forwarded.inc({ outcome: String(relayed.status) });
+              return { forwarded: relayed, message: undefined, status: relayed.status };
+            }
+            gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
+            e = upstreamFailed(name, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
+          }
           const g = asGatewayError(e, log);
           record(rl, validated.method, callName, { error: g });
           return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
@@ -407,11 +448,21 @@ async function handleMcp(
       );
     track(work);
     void work.finally(() => c.req.raw.signal.removeEventListener('abort', clientGone));
-    void work.then(({ message, status }) => {
+    void work.then((done) => {
+      if ('forwarded' in done && done.forwarded) return resolveResponse(done.forwarded);
+      const { message, status } = done as { message: unknown; status: number };
       if (sse) sse.send(message).then(sse.end, () => {});
       else resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
     });
   });
+}
+
+/** Forwards a request to the live replica `replica`; undefined when it is gone (no heartbeat, or unreachable). */
+async function forwardHeld(gateway: Gateway, replica: string, name: string, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
+  const secret = gateway.cfg.replicas.secret;
+  const owner = secret ? await gateway.replicaInfo(replica).catch(() => undefined) : undefined;
+  if (!owner || !secret || owner.id === gateway.replica) return undefined;
+  return forwardToReplica(owner, name, body, headers, principal, secret);
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {

@@ -19,12 +19,13 @@
  *   credentials (`forwardAuthorization`), so no cache shares it across principals.
  */
 import type { UpstreamConfig } from '../config/schema.js';
-import { digestOf, INVALID_STATE, type JtiLedger, type StateClaims, type StateSealer, type TaskIdBinder } from '../exchange/seal.js';
+import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../exchange/seal.js';
 import type { CallContext } from '../exchange/mrtr.js';
 import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import type { SpentStates } from '../store/shared.js';
 import { secretFields } from '../security/secrets.js';
 import { TASK_NOT_FOUND } from '../tasks/manager.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../upstream/modern.js';
@@ -55,7 +56,7 @@ export function allowedCapabilities(caps: Record<string, unknown>, allow: readon
 export class ModernPassThrough {
   constructor(
     private readonly sealer: StateSealer,
-    private readonly ledger: JtiLedger,
+    private readonly ledger: SpentStates,
     private readonly binder: TaskIdBinder,
     private readonly ttlMs: number,
     private readonly log: Logger,

@@ -28,6 +28,8 @@ export class Metrics {
   readonly tasks = new Counter({ name: 'mrtr_tasks_total', help: 'Task status changes by status reached', labelNames: ['status'] as const, registers: [this.registry] });
   /** Forms declined by the secret guard. */
   readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
+  /** Requests sent to the replica holding their call (outcome: the owner's HTTP status, or replica-gone). */
+  readonly forwarded = new Counter({ name: 'mrtr_forwarded_total', help: 'Requests forwarded to the replica holding their call, by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
 

@@ -75,6 +75,7 @@ export type UpstreamFailure =
   | 'busy'
   | 'parked-limit'
   | 'replay-limit'
+  | 'replica-gone'
   | 'protocol'
   | 'cancelled'
   | 'declined'

@@ -11,6 +11,7 @@ import { invalidResponse } from '../exchange/responses.js';
 import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
+import { HeldElsewhere, type SharedStore } from '../store/shared.js';
 
 /** The extension id, in capabilities and clientCapabilities `extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
@@ -59,16 +60,29 @@ export function detailedTask(r: TaskRecord): Record<string, unknown> {
 
 /** Runs tasks over Exchanges and answers tasks/get, tasks/update and tasks/cancel. */
 export class TaskManager {
+  private readonly store: TaskStore;
   private readonly live = new Map<string, LiveTask>();
   private readonly listeners = new Set<(record: TaskRecord) => void>();
   /** Called with each status a task reaches (its first status included). */
   onStatus: ((status: TaskStatus) => void) | undefined;
 
+  /**
+   * @param shared the shared store the records live in, and the registry that tells whether the
+   *   replica running a task is alive.
+   * @param replica this replica's id, written into each task record it creates.
+   */
   constructor(
-    private readonly store: TaskStore,
+    private readonly shared: SharedStore,
     private readonly log: Logger,
+    private readonly replica = 'local',
   ) {
-    store.onExpire((taskId) => {
+    this.store = shared.tasks;
+    // Status changes of tasks other replicas run, for listen streams here.
+    shared.onTask((record) => {
+      if (record.replica === this.replica) return;
+      for (const l of this.listeners) l(record);
+    });
+    this.store.onExpire((taskId) => {
       const live = this.live.get(taskId);
       if (!live) return;
       this.live.delete(taskId);
@@ -93,6 +107,7 @@ export class TaskManager {
       taskId: randomBytes(16).toString('base64url'),
       principal: caller.principal,
       upstream: caller.upstream,
+      replica: this.replica,
       status: 'working',
       createdAt: now,
       lastUpdatedAt: now,
@@ -171,6 +186,7 @@ export class TaskManager {
       if (!(await this.store.put(record))) return;
       if (record.status !== before) this.onStatus?.(record.status);
       for (const l of this.listeners) l(record);
+      if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
     });
     live.chain.catch((e) => this.log.error({ taskId, err: (e as Error).message }, 'task update failed'));
   }
@@ -185,7 +201,45 @@ export class TaskManager {
     if (live) await live.chain;
     const record = await this.store.get(taskId);
     if (!record || record.principal !== caller.principal || record.upstream !== caller.upstream) throw invalidParams(TASK_NOT_FOUND);
+    if (!isTerminal(record.status) && !live && (await this.ownerGone(record))) return this.failOrphan(record);
     return record;
+  }
+
+  /** True when another replica runs the task and its heartbeat has stopped. */
+  private async ownerGone(record: TaskRecord): Promise<boolean> {
+    if (!record.replica || record.replica === this.replica || this.shared.kind === 'memory') return false;
+    return (await this.shared.replicas.lookup(record.replica)) === undefined;
+  }
+
+  /** Marks a task whose replica stopped as failed, with that reason, and tells the listeners. */
+  private async failOrphan(record: TaskRecord): Promise<TaskRecord> {
+    const failed: TaskRecord = {
+      ...record,
+      status: 'failed',
+      statusMessage: 'The replica running this task stopped',
+      inputRequests: undefined,
+      error: upstreamFailed(record.upstream, 'replica-gone', 'The replica running this task stopped; start the call again').toJSON(),
+      lastUpdatedAt: new Date().toISOString(),
+    };
+    if (await this.store.put(failed)) {
+      this.log.warn({ taskId: record.taskId, replica: record.replica }, 'task failed: the replica running it stopped');
+      this.onStatus?.('failed');
+      for (const l of this.listeners) l(failed);
+      await this.shared.publishTask(failed).catch(() => {});
+    }
+    return failed;
+  }
+
+  /**
+   * For a task another replica runs: throws {@link HeldElsewhere} to have the request forwarded,
+   * or, when that replica stopped, marks the task failed and throws -32603 `replica-gone`.
+   */
+  private async elsewhere(record: TaskRecord): Promise<never> {
+    if (await this.ownerGone(record)) {
+      await this.failOrphan(record);
+      throw upstreamFailed(record.upstream, 'replica-gone', 'The replica running this task stopped; the task failed. Start the call again');
+    }
+    throw new HeldElsewhere(record.replica!);
   }
 
   /**
@@ -195,11 +249,12 @@ export class TaskManager {
    *   (nothing is delivered then).
    */
   async update(taskId: unknown, caller: TaskCaller, inputResponses: unknown): Promise<void> {
-    await this.get(taskId, caller);
+    const record = await this.get(taskId, caller);
     if (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses)) {
       throw invalidParams('params.inputResponses must be an object mapping input keys to responses');
     }
     const live = this.live.get(taskId as string);
+    if (!live && !isTerminal(record.status) && record.replica && record.replica !== this.replica) await this.elsewhere(record);
     if (!live) return;
     const answers = inputResponses as Record<string, unknown>;
     const deliver: [string, Record<string, unknown>][] = [];
@@ -219,8 +274,9 @@ export class TaskManager {
    * @throws GatewayError -32602 for an unknown task.
    */
   async cancel(taskId: unknown, caller: TaskCaller): Promise<void> {
-    await this.get(taskId, caller);
+    const record = await this.get(taskId, caller);
     const live = this.live.get(taskId as string);
+    if (!live && !isTerminal(record.status) && record.replica && record.replica !== this.replica) await this.elsewhere(record);
     if (!live || live.exchange.outcome) return;
     live.cancelRequested = true;
     live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task was cancelled by the client'));

@@ -17,6 +17,8 @@ export interface TaskRecord {
   principal: string;
   /** Upstream the task runs on. */
   upstream: string;
+  /** Replica whose process runs the call behind the task (with a shared store). */
+  replica?: string;
   status: TaskStatus;
   statusMessage?: string;
   /** ISO 8601. */

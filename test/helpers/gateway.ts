@@ -44,6 +44,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   });
   const port = (server.address() as AddressInfo).port;
   const base = `http://127.0.0.1:${port}`;
+  gateway.startReplica(base);
   return {
     gateway,
     legacy,

@@ -1,0 +1,151 @@
+/**
+ * The shared store on Redis (or Valkey), with node-redis:
+ *
+ * - task records: `<prefix>task:<taskId>`, JSON, expiring with the record's `ttlMs`;
+ * - spent requestState ids: `<prefix>jti:<jti>`, `SET NX PX` so that of two replicas spending one
+ *   id at once exactly one succeeds;
+ * - live replicas: `<prefix>replica:<id>` = `{id, url}`, written on every heartbeat with a short
+ *   expiry, so a replica that stops is gone once its last heartbeat expires;
+ * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams.
+ *
+ * Commands never wait for a connection that is down (`disableOfflineQueue`): they fail at once with
+ * {@link StoreUnavailable}, and the client reconnects by itself (backoff up to 2 s).
+ */
+import { createClient, type RedisClientType } from 'redis';
+import type { Logger } from '../observability/log.js';
+import type { TaskRecord, TaskStore } from '../tasks/store.js';
+import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
+
+/** What the Redis store needs. */
+export interface RedisStoreOptions {
+  url: string;
+  /** Prefix of every key and channel. */
+  keyPrefix: string;
+  /** Longest wait for a connection, in ms. */
+  connectTimeoutMs: number;
+  log: Logger;
+}
+
+/** The shared store on Redis. Create with {@link RedisStore.connect}. */
+export class RedisStore implements SharedStore {
+  readonly kind = 'redis' as const;
+  readonly tasks: TaskStore;
+  readonly spent: SpentStates;
+  readonly replicas: ReplicaRegistry;
+  private readonly listeners: ((record: TaskRecord) => void)[] = [];
+  private readonly expireListeners: ((taskId: string) => void)[] = [];
+  private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
+  private lastError: string | undefined;
+
+  private constructor(
+    private readonly client: RedisClientType,
+    private readonly subscriber: RedisClientType,
+    private readonly opts: RedisStoreOptions,
+  ) {
+    const k = (s: string) => `${opts.keyPrefix}${s}`;
+    this.tasks = {
+      create: async (record) => {
+        await this.run(() => this.client.set(k(`task:${record.taskId}`), JSON.stringify(record), { PX: record.ttlMs, NX: true }));
+        // The replica that runs a task cancels it when its record expires.
+        const t = setTimeout(() => {
+          this.expiryTimers.delete(record.taskId);
+          for (const l of this.expireListeners) l(record.taskId);
+        }, record.ttlMs);
+        t.unref();
+        this.expiryTimers.set(record.taskId, t);
+      },
+      get: async (taskId) => {
+        const raw = await this.run(() => this.client.get(k(`task:${taskId}`)));
+        return raw ? (JSON.parse(raw) as TaskRecord) : undefined;
+      },
+      put: async (record) => (await this.run(() => this.client.set(k(`task:${record.taskId}`), JSON.stringify(record), { XX: true, KEEPTTL: true }))) === 'OK',
+      onExpire: (listener) => void this.expireListeners.push(listener),
+    };
+    this.spent = {
+      isSpent: async (jti) => (await this.run(() => this.client.exists(k(`jti:${jti}`)))) === 1,
+      spend: async (jti, expMs) => (await this.run(() => this.client.set(k(`jti:${jti}`), '1', { PX: Math.max(1, expMs - Date.now()) + 60_000, NX: true }))) === 'OK',
+    };
+    this.replicas = {
+      heartbeat: async (self: ReplicaInfo, ttlMs: number) => void (await this.run(() => this.client.set(k(`replica:${self.id}`), JSON.stringify(self), { PX: ttlMs }))),
+      lookup: async (id) => {
+        const raw = await this.run(() => this.client.get(k(`replica:${id}`)));
+        return raw ? (JSON.parse(raw) as ReplicaInfo) : undefined;
+      },
+      leave: async (id) => void (await this.run(() => this.client.del(k(`replica:${id}`)))),
+    };
+  }
+
+  /**
+   * Starts connecting (a command client and a subscriber) and returns at once. Until Redis is
+   * reachable, what needs the store fails with {@link StoreUnavailable} and `unavailable()` says
+   * why (readiness); the clients keep trying.
+   */
+  static create(opts: RedisStoreOptions): RedisStore {
+    const make = () =>
+      createClient({
+        url: opts.url,
+        disableOfflineQueue: true,
+        socket: { connectTimeout: opts.connectTimeoutMs, reconnectStrategy: (retries: number) => Math.min(100 * 2 ** retries, 2000) },
+      }) as RedisClientType;
+    const client = make();
+    const subscriber = make();
+    const store = new RedisStore(client, subscriber, opts);
+    for (const [c, role] of [
+      [client, 'commands'],
+      [subscriber, 'subscriber'],
+    ] as const) {
+      c.on('error', (e: Error) => {
+        if (store.lastError !== e.message) opts.log.warn({ role, err: e.message }, 'shared store (Redis) error');
+        store.lastError = e.message;
+      });
+      c.on('ready', () => {
+        if (store.lastError !== undefined) opts.log.info({ role }, 'shared store (Redis) reachable again');
+        store.lastError = undefined;
+      });
+      void c.connect().catch(() => {});
+    }
+    void subscriber
+      .subscribe(`${opts.keyPrefix}tasks`, (message) => {
+        try {
+          const record = JSON.parse(message) as TaskRecord;
+          for (const l of store.listeners) l(record);
+        } catch {
+          /* not ours */
+        }
+      })
+      .catch(() => {});
+    return store;
+  }
+
+  private async run<T>(command: () => Promise<T>): Promise<T> {
+    if (!this.client.isReady) throw new StoreUnavailable(`the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`);
+    try {
+      return await command();
+    } catch (e) {
+      throw new StoreUnavailable(`the shared store (Redis) failed: ${(e as Error).message}`);
+    }
+  }
+
+  async publishTask(record: TaskRecord): Promise<void> {
+    await this.run(() => this.client.publish(`${this.opts.keyPrefix}tasks`, JSON.stringify(record)));
+  }
+
+  onTask(listener: (record: TaskRecord) => void): void {
+    this.listeners.push(listener);
+  }
+
+  unavailable(): string | undefined {
+    if (this.client.isReady && this.subscriber.isReady) return undefined;
+    return `the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
+  }
+
+  async close(): Promise<void> {
+    for (const t of this.expiryTimers.values()) clearTimeout(t);
+    await Promise.all([this.client.quit().catch(() => this.client.disconnect().catch(() => {})), this.subscriber.quit().catch(() => this.subscriber.disconnect().catch(() => {}))]);
+  }
+}
+
+/** A Redis URL without its password, for messages. */
+function redact(url: string): string {
+  return url.replace(/\/\/([^@/]*)@/, '//***@');
+}
