@@ -1,0 +1,113 @@
+/**
+ * Real infrastructure for the multi-replica tests, started on 127.0.0.1: a Redis server
+ * (Debian's `redis-server`) and a round-robin load balancer (Debian's `haproxy`).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+/** A free TCP port on 127.0.0.1 (taken from the OS, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Resolves once something accepts TCP connections on `port`, or rejects after `timeoutMs`. */
+export async function waitForPort(port: number, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const ok = await new Promise<boolean>((r) => {
+      const sock = connect(port, '127.0.0.1');
+      sock.once('connect', () => (sock.destroy(), r(true)));
+      sock.once('error', () => r(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nothing listened on 127.0.0.1:${port} within ${timeoutMs} ms`);
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  return new Promise((r) => {
+    if (child.exitCode !== null || child.signalCode !== null) return r();
+    child.once('exit', () => r());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 2000).unref();
+  });
+}
+
+/** A Redis server the test controls; `stop` and `start` keep its port. */
+export interface TestRedis {
+  port: number;
+  url: string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** True when Debian's redis-server and haproxy are installed (`.ci/run` installs them). */
+export const infraInstalled = existsSync('/usr/bin/redis-server') && existsSync('/usr/sbin/haproxy');
+
+/** Starts `redis-server` on a free port of 127.0.0.1, without persistence. */
+export async function startRedis(): Promise<TestRedis> {
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const redis: TestRedis = {
+    port,
+    url: `redis://127.0.0.1:${port}`,
+    start: async () => {
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], { stdio: 'ignore' });
+      await waitForPort(port);
+    },
+    stop: async () => {
+      if (child) await stopChild(child);
+      child = undefined;
+    },
+  };
+  await redis.start();
+  return redis;
+}
+
+/** A load balancer in front of backends; `url(path)` is the address clients use. */
+export interface TestBalancer {
+  port: number;
+  base: string;
+  stop(): Promise<void>;
+}
+
+/** Starts haproxy in HTTP mode on a free port of 127.0.0.1, balancing every request round robin over `backends` (ports). */
+export async function startHaproxy(backends: number[]): Promise<TestBalancer> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'mrtr-haproxy-'));
+  const file = join(dir, 'haproxy.cfg');
+  writeFileSync(
+    file,
+    [
+      'global',
+      '  maxconn 512',
+      'defaults',
+      '  mode http',
+      '  option http-server-close',
+      '  timeout connect 2s',
+      '  timeout client 120s',
+      '  timeout server 120s',
+      'frontend gateway',
+      `  bind 127.0.0.1:${port}`,
+      '  default_backend replicas',
+      'backend replicas',
+      '  balance roundrobin',
+      ...backends.map((p, i) => `  server replica${i} 127.0.0.1:${p}`),
+      '',
+    ].join('\n'),
+  );
+  const child = spawn('haproxy', ['-db', '-f', file], { stdio: 'ignore' });
+  await waitForPort(port);
+  return { port, base: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
+}
