@@ -38,6 +38,14 @@ describe('shipped configs', () => {
     expect(() => parseConfig(raw, {}, ROOT)).toThrow(/MRTR_API_KEY/);
   });
 
+  it('config/replicas/gateway.json (the compose recipe) parses: Redis store, replica secret and advertised URL from the environment', () => {
+    const env = { ...fakeEnv, MRTR_API_KEY: 'k'.repeat(20), REQUEST_STATE_SECRET: 's'.repeat(32), REPLICA_SECRET: 'r'.repeat(32), REDIS_URL: 'redis://redis:6379', ADVERTISE_URL: 'http://gateway-a:8787' };
+    const cfg = parseConfig(readJson(join(ROOT, 'config/replicas/gateway.json')), env, join(ROOT, 'config/replicas'));
+    expect(cfg.store).toMatchObject({ kind: 'redis', url: 'redis://redis:6379' });
+    expect(cfg.replicas.advertiseUrl).toBe('http://gateway-a:8787');
+    expect(() => parseConfig({ ...readJson(join(ROOT, 'config/replicas/gateway.json')), replicas: {} }, env, ROOT)).toThrow(/replicas\.secret/);
+  });
+
   const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));
   it(`every config/*.example.json parses with parseConfig (${examples.length} found)`, () => {
     for (const f of examples) {
