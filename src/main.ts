@@ -1,13 +1,12 @@
 /**
  * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`).
- * Loads the config (exit code 2 on a bad config, flag or environment value, with a one-line
- * message on stderr), serves every upstream at `POST /mcp/NAME`, and stops cleanly on
- * SIGTERM/SIGINT (exit code 0).
+ * Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a bad config,
+ * flag or environment value, with a one-line message on stderr), serves every upstream at
+ * `POST /mcp/NAME`, and stops cleanly on SIGTERM/SIGINT (exit code 0).
  */
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
-import { ConfigError, loadConfigFile } from './config/load.js';
-import type { GatewayConfig } from './config/schema.js';
+import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
 import { httpServerOptions } from './http/server.js';
@@ -46,15 +45,16 @@ if (args.help) {
 const envLogLevel = process.env.LOG_LEVEL || undefined;
 if (envLogLevel !== undefined && !isLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${envLogLevel}'`);
 
-function load(file: string): GatewayConfig {
+function load(file: string): LoadedConfig {
   try {
-    return loadConfigFile(file);
+    return readConfigFile(file);
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message);
     throw e;
   }
 }
-const cfg = load(args.config!);
+const loaded = load(args.config!);
+const cfg = loaded.config;
 const portArg = args.port ?? process.env.PORT;
 if (portArg !== undefined) {
   const port = Number(portArg);
@@ -70,6 +70,19 @@ if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.list
 }
 
 const log = createLogger(envLogLevel ?? cfg.logLevel ?? 'info');
+if (loaded.format === 'mcpServers') {
+  log.info({ config: args.config, upstreams: Object.keys(cfg.upstreams) }, `serving the servers of the mcpServers file ${args.config}`);
+  if (loaded.disabled.length) log.info({ disabled: loaded.disabled }, `skipping disabled servers: ${loaded.disabled.join(', ')}`);
+}
+for (const w of loaded.warnings) log.warn({ config: args.config, path: w.path, ignored: w.ignored }, `${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}`);
+// Names only, never values.
+for (const c of loaded.childEnv) {
+  log.info(
+    { upstream: c.upstream, env: c.names, passedThrough: c.passedThrough },
+    `stdio upstream ${c.upstream}: child environment beyond the safe set: ${c.names.length ? c.names.join(', ') : '(none)'}`,
+  );
+  if (c.unmatched.length) log.warn({ upstream: c.upstream, unmatched: c.unmatched }, `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`);
+}
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
