@@ -68,7 +68,7 @@ describe('an mcpServers file given to --config', () => {
       undefined,
       { MRTR_TEST_FROM_FILE: value },
     );
-  });
+  }, 60_000);
   afterAll(async () => {
     await stop(gw);
     await http?.stop();
@@ -127,7 +127,7 @@ describe('envPassthrough', () => {
       undefined,
       { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret },
     );
-  });
+  }, 60_000);
   afterAll(() => stop(gw));
 
   it('passes the listed variables and prefix matches to the stdio child; env wins; an unlisted variable is absent', async () => {
@@ -173,5 +173,5 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
       gw.child.kill('SIGTERM');
     }
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-  });
+  }, 60_000);
 });
