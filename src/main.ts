@@ -1,13 +1,14 @@
 /**
  * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`).
- * Loads the config (exit code 2 on a bad config, flag or environment value, with a one-line
- * message on stderr), serves every upstream at `POST /mcp/NAME`, and stops cleanly on
- * SIGTERM/SIGINT (exit code 0).
+ * Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a bad config,
+ * flag or environment value, with a one-line message on stderr), serves every upstream at
+ * `POST /mcp/NAME`, and stops cleanly on SIGTERM/SIGINT (exit code 0). `--help` lists the flags,
+ * environment variables and exit codes.
  */
 import { parseArgs } from 'node:util';
 import { serve } from '@hono/node-server';
-import { ConfigError, loadConfigFile } from './config/load.js';
-import type { GatewayConfig } from './config/schema.js';
+import { SAFE_CHILD_ENV } from './config/child-env.js';
+import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js';
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
 import { httpServerOptions } from './http/server.js';
@@ -15,7 +16,41 @@ import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
 import { isLoopback } from './security/frontdoor.js';
 
 function usage(): string {
-  return 'usage: mrtr-gateway [--config gateway.config.json] [--port N] [--host H]';
+  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--help]';
+}
+
+function help(): string {
+  return `${usage()}
+
+Serves MCP servers (stdio, Streamable HTTP, HTTP+SSE) to MCP clients of every revision, each
+upstream at POST /mcp/NAME.
+
+Flags:
+  -c, --config PATH  configuration file (default: gateway.config.json in the working directory):
+                     a gateway config ({"upstreams": …}) or a server list as Claude and other
+                     editors write it ({"mcpServers": …})
+  -p, --port N       port to listen on, 0 for any free port (default: listen.port of the config,
+                     8787); wins over PORT
+      --host H       address to bind (default: listen.host of the config, 127.0.0.1); wins over HOST
+  -h, --help         print this help and exit
+
+Environment:
+  PORT       port to listen on when --port is not given
+  HOST       address to bind when --host is not given
+  LOG_LEVEL  ${LOG_LEVELS.join(', ')} (default: logLevel of the config, else info)
+  \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2)
+  A stdio upstream's child gets from the gateway's environment only the safe set
+  (${SAFE_CHILD_ENV.join(', ')})
+  and the variables its envPassthrough lists; its env comes on top.
+
+Exit codes:
+  0  stopped cleanly after SIGTERM or SIGINT; --help
+  1  the address cannot be bound, or an unexpected error
+  2  bad configuration, flag or environment value (PORT, LOG_LEVEL, an unset \${NAME}), or a
+     non-loopback address without authentication
+
+Logs are JSON lines on stdout; a message that stops the start goes to stderr.
+`;
 }
 
 function fail(message: string, code = 2): never {
@@ -38,7 +73,7 @@ try {
   fail(`${(e as Error).message}\n${usage()}`);
 }
 if (args.help) {
-  process.stdout.write(usage() + '\n');
+  process.stdout.write(help());
   process.exit(0);
 }
 
@@ -46,15 +81,16 @@ if (args.help) {
 const envLogLevel = process.env.LOG_LEVEL || undefined;
 if (envLogLevel !== undefined && !isLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${envLogLevel}'`);
 
-function load(file: string): GatewayConfig {
+function load(file: string): LoadedConfig {
   try {
-    return loadConfigFile(file);
+    return readConfigFile(file);
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message);
     throw e;
   }
 }
-const cfg = load(args.config!);
+const loaded = load(args.config!);
+const cfg = loaded.config;
 const portArg = args.port ?? process.env.PORT;
 if (portArg !== undefined) {
   const port = Number(portArg);
@@ -70,6 +106,19 @@ if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.list
 }
 
 const log = createLogger(envLogLevel ?? cfg.logLevel ?? 'info');
+if (loaded.format === 'mcpServers') {
+  log.info({ config: args.config, upstreams: Object.keys(cfg.upstreams) }, `serving the servers of the mcpServers file ${args.config}`);
+  if (loaded.disabled.length) log.info({ disabled: loaded.disabled }, `skipping disabled servers: ${loaded.disabled.join(', ')}`);
+}
+for (const w of loaded.warnings) log.warn({ config: args.config, path: w.path, ignored: w.ignored }, `${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}`);
+// Names only, never values.
+for (const c of loaded.childEnv) {
+  log.info(
+    { upstream: c.upstream, env: c.names, passedThrough: c.passedThrough },
+    `stdio upstream ${c.upstream}: child environment beyond the safe set: ${c.names.length ? c.names.join(', ') : '(none)'}`,
+  );
+  if (c.unmatched.length) log.warn({ upstream: c.upstream, unmatched: c.unmatched }, `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`);
+}
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');

@@ -1,64 +1,124 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
+import { passthroughEnv } from './child-env.js';
+import { convertMcpServers, type ConfigWarning } from './mcp-servers.js';
 import { GatewayConfigSchema, type GatewayConfig } from './schema.js';
+import { ConfigError, formatPath, substituteEnv } from './substitute.js';
 
-/** A configuration problem; `message` names the file, the JSON path and what is wrong. */
-export class ConfigError extends Error {
-  override name = 'ConfigError';
+export { ConfigError, substituteEnv } from './substitute.js';
+export type { ConfigWarning } from './mcp-servers.js';
+
+/** What a stdio upstream's child gets beyond the safe set (names only, never values). */
+export interface ChildEnvReport {
+  upstream: string;
+  /** Every variable name the child gets beyond the safe set: passed through or configured in `env`. */
+  names: string[];
+  /** The names among them that `envPassthrough` took from the gateway's environment (`env` did not set them). */
+  passedThrough: string[];
+  /** `envPassthrough` entries that matched no variable of the gateway's environment. */
+  unmatched: string[];
 }
 
-function formatPath(path: ReadonlyArray<PropertyKey>): string {
-  if (path.length === 0) return '(root)';
-  return path
-    .map((p, i) => (typeof p === 'number' ? `[${p}]` : /^[A-Za-z_$][\w$]*$/.test(String(p)) ? (i ? '.' : '') + String(p) : `[${JSON.stringify(String(p))}]`))
-    .join('');
+/** A validated configuration and what the gateway should tell about it at start. */
+export interface LoadedConfig {
+  config: GatewayConfig;
+  /** `gateway`: a gateway config (`upstreams`); `mcpServers`: a server list as editors write it. */
+  format: 'gateway' | 'mcpServers';
+  /** Keys of an `mcpServers` file the gateway ignored. */
+  warnings: ConfigWarning[];
+  /** Servers of an `mcpServers` file skipped because of `disabled: true`. */
+  disabled: string[];
+  /** One entry per stdio upstream. */
+  childEnv: ChildEnvReport[];
+}
+
+/** Top-level keys of a gateway config (besides `upstreams` and `$schema`). */
+const GATEWAY_SETTINGS = Object.keys(GatewayConfigSchema.shape).filter((k) => k !== 'upstreams' && k !== '$schema');
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function validate(raw: unknown, fromMcpServers: boolean): GatewayConfig {
+  const parsed = GatewayConfigSchema.safeParse(raw);
+  if (!parsed.success) {
+    // Problems of converted servers are reported at their place in the file: mcpServers.NAME….
+    const where = (path: ReadonlyArray<PropertyKey>) => (fromMcpServers && path[0] === 'upstreams' ? ['mcpServers', ...path.slice(1)] : path);
+    const lines = parsed.error.issues.map((i) => `  ${formatPath(where(i.path))}: ${i.message}`);
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
 }
 
 /**
- * Replaces `${NAME}` in every string value with the environment variable NAME.
- * @throws ConfigError naming the JSON path when a variable is unset.
+ * Validates a configuration object: a gateway config (top-level `upstreams`, validated against
+ * {@link GatewayConfigSchema} after `${ENV}` substitution) or a server list (top-level
+ * `mcpServers`, see `mcp-servers.ts`). Relative stdio `cwd` values and `auth.jwksFile` are
+ * resolved against `baseDir`. Each stdio upstream's `env` gets the variables of `env` its
+ * `envPassthrough` names, below the configured values.
+ * @throws ConfigError listing every problem as `path: message`.
  */
-export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: PropertyKey[] = []): unknown {
-  if (typeof value === 'string') {
-    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
-      const v = env[name];
-      if (v === undefined) throw new ConfigError(`${formatPath(path)}: environment variable ${name} is not set`);
-      return v;
+export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): LoadedConfig {
+  if (!isObject(raw)) throw new ConfigError('invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)');
+  const hasUpstreams = 'upstreams' in raw;
+  const hasServers = 'mcpServers' in raw;
+  if (hasUpstreams && hasServers) {
+    throw new ConfigError('invalid configuration: both "upstreams" and "mcpServers" at the top level; a file is either a gateway config (upstreams) or a server list (mcpServers)');
+  }
+  if (!hasUpstreams && !hasServers) {
+    throw new ConfigError('invalid configuration: neither "upstreams" (a gateway config) nor "mcpServers" (a server list) at the top level');
+  }
+
+  let loaded: LoadedConfig;
+  if (hasUpstreams) {
+    loaded = { config: validate(substituteEnv(raw, env), false), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
+  } else {
+    const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
+    if (settings.length) {
+      throw new ConfigError(
+        `invalid configuration: ${settings.map((k) => JSON.stringify(k)).join(', ')} beside "mcpServers": a server list takes no gateway settings; write a gateway config with "upstreams" to set them`,
+      );
+    }
+    const conversion = convertMcpServers(raw.mcpServers, env);
+    const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
+    const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
+    loaded = { config: validate({ upstreams: conversion.upstreams }, true), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
+  }
+
+  const cfg = loaded.config;
+  for (const [name, u] of Object.entries(cfg.upstreams)) {
+    if (u.transport !== 'stdio') continue;
+    if (u.cwd) u.cwd = resolve(baseDir, u.cwd);
+    const { values, unmatched } = passthroughEnv(u.envPassthrough, env);
+    const configured = new Set(Object.keys(u.env));
+    u.env = { ...values, ...u.env };
+    loaded.childEnv.push({
+      upstream: name,
+      names: Object.keys(u.env).sort(),
+      passedThrough: Object.keys(values)
+        .filter((k) => !configured.has(k))
+        .sort(),
+      unmatched,
     });
   }
-  if (Array.isArray(value)) return value.map((v, i) => substituteEnv(v, env, [...path, i]));
-  if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, substituteEnv(v, env, [...path, k])]));
-  }
-  return value;
+  if (cfg.auth.mode === 'jwt' && cfg.auth.jwksFile) cfg.auth.jwksFile = resolve(baseDir, cfg.auth.jwksFile);
+  return loaded;
 }
 
 /**
- * Validates a configuration object (after `${ENV}` substitution) against {@link GatewayConfigSchema}.
- * Relative stdio `cwd` values are resolved against `baseDir`.
+ * {@link interpretConfig}, returning the configuration only.
  * @throws ConfigError listing every problem as `path: message`.
  */
 export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): GatewayConfig {
-  const substituted = substituteEnv(raw, env);
-  const parsed = GatewayConfigSchema.safeParse(substituted);
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${formatPath(i.path)}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
-  }
-  const cfg = parsed.data;
-  for (const u of Object.values(cfg.upstreams)) {
-    if (u.transport === 'stdio' && u.cwd) u.cwd = resolve(baseDir, u.cwd);
-  }
-  if (cfg.auth.mode === 'jwt' && cfg.auth.jwksFile) cfg.auth.jwksFile = resolve(baseDir, cfg.auth.jwksFile);
-  return cfg;
+  return interpretConfig(raw, env, baseDir).config;
 }
 
 /**
- * Reads and validates a `gateway.config.json` file.
- * @throws ConfigError when the file is missing, is not JSON, or does not match the schema.
+ * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file.
+ * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
  */
-export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -72,11 +132,19 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
     throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
   }
   try {
-    return parseConfig(raw, env, dirname(resolve(file)));
+    return interpretConfig(raw, env, dirname(resolve(file)));
   } catch (e) {
     if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
     throw e;
   }
+}
+
+/**
+ * {@link readConfigFile}, returning the configuration only.
+ * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
+ */
+export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
+  return readConfigFile(file, env).config;
 }
 
 /** The JSON Schema for the config file, generated from the zod schema. */

@@ -5,6 +5,7 @@
  * configs name it in `$schema` so editors validate and complete them.
  */
 import { z } from 'zod';
+import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
 
 /** Log levels accepted by `logLevel` and the `LOG_LEVEL` environment variable (pino's names). */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -144,7 +145,14 @@ const StdioUpstreamSchema = z
     transport: z.literal('stdio'),
     command: z.string().min(1).describe('Executable to spawn'),
     args: z.array(z.string()).default([]),
-    env: z.record(z.string(), z.string()).default({}).describe('Extra environment for the child (added to a minimal safe default environment)'),
+    env: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe("Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR, NODE_OPTIONS) and envPassthrough; wins over both"),
+    envPassthrough: z
+      .array(z.string().regex(ENV_PASSTHROUGH_PATTERN, 'give a variable name (GITHUB_TOKEN) or a name prefix followed by * (AWS_*)'))
+      .default([])
+      .describe("Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*); the rest of it is not passed"),
     cwd: z.string().optional().describe('Working directory of the child; relative paths are resolved against the config file'),
     ...upstreamCommon,
   })

@@ -36,6 +36,7 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
+import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
@@ -172,12 +173,13 @@ export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHea
   }
 }
 
-/** The minimal environment the v1 SDK gives a child, plus PATH-like basics. */
+/**
+ * The safe set of the gateway's environment every stdio child gets (`SAFE_CHILD_ENV` in
+ * `src/config/child-env.ts`). A child's configured `env` goes on top of it; config loading has
+ * already added the variables its `envPassthrough` names to that `env`.
+ */
 export function defaultChildEnv(): Record<string, string> {
-  const keep = process.platform === 'win32' ? ['APPDATA', 'PATH', 'SYSTEMROOT', 'TEMP', 'USERNAME'] : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_OPTIONS'];
-  const env: Record<string, string> = {};
-  for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k]!;
-  return env;
+  return safeChildEnv(process.env);
 }
 
 /** True when `err` is the Streamable HTTP 404 an upstream answers for a session id it does not know. */

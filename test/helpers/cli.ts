@@ -48,11 +48,26 @@ export function listeningPort(child: ChildProcess, logs: Record<string, any>[] =
   });
 }
 
+/** How to start the CLI: the node arguments before the flags, the working directory and extra environment. */
+export interface CliOptions {
+  /** Default: `--import tsx src/main.ts` (relative to the working directory). */
+  entry?: string[];
+  /** Default: the project root. */
+  cwd?: string;
+  env?: Record<string, string>;
+}
+
 /** Writes `config` to a temp file and starts `node <entry> --config FILE --port 0`; waits for the listening line. */
-export async function startCli(config: Record<string, unknown>, entry: string[] = ['--import', 'tsx', 'src/main.ts'], env: Record<string, string> = {}): Promise<CliGateway> {
+export async function startCli(config: Record<string, unknown>, entry: string[] = ['--import', 'tsx', 'src/main.ts'], env: Record<string, string> = {}, cwd = ROOT): Promise<CliGateway> {
   const file = join(mkdtempSync(join(tmpdir(), 'mrtr-cli-')), 'gateway.config.json');
   writeFileSync(file, JSON.stringify(config));
-  const child = spawn(process.execPath, [...entry, '--config', file, '--port', '0'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return startCliArgs(['--config', file, '--port', '0'], { entry, env, cwd });
+}
+
+/** Starts `node <entry> <args…>`; waits for the listening line. */
+export async function startCliArgs(args: string[], opts: CliOptions = {}): Promise<CliGateway> {
+  const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
+  const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
   const logs: Record<string, any>[] = [];
   try {
@@ -62,6 +77,33 @@ export async function startCli(config: Record<string, unknown>, entry: string[] 
     child.kill('SIGKILL');
     throw e;
   }
+}
+
+/** Runs `node <entry> <args…>` to its exit and resolves with its exit code and output. */
+export function runCli(args: string[], opts: CliOptions & { timeoutMs?: number } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+  const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
+  const timeoutMs = opts.timeoutMs ?? 20_000;
+  return new Promise((resolve, reject) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
+    delete env.PORT;
+    const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`CLI did not exit within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+    }, timeoutMs);
+    child.on('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
 }
 
 /** True when a process with this pid exists. */

@@ -1,0 +1,141 @@
+/**
+ * Server lists in the `mcpServers` format that Claude Desktop, Claude Code (`.mcp.json`), Cursor
+ * and other editors write, turned into gateway upstreams:
+ *
+ * ```json
+ * {"mcpServers": {
+ *   "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"], "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}},
+ *   "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}
+ * }}
+ * ```
+ *
+ * A server with `command` becomes a stdio upstream; one with `url` becomes an HTTP+SSE upstream
+ * when `type` is `"sse"` or the URL path ends in `/sse`, and a Streamable HTTP upstream otherwise.
+ * Every other upstream setting takes its default. A server with `disabled: true` is skipped;
+ * other keys editors add (`autoApprove`, `timeout`, …) are ignored with a warning.
+ */
+import { formatPath, substituteEnv, ConfigError } from './substitute.js';
+import { UpstreamNameSchema } from './schema.js';
+
+/** Server keys the gateway uses: copied into the upstream (`type` decides the transport). */
+const USED_KEYS = ['command', 'args', 'env', 'cwd', 'envPassthrough', 'url', 'headers'] as const;
+/** `type` values of a server with `url`, and the transport each means. */
+const URL_TYPES: Record<string, 'streamable-http' | 'sse'> = { http: 'streamable-http', 'streamable-http': 'streamable-http', streamableHttp: 'streamable-http', sse: 'sse' };
+
+/** Something the gateway left out of an `mcpServers` file, for a warning at start. */
+export interface ConfigWarning {
+  /** JSON path of the server (or `(root)`). */
+  path: string;
+  /** The keys left out. */
+  ignored: string[];
+}
+
+/** The upstreams of an `mcpServers` file, before validation against the gateway schema. */
+export interface McpServersConversion {
+  upstreams: Record<string, Record<string, unknown>>;
+  /** Servers skipped because of `disabled: true`. */
+  disabled: string[];
+  warnings: ConfigWarning[];
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A valid upstream name close to `name`, for the error message; empty when none suggests itself. */
+export function suggestUpstreamName(name: string): string {
+  return name
+    .replace(/[^A-Za-z0-9_.-]+/g, '-')
+    .replace(/-{2,}/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '')
+    .replace(/-+$/, '');
+}
+
+function urlTransport(url: unknown): 'streamable-http' | 'sse' {
+  if (typeof url !== 'string') return 'streamable-http';
+  try {
+    return /\/sse\/*$/.test(new URL(url).pathname) ? 'sse' : 'streamable-http';
+  } catch {
+    return 'streamable-http';
+  }
+}
+
+/**
+ * Converts the `mcpServers` object to gateway upstreams, with `${NAME}` substituted from `env` in
+ * the keys the gateway uses (ignored keys and disabled servers are not substituted).
+ * @throws ConfigError listing every server that cannot be used, as `path: message`.
+ */
+export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): McpServersConversion {
+  if (!isObject(servers)) throw new ConfigError('invalid configuration:\n  mcpServers: expected an object of servers by name');
+  const problems: string[] = [];
+  const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [] };
+  for (const [name, entry] of Object.entries(servers)) {
+    const base = ['mcpServers', name];
+    const at = (...rest: string[]) => formatPath([...base, ...rest]);
+    if (!isObject(entry)) {
+      problems.push(`${at()}: expected an object with "command" (a stdio server) or "url" (an HTTP server)`);
+      continue;
+    }
+    if (entry.disabled !== undefined && typeof entry.disabled !== 'boolean') {
+      problems.push(`${at('disabled')}: expected true or false`);
+      continue;
+    }
+    if (entry.disabled === true) {
+      out.disabled.push(name);
+      continue;
+    }
+    if (!UpstreamNameSchema.safeParse(name).success) {
+      const suggestion = suggestUpstreamName(name);
+      problems.push(
+        `${at()}: ${JSON.stringify(name)} cannot be an upstream name (it becomes the path /mcp/NAME): use letters, digits, ".", "_" and "-", starting with a letter or digit` +
+          (suggestion ? `; rename the server, for example to ${JSON.stringify(suggestion)}` : ''),
+      );
+      continue;
+    }
+    const ignored = Object.keys(entry).filter((k) => k !== 'type' && k !== 'disabled' && !(USED_KEYS as readonly string[]).includes(k));
+    if (ignored.length) out.warnings.push({ path: at(), ignored });
+
+    const hasCommand = entry.command !== undefined;
+    const hasUrl = entry.url !== undefined;
+    if (hasCommand && hasUrl) {
+      problems.push(`${at()}: give "command" (a stdio server) or "url" (an HTTP server), not both`);
+      continue;
+    }
+    if (!hasCommand && !hasUrl) {
+      problems.push(`${at()}: needs "command" (a stdio server) or "url" (an HTTP server)`);
+      continue;
+    }
+    let used: Record<string, unknown>;
+    try {
+      used = substituteEnv(Object.fromEntries(USED_KEYS.filter((k) => entry[k] !== undefined).map((k) => [k, entry[k]])), env, base) as Record<string, unknown>;
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      problems.push(e.message);
+      continue;
+    }
+    const type = entry.type;
+    let transport: 'stdio' | 'streamable-http' | 'sse';
+    if (hasCommand) {
+      if (type !== undefined && type !== 'stdio') {
+        problems.push(`${at('type')}: a server with "command" is a stdio server; leave "type" out or set it to "stdio"`);
+        continue;
+      }
+      transport = 'stdio';
+    } else if (type === undefined) {
+      transport = urlTransport(used.url);
+    } else if (typeof type === 'string' && URL_TYPES[type]) {
+      transport = URL_TYPES[type];
+    } else {
+      problems.push(`${at('type')}: expected "http", "streamable-http" or "sse" for a server with "url", got ${JSON.stringify(type)}`);
+      continue;
+    }
+    out.upstreams[name] = { transport, ...used };
+  }
+  if (problems.length) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+  if (Object.keys(out.upstreams).length === 0) {
+    throw new ConfigError(
+      out.disabled.length ? `invalid configuration:\n  mcpServers: every server is disabled (${out.disabled.join(', ')})` : 'invalid configuration:\n  mcpServers: no servers',
+    );
+  }
+  return out;
+}

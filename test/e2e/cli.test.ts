@@ -1,0 +1,177 @@
+/**
+ * The real CLI started from an `mcpServers` file (as Claude and other editors write it), the
+ * environment stdio children get (`envPassthrough`), and the package's `bin` launcher
+ * (`npx mrtr-gateway`): `--help`, and a start from another working directory.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runCli, startCli, startCliArgs, type CliGateway } from '../helpers/cli.js';
+import { everythingStdio, rpc } from '../helpers/gateway.js';
+import { EVERYTHING, ROOT, startEverythingHttp, type SpawnedServer } from '../helpers/processes.js';
+
+const BIN = join(ROOT, 'bin/mrtr-gateway.js');
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'mrtr-cli-test-'));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+async function stop(gw: CliGateway | undefined): Promise<void> {
+  if (!gw) return;
+  gw.child.kill('SIGTERM');
+  await gw.exited;
+}
+
+async function echo(url: string, message: string): Promise<string> {
+  const r = await rpc(url, 'tools/call', { name: 'echo', arguments: { message } });
+  expect(r.status).toBe(200);
+  return r.body.result.content[0].text;
+}
+
+/** The child's environment, from server-everything's get-env tool. */
+async function childEnv(url: string): Promise<Record<string, string>> {
+  const r = await rpc(url, 'tools/call', { name: 'get-env', arguments: {} });
+  expect(r.status).toBe(200);
+  return JSON.parse(r.body.result.content[0].text);
+}
+
+function expectNoStackTrace(stderr: string): void {
+  expect(stderr).not.toContain('    at ');
+}
+
+describe('an mcpServers file given to --config', () => {
+  let http: SpawnedServer;
+  let gw: CliGateway;
+  const value = 'value-from-the-gateway-env-5c1e';
+
+  beforeAll(async () => {
+    http = await startEverythingHttp();
+    gw = await startCli(
+      {
+        mcpServers: {
+          local: {
+            command: process.execPath,
+            args: [EVERYTHING, 'stdio'],
+            env: { FROM_FILE: '${MRTR_TEST_FROM_FILE}' },
+            autoApprove: ['echo'],
+            timeout: 60,
+          },
+          remote: { type: 'http', url: `http://127.0.0.1:${http.port}/mcp`, alwaysAllow: [] },
+          off: { command: '/nonexistent/server', disabled: true, description: 'not started' },
+        },
+      },
+      undefined,
+      { MRTR_TEST_FROM_FILE: value },
+    );
+  }, 60_000);
+  afterAll(async () => {
+    await stop(gw);
+    await http?.stop();
+  });
+
+  it('serves the stdio server and the HTTP server: a tools/call through each', async () => {
+    expect(await echo(`${gw.base}/mcp/local`, 'to stdio')).toBe('Echo: to stdio');
+    expect(await echo(`${gw.base}/mcp/remote`, 'to http')).toBe('Echo: to http');
+  });
+
+  it('skips the disabled server: not served, logged as skipped', async () => {
+    const listening = gw.logs.find((l) => /listening/.test(l.msg));
+    expect(listening!.endpoints).toEqual([`POST ${gw.base}/mcp/local`, `POST ${gw.base}/mcp/remote`]);
+    const r = await rpc(`${gw.base}/mcp/off`, 'tools/list');
+    expect(r.status).toBe(404);
+    expect(gw.logs.find((l) => /skipping disabled servers/.test(l.msg))).toMatchObject({ level: 30, disabled: ['off'] });
+  });
+
+  it('warns about the editor keys it ignores, naming each server and key', () => {
+    const warnings = gw.logs.filter((l) => l.level === 40 && /ignoring keys/.test(l.msg));
+    expect(warnings.map((w) => [w.path, w.ignored])).toEqual([
+      ['mcpServers.local', ['autoApprove', 'timeout']],
+      ['mcpServers.remote', ['alwaysAllow']],
+    ]);
+    expect(warnings[0]!.msg).toBe('mcpServers.local: ignoring keys the gateway does not use: autoApprove, timeout');
+  });
+
+  it('substitutes ${NAME} in a server env; the start log names the variable, never its value', async () => {
+    const env = await childEnv(`${gw.base}/mcp/local`);
+    expect(env.FROM_FILE).toBe(value);
+    expect(env.MRTR_TEST_FROM_FILE).toBeUndefined();
+    expect(gw.logs.find((l) => l.upstream === 'local' && Array.isArray(l.env))).toMatchObject({ level: 30, env: ['FROM_FILE'], passedThrough: [] });
+    expect(JSON.stringify(gw.logs)).not.toContain(value);
+  });
+});
+
+describe('mcpServers errors', () => {
+  it('a server name that cannot be an upstream name → exit 2, the message names the server and suggests a name', async () => {
+    const file = join(dir, 'bad-name.json');
+    writeFileSync(file, JSON.stringify({ mcpServers: { 'my server': { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
+    const r = await runCli(['--config', file, '--port', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(file);
+    expect(r.stderr).toContain('mcpServers["my server"]: "my server" cannot be an upstream name');
+    expect(r.stderr).toContain('for example to "my-server"');
+    expectNoStackTrace(r.stderr);
+  });
+});
+
+describe('envPassthrough', () => {
+  let gw: CliGateway;
+  const secret = 'not-listed-value-91d4';
+  beforeAll(async () => {
+    gw = await startCli(
+      { upstreams: { e: { ...everythingStdio, envPassthrough: ['MRTR_PASS_ONE', 'MRTR_GLOB_*'], env: { MRTR_GLOB_B: 'configured-b' } } } },
+      undefined,
+      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret },
+    );
+  }, 60_000);
+  afterAll(() => stop(gw));
+
+  it('passes the listed variables and prefix matches to the stdio child; env wins; an unlisted variable is absent', async () => {
+    const env = await childEnv(`${gw.base}/mcp/e`);
+    expect(env.MRTR_PASS_ONE).toBe('pass-one-3a7b');
+    expect(env.MRTR_GLOB_A).toBe('glob-a-3a7b');
+    expect(env.MRTR_GLOB_B).toBe('configured-b');
+    expect(env.MRTR_NOT_LISTED).toBeUndefined();
+    expect(env.PATH).toBe(process.env.PATH);
+  });
+
+  it('logs the names the child gets beyond the safe set at start, without values', () => {
+    const line = gw.logs.find((l) => l.upstream === 'e' && Array.isArray(l.env));
+    expect(line).toMatchObject({ level: 30, env: ['MRTR_GLOB_A', 'MRTR_GLOB_B', 'MRTR_PASS_ONE'], passedThrough: ['MRTR_GLOB_A', 'MRTR_PASS_ONE'] });
+    const all = JSON.stringify(gw.logs);
+    for (const v of ['pass-one-3a7b', 'glob-a-3a7b', 'configured-b', secret]) expect(all).not.toContain(v);
+  });
+});
+
+describe('the bin launcher (npx mrtr-gateway)', () => {
+  it('--help lists every flag, the environment variables and the exit codes, and exits 0', async () => {
+    const r = await runCli(['--help'], { entry: [BIN], cwd: dir });
+    expect(r.code).toBe(0);
+    for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '-h, --help']) expect(r.stdout).toContain(flag);
+    for (const name of ['PORT', 'HOST', 'LOG_LEVEL', '${NAME}', 'envPassthrough']) expect(r.stdout).toContain(name);
+    expect(r.stdout).toContain('mcpServers');
+    expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
+  });
+
+  it('an unknown flag → exit 2 with the usage line', async () => {
+    const r = await runCli(['--bogus'], { entry: [BIN], cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('usage: mrtr-gateway');
+  });
+
+  it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
+    const cwd = mkdtempSync(join(dir, 'elsewhere-'));
+    writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
+    const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [BIN], cwd });
+    try {
+      expect(await echo(`${gw.base}/mcp/everything`, 'from elsewhere')).toBe('Echo: from elsewhere');
+    } finally {
+      gw.child.kill('SIGTERM');
+    }
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+  }, 60_000);
+});

@@ -1,0 +1,169 @@
+/**
+ * Config loading: `mcpServers` files (transport inference, skipped and ignored keys, names,
+ * substitution), telling them from gateway configs, and the stdio child environment
+ * (`envPassthrough`).
+ */
+import { describe, expect, it } from 'vitest';
+import { matchesPassthrough, passthroughEnv } from '../../src/config/child-env.js';
+import { ConfigError, interpretConfig, parseConfig } from '../../src/config/load.js';
+import { suggestUpstreamName } from '../../src/config/mcp-servers.js';
+
+describe('mcpServers files', () => {
+  it('infers the transport: command → stdio; url with type sse or a path ending in /sse → sse; any other url → streamable-http', () => {
+    const cfg = parseConfig(
+      {
+        mcpServers: {
+          a: { command: 'node', args: ['server.js'], env: { X: '1' }, cwd: 'srv' },
+          b: { url: 'http://127.0.0.1:3001/mcp' },
+          c: { url: 'http://127.0.0.1:3001/sse' },
+          d: { url: 'http://127.0.0.1:3001/events', type: 'sse' },
+          e: { url: 'http://127.0.0.1:3001/sse', type: 'http' },
+          f: { url: 'http://127.0.0.1:3001/mcp', type: 'streamable-http', headers: { Authorization: 'Bearer t' } },
+          g: { command: 'node', type: 'stdio' },
+        },
+      },
+      {},
+      '/base',
+    );
+    const u = cfg.upstreams;
+    expect(u.a).toMatchObject({ transport: 'stdio', command: 'node', args: ['server.js'], env: { X: '1' }, cwd: '/base/srv', envPassthrough: [], maxSessions: 16 });
+    expect(u.b).toMatchObject({ transport: 'streamable-http', url: 'http://127.0.0.1:3001/mcp', headers: {} });
+    expect(u.c!.transport).toBe('sse');
+    expect(u.d!.transport).toBe('sse');
+    expect(u.e!.transport).toBe('streamable-http');
+    expect(u.f).toMatchObject({ transport: 'streamable-http', headers: { Authorization: 'Bearer t' } });
+    expect(u.g!.transport).toBe('stdio');
+    // Everything else takes the gateway's defaults.
+    expect(cfg.listen).toEqual({ host: '127.0.0.1', port: 8787 });
+    expect(cfg.auth.mode).toBe('none');
+  });
+
+  it('skips disabled servers without substituting them, and reports ignored keys per server', () => {
+    const loaded = interpretConfig(
+      {
+        $schema: 'x',
+        globalShortcut: 'Ctrl+Space',
+        mcpServers: {
+          on: { command: 'node', disabled: false, autoApprove: ['x'], alwaysAllow: [], timeout: 60, description: 'd' },
+          off: { command: 'node', env: { T: '${UNSET_BY_TEST}' }, disabled: true },
+        },
+      },
+      {},
+    );
+    expect(loaded.format).toBe('mcpServers');
+    expect(Object.keys(loaded.config.upstreams)).toEqual(['on']);
+    expect(loaded.disabled).toEqual(['off']);
+    expect(loaded.warnings).toEqual([
+      { path: '(root)', ignored: ['globalShortcut'] },
+      { path: 'mcpServers.on', ignored: ['autoApprove', 'alwaysAllow', 'timeout', 'description'] },
+    ]);
+  });
+
+  it('substitutes ${NAME} in the keys it uses, reporting an unset variable at its place in the file', () => {
+    const cfg = parseConfig({ mcpServers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${GH}' } }, r: { url: 'https://${HOST_X}/mcp' } } }, { GH: 'tok', HOST_X: 'example.com' });
+    expect(cfg.upstreams.gh).toMatchObject({ env: { GITHUB_TOKEN: 'tok' } });
+    expect(cfg.upstreams.r).toMatchObject({ url: 'https://example.com/mcp' });
+    expect(() => parseConfig({ mcpServers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${GH}' } } } }, {})).toThrow(
+      /mcpServers\.gh\.env\.GITHUB_TOKEN: environment variable GH is not set/,
+    );
+  });
+
+  it('a name that is not a valid upstream name is an error naming the server, with a suggestion', () => {
+    expect(() => parseConfig({ mcpServers: { 'my server': { command: 'node' } } }, {})).toThrow(/mcpServers\["my server"\]: "my server" cannot be an upstream name.*"my-server"/);
+    expect(() => parseConfig({ mcpServers: { '@org/tool': { url: 'http://127.0.0.1/mcp' } } }, {})).toThrow(/for example to "org-tool"/);
+    expect(suggestUpstreamName('-_-')).toBe('');
+  });
+
+  it('problems are reported at their place in the file, all at once', () => {
+    let message = '';
+    try {
+      parseConfig(
+        {
+          mcpServers: {
+            both: { command: 'node', url: 'http://x/mcp' },
+            neither: { args: [] },
+            badType: { url: 'http://127.0.0.1/mcp', type: 'websocket' },
+            stdioType: { command: 'node', type: 'sse' },
+            notObject: 'node server.js',
+            badDisabled: { command: 'node', disabled: 'yes' },
+          },
+        },
+        {},
+      );
+    } catch (e) {
+      expect(e).toBeInstanceOf(ConfigError);
+      message = (e as Error).message;
+    }
+    expect(message).toContain('mcpServers.both: give "command" (a stdio server) or "url" (an HTTP server), not both');
+    expect(message).toContain('mcpServers.neither: needs "command"');
+    expect(message).toContain('mcpServers.badType.type: expected "http", "streamable-http" or "sse"');
+    expect(message).toContain('mcpServers.stdioType.type:');
+    expect(message).toContain('mcpServers.notObject: expected an object');
+    expect(message).toContain('mcpServers.badDisabled.disabled: expected true or false');
+  });
+
+  it('schema problems of a converted server name the mcpServers path', () => {
+    expect(() => parseConfig({ mcpServers: { s: { command: 'node', headers: { a: 'b' } } } }, {})).toThrow(/mcpServers\.s: Unrecognized key: "headers"/);
+    expect(() => parseConfig({ mcpServers: { s: { url: 'not a url' } } }, {})).toThrow(/mcpServers\.s\.url:/);
+    expect(() => parseConfig({ mcpServers: { s: { command: 'node', args: 'x' } } }, {})).toThrow(/mcpServers\.s\.args:/);
+  });
+
+  it('an mcpServers file whose servers are all disabled, or empty, is an error', () => {
+    expect(() => parseConfig({ mcpServers: { a: { command: 'node', disabled: true } } }, {})).toThrow(/every server is disabled \(a\)/);
+    expect(() => parseConfig({ mcpServers: {} }, {})).toThrow(/mcpServers: no servers/);
+    expect(() => parseConfig({ mcpServers: [] }, {})).toThrow(/mcpServers: expected an object/);
+  });
+});
+
+describe('telling the formats apart', () => {
+  it('a file with both upstreams and mcpServers is an error', () => {
+    expect(() => parseConfig({ upstreams: { a: { transport: 'stdio', command: 'node' } }, mcpServers: { b: { command: 'node' } } }, {})).toThrow(
+      /both "upstreams" and "mcpServers"/,
+    );
+  });
+
+  it('a file with neither is an error', () => {
+    expect(() => parseConfig({ listen: { port: 1 } }, {})).toThrow(/neither "upstreams" \(a gateway config\) nor "mcpServers"/);
+    expect(() => parseConfig([], {})).toThrow(/expected a JSON object/);
+  });
+
+  it('gateway settings beside mcpServers are an error, not silently dropped', () => {
+    expect(() => parseConfig({ mcpServers: { a: { command: 'node' } }, auth: { mode: 'none' }, listen: {} }, {})).toThrow(/"auth", "listen" beside "mcpServers"/);
+  });
+
+  it('a gateway config still loads as before', () => {
+    const loaded = interpretConfig({ upstreams: { a: { transport: 'stdio', command: 'node' } } }, {});
+    expect(loaded.format).toBe('gateway');
+    expect(loaded.warnings).toEqual([]);
+  });
+});
+
+describe('stdio child environment', () => {
+  it('matches names exactly and prefixes with a trailing *', () => {
+    expect(matchesPassthrough('AWS_REGION', 'AWS_*')).toBe(true);
+    expect(matchesPassthrough('AWS', 'AWS_*')).toBe(false);
+    expect(matchesPassthrough('GITHUB_TOKEN', 'GITHUB_TOKEN')).toBe(true);
+    expect(matchesPassthrough('GITHUB_TOKEN_2', 'GITHUB_TOKEN')).toBe(false);
+    expect(passthroughEnv(['A_*', 'B', 'C'], { A_1: '1', A_2: '2', B: 'b', D: 'd' })).toEqual({ values: { A_1: '1', A_2: '2', B: 'b' }, unmatched: ['C'] });
+  });
+
+  it('envPassthrough adds the variables of the environment to env; the configured env wins; the report lists names only', () => {
+    const loaded = interpretConfig(
+      { upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['GITHUB_TOKEN', 'AWS_*', 'MISSING'], env: { AWS_REGION: 'configured', EXTRA: 'x' } } } },
+      { GITHUB_TOKEN: 'gh', AWS_REGION: 'from-env', AWS_PROFILE: 'p', OTHER_SECRET: 's' },
+    );
+    const s = loaded.config.upstreams.s!;
+    expect(s.transport === 'stdio' && s.env).toEqual({ GITHUB_TOKEN: 'gh', AWS_REGION: 'configured', AWS_PROFILE: 'p', EXTRA: 'x' });
+    expect(loaded.childEnv).toEqual([{ upstream: 's', names: ['AWS_PROFILE', 'AWS_REGION', 'EXTRA', 'GITHUB_TOKEN'], passedThrough: ['AWS_PROFILE', 'GITHUB_TOKEN'], unmatched: ['MISSING'] }]);
+  });
+
+  it('envPassthrough in an mcpServers entry works the same way', () => {
+    const cfg = parseConfig({ mcpServers: { s: { command: 'node', envPassthrough: ['TOKEN_*'] } } }, { TOKEN_A: 'a', OTHER: 'o' });
+    expect(cfg.upstreams.s).toMatchObject({ env: { TOKEN_A: 'a' } });
+  });
+
+  it('a bare * or a malformed entry is a config error', () => {
+    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['*'] } } }, {})).toThrow(/upstreams\.s\.envPassthrough\[0\]: give a variable name/);
+    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['A*B'] } } }, {})).toThrow(/envPassthrough\[0\]/);
+  });
+});
