@@ -43,7 +43,7 @@ describe('shipped configs', () => {
     const cfg = parseConfig(readJson(join(ROOT, 'config/replicas/gateway.json')), env, join(ROOT, 'config/replicas'));
     expect(cfg.store).toMatchObject({ kind: 'redis', url: 'redis://redis:6379' });
     expect(cfg.replicas.advertiseUrl).toBe('http://gateway-a:8787');
-    expect(() => parseConfig({ ...readJson(join(ROOT, 'config/replicas/gateway.json')), replicas: {} }, env, ROOT)).toThrow(/replicas\.secret/);
+    expect(() => parseConfig({ ...(readJson(join(ROOT, 'config/replicas/gateway.json')) as object), replicas: {} }, env, ROOT)).toThrow(/replicas\.secret/);
   });
 
   const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));
