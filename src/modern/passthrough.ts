@@ -15,6 +15,10 @@
  *   its principal and the upstream (see {@link TaskIdBinder}); `tasks/get|update|cancel` unwrap it.
  * - `-32021` from the upstream describes the gateway's hop: it is answered as the client's own
  *   missing capability, or as -32603 when the gateway's input policy withheld that capability.
+ * - The client's `Mcp-Param-*` headers go on with the request (the upstream checks them against its
+ *   tools' `x-mcp-header` annotations); its `-32020` on a `tools/call` is answered as the client's
+ *   own header mismatch (HTTP 400). Any other `-32020` or `-32022` means the upstream refused the
+ *   gateway's hop: -32603.
  * - A `cacheScope: "public"` result becomes `"private"` when the upstream receives per-caller
  *   credentials (`forwardAuthorization`), so no cache shares it across principals.
  */
@@ -23,7 +27,7 @@ import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskI
 import type { CallContext } from '../exchange/mrtr.js';
 import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
-import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
+import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { SpentStates } from '../store/shared.js';
 import { secretFields } from '../security/secrets.js';
@@ -52,6 +56,15 @@ export function allowedCapabilities(caps: Record<string, unknown>, allow: readon
   return out;
 }
 
+/**
+ * The client's `Mcp-Param-*` headers as they go on to the upstream: the validated request keys them
+ * by the lower-cased name after the prefix; on the wire they carry the prefix again, values as sent.
+ */
+export function paramHeadersOnWire(params: Record<string, string> | undefined): Record<string, string> | undefined {
+  if (!params || Object.keys(params).length === 0) return undefined;
+  return Object.fromEntries(Object.entries(params).map(([name, value]) => [PARAM_HEADER_PREFIX + name, value]));
+}
+
 /** Relays 2026-07-28 requests to 2026-07-28 upstreams. */
 export class ModernPassThrough {
   constructor(
@@ -67,7 +80,8 @@ export class ModernPassThrough {
    * @returns the result to answer (always with `resultType`).
    * @throws GatewayError: the upstream's own error (its code, message and data; -32601 with HTTP
    *   404); -32602 for an invalid, replayed or foreign requestState or taskId; -32021 (HTTP 400)
-   *   for a client capability the upstream needs; -32603 with `data.reason` when the upstream cannot
+   *   for a client capability the upstream needs; -32020 (HTTP 400) for a `tools/call` whose
+   *   `Mcp-Param-*` headers the upstream found missing, malformed or not matching the arguments; -32603 with `data.reason` when the upstream cannot
    *   be reached, crashed, timed out, or the gateway's policy withholds what it needs.
    */
   async handle(up: PassThroughUpstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
@@ -143,7 +157,7 @@ export class ModernPassThrough {
       return await up.modern!.request(req.method, { ...params, _meta: meta }, {
         signal: ctx.signal,
         idleMs: up.cfg.timeouts.requestMs,
-        headers: ctx.paramHeaders,
+        headers: paramHeadersOnWire(ctx.paramHeaders),
         ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
         onNotification: (n) => {
           if (n.method === 'notifications/progress' && n.params) {
@@ -194,6 +208,12 @@ export class ModernPassThrough {
       return missingCapability(required, JSON.stringify(required));
     }
     if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
+    if (code === ErrorCode.HeaderMismatch && req.method === 'tools/call') {
+      // The hop derives MCP-Protocol-Version, Mcp-Method and Mcp-Name from the body it relays, which
+      // keeps the client's method, name and arguments; the Mcp-Param-* headers are the client's own,
+      // relayed as sent. A mismatch the upstream finds on a tools/call is the client's.
+      return new GatewayError(code, message, data, 400);
+    }
     if (code === ErrorCode.HeaderMismatch || code === ErrorCode.UnsupportedProtocolVersion) {
       return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' refused the gateway's request: ${message}`);
     }

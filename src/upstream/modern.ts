@@ -10,13 +10,14 @@
  *   the gateway adds `Mcp-Param-*`. Everything on that request's SSE stream belongs to it.
  *   Cancelling closes the stream (2026-07-28 transports/streamable-http §Cancellation).
  * - stdio: one child per upstream, requests multiplexed by the gateway's own ids; progress is
- *   routed by `progressToken`; cancelling sends `notifications/cancelled`. A child that exits is
- *   started again on the next request.
+ *   routed by `progressToken`, the notifications of a `subscriptions/listen` by their
+ *   `_meta["io.modelcontextprotocol/subscriptionId"]` (the listen request's id); cancelling sends
+ *   `notifications/cancelled`. A child that exits is started again on the next request.
  */
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import type { UpstreamConfig } from '../config/schema.js';
-import { PROTOCOL_VERSION } from '../protocol/wire.js';
+import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
 import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
@@ -233,9 +234,18 @@ class ModernStdioUpstream implements ModernUpstream {
       return;
     }
     if (m.method && m.id === undefined) {
-      // Progress names its request by token; anything else belongs to the one request in flight, if one.
+      // Progress names its request by token, a subscriptions/listen notification by subscriptionId
+      // (the listen request's id); anything else belongs to the one request in flight, if one.
       const token = m.params?.progressToken as string | number | undefined;
-      const id = token !== undefined ? this.byToken.get(token) : this.pending.size === 1 ? [...this.pending.keys()][0] : undefined;
+      const subscription = (m.params?._meta as Record<string, unknown> | undefined)?.[META_SUBSCRIPTION_ID];
+      const id =
+        token !== undefined
+          ? this.byToken.get(token)
+          : subscription !== undefined
+            ? String(subscription)
+            : this.pending.size === 1
+              ? [...this.pending.keys()][0]
+              : undefined;
       const p = id !== undefined ? this.pending.get(id) : undefined;
       p?.touch();
       p?.onNotification?.({ method: m.method, params: m.params });

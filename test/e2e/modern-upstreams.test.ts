@@ -8,12 +8,13 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
+const MODERN_CONFORMANCE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
 const ODD = 'round-2|name=Ada|  ü "quoted" \\ end ';
 
 const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
@@ -161,5 +162,43 @@ describe('protocol auto over stdio, both eras behind one gateway', () => {
     const legacy = await v2Client(gw.url('legacy'), { elicit: () => ({ action: 'accept', content: { name: 'Lin' } }) });
     expect(textOf((await legacy.client.callTool({ name: 'ask_name', arguments: {} })) as never)).toBe('Hello, Lin!');
     await legacy.client.close();
+  });
+});
+
+describe('subscriptions/listen relayed to a 2026-07-28 upstream over stdio', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: { modern: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', MODERN_CONFORMANCE, 'stdio'], protocol: '2026-07-28' } } });
+  });
+  afterAll(() => gw?.close());
+
+  it('delivers the list changes a call makes while the stream is open (one child carries both requests)', async () => {
+    const url = gw.url('modern');
+    const stream = await listen(url, { toolsListChanged: true, promptsListChanged: true });
+    try {
+      const ack = await stream.next();
+      expect(ack).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { toolsListChanged: true, promptsListChanged: true } } });
+      const id = ack.params._meta['io.modelcontextprotocol/subscriptionId'];
+      expect((await rpc(url, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} })).body.result.content[0].text).toBe('tool list changed');
+      expect(await stream.next()).toMatchObject({ method: 'notifications/tools/list_changed', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id } } });
+      await rpc(url, 'tools/call', { name: 'test_trigger_prompt_change', arguments: {} });
+      expect(await stream.next()).toMatchObject({ method: 'notifications/prompts/list_changed' });
+      const tools = await rpc(url, 'tools/list', {});
+      expect(tools.body.result.tools.map((t: { name: string }) => t.name)).toContain('test_dynamic_tool');
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('delivers resource updates to a stream subscribed to the resource', async () => {
+    const url = gw.url('modern');
+    const stream = await listen(url, { resourceSubscriptions: ['test://watched-resource'] });
+    try {
+      expect(await stream.next()).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { resourceSubscriptions: ['test://watched-resource'] } } });
+      await rpc(url, 'tools/call', { name: 'test_trigger_resource_update', arguments: {} });
+      expect(await stream.next()).toMatchObject({ method: 'notifications/resources/updated', params: { uri: 'test://watched-resource' } });
+    } finally {
+      stream.close();
+    }
   });
 });
