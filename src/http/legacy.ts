@@ -8,7 +8,10 @@
  * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
  * transport through the v1 SDK's `WebStandardStreamableHTTPServerTransport` (SSE responses, the GET
  * stream, DELETE, resumption with `Last-Event-ID`), and owns one upstream session through a
- * {@link PassThroughRelay}.
+ * {@link PassThroughRelay}. Each resumable stream opens with a priming event whose `retry` field is
+ * `legacySessions.retryMs`; with `legacySessions.closeStreamAfterMs`, the relay also closes the
+ * stream of a request still in flight that long after it arrived (SSE polling, SEP-1699), and the
+ * client resumes it.
  *
  * Clients that speak only the old HTTP+SSE transport (2024-11-05) get the same sessions at
  * `GET /mcp/NAME/sse` and `POST /mcp/NAME/message?sessionId=…` (the v1 SDK's `SSEServerTransport`).
@@ -23,7 +26,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { ErrorCode } from '../protocol/errors.js';
@@ -148,7 +151,7 @@ export class LegacySessions {
     let session: LegacySession | undefined;
     const transport = new DownstreamHttpTransport({
       sessionIdGenerator: () => randomBytes(24).toString('base64url'),
-      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
+      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs } : {}),
       onsessioninitialized: (id) => this.register(session!, id),
     });
     session = this.create(upstream, who, transport);
@@ -222,12 +225,13 @@ export class LegacySessions {
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       onRequest: (r) => this.record(upstream, who.principal, r),
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+      closeStreamAfterMs: this.cfg.closeStreamAfterMs,
     });
     session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
     const s = session;
-    transport.onmessage = (message: JSONRPCMessage) => {
+    transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
-      void relay.fromClient(message);
+      void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream });
     };
     transport.onclose = () => void this.end(s, 'closed');
     return s;
