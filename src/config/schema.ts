@@ -351,8 +351,21 @@ export const GatewayConfigSchema = z
           .nonnegative()
           .default(1000)
           .describe('SSE events kept per session so a client can resume a stream with Last-Event-ID (0: no resumption)'),
+        retryMs: positiveMs('The SSE `retry` field of the priming event that opens each resumable stream: how long the client waits before it resumes a closed stream').default(1000),
+        closeStreamAfterMs: z
+          .number()
+          .int()
+          .nonnegative()
+          .default(0)
+          .describe(
+            'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long after it arrived has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs and gets the rest there (0: streams stay open until the response)',
+          ),
       })
       .strict()
+      .refine((l) => l.closeStreamAfterMs === 0 || l.eventsPerSession > 0, {
+        message: 'closeStreamAfterMs needs eventsPerSession > 0: a closed stream can only be resumed from stored events',
+        path: ['closeStreamAfterMs'],
+      })
       .prefault({})
       .describe('Sessions of legacy clients, each owning one upstream session'),
     tasks: z

@@ -8,7 +8,10 @@
  * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
  * transport through the v1 SDK's `WebStandardStreamableHTTPServerTransport` (SSE responses, the GET
  * stream, DELETE, resumption with `Last-Event-ID`), and owns one upstream session through a
- * {@link PassThroughRelay}.
+ * {@link PassThroughRelay}. Each resumable stream opens with a priming event whose `retry` field is
+ * `legacySessions.retryMs`; with `legacySessions.closeStreamAfterMs`, the relay also closes the
+ * stream of a request still in flight that long after it arrived (SSE polling, SEP-1699), and the
+ * client resumes it.
  *
  * Clients that speak only the old HTTP+SSE transport (2024-11-05) get the same sessions at
  * `GET /mcp/NAME/sse` and `POST /mcp/NAME/message?sessionId=…` (the v1 SDK's `SSEServerTransport`).
@@ -23,7 +26,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { ErrorCode } from '../protocol/errors.js';
@@ -43,14 +46,14 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 
 /**
  * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
- * it carries (an `Mcp-Session-Id` on it is ignored); otherwise `initialize` opens a legacy session
- * and an `Mcp-Session-Id` header puts it in one (where batches, which only legacy revisions allow,
- * are accepted too).
+ * it carries (an `Mcp-Session-Id` on it is ignored), and so is a batch of such requests (which
+ * 2026-07-28 then refuses); otherwise `initialize` opens a legacy session and an `Mcp-Session-Id`
+ * header puts it in one (where batches, which only legacy revisions allow, are accepted too).
  */
 export function eraOf(body: unknown, sessionId: string | undefined): Era {
   const messages = Array.isArray(body) ? body : [body];
-  const modern = !Array.isArray(body) && isObject(body) && isObject(body.params) && isObject(body.params._meta) && META_PROTOCOL_VERSION in body.params._meta;
-  if (modern) return 'modern';
+  const enveloped = (m: unknown) => isObject(m) && isObject(m.params) && isObject(m.params._meta) && META_PROTOCOL_VERSION in m.params._meta;
+  if (messages.length > 0 && messages.every(enveloped)) return 'modern';
   if (messages.some((m) => isObject(m) && m.method === 'initialize')) return 'legacy-initialize';
   if (sessionId !== undefined) return 'legacy-session';
   return 'modern';
@@ -153,7 +156,7 @@ export class LegacySessions {
     let session: LegacySession | undefined;
     const transport = new DownstreamHttpTransport({
       sessionIdGenerator: () => randomBytes(24).toString('base64url'),
-      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession) } : {}),
+      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs } : {}),
       onsessioninitialized: (id) => this.register(session!, id),
     });
     session = this.create(upstream, who, transport, era);
@@ -253,12 +256,13 @@ export class LegacySessions {
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       onRequest: (r) => this.record(upstream, who.principal, r),
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+      closeStreamAfterMs: this.cfg.closeStreamAfterMs,
     });
     session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
     const s = session;
-    transport.onmessage = (message: JSONRPCMessage) => {
+    transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
-      void relay.fromClient(message);
+      void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream });
     };
     transport.onclose = () => void this.end(s, 'closed');
     return s;

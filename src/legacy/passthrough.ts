@@ -16,6 +16,15 @@
  * `progressToken` it carries; anything else to the one client request in flight when there is
  * exactly one (its POST stream), else to the client's standalone stream (GET), else to the oldest
  * request in flight.
+ *
+ * SSE polling (SEP-1699): with `closeStreamAfterMs`, the relay closes the SSE stream of a client
+ * request still in flight that long after it arrived (through the transport's `closeSSEStream`,
+ * which it offers only for clients that can resume). The client resumes the stream with
+ * `Last-Event-ID`, gets what was sent meanwhile from the session's event store, and the rest on
+ * the resumed stream, which stays open. Once only: the v1 SDK client resumes a stream from the
+ * last event it saw on that very stream, so a resumed stream closed before it carried an event
+ * would leave the client with nothing to resume from. A stdio upstream has no way to ask for a
+ * close itself, so the gateway decides, by time alone.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -74,6 +83,14 @@ export interface PassThroughInit {
   onRequest?: (r: RelayedRequest) => void;
   /** Called when the secret guard declined a form. */
   onSecretDeclined?: () => void;
+  /** SSE polling: close the stream of a request still in flight this many ms after it arrived, once (0 or unset: never). */
+  closeStreamAfterMs?: number;
+}
+
+/** What the downstream transport offers with one client message. */
+export interface ClientMessageExtra {
+  /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
+  closeSSEStream?: () => void;
 }
 
 interface InFlight {
@@ -81,6 +98,8 @@ interface InFlight {
   name?: string;
   startedAt: number;
   progressToken?: Id;
+  /** The timer that closes the request's SSE stream (SSE polling). */
+  poll?: NodeJS.Timeout;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -107,16 +126,26 @@ export class PassThroughRelay implements LegacyRelay {
   /**
    * One message from the client. The first must be `initialize`: it starts the upstream.
    * Failures are answered to the client as JSON-RPC errors (-32603 with `data.upstream` and
-   * `data.reason`), never thrown.
+   * `data.reason`), never thrown. `extra.closeSSEStream`, when the transport offers it for a
+   * request, is what SSE polling (`closeStreamAfterMs`) calls.
    */
-  async fromClient(raw: JSONRPCMessage): Promise<void> {
+  async fromClient(raw: JSONRPCMessage, extra: ClientMessageExtra = {}): Promise<void> {
     const m = raw as Message;
     if (this.ended) return;
     const kind = kindOf(m);
     if (kind === 'request') {
       const params = m.params ?? {};
       const token = (params._meta as { progressToken?: Id } | undefined)?.progressToken;
-      this.inflight.set(m.id!, { method: m.method!, name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined, startedAt: performance.now(), progressToken: token });
+      const after = this.init.closeStreamAfterMs ?? 0;
+      const poll = after > 0 && extra.closeSSEStream ? setTimeout(extra.closeSSEStream, after).unref() : undefined;
+      clearTimeout(this.inflight.get(m.id!)?.poll);
+      this.inflight.set(m.id!, {
+        method: m.method!,
+        name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
+        startedAt: performance.now(),
+        progressToken: token,
+        poll,
+      });
       if (token !== undefined) this.progressOwner.set(token, m.id!);
       if (m.method === 'initialize') return this.start(m);
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
@@ -276,6 +305,7 @@ export class PassThroughRelay implements LegacyRelay {
   private forget(id: Id): void {
     const req = this.inflight.get(id);
     if (req?.progressToken !== undefined) this.progressOwner.delete(req.progressToken);
+    clearTimeout(req?.poll);
     this.inflight.delete(id);
   }
 
@@ -299,6 +329,7 @@ export class PassThroughRelay implements LegacyRelay {
   /** Closes the upstream side (a stdio child ends; an HTTP session gets DELETE). Never throws. */
   async close(): Promise<void> {
     this.ended = true;
+    for (const req of this.inflight.values()) clearTimeout(req.poll);
     const up = this.up;
     this.up = undefined;
     if (!up) return;

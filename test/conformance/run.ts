@@ -63,15 +63,29 @@ export function runScenario(url: string, scenario: string, opts: ScenarioOptions
 
 const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.url), 'utf8')) as Record<string, Record<string, string>>;
 
+/** Options for {@link expectScenarioPasses}. */
+export interface PassOptions extends ScenarioOptions {
+  /**
+   * Check ids that must be there and SUCCESS. INFO, which otherwise passes, does not do for them:
+   * some scenarios report INFO when they could not exercise what they test.
+   */
+  mustSucceed?: string[];
+}
+
 /**
  * Runs a scenario and asserts that every check is SUCCESS (or INFO), apart from the checks
- * test/conformance/expected.json lists for it with the reason.
+ * test/conformance/expected.json lists for it with the reason, and that each `mustSucceed` check
+ * is SUCCESS.
  */
-export async function expectScenarioPasses(url: string, scenario: string, opts: ScenarioOptions = {}): Promise<void> {
+export async function expectScenarioPasses(url: string, scenario: string, opts: PassOptions = {}): Promise<void> {
   const { checks } = await runScenario(url, scenario, opts);
   expect(checks.length).toBeGreaterThan(0);
   const allowed = expected[scenario] ?? {};
   const bad = checks.filter((c) => c.status !== 'SUCCESS' && c.status !== 'INFO' && !(c.id in allowed)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+  for (const id of opts.mustSucceed ?? []) {
+    const c = checks.find((x) => x.id === id);
+    if (c?.status !== 'SUCCESS') bad.push(`${c?.status ?? 'MISSING'} ${id}: must be SUCCESS${c ? ` (${JSON.stringify((c as { details?: unknown }).details ?? c.description)})` : ''}`);
+  }
   expect(bad, `${scenario}:\n${bad.join('\n')}`).toEqual([]);
 }
 

@@ -1,7 +1,8 @@
 /**
  * The server scenarios of the conformance CLI this suite runs, by test file. Together they are
- * every scenario `conformance list --server` tags 2026-07-28, plus the tasks extension's
- * (coverage.test.ts checks that against the CLI's own list).
+ * every scenario `conformance list --server` tags 2026-07-28, plus the tasks extension's, plus,
+ * at each legacy revision, every scenario tagged with it (coverage.test.ts checks that against
+ * the CLI's own list).
  */
 
 /** MRTR (input-required-result-*), stateless operation, caching hints, standard headers: mrtr.test.ts. */
@@ -69,3 +70,62 @@ export const TASKS_SCENARIOS = [
 
 /** The revision the 2026-07-28 scenarios are run at (`--spec-version`). */
 export const SPEC_VERSION = '2026-07-28';
+
+/** The legacy revisions whose scenarios legacy.test.ts runs (`--spec-version`), newest first. */
+export const LEGACY_REVISIONS = ['2025-11-25', '2025-06-18', '2025-03-26'] as const;
+
+/** One of {@link LEGACY_REVISIONS}. */
+export type LegacyRevision = (typeof LEGACY_REVISIONS)[number];
+
+/**
+ * Scenarios of the legacy revisions, run through legacy sessions (initialize, Mcp-Session-Id):
+ * legacy.test.ts, each at every revision it is tagged with.
+ */
+const LEGACY_TAGGED: Record<string, readonly LegacyRevision[]> = {
+  'server-initialize': ['2025-11-25', '2025-06-18'],
+  'server-session-lifecycle': ['2025-11-25', '2025-06-18', '2025-03-26'],
+  'logging-set-level': ['2025-11-25', '2025-06-18'],
+  ping: ['2025-11-25', '2025-06-18'],
+  'completion-complete': ['2025-11-25', '2025-06-18'],
+  'tools-list': ['2025-11-25', '2025-06-18'],
+  'tools-call-simple-text': ['2025-11-25', '2025-06-18'],
+  'tools-call-image': ['2025-11-25', '2025-06-18'],
+  'tools-call-audio': ['2025-11-25', '2025-06-18'],
+  'tools-call-embedded-resource': ['2025-11-25', '2025-06-18'],
+  'tools-call-mixed-content': ['2025-11-25', '2025-06-18'],
+  'tools-call-with-logging': ['2025-11-25', '2025-06-18'],
+  'tools-call-error': ['2025-11-25', '2025-06-18'],
+  'tools-call-with-progress': ['2025-11-25', '2025-06-18'],
+  'tools-call-sampling': ['2025-11-25', '2025-06-18'],
+  'tools-call-elicitation': ['2025-11-25', '2025-06-18'],
+  'json-schema-2020-12': ['2025-11-25'],
+  'elicitation-sep1034-defaults': ['2025-11-25'],
+  'elicitation-sep1330-enums': ['2025-11-25'],
+  'server-sse-polling': ['2025-11-25'],
+  'server-sse-multiple-streams': ['2025-11-25'],
+  'resources-list': ['2025-11-25', '2025-06-18'],
+  'resources-read-text': ['2025-11-25', '2025-06-18'],
+  'resources-read-binary': ['2025-11-25', '2025-06-18'],
+  'resources-templates-read': ['2025-11-25', '2025-06-18'],
+  'resources-subscribe': ['2025-11-25', '2025-06-18'],
+  'resources-unsubscribe': ['2025-11-25', '2025-06-18'],
+  'prompts-list': ['2025-11-25', '2025-06-18'],
+  'prompts-get-simple': ['2025-11-25', '2025-06-18'],
+  'prompts-get-with-args': ['2025-11-25', '2025-06-18'],
+  'prompts-get-embedded-resource': ['2025-11-25', '2025-06-18'],
+  'prompts-get-with-image': ['2025-11-25', '2025-06-18'],
+  'dns-rebinding-protection': ['2025-11-25'],
+};
+
+/** The scenarios legacy.test.ts runs at `revision`, in the order above. */
+export function legacyScenarios(revision: LegacyRevision): string[] {
+  return Object.entries(LEGACY_TAGGED)
+    .filter(([, revisions]) => revisions.includes(revision))
+    .map(([name]) => name);
+}
+
+/**
+ * SSE polling (SEP-1699) needs a gateway that closes streams mid-call (legacySessions.closeStreamAfterMs), so
+ * legacy.test.ts runs it on a gateway of its own.
+ */
+export const SSE_POLLING_SCENARIO = 'server-sse-polling';

@@ -37,8 +37,11 @@ interface Seen {
   logs: any[];
 }
 
-/** The v1 SDK client (2025-11-25) declaring elicitation, sampling and roots, answering with `answer`. */
-async function v1Client(url: string, answer: (params: any) => Record<string, unknown>, headers: Record<string, string> = {}) {
+/**
+ * The v1 SDK client (2025-11-25) declaring elicitation, sampling and roots, answering with
+ * `answer`; its HTTP requests go through `fetchImpl` when given.
+ */
+async function v1Client(url: string, answer: (params: any) => Record<string, unknown>, headers: Record<string, string> = {}, fetchImpl?: typeof fetch) {
   const seen: Seen = { elicitations: [], samplings: [], roots: 0, logs: [] };
   const client = new Client({ name: 'legacy-e2e', version: '1.0.0' }, { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } });
   client.setRequestHandler(ElicitRequestSchema, async (r) => {
@@ -54,7 +57,7 @@ async function v1Client(url: string, answer: (params: any) => Record<string, unk
     return { roots: [{ uri: 'file:///legacy/workspace', name: 'legacy' }] };
   });
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void seen.logs.push(n.params));
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
   await client.connect(transport);
   return { client, transport, seen };
 }
@@ -130,6 +133,46 @@ describe('both client eras on one endpoint', () => {
     await legacy.transport.terminateSession();
     await legacy.client.close();
     await modern.client.close();
+  });
+});
+
+describe('SSE polling (SEP-1699): legacySessions.closeStreamAfterMs', () => {
+  /** A fetch that records the Last-Event-ID of each GET that resumes a stream. */
+  const recording = (resumed: string[]): typeof fetch =>
+    (input, init) => {
+      const id = new Headers(init?.headers).get('last-event-id');
+      if ((init?.method ?? 'GET') === 'GET' && id) resumed.push(id);
+      return fetch(input, init);
+    };
+  const longCall = async (url: string, resumed: string[]) => {
+    const { client, transport } = await v1Client(url, accept, {}, recording(resumed));
+    // Spawning the upstream may take longer than closeStreamAfterMs: initialize may have been resumed too.
+    resumed.length = 0;
+    const progress: number[] = [];
+    const result = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1.6, steps: 4 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    await transport.terminateSession();
+    await client.close();
+    return { text: textOf(result as never), progress };
+  };
+
+  it('a long call has its stream closed after closeStreamAfterMs; the v1 client resumes it with Last-Event-ID and misses no progress notification nor the result', async () => {
+    // Progress 1 to 4 come at 400, 800, 1200 and 1600 ms; the stream closes at 600 ms and the client is away for retryMs.
+    const gw = await gateway({ legacySessions: { closeStreamAfterMs: 600, retryMs: 300 }, upstreams: { everything: everythingStdio } });
+    const resumed: string[] = [];
+    const { text, progress } = await longCall(gw.url('everything'), resumed);
+    expect(text).toContain('completed');
+    expect(progress).toEqual([1, 2, 3, 4]);
+    // Once, from the last event the POST stream carried; the resumed stream stays open.
+    expect(resumed).toHaveLength(1);
+  });
+
+  it('without closeStreamAfterMs (the default), the stream of a long call stays open until its result', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const resumed: string[] = [];
+    const { text, progress } = await longCall(gw.url('everything'), resumed);
+    expect(text).toContain('completed');
+    expect(progress).toEqual([1, 2, 3, 4]);
+    expect(resumed).toEqual([]);
   });
 });
 

@@ -66,4 +66,16 @@ describe('parseConfig errors', () => {
     const raw = { requestState: { keys: [{ kid: 'k', secret: '${NOPE_NOT_SET}' }] }, upstreams: { a: { transport: 'stdio', command: 'node' } } };
     expect(() => parseConfig(raw, {})).toThrow(/requestState\.keys\[0\]\.secret: environment variable NOPE_NOT_SET is not set/);
   });
+
+  it('legacySessions: SSE polling is off by default, and closeStreamAfterMs needs stored events', () => {
+    const upstreams = { a: { transport: 'stdio', command: 'node' } };
+    const defaults = parseConfig({ upstreams }, {}).legacySessions;
+    expect(defaults.closeStreamAfterMs).toBe(0);
+    expect(defaults.retryMs).toBe(1000);
+    expect(parseConfig({ legacySessions: { closeStreamAfterMs: 2000, retryMs: 500 }, upstreams }, {}).legacySessions.closeStreamAfterMs).toBe(2000);
+    expect(() => parseConfig({ legacySessions: { closeStreamAfterMs: 2000, eventsPerSession: 0 }, upstreams }, {})).toThrow(
+      /legacySessions\.closeStreamAfterMs: closeStreamAfterMs needs eventsPerSession > 0/,
+    );
+    expect(() => parseConfig({ legacySessions: { retryMs: 0 }, upstreams }, {})).toThrow(/legacySessions\.retryMs/);
+  });
 });
