@@ -47,8 +47,11 @@ export interface DownstreamTransport extends Transport {
 
 /** The upstream side of one legacy session: {@link PassThroughRelay} or the reverse bridge. */
 export interface LegacyRelay {
-  /** One message from the client (the first is `initialize`); failures are answered, never thrown. */
-  fromClient(message: JSONRPCMessage): Promise<void>;
+  /**
+   * One message from the client (the first is `initialize`); failures are answered, never thrown.
+   * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can resume it.
+   */
+  fromClient(message: JSONRPCMessage, extra?: { closeSSEStream?: () => void }): Promise<void>;
   /** Ends the upstream side. Never throws. */
   close(): Promise<void>;
   /** Client requests waiting for their answer. */
