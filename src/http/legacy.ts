@@ -48,14 +48,14 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
  * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
  * it carries (an `Mcp-Session-Id` on it is ignored), and so is a batch of such requests (which
  * 2026-07-28 then refuses); otherwise `initialize` opens a legacy session and an `Mcp-Session-Id`
- * header puts it in one (where batches, which only legacy revisions allow, are accepted too).
+ * header (or a batch, which only legacy revisions allow) puts it in one.
  */
 export function eraOf(body: unknown, sessionId: string | undefined): Era {
   const messages = Array.isArray(body) ? body : [body];
   const enveloped = (m: unknown) => isObject(m) && isObject(m.params) && isObject(m.params._meta) && META_PROTOCOL_VERSION in m.params._meta;
   if (messages.length > 0 && messages.every(enveloped)) return 'modern';
   if (messages.some((m) => isObject(m) && m.method === 'initialize')) return 'legacy-initialize';
-  if (sessionId !== undefined) return 'legacy-session';
+  if (sessionId !== undefined || Array.isArray(body)) return 'legacy-session';
   return 'modern';
 }
 
