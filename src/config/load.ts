@@ -34,12 +34,38 @@ export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: Prop
   return value;
 }
 
+/** The only accepted form of a provider API key in the file: one whole `${ENV_VAR}` reference. */
+const ENV_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+
+/**
+ * Refuses an LLM provider API key written into the configuration itself (`sampling.providers.NAME.apiKey`
+ * must be exactly `${ENV_VAR}`). Runs before substitution, so only what the file says is checked.
+ * The message never repeats the value.
+ * @throws ConfigError naming the JSON path.
+ */
+function checkProviderKeys(raw: unknown): void {
+  const providers = (raw as { sampling?: { providers?: unknown } } | null)?.sampling?.providers;
+  if (!providers || typeof providers !== 'object' || Array.isArray(providers)) return;
+  for (const [name, p] of Object.entries(providers as Record<string, unknown>)) {
+    const key = (p as { apiKey?: unknown } | null)?.apiKey;
+    if (key === undefined) continue;
+    if (typeof key !== 'string' || !ENV_REFERENCE.test(key)) {
+      throw new ConfigError(
+        `${formatPath(['sampling', 'providers', name, 'apiKey'])}: give the key as an environment variable reference such as "\${OPENAI_API_KEY}"; a key written into the configuration is refused`,
+      );
+    }
+  }
+}
+
 /**
  * Validates a configuration object (after `${ENV}` substitution) against {@link GatewayConfigSchema}.
- * Relative stdio `cwd` values are resolved against `baseDir`.
- * @throws ConfigError listing every problem as `path: message`.
+ * Relative stdio `cwd` values are resolved against `baseDir`. An LLM provider `apiKey` must be a
+ * `${ENV_VAR}` reference in `raw` itself.
+ * @throws ConfigError listing every problem as `path: message`; for a provider key written into
+ *   the configuration, naming its path (never the value).
  */
 export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): GatewayConfig {
+  checkProviderKeys(raw);
   const substituted = substituteEnv(raw, env);
   const parsed = GatewayConfigSchema.safeParse(substituted);
   if (!parsed.success) {
