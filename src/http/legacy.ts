@@ -253,6 +253,8 @@ export class LegacySessions {
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       onRequest: (r) => this.record(upstream, who.principal, r),
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+      principal: who.principal,
+      sampler: this.gateway.sampler,
     });
     session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
     const s = session;
