@@ -67,8 +67,9 @@ export function parseSamplingParams(params: unknown): SamplingParams {
 
 /**
  * Picks the model for a request (MCP 2025-11-25 client/sampling §Model Preferences):
- * 1. the hints in order: the first hint whose `name` is a case-insensitive substring of a model's
- *    alias, model id or one of its configured `hints` picks that model (models in config order);
+ * 1. the hints in order: the first hint whose `name` equals (case-insensitively) a model's alias,
+ *    model id or one of its configured `hints`, or else is a substring of one of them, picks that
+ *    model (an exact match first, then models in config order);
  * 2. else, when cost/speed/intelligence priorities are given, the best score
  *    `costPriority·(1−cost) + speedPriority·speed + intelligencePriority·intelligence` among the
  *    models that declare every figure a non-zero priority needs (a tie keeps the default model if
@@ -77,10 +78,11 @@ export function parseSamplingParams(params: unknown): SamplingParams {
  */
 export function selectModel(provider: Pick<SamplingProviderConfig, 'models' | 'defaultModel'>, prefs: SamplingParams['modelPreferences']): ModelChoice {
   const entries = Object.entries(provider.models);
+  const names = ([alias, m]: [string, ProviderModelConfig]) => [alias, m.model, ...m.hints].map((n) => n.toLowerCase());
   for (const hint of prefs?.hints ?? []) {
     const h = hint.name?.trim().toLowerCase();
     if (!h) continue;
-    const hit = entries.find(([alias, m]) => [alias, m.model, ...m.hints].some((n) => n.toLowerCase().includes(h)));
+    const hit = entries.find((e) => names(e).includes(h)) ?? entries.find((e) => names(e).some((n) => n.includes(h)));
     if (hit) return { alias: hit[0], model: hit[1], by: 'hint' };
   }
   const weights = { cost: prefs?.costPriority ?? 0, speed: prefs?.speedPriority ?? 0, intelligence: prefs?.intelligencePriority ?? 0 };
