@@ -68,8 +68,8 @@ export interface BudgetLimit {
 
 /** Tokens held for one request in flight; settle it exactly once. */
 export interface Reservation {
-  /** Replaces the reservation with the tokens the provider reported (input + output). */
-  commit(tokens: number): void;
+  /** Replaces the reservation with the tokens the provider reported (input + output), spent at `now` (epoch ms). */
+  commit(tokens: number, now?: number): void;
   /** Drops the reservation, counting nothing (the provider reported no usage). */
   release(): void;
 }
@@ -107,16 +107,15 @@ export class TokenBudgets {
     }
     for (const h of held) h.w.reserved += h.n;
     let settled = false;
-    const settle = (spent: number) => {
+    const settle = (spent: number, at: number) => {
       if (settled) return;
       settled = true;
-      const at = Date.now();
       for (const h of held) {
         h.w.reserved -= h.n;
         h.w.spend(spent, at);
       }
     };
-    return { commit: (n) => settle(n), release: () => settle(0) };
+    return { commit: (n, at = Date.now()) => settle(n, at), release: () => settle(0, Date.now()) };
   }
 }
 
