@@ -125,7 +125,7 @@ const SamplingProviderSchema = z
     baseUrl: z
       .url()
       .optional()
-      .describe('API base URL. Default: https://api.openai.com/v1 (openai) or https://api.anthropic.com (anthropic). Environment variables such as OPENAI_BASE_URL are never read'),
+      .describe('API base URL. Default: https://api.openai.com/v1 (openai) or https://api.anthropic.com (anthropic); OPENAI_BASE_URL and ANTHROPIC_BASE_URL are not read'),
     apiKey: z
       .string()
       .min(1)

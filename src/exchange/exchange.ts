@@ -4,7 +4,9 @@
  *
  * It turns the upstream's server-initiated `elicitation/create`, `sampling/createMessage` and
  * `roots/list` into outstanding input requests keyed for `inputRequests`, takes answers for them,
- * forwards progress, and ends with a result or a JSON-RPC error. Front ends (MRTR, tasks) drive it
+ * forwards progress, and ends with a result or a JSON-RPC error. A `sampling/createMessage` that
+ * the upstream's `sampling.mode` gives to the gateway's provider is answered through the
+ * {@link Sampler} instead (src/sampling/). Front ends (MRTR, tasks) drive it
  * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
  */
 import { randomUUID } from 'node:crypto';

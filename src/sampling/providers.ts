@@ -2,8 +2,10 @@
  * Provider adapters over the official SDKs: `openai` (any OpenAI-compatible Chat Completions
  * endpoint) and `@anthropic-ai/sdk` (Messages API). One adapter per configured provider; each call
  * is one HTTP attempt (the SDKs' own retries are off: the sampler retries within its time limit).
- * Nothing the SDKs could pick up from the environment (base URLs, keys, organisation, log level)
- * is read: every option is passed explicitly.
+ * Every option the SDKs would otherwise take from the environment (base URL, API key, organisation,
+ * project, log level) is passed explicitly, so none of those variables is read. The one the
+ * Anthropic SDK still honours is `ANTHROPIC_CUSTOM_HEADERS` (extra headers set on the gateway's
+ * own process).
  */
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
