@@ -14,6 +14,8 @@ import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { anthropicMessage, errorBody, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import type { Logger } from '../../src/observability/log.js';
+import { parseSamplingParams } from '../../src/sampling/mapping.js';
+import { createProvider } from '../../src/sampling/providers.js';
 
 const OPENAI_KEY = 'sk-test-openai-key-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-test-key-0123456789abcdef';
@@ -421,5 +423,27 @@ describe('legacy (v1 SDK) clients through the pass-through relay', () => {
     expect(llm.requests).toHaveLength(0);
     await transport.terminateSession();
     await client.close();
+  });
+});
+
+describe('what leaves the gateway', () => {
+  it('an OpenAI-compatible provider without apiKey gets no Authorization header, and OPENAI_* variables are not read', async () => {
+    const saved = { ...process.env };
+    Object.assign(process.env, { OPENAI_API_KEY: 'sk-from-env-must-not-leak', OPENAI_ORG_ID: 'org-from-env', OPENAI_PROJECT_ID: 'proj-from-env', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' });
+    try {
+      const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'ok' }) }));
+      const cfg = { kind: 'openai', baseUrl: llm.baseUrl, models: { m: { model: 'local-model', hints: [], image: true, audio: false } }, defaultModel: 'm', maxTokens: 10, timeoutMs: 5000, maxConcurrent: 1, maxQueued: 0, maxRetries: 0 };
+      const adapter = createProvider('local', cfg as never);
+      const params = parseSamplingParams({ messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 5 });
+      await adapter.send(adapter.build(params, { alias: 'm', model: cfg.models.m, by: 'default' } as never, 5), { signal: new AbortController().signal, timeoutMs: 5000 });
+      expect(llm.requests).toHaveLength(1);
+      const headers = llm.requests[0]!.headers;
+      expect(headers.authorization).toBeUndefined();
+      expect(headers['openai-organization']).toBeUndefined();
+      expect(headers['openai-project']).toBeUndefined();
+      expect(JSON.stringify(headers)).not.toContain('from-env');
+    } finally {
+      for (const k of ['OPENAI_API_KEY', 'OPENAI_ORG_ID', 'OPENAI_PROJECT_ID', 'OPENAI_BASE_URL']) if (!(k in saved)) delete process.env[k];
+    }
   });
 });
