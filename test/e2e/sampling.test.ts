@@ -306,7 +306,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { timeoutMs: 5000 }) }, upstream(log));
     const r = await summarize(g);
-    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(1000);
+    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(2000);
     expect(resultText(r)).toMatch(/rate limiting \(HTTP 429\): Number of request tokens has exceeded your per-minute rate limit; no time left within timeoutMs=5000 ms to retry after 30000 ms/);
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'provider-rate-limited', provider: 'p', status: 429, retryAfterMs: 30_000, attempts: 1 } });
     expect(llm.requests).toHaveLength(1);
@@ -333,8 +333,9 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const r = await summarize(g);
     // From the provider receiving the request to the upstream receiving the error.
     const took = answers(log).at(-1)!.at - llm.requests[0]!.at;
-    expect(took).toBeGreaterThanOrEqual(1300);
-    expect(took).toBeLessThan(3000);
+    // The clock starts when the request reaches the gateway, a little before the provider sees it.
+    expect(took).toBeGreaterThanOrEqual(1000);
+    expect(took).toBeLessThan(3500);
     expect(resultText(r)).toContain("Provider 'p' gave no answer within timeoutMs=1500 ms");
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'timeout', provider: 'p' } });
     expect(llm.requests).toHaveLength(1);
