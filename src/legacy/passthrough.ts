@@ -263,9 +263,13 @@ export class PassThroughRelay implements LegacyRelay {
    * client `tools/call` in flight (when exactly one request is in flight), else the upstream's mode.
    */
   private providerAnswers(m: Message): boolean {
+    return samplingRoute(samplingModeFor(this.init.cfg.sampling, this.soleTool()), this.clientSampling, (m.params ?? {}) as { tools?: unknown }) === 'provider';
+  }
+
+  /** The tool of the one client request in flight, when there is exactly one and it is a `tools/call`. */
+  private soleTool(): string | undefined {
     const only = this.inflight.size === 1 ? [...this.inflight.values()][0] : undefined;
-    const tool = only?.method === 'tools/call' ? only.name : undefined;
-    return samplingRoute(samplingModeFor(this.init.cfg.sampling, tool), this.clientSampling, (m.params ?? {}) as { tools?: unknown }) === 'provider';
+    return only?.method === 'tools/call' ? only.name : undefined;
   }
 
   /** Answers the upstream's sampling request through the provider, with its result or its error. */
@@ -273,7 +277,6 @@ export class PassThroughRelay implements LegacyRelay {
     const id = m.id!;
     const sampler = this.init.sampler;
     if (!sampler) return this.answerUpstream(id, { error: new SamplingError('invalid-request', 'No sampling provider is available for this upstream').toJSON() });
-    const only = this.inflight.size === 1 ? [...this.inflight.values()][0] : undefined;
     const ctrl = new AbortController();
     this.providerCalls.set(id, ctrl);
     try {
@@ -283,7 +286,7 @@ export class PassThroughRelay implements LegacyRelay {
       const result = await sampler.answer({
         upstream: this.init.upstream,
         cfg: this.init.cfg.sampling,
-        tool: only?.method === 'tools/call' ? only.name : undefined,
+        tool: this.soleTool(),
         principal: this.init.principal,
         params,
         signal: ctrl.signal,
