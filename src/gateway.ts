@@ -34,6 +34,8 @@ import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
+import { upstreamSamplingCapability } from './sampling/mode.js';
+import { Sampler } from './sampling/sampler.js';
 
 export type { CallContext };
 
@@ -41,9 +43,11 @@ export type { CallContext };
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
  * limited to the kinds the upstream's input policy relays. `elicitation: {}` counts as form mode.
  * `roots` is declared as well when the upstream has configured roots, which the gateway answers
- * itself for a client that did not declare roots.
+ * itself for a client that did not declare roots. `sampling` (with `tools`) is declared as well
+ * when the upstream's `sampling` config lets the gateway's provider answer
+ * ({@link upstreamSamplingCapability}).
  */
-export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamConfig, 'input' | 'roots'>): LegacyClientCapabilities {
+export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamConfig, 'input' | 'roots' | 'sampling'>): LegacyClientCapabilities {
   const allow = cfg.input.allow;
   const out: LegacyClientCapabilities = {};
   const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
@@ -54,11 +58,14 @@ export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamC
     out.elicitation = el;
   }
   const s = caps.sampling as { tools?: unknown; context?: unknown } | undefined;
+  let sampling: { tools?: Record<string, never>; context?: Record<string, never> } | undefined;
   if (s && allow.includes('sampling')) {
-    out.sampling = {};
-    if (s.tools) out.sampling.tools = {};
-    if (s.context) out.sampling.context = {};
+    sampling = {};
+    if (s.tools) sampling.tools = {};
+    if (s.context) sampling.context = {};
   }
+  sampling = upstreamSamplingCapability(sampling, cfg.sampling);
+  if (sampling) out.sampling = sampling;
   if ((caps.roots && allow.includes('roots')) || cfg.roots.length > 0) out.roots = {};
   return out;
 }
@@ -170,6 +177,8 @@ export class Gateway {
   readonly modern: ModernPassThrough;
   readonly tasks: TaskManager;
   readonly metrics: Metrics;
+  /** Answers legacy upstreams' sampling through the configured LLM providers (none configured: no provider calls). */
+  readonly sampler: Sampler;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -205,7 +214,9 @@ export class Gateway {
       sessions: () => [...this.upstreams.values()].map((u) => ({ upstream: u.name, ...u.pool.stats() })),
       parked: () => this.bridge.parkedByUpstream(),
       runningTasks: () => this.tasks.running,
+      samplingInFlight: () => this.sampler.inFlight(),
     });
+    this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
@@ -545,6 +556,7 @@ export class Gateway {
       legacyTask,
       replay: replay?.entries,
       onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
+      sampler: this.sampler,
     });
     ex.start();
     result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);

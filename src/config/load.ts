@@ -72,6 +72,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
 
   let loaded: LoadedConfig;
   if (hasUpstreams) {
+    checkProviderKeys(raw);
     loaded = { config: validate(substituteEnv(raw, env), false), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
   } else {
     const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
@@ -106,9 +107,34 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
   return loaded;
 }
 
+/** The only accepted form of a provider API key in the file: one whole `${ENV_VAR}` reference. */
+const ENV_REFERENCE = /^\$\{[A-Za-z_][A-Za-z0-9_]*\}$/;
+
 /**
- * {@link interpretConfig}, returning the configuration only.
- * @throws ConfigError listing every problem as `path: message`.
+ * Refuses an LLM provider API key written into the configuration itself (`sampling.providers.NAME.apiKey`
+ * must be exactly `${ENV_VAR}`). Runs before substitution, so only what the file says is checked.
+ * The message never repeats the value.
+ * @throws ConfigError naming the JSON path.
+ */
+function checkProviderKeys(raw: unknown): void {
+  const providers = (raw as { sampling?: { providers?: unknown } } | null)?.sampling?.providers;
+  if (!providers || typeof providers !== 'object' || Array.isArray(providers)) return;
+  for (const [name, p] of Object.entries(providers as Record<string, unknown>)) {
+    const key = (p as { apiKey?: unknown } | null)?.apiKey;
+    if (key === undefined) continue;
+    if (typeof key !== 'string' || !ENV_REFERENCE.test(key)) {
+      throw new ConfigError(
+        `${formatPath(['sampling', 'providers', name, 'apiKey'])}: give the key as an environment variable reference such as "\${OPENAI_API_KEY}"; a key written into the configuration is refused`,
+      );
+    }
+  }
+}
+
+/**
+ * {@link interpretConfig}, returning the configuration only. An LLM provider `apiKey` must be a
+ * `${ENV_VAR}` reference in `raw` itself.
+ * @throws ConfigError listing every problem as `path: message`; for a provider key written into
+ *   the configuration, naming its path (never the value).
  */
 export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): GatewayConfig {
   return interpretConfig(raw, env, baseDir).config;

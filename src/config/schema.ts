@@ -105,6 +105,110 @@ const TasksSchema = z
   .strict()
   .describe('Tasks extension (io.modelcontextprotocol/tasks) for this upstream');
 
+/** Who answers a legacy upstream's `sampling/createMessage` (see docs/sampling.md). */
+export const SAMPLING_MODES = ['client', 'provider', 'fallback'] as const;
+/** One of {@link SAMPLING_MODES}. */
+export type SamplingMode = (typeof SAMPLING_MODES)[number];
+
+const SamplingModeSchema = z
+  .enum(SAMPLING_MODES)
+  .describe(
+    'client: the client answers (an input_required round, or a relayed request for legacy clients). provider: the gateway answers through its configured LLM provider. fallback: the provider answers when the client cannot (it did not declare sampling, or sampling.tools for a request with tools)',
+  );
+
+/** Names of providers and model aliases. */
+const SamplingNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, 'names use letters, digits, ".", "_", ":" and "-" and start with a letter or digit');
+
+const ProviderModelSchema = z
+  .object({
+    model: z.string().min(1).describe('The model id sent to the provider'),
+    hints: z
+      .array(z.string().min(1))
+      .default([])
+      .describe('Names a modelPreferences hint may match besides the alias and the model id (a hint matches when it is a case-insensitive substring of one of them)'),
+    cost: z.number().min(0).max(1).optional().describe('Relative cost, 0 (cheapest) to 1 (most expensive); weighs against costPriority'),
+    speed: z.number().min(0).max(1).optional().describe('Relative speed, 0 (slowest) to 1 (fastest); weighs with speedPriority'),
+    intelligence: z.number().min(0).max(1).optional().describe('Relative capability, 0 (least) to 1 (most); weighs with intelligencePriority'),
+    image: z.boolean().default(true).describe('The model accepts image content in user messages'),
+    audio: z
+      .boolean()
+      .default(false)
+      .describe('The model accepts audio content in user messages (kind openai only: Chat Completions input_audio, wav or mp3)'),
+  })
+  .strict();
+
+const SamplingProviderSchema = z
+  .object({
+    kind: z.enum(['openai', 'anthropic']).describe('openai: an OpenAI-compatible Chat Completions API (OpenAI, vLLM, Ollama, llama.cpp, …); anthropic: the Anthropic Messages API'),
+    baseUrl: z
+      .url()
+      .optional()
+      .describe('API base URL. Default: https://api.openai.com/v1 (openai) or https://api.anthropic.com (anthropic); OPENAI_BASE_URL and ANTHROPIC_BASE_URL are not read'),
+    apiKey: z
+      .string()
+      .min(1)
+      .optional()
+      .describe('The API key, given only as ${ENV_VAR} (a key written into the file is refused). Required for anthropic; optional for openai (a local server may need none)'),
+    models: z
+      .record(SamplingNameSchema, ProviderModelSchema)
+      .refine((m) => Object.keys(m).length > 0, 'at least one model is required')
+      .describe('Models the gateway may use, by alias'),
+    defaultModel: z.string().min(1).describe('Alias (a key of models) used when no modelPreferences hint or priority picks another'),
+    maxTokens: z.number().int().positive().default(4096).describe("Cap on a request's maxTokens: a larger request is sent with this value"),
+    timeoutMs: positiveMs('Longest time for one sampling request, from its arrival to its answer: waiting for a slot, every attempt and every backoff').default(60_000),
+    maxConcurrent: z.number().int().positive().default(4).describe('Most requests to this provider in flight at once'),
+    maxQueued: z
+      .number()
+      .int()
+      .nonnegative()
+      .default(64)
+      .describe('Most requests waiting for a slot when maxConcurrent are in flight; beyond it a request is refused at once'),
+    maxRetries: z
+      .number()
+      .int()
+      .min(0)
+      .max(10)
+      .default(2)
+      .describe('Retries after a 408, 409, 429, 5xx or connection failure, with backoff (Retry-After when the provider sends one), as long as they fit in timeoutMs'),
+    maxTokensField: z
+      .enum(['max_completion_tokens', 'max_tokens'])
+      .optional()
+      .describe('kind openai: the request field that carries maxTokens (default max_completion_tokens; some OpenAI-compatible servers only read max_tokens)'),
+  })
+  .strict()
+  .superRefine((p, ctx) => {
+    if (!(p.defaultModel in p.models)) ctx.addIssue({ code: 'custom', path: ['defaultModel'], message: `'${p.defaultModel}' is not one of models (${Object.keys(p.models).join(', ')})` });
+    if (p.kind === 'anthropic') {
+      if (p.apiKey === undefined) ctx.addIssue({ code: 'custom', path: ['apiKey'], message: 'an anthropic provider needs an apiKey (as ${ENV_VAR})' });
+      if (p.maxTokensField !== undefined) ctx.addIssue({ code: 'custom', path: ['maxTokensField'], message: 'maxTokensField applies to kind openai only' });
+      for (const [alias, m] of Object.entries(p.models)) {
+        if (m.audio) ctx.addIssue({ code: 'custom', path: ['models', alias, 'audio'], message: 'the Anthropic Messages API takes no audio' });
+      }
+    }
+  });
+
+const UpstreamSamplingSchema = z
+  .object({
+    mode: SamplingModeSchema.default('client'),
+    provider: z.string().optional().describe('Name of the provider (a key of sampling.providers) that answers in provider and fallback modes'),
+    maxTokens: z.number().int().positive().optional().describe("Cap on a request's maxTokens for this upstream (the provider's cap applies too)"),
+    budget: z
+      .object({
+        windowMs: positiveMs('Length of the sliding window the budgets count over').default(3_600_000),
+        tokens: z.number().int().positive().optional().describe('Most tokens (input + output) the provider may spend for this upstream per window, all principals together'),
+        tokensPerPrincipal: z.number().int().positive().optional().describe('Most tokens (input + output) the provider may spend for one principal on this upstream per window'),
+      })
+      .strict()
+      .prefault({})
+      .describe('Token budgets of the provider answers; a request over one gets a JSON-RPC error'),
+    tools: z
+      .record(z.string(), z.object({ mode: SamplingModeSchema }).strict())
+      .default({})
+      .describe('Per-tool mode by tool name (tools/call only); overrides mode'),
+  })
+  .strict()
+  .describe("Who answers this upstream's sampling/createMessage (legacy upstreams)");
+
 const upstreamCommon = {
   required: z.boolean().default(false).describe('GET /readyz answers 503 while this upstream cannot be started or reached'),
   tasks: TasksSchema.prefault({}),
@@ -137,6 +241,7 @@ const upstreamCommon = {
       'Legacy revision to ask for in `initialize`, and the only one whose client capability fields the gateway declares. Unset: ask for the newest; once the upstream answered, later sessions declare only the fields of the revision it negotiated.',
     ),
   input: InputPolicySchema.prefault({}),
+  sampling: UpstreamSamplingSchema.prefault({}),
   cache: CacheHintsSchema.prefault({}).describe('Caching hints (SEP-2549) for cacheable results'),
 };
 
@@ -368,6 +473,13 @@ export const GatewayConfigSchema = z
       })
       .prefault({})
       .describe('Sessions of legacy clients, each owning one upstream session'),
+    sampling: z
+      .object({
+        providers: z.record(SamplingNameSchema, SamplingProviderSchema).default({}).describe('LLM providers by name'),
+      })
+      .strict()
+      .prefault({})
+      .describe('LLM providers through which the gateway answers sampling/createMessage itself (see docs/sampling.md)'),
     tasks: z
       .object({
         maxRecords: z.number().int().positive().default(100_000).describe('Most task records kept in memory; the least recently used are dropped beyond it'),
@@ -385,9 +497,24 @@ export const GatewayConfigSchema = z
     if (cfg.store.kind === 'redis' && !cfg.replicas.secret) {
       ctx.addIssue({ code: 'custom', path: ['replicas', 'secret'], message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop' });
     }
+    for (const [name, u] of Object.entries(cfg.upstreams)) {
+      const s = u.sampling;
+      const modes = [s.mode, ...Object.values(s.tools).map((t) => t.mode)];
+      if (s.provider !== undefined && !(s.provider in cfg.sampling.providers)) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'sampling', 'provider'], message: `unknown provider '${s.provider}' (sampling.providers has ${Object.keys(cfg.sampling.providers).join(', ') || 'none'})` });
+      } else if (s.provider === undefined && modes.some((m) => m !== 'client')) {
+        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'sampling', 'provider'], message: 'modes provider and fallback need a provider (a key of sampling.providers)' });
+      }
+    }
   });
 
 /** Parsed configuration (defaults applied). */
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 /** Parsed configuration of one upstream. */
 export type UpstreamConfig = z.output<typeof UpstreamConfigSchema>;
+/** Parsed `sampling` settings of one upstream. */
+export type UpstreamSamplingConfig = z.output<typeof UpstreamSamplingSchema>;
+/** Parsed configuration of one LLM provider (`sampling.providers.NAME`). */
+export type SamplingProviderConfig = z.output<typeof SamplingProviderSchema>;
+/** Parsed configuration of one model of a provider. */
+export type ProviderModelConfig = z.output<typeof ProviderModelSchema>;

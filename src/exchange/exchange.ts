@@ -4,7 +4,9 @@
  *
  * It turns the upstream's server-initiated `elicitation/create`, `sampling/createMessage` and
  * `roots/list` into outstanding input requests keyed for `inputRequests`, takes answers for them,
- * forwards progress, and ends with a result or a JSON-RPC error. Front ends (MRTR, tasks) drive it
+ * forwards progress, and ends with a result or a JSON-RPC error. A `sampling/createMessage` that
+ * the upstream's `sampling.mode` gives to the gateway's provider is answered through the
+ * {@link Sampler} instead (src/sampling/). Front ends (MRTR, tasks) drive it
  * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
  */
 import { randomUUID } from 'node:crypto';
@@ -19,6 +21,9 @@ import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
 import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
+import { asRpcError, SamplingError } from '../sampling/errors.js';
+import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
+import type { Sampler } from '../sampling/sampler.js';
 
 /** Input kinds and the server-initiated method each comes from. */
 export type InputKind = 'elicitation' | 'sampling' | 'roots';
@@ -89,6 +94,8 @@ export interface ExchangeInit {
   replay?: ReplayEntry[];
   /** Called when the secret guard declines a form. */
   onSecretDeclined?: () => void;
+  /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
+  sampler?: Pick<Sampler, 'answer'>;
 }
 
 /**
@@ -227,6 +234,8 @@ export class Exchange {
   /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
   private readonly replayUsed = new Set<number>();
   private readonly asked: ReplayEntry[] = [];
+  /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
+  private readonly providerCalls = new Set<AbortController>();
 
   constructor(private readonly init: ExchangeInit) {
     for (const e of init.replay ?? []) this.usedKeys.add(e.k);
@@ -451,6 +460,7 @@ export class Exchange {
     const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
     const request = toInputRequest(req);
+    if (kind === 'sampling' && this.samplingByProvider(request)) return this.sampleByProvider(req, extra);
     const configuredRoots = this.init.cfg.roots;
     if (kind === 'roots' && configuredRoots.length > 0 && (!this.init.clientCapabilities.roots || !this.init.cfg.input.allow.includes('roots'))) {
       // The client cannot be asked: the configured roots answer, as they do outside any call.
@@ -510,6 +520,52 @@ export class Exchange {
     return answer;
   }
 
+  /** The tool this Exchange calls (`tools/call`), else undefined. */
+  private get toolName(): string | undefined {
+    return this.method === 'tools/call' && typeof this.init.params.name === 'string' ? this.init.params.name : undefined;
+  }
+
+  /**
+   * Whether the gateway's provider answers this `sampling/createMessage` (the upstream's or the
+   * tool's `sampling.mode`: always in provider mode; in fallback mode when the client did not
+   * declare what the request needs, or `input.allow` does not relay sampling).
+   */
+  private samplingByProvider(request: InputRequest): boolean {
+    const cfg = this.init.cfg.sampling;
+    const relayed = this.init.cfg.input.allow.includes('sampling') ? (this.init.clientCapabilities.sampling as { tools?: unknown } | undefined) : undefined;
+    return samplingRoute(samplingModeFor(cfg, this.toolName), relayed, request.params) === 'provider';
+  }
+
+  /**
+   * Answers the upstream's `sampling/createMessage` through the provider. While it runs the call
+   * waits on the gateway, so `requestMs`/`totalMs` are paused as they are for a client's answer;
+   * the provider's own `timeoutMs` bounds it. The provider call is aborted when the upstream
+   * withdraws its request or the Exchange ends. Failures reach the upstream as the JSON-RPC error
+   * of its request (`SamplingError`); the call goes on and the tool decides.
+   */
+  private async sampleByProvider(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    const sampler = this.init.sampler;
+    if (!sampler) throw asRpcError(new SamplingError('invalid-request', 'No sampling provider is available for this upstream'));
+    const ctrl = new AbortController();
+    const onAbort = () => ctrl.abort();
+    extra.signal.addEventListener('abort', onAbort, { once: true });
+    this.providerCalls.add(ctrl);
+    this.armTimers();
+    this.init.log.debug({ exchange: this.id, method: req.method }, 'sampling answered by the provider');
+    try {
+      const { _meta, task, ...params } = (req.params ?? {}) as Record<string, unknown>;
+      void _meta;
+      void task;
+      return await sampler.answer({ upstream: this.upstream, cfg: this.init.cfg.sampling, tool: this.toolName, principal: this.init.principal, params, signal: ctrl.signal });
+    } catch (e) {
+      throw e instanceof SamplingError ? asRpcError(e) : e;
+    } finally {
+      extra.signal.removeEventListener('abort', onAbort);
+      this.providerCalls.delete(ctrl);
+      this.armTimers();
+    }
+  }
+
   /** Adds an outstanding input request; resolves with the client's answer. */
   private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
@@ -541,6 +597,7 @@ export class Exchange {
     this.clearTimers();
     for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
     this.pending.clear();
+    for (const c of this.providerCalls) c.abort();
     if ('result' in outcome) this.init.pool.noteSuccess();
     else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
     this.releaseLease(reusable);
@@ -567,8 +624,8 @@ export class Exchange {
     clearTimeout(this.idleTimer);
     if (this.outcome) return this.clearTimers();
     const now = Date.now();
-    const waitingOnClient = this.pending.size > 0;
-    if (waitingOnClient) {
+    const waitingOnOthers = this.pending.size > 0 || this.providerCalls.size > 0;
+    if (waitingOnOthers) {
       if (this.activeSince !== undefined) this.activeUsedMs += now - this.activeSince;
       this.activeSince = undefined;
       clearTimeout(this.totalTimer);

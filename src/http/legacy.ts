@@ -257,6 +257,8 @@ export class LegacySessions {
       onRequest: (r) => this.record(upstream, who.principal, r),
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
+      principal: who.principal,
+      sampler: this.gateway.sampler,
     });
     session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
     const s = session;

@@ -25,6 +25,10 @@
  * last event it saw on that very stream, so a resumed stream closed before it carried an event
  * would leave the client with nothing to resume from. A stdio upstream has no way to ask for a
  * close itself, so the gateway decides, by time alone.
+ *
+ * A `sampling/createMessage` the upstream's `sampling` mode gives to the gateway's provider
+ * (provider mode, or fallback mode for a client that cannot answer it) never reaches the client:
+ * the relay answers it upstream with the provider's result or error.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -35,6 +39,9 @@ import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
 import { INPUT_KIND_OF } from '../exchange/exchange.js';
+import { SamplingError } from '../sampling/errors.js';
+import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
+import type { Sampler } from '../sampling/sampler.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
@@ -88,6 +95,10 @@ export interface PassThroughInit {
   onSecretDeclined?: () => void;
   /** SSE polling: close the stream of a request still in flight this many ms after it arrived, once (0 or unset: never). */
   closeStreamAfterMs?: number;
+  /** The caller's principal (sampling budgets, metrics and logs). */
+  principal: string;
+  /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
+  sampler?: Pick<Sampler, 'answer'>;
 }
 
 /** What the downstream transport offers with one client message. */
@@ -95,6 +106,9 @@ export interface ClientMessageExtra {
   /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
   closeSSEStream?: () => void;
 }
+
+/** The first legacy revision whose `sampling` capability has `tools` (and `context`). */
+const SAMPLING_TOOLS_REVISION = '2025-11-25';
 
 interface InFlight {
   method: string;
@@ -114,6 +128,10 @@ export class PassThroughRelay implements LegacyRelay {
   private readonly inflight = new Map<Id, InFlight>();
   private readonly progressOwner = new Map<Id, Id>();
   private ended = false;
+  /** The client's own `sampling` capability, when declared and relayed by `input.allow`. */
+  private clientSampling: { tools?: unknown } | undefined;
+  /** Upstream request ids of sampling requests the provider is answering. */
+  private readonly providerCalls = new Map<Id, AbortController>();
   /** The revision the upstream negotiated with the client. */
   negotiated: string | undefined;
   /** The upstream child's process id (stdio). */
@@ -173,7 +191,7 @@ export class PassThroughRelay implements LegacyRelay {
       }
     };
     const params = { ...(m.params ?? {}) };
-    params.capabilities = this.allowedCapabilities(params.capabilities as Record<string, unknown> | undefined);
+    params.capabilities = this.upstreamCapabilities(params.capabilities as Record<string, unknown> | undefined, String(params.protocolVersion ?? ''));
     try {
       await withTimeout(up.start(), cfg.timeouts.connectMs, 'starting the upstream');
     } catch (e) {
@@ -197,10 +215,20 @@ export class PassThroughRelay implements LegacyRelay {
     this.end('the upstream could not be started');
   }
 
-  /** The client's initialize capabilities without the kinds the upstream's input policy does not relay. */
-  private allowedCapabilities(caps: Record<string, unknown> | undefined): Record<string, unknown> {
+  /**
+   * The client's initialize capabilities without the kinds the upstream's input policy does not
+   * relay, plus `sampling` when the gateway's provider may answer it (with `tools` from revision
+   * 2025-11-25, the first that has it), so the server asks even a client that declared none.
+   */
+  private upstreamCapabilities(caps: Record<string, unknown> | undefined, revision: string): Record<string, unknown> {
     const out = { ...(caps ?? {}) };
     for (const kind of ['elicitation', 'sampling', 'roots'] as const) if (!this.init.cfg.input.allow.includes(kind)) delete out[kind];
+    this.clientSampling = out.sampling as { tools?: unknown } | undefined;
+    const sampling = upstreamSamplingCapability(out.sampling as { context?: Record<string, never> } | undefined, this.init.cfg.sampling);
+    if (sampling && sampling !== out.sampling) {
+      const { tools, context } = sampling;
+      out.sampling = revision >= SAMPLING_TOOLS_REVISION ? { ...(tools ? { tools } : {}), ...(context ? { context } : {}) } : {};
+    }
     return out;
   }
 
@@ -241,6 +269,7 @@ export class PassThroughRelay implements LegacyRelay {
       return this.toClient(m, undefined);
     }
     if (kind === 'request') {
+      if (m.method === 'sampling/createMessage' && this.providerAnswers(m)) return this.sampleByProvider(m);
       const refused = this.policy(m);
       if (refused) return this.answerUpstream(m.id!, refused);
       const target = this.routeFor(m);
@@ -249,11 +278,58 @@ export class PassThroughRelay implements LegacyRelay {
       }
       return this.toClient(m, target);
     }
+    if (m.method === 'notifications/cancelled') {
+      // The upstream withdrew a sampling request the provider is answering: the client never saw it.
+      const ctrl = this.providerCalls.get((m.params as { requestId?: Id } | undefined)?.requestId as Id);
+      if (ctrl) return void ctrl.abort();
+    }
     // Notifications: progress to the request that asked for it, the rest by the routing rule.
     const token = m.method === 'notifications/progress' ? (m.params as { progressToken?: Id } | undefined)?.progressToken : undefined;
     const owner = token !== undefined ? this.progressOwner.get(token) : undefined;
     if (token !== undefined && owner === undefined) return;
     return this.toClient(m, owner ?? this.routeFor(m) ?? undefined);
+  }
+
+  /**
+   * Whether the provider answers this `sampling/createMessage`: by the mode of the tool of the one
+   * client `tools/call` in flight (when exactly one request is in flight), else the upstream's mode.
+   */
+  private providerAnswers(m: Message): boolean {
+    return samplingRoute(samplingModeFor(this.init.cfg.sampling, this.soleTool()), this.clientSampling, (m.params ?? {}) as { tools?: unknown }) === 'provider';
+  }
+
+  /** The tool of the one client request in flight, when there is exactly one and it is a `tools/call`. */
+  private soleTool(): string | undefined {
+    const only = this.inflight.size === 1 ? [...this.inflight.values()][0] : undefined;
+    return only?.method === 'tools/call' ? only.name : undefined;
+  }
+
+  /** Answers the upstream's sampling request through the provider, with its result or its error. */
+  private async sampleByProvider(m: Message): Promise<void> {
+    const id = m.id!;
+    const sampler = this.init.sampler;
+    if (!sampler) return this.answerUpstream(id, { error: new SamplingError('invalid-request', 'No sampling provider is available for this upstream').toJSON() });
+    const ctrl = new AbortController();
+    this.providerCalls.set(id, ctrl);
+    try {
+      const { _meta, task, ...params } = m.params ?? {};
+      void _meta;
+      void task;
+      const result = await sampler.answer({
+        upstream: this.init.upstream,
+        cfg: this.init.cfg.sampling,
+        tool: this.soleTool(),
+        principal: this.init.principal,
+        params,
+        signal: ctrl.signal,
+      });
+      if (!ctrl.signal.aborted) await this.answerUpstream(id, { result });
+    } catch (e) {
+      const err = e instanceof SamplingError ? e : new SamplingError('provider-protocol', 'The sampling provider failed unexpectedly');
+      if (!ctrl.signal.aborted || err.reason !== 'cancelled') await this.answerUpstream(id, { error: err.toJSON() });
+    } finally {
+      this.providerCalls.delete(id);
+    }
   }
 
   /** The gateway's own rules for server-initiated requests; returns the answer to give upstream, or undefined to relay. */
@@ -315,6 +391,7 @@ export class PassThroughRelay implements LegacyRelay {
   private end(reason: string): void {
     if (this.ended) return;
     this.ended = true;
+    for (const c of this.providerCalls.values()) c.abort();
     const stderr = this.stderr?.get() ?? [];
     this.init.log.info({ reason, ...(stderr.length ? { stderr: stderr.slice(-5) } : {}) }, 'legacy session: upstream ended');
     // Requests still waiting get an answer rather than hanging.
@@ -333,6 +410,7 @@ export class PassThroughRelay implements LegacyRelay {
   async close(): Promise<void> {
     this.ended = true;
     for (const req of this.inflight.values()) clearTimeout(req.poll);
+    for (const c of this.providerCalls.values()) c.abort();
     const up = this.up;
     this.up = undefined;
     if (!up) return;

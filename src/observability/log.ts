@@ -7,6 +7,23 @@ import { LOG_LEVELS, type LogLevel } from '../config/schema.js';
 export type { Logger, LogLevel };
 export { LOG_LEVELS };
 
+/**
+ * Fields whose values never reach the log: requestState secrets, the callers' and the upstreams'
+ * authorization headers, and LLM provider API keys (`apiKey` at any of the first three levels,
+ * `x-api-key` headers).
+ */
+export const REDACTED_PATHS = [
+  'secret',
+  '*.secret',
+  'headers.authorization',
+  '*.headers.authorization',
+  'apiKey',
+  '*.apiKey',
+  '*.*.apiKey',
+  'headers["x-api-key"]',
+  '*.headers["x-api-key"]',
+];
+
 /** True when `value` is one of {@link LOG_LEVELS}. */
 export function isLogLevel(value: string): value is LogLevel {
   return (LOG_LEVELS as readonly string[]).includes(value);
@@ -22,7 +39,7 @@ export function createLogger(level: string = process.env.LOG_LEVEL || 'info', de
     level,
     base: { service: 'mrtr-gateway' },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: ['secret', '*.secret', 'headers.authorization', '*.headers.authorization'], censor: '[redacted]' },
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
   };
   return destination ? pino(options, destination) : pino(options);
 }

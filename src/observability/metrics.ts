@@ -9,6 +9,8 @@ export interface MetricsSource {
   sessions(): { upstream: string; idle: number; leased: number }[];
   parked(): { upstream: string; count: number }[];
   runningTasks(): number;
+  /** Provider-answered sampling requests holding a provider slot, by provider. */
+  samplingInFlight?(): { provider: string; count: number }[];
 }
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -33,8 +35,55 @@ export class Metrics {
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
 
+  /** Sampling requests the gateway answered (or failed to) through a provider, by outcome (`complete` or the failure reason). */
+  readonly samplingRequests = new Counter({
+    name: 'mrtr_sampling_requests_total',
+    help: 'sampling/createMessage requests answered through a provider, by upstream, provider and outcome',
+    labelNames: ['upstream', 'provider', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  /** Tokens the provider reported, by upstream, tool, hashed principal, provider, model and direction (input or output). */
+  readonly samplingTokens = new Counter({
+    name: 'mrtr_sampling_tokens_total',
+    help: 'Provider tokens spent answering sampling, by upstream, tool, principal hash, provider, model and direction',
+    labelNames: ['upstream', 'tool', 'principal', 'provider', 'model', 'direction'] as const,
+    registers: [this.registry],
+  });
+  /** Sampling requests refused by a token budget, by scope (upstream or principal). */
+  readonly samplingBudgetExhausted = new Counter({
+    name: 'mrtr_sampling_budget_exhausted_total',
+    help: 'Sampling requests refused because a token budget was exhausted',
+    labelNames: ['upstream', 'scope'] as const,
+    registers: [this.registry],
+  });
+  /** Provider attempts retried, by provider and what failed (HTTP status or `connection`). */
+  readonly samplingRetries = new Counter({
+    name: 'mrtr_sampling_retries_total',
+    help: 'Provider attempts retried after 408, 409, 429, 5xx or a connection failure',
+    labelNames: ['provider', 'status'] as const,
+    registers: [this.registry],
+  });
+  /** Time from a sampling request's arrival to its answer or error, by provider. */
+  readonly samplingSeconds = new Histogram({
+    name: 'mrtr_sampling_seconds',
+    help: 'Time to answer a sampling request through a provider (queue, attempts and backoff)',
+    labelNames: ['provider'] as const,
+    buckets: BUCKETS,
+    registers: [this.registry],
+  });
+
   constructor(source: MetricsSource) {
     const registers = [this.registry];
+    new Gauge({
+      name: 'mrtr_sampling_in_flight',
+      help: 'Sampling requests holding a provider slot',
+      labelNames: ['provider'] as const,
+      registers,
+      collect() {
+        this.reset();
+        for (const p of source.samplingInFlight?.() ?? []) this.set({ provider: p.provider }, p.count);
+      },
+    });
     new Gauge({
       name: 'mrtr_upstream_sessions',
       help: 'Upstream sessions by state',

@@ -1,0 +1,185 @@
+/**
+ * Bounds of provider-answered sampling: token budgets over a sliding window (per upstream and per
+ * principal) and a concurrency cap with a bounded queue (per provider). All in process memory.
+ */
+import { LRUCache } from 'lru-cache';
+import { SamplingError } from './errors.js';
+
+/** Slots a window is counted in: usage expires in steps of `windowMs / SLOTS`. */
+const SLOTS = 60;
+
+/** Tokens spent in one sliding window, counted in {@link SLOTS} slots, plus tokens reserved by requests in flight. */
+class TokenWindow {
+  private readonly slotMs: number;
+  /** Slot index → tokens spent in it. */
+  private readonly slots = new Map<number, number>();
+  reserved = 0;
+
+  constructor(
+    readonly limit: number,
+    readonly windowMs: number,
+  ) {
+    this.slotMs = Math.max(1, windowMs / SLOTS);
+  }
+
+  private prune(now: number): number {
+    const current = Math.floor(now / this.slotMs);
+    let used = 0;
+    for (const [i, t] of this.slots) {
+      if (i <= current - SLOTS) this.slots.delete(i);
+      else used += t;
+    }
+    return used;
+  }
+
+  /** Tokens spent in the window ending now. */
+  used(now: number): number {
+    return this.prune(now);
+  }
+
+  /** Records `tokens` spent at `now`. */
+  spend(tokens: number, now: number): void {
+    if (tokens <= 0) return;
+    const i = Math.floor(now / this.slotMs);
+    this.slots.set(i, (this.slots.get(i) ?? 0) + tokens);
+  }
+
+  /** Milliseconds until `need` tokens fit, counting only spent tokens leaving the window. */
+  retryAfter(need: number, now: number): number {
+    let room = this.limit - this.prune(now) - this.reserved;
+    for (const i of [...this.slots.keys()].sort((a, b) => a - b)) {
+      room += this.slots.get(i)!;
+      if (room >= need) return Math.max(0, Math.ceil((i + SLOTS) * this.slotMs - now));
+    }
+    return this.windowMs;
+  }
+}
+
+/** One budget a request is checked against. */
+export interface BudgetLimit {
+  /** `upstream` (all principals of an upstream) or `principal` (one principal on an upstream). */
+  scope: 'upstream' | 'principal';
+  /** Identifies the window (upstream, and principal for `principal`). */
+  key: string;
+  /** Most tokens per window. */
+  limit: number;
+  windowMs: number;
+}
+
+/** Tokens held for one request in flight; settle it exactly once. */
+export interface Reservation {
+  /** Replaces the reservation with the tokens the provider reported (input + output), spent at `now` (epoch ms). */
+  commit(tokens: number, now?: number): void;
+  /** Drops the reservation, counting nothing (the provider reported no usage). */
+  release(): void;
+}
+
+/** Token budgets over sliding windows, by key. */
+export class TokenBudgets {
+  private readonly windows = new LRUCache<string, TokenWindow>({ max: 100_000 });
+
+  /**
+   * Reserves `tokens` (a request's capped maxTokens) in every window of `limits`, or refuses. A
+   * window admits a request while the tokens spent in it, plus those reserved by requests in
+   * flight, leave room for `min(tokens, limit)`; a request larger than a whole budget is admitted
+   * only into an otherwise empty window.
+   * @throws SamplingError `budget` naming the scope, limit and window, with `data.retryAfterMs`
+   *   (when room for the request frees up as spent tokens leave the window).
+   */
+  reserve(limits: BudgetLimit[], tokens: number, now = Date.now()): Reservation {
+    const held: { w: TokenWindow; n: number }[] = [];
+    for (const l of limits) {
+      const id = `${l.key}\u0000${l.limit}\u0000${l.windowMs}`;
+      let w = this.windows.get(id);
+      if (!w) this.windows.set(id, (w = new TokenWindow(l.limit, l.windowMs)));
+      const need = Math.min(tokens, l.limit);
+      const used = w.used(now);
+      if (used + w.reserved + need > l.limit) {
+        const retryAfterMs = w.retryAfter(need, now);
+        const who = l.scope === 'upstream' ? 'this upstream' : 'this principal on this upstream';
+        throw new SamplingError(
+          'budget',
+          `Sampling token budget of ${who} exhausted: ${used} of ${l.limit} tokens spent in the last ${l.windowMs} ms${w.reserved ? ` and ${w.reserved} held by requests in flight` : ''}; this request needs room for ${need}`,
+          { scope: l.scope, limit: l.limit, windowMs: l.windowMs, retryAfterMs },
+        );
+      }
+      held.push({ w, n: need });
+    }
+    for (const h of held) h.w.reserved += h.n;
+    let settled = false;
+    const settle = (spent: number, at: number) => {
+      if (settled) return;
+      settled = true;
+      for (const h of held) {
+        h.w.reserved -= h.n;
+        h.w.spend(spent, at);
+      }
+    };
+    return { commit: (n, at = Date.now()) => settle(n, at), release: () => settle(0, Date.now()) };
+  }
+}
+
+/** A concurrency cap with a bounded FIFO queue. */
+export class Slots {
+  private active = 0;
+  private readonly queue: { grant: () => void }[] = [];
+
+  constructor(
+    readonly max: number,
+    readonly maxQueued: number,
+  ) {}
+
+  /** Requests holding a slot. */
+  get inFlight(): number {
+    return this.active;
+  }
+
+  /**
+   * Waits for a slot until `deadline` (epoch ms); resolves with its release function (call once).
+   * @throws SamplingError `busy` when the queue is full or no slot frees up by the deadline;
+   *   `cancelled` when `signal` aborts first.
+   */
+  acquire(deadline: number, signal?: AbortSignal): Promise<() => void> {
+    if (signal?.aborted) return Promise.reject(new SamplingError('cancelled', 'The sampling request was withdrawn'));
+    if (this.active < this.max) {
+      this.active++;
+      return Promise.resolve(this.releaser());
+    }
+    if (this.queue.length >= this.maxQueued) {
+      return Promise.reject(new SamplingError('busy', `The provider has ${this.max} requests in flight and ${this.queue.length} waiting (maxConcurrent, maxQueued)`));
+    }
+    return new Promise((resolve, reject) => {
+      const entry = {
+        grant: () => {
+          cleanup();
+          resolve(this.releaser());
+        },
+      };
+      const drop = (err: SamplingError) => {
+        const i = this.queue.indexOf(entry);
+        if (i >= 0) this.queue.splice(i, 1);
+        cleanup();
+        reject(err);
+      };
+      const timer = setTimeout(() => drop(new SamplingError('busy', `No provider slot became free within the time limit (maxConcurrent ${this.max})`)), Math.max(0, deadline - Date.now()));
+      const onAbort = () => drop(new SamplingError('cancelled', 'The sampling request was withdrawn'));
+      const cleanup = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.queue.push(entry);
+    });
+  }
+
+  private releaser(): () => void {
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      const next = this.queue.shift();
+      if (next) next.grant();
+      else this.active--;
+    };
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * Provider adapters over the official SDKs: `openai` (any OpenAI-compatible Chat Completions
+ * endpoint) and `@anthropic-ai/sdk` (Messages API). One adapter per configured provider; each call
+ * is one HTTP attempt (the SDKs' own retries are off: the sampler retries within its time limit).
+ * Every option the SDKs would otherwise take from the environment (base URL, API key, organisation,
+ * project, log level) is passed explicitly, so none of those variables is read. The one the
+ * Anthropic SDK still honours is `ANTHROPIC_CUSTOM_HEADERS` (extra headers set on the gateway's
+ * own process).
+ */
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import type { SamplingProviderConfig } from '../config/schema.js';
+import { fromAnthropicResponse, fromOpenAIResponse, toAnthropicRequest, toOpenAIRequest, type MappedCompletion, type ModelChoice, type SamplingParams } from './mapping.js';
+import type { SamplingFailure } from './errors.js';
+
+/** Default base URLs (the SDKs' own, given explicitly so no environment variable overrides them). */
+export const DEFAULT_BASE_URL = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' } as const;
+
+/** One attempt's limits. */
+export interface AttemptOptions {
+  /** Aborts the HTTP request (timeout of the whole sampling request, or the upstream withdrew it). */
+  signal: AbortSignal;
+  /** Time left for this attempt, in ms. */
+  timeoutMs: number;
+}
+
+/** A configured provider: maps a request, sends one attempt, maps the answer. */
+export interface ProviderAdapter {
+  readonly name: string;
+  readonly cfg: SamplingProviderConfig;
+  /**
+   * The provider request body for `params`.
+   * @throws SamplingError from the mapping (unsupported content, misplaced tool blocks).
+   */
+  build(params: SamplingParams, model: ModelChoice, maxTokens: number): unknown;
+  /** Sends `body` once; rejects with the SDK's error. */
+  send(body: unknown, opts: AttemptOptions): Promise<unknown>;
+  /**
+   * The MCP result of the provider's answer.
+   * @throws SamplingError `provider-protocol`.
+   */
+  parse(response: unknown, params: SamplingParams): MappedCompletion;
+}
+
+/**
+ * Creates the adapter of provider `name` from its parsed config (`apiKey` already substituted from
+ * the environment; undefined: none, openai only). The key lives in the SDK client and in `cfg` only.
+ */
+export function createProvider(name: string, cfg: SamplingProviderConfig): ProviderAdapter {
+  const baseURL = cfg.baseUrl ?? DEFAULT_BASE_URL[cfg.kind];
+  if (cfg.kind === 'openai') {
+    const client = new OpenAI({
+      apiKey: cfg.apiKey ?? 'none',
+      baseURL,
+      organization: null,
+      project: null,
+      webhookSecret: null,
+      maxRetries: 0,
+      timeout: cfg.timeoutMs,
+      logLevel: 'off',
+      // A local server configured without a key gets no Authorization header at all.
+      ...(cfg.apiKey === undefined ? { defaultHeaders: { authorization: null } } : {}),
+    });
+    return {
+      name,
+      cfg,
+      build: (params, model, maxTokens) => toOpenAIRequest(params, model, maxTokens, cfg.maxTokensField),
+      send: (body, opts) => client.chat.completions.create(body as ReturnType<typeof toOpenAIRequest>, { signal: opts.signal, timeout: Math.max(1, opts.timeoutMs), maxRetries: 0 }),
+      parse: (res, params) => fromOpenAIResponse(res as Parameters<typeof fromOpenAIResponse>[0], params),
+    };
+  }
+  const client = new Anthropic({
+    apiKey: cfg.apiKey!,
+    webhookKey: null,
+    baseURL,
+    maxRetries: 0,
+    timeout: cfg.timeoutMs,
+    logLevel: 'off',
+    openTelemetry: false,
+  });
+  return {
+    name,
+    cfg,
+    build: (params, model, maxTokens) => toAnthropicRequest(params, model, maxTokens),
+    send: (body, opts) => client.messages.create(body as ReturnType<typeof toAnthropicRequest>, { signal: opts.signal, timeout: Math.max(1, opts.timeoutMs), maxRetries: 0 }),
+    parse: (res, params) => fromAnthropicResponse(res as Parameters<typeof fromAnthropicResponse>[0], params),
+  };
+}
+
+/** What went wrong in one attempt, and whether another attempt may help. */
+export interface AttemptFailure {
+  reason: SamplingFailure;
+  retryable: boolean;
+  /** The provider's HTTP status, when it answered. */
+  status?: number;
+  /** What the provider asked for in `retry-after-ms` or `retry-after`, in ms. */
+  retryAfterMs?: number;
+  /** A short description, the provider's own message included where safe (keys scrubbed). */
+  detail: string;
+}
+
+/** Parses `retry-after-ms` (milliseconds) or `retry-after` (seconds, or an HTTP date) from response headers. */
+export function retryAfterMs(headers: Headers | undefined, now = Date.now()): number | undefined {
+  const ms = headers?.get('retry-after-ms');
+  if (ms && Number.isFinite(Number(ms))) return Math.max(0, Number(ms));
+  const ra = headers?.get('retry-after');
+  if (!ra) return undefined;
+  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Math.max(0, Number(ra) * 1000);
+  const at = Date.parse(ra);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** Replaces `secrets` and anything shaped like an API key in `text`, and caps its length. */
+export function scrub(text: string, secrets: (string | undefined)[]): string {
+  let out = text;
+  for (const s of secrets) if (s && s.length >= 4) out = out.split(s).join('[redacted]');
+  out = out.replace(/\b(sk|pk|rk)-[A-Za-z0-9_*.-]{6,}/g, '[redacted]').replace(/\b(Bearer)\s+\S+/gi, '$1 [redacted]');
+  return out.length > 300 ? `${out.slice(0, 300)}…` : out;
+}
+
+/** The provider's own error message from an SDK error body (OpenAI `{error:{message}}`, Anthropic `{type:"error",error:{message}}`). */
+function providerMessage(err: { error?: unknown; message?: string }): string | undefined {
+  const body = err.error as { message?: unknown; error?: { message?: unknown } } | undefined;
+  const m = body?.error?.message ?? body?.message;
+  return typeof m === 'string' && m ? m : undefined;
+}
+
+/**
+ * Classifies an SDK error of one attempt. 401/403: `provider-auth`, not retried, and the provider's
+ * message is left out (it may quote part of the key). 408, 409, 429 and 5xx: retried. Other 4xx:
+ * `provider-rejected`. Connection failures: retried. Anything else: `provider-protocol`.
+ * Aborts and timeouts are decided by the caller, which owns the signal.
+ */
+export function classifyFailure(err: unknown, provider: ProviderAdapter): AttemptFailure {
+  const e = err as { status?: unknown; headers?: Headers; error?: unknown; message?: string };
+  const where = `provider '${provider.name}'`;
+  if (typeof e?.status === 'number') {
+    const status = e.status;
+    const said = providerMessage(e);
+    const tail = said ? `: ${scrub(said, [provider.cfg.apiKey])}` : '';
+    if (status === 401 || status === 403) {
+      return { reason: 'provider-auth', retryable: false, status, detail: `${where} refused the gateway's credentials (HTTP ${status}); check sampling.providers.${provider.name}.apiKey` };
+    }
+    if (status === 429) return { reason: 'provider-rate-limited', retryable: true, status, retryAfterMs: retryAfterMs(e.headers), detail: `${where} is rate limiting (HTTP 429)${tail}` };
+    if (status >= 500 || status === 408 || status === 409) return { reason: 'provider-unavailable', retryable: true, status, retryAfterMs: retryAfterMs(e.headers), detail: `${where} failed (HTTP ${status})${tail}` };
+    return { reason: 'provider-rejected', retryable: false, status, detail: `${where} rejected the request (HTTP ${status})${tail}` };
+  }
+  if (err instanceof OpenAI.APIConnectionError || err instanceof Anthropic.APIConnectionError) {
+    const timedOut = err instanceof OpenAI.APIConnectionTimeoutError || err instanceof Anthropic.APIConnectionTimeoutError;
+    return { reason: 'provider-unavailable', retryable: true, detail: `${where} could not be reached (${timedOut ? 'timed out' : 'connection failed'})` };
+  }
+  return { reason: 'provider-protocol', retryable: false, detail: `${where} answered something unusable: ${scrub(String(e?.message ?? err), [provider.cfg.apiKey])}` };
+}

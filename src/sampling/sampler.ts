@@ -1,0 +1,183 @@
+/**
+ * The gateway answering a legacy upstream's `sampling/createMessage` itself, through a configured
+ * LLM provider (MCP 2026-07-28 deprecated.mdx: sampling's migration path is "integrate directly
+ * with LLM provider APIs"). The Exchange (MRTR bridge and tasks) and the legacy pass-through relay
+ * call {@link Sampler.answer}; nothing here knows about either.
+ *
+ * One request: validate → pick the model → map → reserve budget → wait for a slot → attempts with
+ * backoff → map the answer → count. Everything within the provider's `timeoutMs`.
+ */
+import type { GatewayConfig, UpstreamSamplingConfig } from '../config/schema.js';
+import type { Logger } from '../observability/log.js';
+import type { Metrics } from '../observability/metrics.js';
+import { principalHash } from '../security/auth.js';
+import { Slots, TokenBudgets, type BudgetLimit, type Reservation } from './budget.js';
+import { SamplingError } from './errors.js';
+import { parseSamplingParams, selectModel } from './mapping.js';
+import { classifyFailure, createProvider, type ProviderAdapter } from './providers.js';
+
+/** One `sampling/createMessage` the gateway answers. */
+export interface SamplingRequest {
+  /** Upstream name (budgets, metrics, logs). */
+  upstream: string;
+  /** The upstream's `sampling` config (provider, caps, budgets). */
+  cfg: UpstreamSamplingConfig;
+  /** The tool whose call asked, when known (metrics, logs). */
+  tool?: string;
+  /** The caller's principal (per-principal budget; hashed in metrics and logs). */
+  principal: string;
+  /** The upstream's request params as received (legacy CreateMessageRequestParams). */
+  params: unknown;
+  /** Aborts when the upstream withdraws its request or the call it belongs to ends. */
+  signal?: AbortSignal;
+}
+
+const BACKOFF_BASE_MS = 500;
+const BACKOFF_MAX_MS = 8000;
+
+/** Answers sampling requests through the providers of `sampling.providers`. */
+export class Sampler {
+  private readonly providers = new Map<string, { adapter: ProviderAdapter; slots: Slots }>();
+  private readonly budgets = new TokenBudgets();
+
+  constructor(
+    cfg: GatewayConfig['sampling'],
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {
+    for (const [name, p] of Object.entries(cfg.providers)) this.providers.set(name, { adapter: createProvider(name, p), slots: new Slots(p.maxConcurrent, p.maxQueued) });
+  }
+
+  /** Requests holding a slot, per provider (for the `mrtr_sampling_in_flight` gauge). */
+  inFlight(): { provider: string; count: number }[] {
+    return [...this.providers].map(([provider, p]) => ({ provider, count: p.slots.inFlight }));
+  }
+
+  /**
+   * Answers one `sampling/createMessage` through the upstream's provider (MCP 2025-11-25
+   * client/sampling). Within the provider's `timeoutMs` from arrival: the params are validated, a
+   * model is picked from `modelPreferences`, `maxTokens` is capped (provider `maxTokens`, upstream
+   * `sampling.maxTokens`), the budgets are checked, a slot is awaited, and the provider is asked,
+   * with retries after 408/409/429/5xx/connection failures (backoff 0.5 s·2ⁿ up to 8 s, or the
+   * provider's Retry-After) while they fit in the time left.
+   * @returns a CreateMessageResult (CreateMessageResultWithTools when the request had tools):
+   *   `{role:"assistant", content, model, stopReason?}` with the provider's model and stop reason.
+   * @throws SamplingError: `invalid-request`/`unsupported-content` (-32602); `budget`, `busy`,
+   *   `provider-auth`, `provider-rate-limited`, `provider-unavailable`, `provider-rejected`,
+   *   `provider-protocol`, `timeout`, `cancelled` (-32603). Never the API key or message content.
+   */
+  async answer(req: SamplingRequest): Promise<Record<string, unknown>> {
+    const started = Date.now();
+    const name = req.cfg.provider ?? '';
+    const provider = this.providers.get(name);
+    const who = principalHash(req.principal);
+    const line: Record<string, unknown> = { upstream: req.upstream, tool: req.tool, principal: who, provider: name };
+    if (!provider) {
+      const err = new SamplingError('invalid-request', `No sampling provider '${name}' is configured for upstream '${req.upstream}'`);
+      this.done(line, started, err);
+      throw err;
+    }
+    const { adapter, slots } = provider;
+    const deadline = started + adapter.cfg.timeoutMs;
+    const ctrl = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      ctrl.abort();
+    }, adapter.cfg.timeoutMs);
+    const onCancel = () => ctrl.abort();
+    req.signal?.addEventListener('abort', onCancel, { once: true });
+    let reservation: Reservation | undefined;
+    let releaseSlot: (() => void) | undefined;
+    let attempts = 0;
+    const stopped = () =>
+      timedOut || Date.now() >= deadline
+        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${adapter.cfg.timeoutMs} ms`, { provider: name, attempts })
+        : new SamplingError('cancelled', 'The sampling request was withdrawn before the provider answered', { provider: name, attempts });
+    try {
+      if (req.signal?.aborted) throw stopped();
+      const params = parseSamplingParams(req.params);
+      const choice = selectModel(adapter.cfg, params.modelPreferences);
+      const maxTokens = Math.min(params.maxTokens, adapter.cfg.maxTokens, req.cfg.maxTokens ?? Infinity);
+      Object.assign(line, { modelAlias: choice.alias, modelBy: choice.by, maxTokens });
+      const body = adapter.build(params, choice, maxTokens);
+      reservation = this.budgets.reserve(this.limits(req), maxTokens);
+      releaseSlot = await slots.acquire(deadline, ctrl.signal).catch((e: SamplingError) => {
+        throw e.reason === 'cancelled' ? stopped() : e;
+      });
+      let response: unknown;
+      for (;;) {
+        attempts++;
+        try {
+          response = await adapter.send(body, { signal: ctrl.signal, timeoutMs: deadline - Date.now() });
+          break;
+        } catch (e) {
+          if (ctrl.signal.aborted || Date.now() >= deadline) throw stopped();
+          const f = classifyFailure(e, adapter);
+          const extra = { provider: name, attempts, ...(f.status !== undefined ? { status: f.status } : {}), ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}) };
+          if (!f.retryable) throw new SamplingError(f.reason, f.detail, extra);
+          if (attempts > adapter.cfg.maxRetries) throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
+          const wait = f.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.25);
+          if (Date.now() + wait >= deadline) {
+            throw new SamplingError(f.reason, `${f.detail}; no time left within timeoutMs=${adapter.cfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`, extra);
+          }
+          this.metrics.samplingRetries.inc({ provider: name, status: f.status !== undefined ? String(f.status) : 'connection' });
+          this.log.debug({ ...line, attempt: attempts, status: f.status, waitMs: Math.round(wait) }, 'sampling: provider attempt failed, retrying');
+          await sleep(wait, ctrl.signal);
+          if (ctrl.signal.aborted) throw stopped();
+        }
+      }
+      const mapped = adapter.parse(response, params);
+      reservation.commit(mapped.usage.input + mapped.usage.output);
+      reservation = undefined;
+      const labels = { upstream: req.upstream, tool: req.tool ?? '', principal: who, provider: name, model: mapped.result.model };
+      this.metrics.samplingTokens.inc({ ...labels, direction: 'input' }, mapped.usage.input);
+      this.metrics.samplingTokens.inc({ ...labels, direction: 'output' }, mapped.usage.output);
+      Object.assign(line, { model: mapped.result.model, stopReason: mapped.result.stopReason, inputTokens: mapped.usage.input, outputTokens: mapped.usage.output, attempts });
+      this.done(line, started);
+      return { ...mapped.result };
+    } catch (e) {
+      const err = e instanceof SamplingError ? e : new SamplingError('provider-protocol', `Provider '${name}' failed unexpectedly`, { provider: name });
+      if (err.reason === 'budget') this.metrics.samplingBudgetExhausted.inc({ upstream: req.upstream, scope: String(err.data.scope) });
+      this.done({ ...line, attempts }, started, err);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+      req.signal?.removeEventListener('abort', onCancel);
+      reservation?.release();
+      releaseSlot?.();
+    }
+  }
+
+  /** The budgets a request of `req` counts against. */
+  private limits(req: SamplingRequest): BudgetLimit[] {
+    const b = req.cfg.budget;
+    const out: BudgetLimit[] = [];
+    if (b.tokens !== undefined) out.push({ scope: 'upstream', key: `u\u0000${req.upstream}`, limit: b.tokens, windowMs: b.windowMs });
+    if (b.tokensPerPrincipal !== undefined) out.push({ scope: 'principal', key: `p\u0000${req.upstream}\u0000${req.principal}`, limit: b.tokensPerPrincipal, windowMs: b.windowMs });
+    return out;
+  }
+
+  /** Counts and logs one finished request (no content, no key). */
+  private done(line: Record<string, unknown>, started: number, err?: SamplingError): void {
+    const durationMs = Date.now() - started;
+    const outcome = err ? err.reason : 'complete';
+    this.metrics.samplingRequests.inc({ upstream: String(line.upstream), provider: String(line.provider), outcome });
+    this.metrics.samplingSeconds.observe({ provider: String(line.provider) }, durationMs / 1000);
+    const fields = { ...line, durationMs, outcome, ...(err ? { status: err.data.status, err: err.message } : {}) };
+    if (!err || err.reason === 'cancelled' || err.reason === 'budget') this.log.info(fields, 'sampling');
+    else this.log.warn(fields, 'sampling');
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,138 @@
+/**
+ * Local stand-ins for LLM provider APIs, on 127.0.0.1 with an ephemeral port: OpenAI Chat
+ * Completions (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`), streaming
+ * off, with the documented request and response shapes. Each records every request it receives
+ * (path, headers, JSON body) and answers with what the test's `reply` function returns.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** One request the fake provider received. */
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  body: any;
+  at: number;
+}
+
+/** What the fake provider answers: a JSON body with a status and headers, or no answer at all. */
+export type Reply = { status?: number; headers?: Record<string, string>; body: unknown } | 'hang';
+
+/** A running fake provider. */
+export interface FakeLlm {
+  kind: 'openai' | 'anthropic';
+  /** The `baseUrl` to configure: `http://127.0.0.1:PORT/v1` (openai) or `http://127.0.0.1:PORT` (anthropic). */
+  baseUrl: string;
+  requests: ReceivedRequest[];
+  /** Decides the answer to the n-th request (from 1). */
+  reply: (req: ReceivedRequest, n: number) => Reply;
+  close(): Promise<void>;
+}
+
+const PATHS = { openai: '/v1/chat/completions', anthropic: '/v1/messages' } as const;
+
+/** Starts a fake provider of `kind`; requests to any other path get 404 in the provider's error shape. */
+export async function startFakeLlm(kind: 'openai' | 'anthropic', reply: FakeLlm['reply']): Promise<FakeLlm> {
+  const hanging = new Set<ServerResponse>();
+  const fake: FakeLlm = {
+    kind,
+    baseUrl: '',
+    requests: [],
+    reply,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const res of hanging) res.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      let body: unknown;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        body = text;
+      }
+      const received: ReceivedRequest = { method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, at: Date.now() };
+      if (req.method !== 'POST' || req.url !== PATHS[kind]) {
+        return send(res, 404, {}, errorBody(kind, 404, 'not_found_error', `No route ${req.method} ${req.url}`));
+      }
+      fake.requests.push(received);
+      const answer = fake.reply(received, fake.requests.length);
+      if (answer === 'hang') {
+        hanging.add(res);
+        res.on('close', () => hanging.delete(res));
+        return;
+      }
+      send(res, answer.status ?? 200, answer.headers ?? {}, answer.body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  const port = (server.address() as AddressInfo).port;
+  fake.baseUrl = kind === 'openai' ? `http://127.0.0.1:${port}/v1` : `http://127.0.0.1:${port}`;
+  return fake;
+}
+
+function send(res: ServerResponse, status: number, headers: Record<string, string>, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+/** The provider's error body: OpenAI `{error:{message,type,param,code}}`, Anthropic `{type:"error",error:{type,message}}`. */
+export function errorBody(kind: 'openai' | 'anthropic', status: number, type: string, message: string): unknown {
+  return kind === 'openai' ? { error: { message, type, param: null, code: status === 429 ? 'rate_limit_exceeded' : null } } : { type: 'error', error: { type, message }, request_id: 'req_test' };
+}
+
+/** A Chat Completions answer (one choice) with `content` and optional tool calls. */
+export function openaiCompletion(opts: {
+  content?: string | null;
+  toolCalls?: { id: string; name: string; arguments: string }[];
+  finish?: string;
+  model?: string;
+  usage?: { prompt: number; completion: number };
+  extraChoice?: Record<string, unknown>;
+}): unknown {
+  const usage = opts.usage ?? { prompt: 12, completion: 7 };
+  return {
+    id: 'chatcmpl-test',
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: opts.model ?? 'gpt-test-2026-01-01',
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: 'assistant',
+          content: opts.content === undefined ? null : opts.content,
+          refusal: null,
+          ...(opts.toolCalls ? { tool_calls: opts.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } })) } : {}),
+        },
+        logprobs: null,
+        finish_reason: opts.finish ?? (opts.toolCalls ? 'tool_calls' : 'stop'),
+        ...opts.extraChoice,
+      },
+    ],
+    usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+  };
+}
+
+/** A Messages answer with `content` blocks. */
+export function anthropicMessage(opts: { content: unknown[]; stop?: string; stopSequence?: string | null; model?: string; usage?: { input: number; output: number; cacheRead?: number } }): unknown {
+  const usage = opts.usage ?? { input: 15, output: 9 };
+  return {
+    id: 'msg_test',
+    type: 'message',
+    role: 'assistant',
+    model: opts.model ?? 'claude-test-5-20261101',
+    content: opts.content,
+    stop_reason: opts.stop ?? 'end_turn',
+    stop_sequence: opts.stopSequence ?? null,
+    usage: { input_tokens: usage.input, output_tokens: usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: usage.cacheRead ?? 0 },
+  };
+}
