@@ -28,10 +28,11 @@ import {
   type ExchangeMethod,
 } from './protocol/wire.js';
 import type { Logger } from './observability/log.js';
+import { endSpan, noteInputRound, startClientSpan, within } from './observability/tracing.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
-import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
+import { createModernUpstream, ModernHopError, probeModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
@@ -112,7 +113,8 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
-    this.modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+    this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
 
   /**
@@ -399,10 +401,20 @@ export class Gateway {
       if (needed && !info.capabilities[needed]) {
         throw methodNotFound(`Method not found: ${req.method} (upstream '${up.name}' does not offer ${needed})`);
       }
-      const result = (await lease.session.request({ method: req.method, params: req.params }, LooseResult, {
-        timeout: up.cfg.timeouts.requestMs,
-        signal: ctx.signal,
-      })) as Record<string, unknown>;
+      const trace = startClientSpan({ method: req.method, params: req.params, upstream: up.name, endpoint: up.cfg, protocolVersion: info.protocolVersion });
+      let result: Record<string, unknown>;
+      try {
+        result = (await within(trace, () =>
+          lease.session.request({ method: req.method, params: req.params }, LooseResult, {
+            timeout: up.cfg.timeouts.requestMs,
+            signal: ctx.signal,
+          }),
+        )) as Record<string, unknown>;
+        endSpan(trace, { result });
+      } catch (e) {
+        if (trace) endSpan(trace, { error: downstreamError(up.name, e, lease.session) });
+        throw e;
+      }
       up.pool.noteSuccess();
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
       const out: Record<string, unknown> = { ...result, resultType: 'complete' };
@@ -517,13 +529,14 @@ export class Gateway {
     const escalation: TaskEscalation | undefined = tasksDeclared
       ? {
           afterMs: taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window }),
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, name }),
         }
       : undefined;
     let result: Record<string, unknown>;
     let replay: { entries: ReplayEntry[]; round: number } | undefined;
     if (requestState !== undefined) {
       const claims = await this.bridge.open(binding, requestState);
+      noteInputRound(claims.rnd);
       if (claims.rp) replay = { entries: await this.bridge.replayAnswers(claims, inputResponses), round: claims.rnd };
       else return this.completed(up, method, true, await this.bridge.resume(claims, binding, inputResponses, ctx, window, escalation));
     } else if (Gateway.replays(up, method, name, tool)) {

@@ -1,8 +1,9 @@
 /**
- * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`).
- * Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a bad config,
- * flag or environment value, with a one-line message on stderr), serves every upstream at
- * `POST /mcp/NAME`, and stops cleanly on SIGTERM/SIGINT (exit code 0). `--help` lists the flags,
+ * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`,
+ * `OTEL_*`). Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a
+ * bad config, flag or environment value, with a one-line message on stderr), starts tracing when
+ * the `OTEL_*` variables ask for it, serves every upstream at `POST /mcp/NAME`, and stops cleanly
+ * on SIGTERM/SIGINT (exit code 0), exporting the spans still buffered. `--help` lists the flags,
  * environment variables and exit codes.
  */
 import { parseArgs } from 'node:util';
@@ -13,6 +14,7 @@ import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
 import { httpServerOptions } from './http/server.js';
 import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
+import { describeTracing, startTracing } from './observability/tracing.js';
 import { isLoopback } from './security/frontdoor.js';
 
 function usage(): string {
@@ -38,6 +40,10 @@ Environment:
   PORT       port to listen on when --port is not given
   HOST       address to bind when --host is not given
   LOG_LEVEL  ${LOG_LEVELS.join(', ')} (default: logLevel of the config, else info)
+  OTEL_*     OpenTelemetry traces: on when OTEL_TRACES_EXPORTER (not none),
+             OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the other
+             standard variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
+             protocol, headers, timeout, OTEL_PROPAGATORS …) configure them. Off otherwise.
   \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2)
   A stdio upstream's child gets from the gateway's environment only the safe set
   (${SAFE_CHILD_ENV.join(', ')})
@@ -119,6 +125,9 @@ for (const c of loaded.childEnv) {
   );
   if (c.unmatched.length) log.warn({ upstream: c.upstream, unmatched: c.unmatched }, `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`);
 }
+// Before anything that makes spans; off (nothing loaded) unless OTEL_* asks for traces.
+const tracing = await startTracing();
+if (tracing) log.info({ tracing: describeTracing() }, 'tracing on: spans exported as OTEL_* configures');
 const gateway = new Gateway(cfg, log);
 if (gateway.generatedStateKey) {
   log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
@@ -162,6 +171,8 @@ async function stop(signal: string): Promise<void> {
   await gateway.close();
   await front.settle(2000);
   (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
+  // The spans of the last requests are still buffered: export them (bounded).
+  await tracing?.shutdown(5000);
   log.info('stopped');
   process.exit(0);
 }

@@ -16,6 +16,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { ATTR, endSpan, spanEvent, startClientSpan, within, type Traced } from '../observability/tracing.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
@@ -236,6 +237,8 @@ export class Exchange {
   private readonly asked: ReplayEntry[] = [];
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
   private readonly providerCalls = new Set<AbortController>();
+  /** The upstream request's span, while tracing. */
+  private trace: Traced | undefined;
 
   constructor(private readonly init: ExchangeInit) {
     for (const e of init.replay ?? []) this.usedKeys.add(e.k);
@@ -248,9 +251,10 @@ export class Exchange {
     return this.init.method;
   }
 
-  /** Starts the upstream request. Call once. */
+  /** Starts the upstream request (its span a child of the active one). Call once. */
   start(): void {
     const { lease } = this.init;
+    this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
     lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
     const progressToken = this.id;
     lease.session.progressListener = (p) => {
@@ -267,22 +271,22 @@ export class Exchange {
   private attempt(attempt: number): void {
     const { lease, method, params } = this.init;
     this.armTimers();
-    if (this.init.legacyTask) return void this.runLegacyTask();
+    if (this.init.legacyTask) return void within(this.trace, () => this.runLegacyTask());
     const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken: this.id } };
-    lease.session
-      .request({ method, params: upstreamParams }, LooseResult, {
+    within(this.trace, () =>
+      lease.session.request({ method, params: upstreamParams }, LooseResult, {
         signal: this.abort.signal,
         timeout: NO_SDK_TIMEOUT,
-      })
-      .then(
-        (result) => this.finish({ result: result as Record<string, unknown> }, true),
-        (err) => {
-          if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
-            return this.urlElicitationRequired(err, attempt);
-          }
-          this.finish({ error: downstreamError(this.upstream, err, lease.session, this.init) }, keepsSession(err));
-        },
-      );
+      }),
+    ).then(
+      (result) => this.finish({ result: result as Record<string, unknown> }, true),
+      (err) => {
+        if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
+          return this.urlElicitationRequired(err, attempt);
+        }
+        this.finish({ error: downstreamError(this.upstream, err, lease.session, this.init) }, keepsSession(err));
+      },
+    );
   }
 
   /**
@@ -570,6 +574,7 @@ export class Exchange {
   private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
     return new Promise((resolve, reject) => {
       this.pending.set(key, { key, request, resolve, reject });
+      spanEvent(this.trace, 'mcp.input.request', { [ATTR.MCP_METHOD_NAME]: request.method, [ATTR.MCP_INPUT_KEY]: key });
       this.lastInputAt = Date.now();
       this.armTimers();
       this.notify();
@@ -594,6 +599,7 @@ export class Exchange {
       return;
     }
     this.outcome = outcome;
+    endSpan(this.trace, outcome);
     this.clearTimers();
     for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
     this.pending.clear();

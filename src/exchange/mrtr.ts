@@ -9,6 +9,7 @@ import { LRUCache } from 'lru-cache';
 import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { recordInputRound } from '../observability/tracing.js';
 import { HeldElsewhere, type SpentStates } from '../store/shared.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
@@ -150,7 +151,7 @@ export class MrtrBridge {
       return o.result;
     }
     const inputRequests = exchange.outstanding();
-    if (replay) return this.replayRound(exchange, binding, inputRequests, replay);
+    if (replay) return this.replayRound(exchange, binding, inputRequests, replay, waitStart);
     if (!this.parked.has(exchange.id) && exchange.round === 0) {
       const limit = this.limits.perUpstream(binding.upstream);
       const full =
@@ -183,6 +184,7 @@ export class MrtrBridge {
     const requestState = await this.sealer.seal(claims);
     this.park(exchange, binding);
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
+    recordInputRound({ start: waitStart, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'park' });
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
   }
@@ -192,7 +194,7 @@ export class MrtrBridge {
    * into the sealed state with their digests, and the upstream call is cancelled, holding nothing.
    * @throws GatewayError -32603 `replay-limit` when the answers exceed `maxBytes`.
    */
-  private async replayRound(exchange: Exchange, binding: RetryBinding, inputRequests: Record<string, InputRequest>, replay: ReplayMode): Promise<Record<string, unknown>> {
+  private async replayRound(exchange: Exchange, binding: RetryBinding, inputRequests: Record<string, InputRequest>, replay: ReplayMode, started: number): Promise<Record<string, unknown>> {
     const entries = exchange.replayState();
     const bytes = Buffer.byteLength(JSON.stringify(entries));
     if (bytes > replay.maxBytes) {
@@ -222,6 +224,7 @@ export class MrtrBridge {
     // The call is asked again on the retry: nothing of it is kept here.
     exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', 'Replay mode: the call runs again when the client answers'));
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
+    recordInputRound({ start: started, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'replay' });
     return { resultType: 'input_required', inputRequests, requestState } satisfies InputRequiredResult;
   }
 

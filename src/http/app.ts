@@ -14,9 +14,10 @@ import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
 import { ErrorCode, GatewayError, methodNotFound, upstreamFailed } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
-import { META_LOG_LEVEL, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
+import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
+import { endSpan, startServerSpan, traceIds, within, type Traced } from '../observability/tracing.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
 import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
@@ -43,6 +44,16 @@ function clientAddress(c: Context): string {
     return getConnInfo(c).remote.address ?? 'unknown';
   } catch {
     return 'unknown';
+  }
+}
+
+/** The client's address and port, when the socket is still there (for the request's span). */
+function clientEndpoint(c: Context): { address?: string; port?: number } | undefined {
+  try {
+    const { address, port } = getConnInfo(c).remote;
+    return { address, port };
+  } catch {
+    return undefined;
   }
 }
 
@@ -320,6 +331,8 @@ interface RequestLog {
   principal: string;
   started: number;
   timing: { upstreamMs: number };
+  /** The request's span, while tracing. */
+  trace?: Traced;
 }
 
 function record(r: RequestLog, method: string, name: string | undefined, outcome: { error?: GatewayError; resultType?: string }): void {
@@ -328,7 +341,7 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   const upstreamMs = Math.round(r.timing.upstreamMs * 10) / 10;
   const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
   r.log.info(
-    { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code },
+    { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, ...traceIds(r.trace) },
     'request',
   );
   const known = (SERVED_METHODS as readonly string[]).includes(method) ? method : 'other';
@@ -383,16 +396,37 @@ async function handleMcp(
     return new Response(null, { status: 202 });
   }
   const reqId = rpc.id;
+  const rawMeta = rpc.params?._meta;
+  const meta = rawMeta && typeof rawMeta === 'object' && !Array.isArray(rawMeta) ? (rawMeta as Record<string, unknown>) : undefined;
+  rl.trace = startServerSpan({
+    method: rpc.method,
+    params: rpc.params,
+    upstream: name,
+    id: reqId,
+    protocolVersion: typeof meta?.[META_PROTOCOL_VERSION] === 'string' ? (meta[META_PROTOCOL_VERSION] as string) : undefined,
+    meta,
+    headers: c.req.raw.headers,
+    client: clientEndpoint(c),
+    inputRounds: true,
+  });
   let validated;
   try {
     validated = validateRequest({ ...rpc, id: reqId }, c.req.raw.headers);
   } catch (e) {
     const g = asGatewayError(e, log);
     record(rl, rpc.method, undefined, { error: g });
+    endSpan(rl.trace, { error: g });
     return errorResponse(reqId, g.toJSON(), g.httpStatus);
   }
 
-  if (validated.method === 'subscriptions/listen') return serveListen(c, gateway, validated, name, caller, log, (outcome) => record(rl, 'subscriptions/listen', undefined, outcome));
+  if (validated.method === 'subscriptions/listen') {
+    return within(rl.trace, () =>
+      serveListen(c, gateway, validated, name, caller, log, (outcome) => {
+        record(rl, 'subscriptions/listen', undefined, outcome);
+        endSpan(rl.trace, outcome.error ? { error: outcome.error } : { result: { resultType: outcome.resultType ?? 'complete' } });
+      }),
+    );
+  }
 
   const progressToken = validated.progressToken;
   const acceptsSse = (c.req.header('accept') ?? '').includes('text/event-stream');
@@ -422,30 +456,33 @@ async function handleMcp(
         }
       : undefined;
 
-    const work = gateway
-      .handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders })
-      .then(
-        (result) => {
-          record(rl, validated.method, callName, { resultType: result.resultType as string });
-          return { message: { jsonrpc: '2.0', id: reqId, result }, status: 200 };
-        },
-        async (e) => {
-          if (e instanceof HeldElsewhere) {
-            // The call lives on another replica: it answers, over the internal hop.
-            const relayed = forwarded ? undefined : await forwardHeld(gateway, e.replica, name, text, c.req.raw.headers, caller.principal);
-            if (relayed) {
-              record(rl, validated.method, callName, { resultType: 'forwarded' });
-              gateway.metrics.forwarded.inc({ outcome: String(relayed.status) });
-              return { forwarded: relayed, message: undefined, status: relayed.status };
-            }
-            gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
-            e = upstreamFailed(name, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
+    const work = within(rl.trace, () =>
+      gateway.handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
+    ).then(
+      (result) => {
+        record(rl, validated.method, callName, { resultType: result.resultType as string });
+        endSpan(rl.trace, { result });
+        return { message: { jsonrpc: '2.0', id: reqId, result }, status: 200 };
+      },
+      async (e) => {
+        if (e instanceof HeldElsewhere) {
+          // The call lives on another replica: it answers, over the internal hop.
+          const relayed = forwarded ? undefined : await within(rl.trace, () => forwardHeld(gateway, (e as HeldElsewhere).replica, name, text, c.req.raw.headers, caller.principal));
+          if (relayed) {
+            record(rl, validated.method, callName, { resultType: 'forwarded' });
+            endSpan(rl.trace, { forwarded: relayed.status });
+            gateway.metrics.forwarded.inc({ outcome: String(relayed.status) });
+            return { forwarded: relayed, message: undefined, status: relayed.status };
           }
-          const g = asGatewayError(e, log);
-          record(rl, validated.method, callName, { error: g });
-          return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
-        },
-      );
+          gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
+          e = upstreamFailed(name, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
+        }
+        const g = asGatewayError(e, log);
+        record(rl, validated.method, callName, { error: g });
+        endSpan(rl.trace, { error: g });
+        return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
+      },
+    );
     track(work);
     void work.finally(() => c.req.raw.signal.removeEventListener('abort', clientGone));
     void work.then((done) => {

@@ -264,7 +264,7 @@ export class LegacySessions {
     const s = session;
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
-      void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream });
+      void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream, headers: extra?.requestInfo?.headers });
     };
     transport.onclose = () => void this.end(s, 'closed');
     return s;

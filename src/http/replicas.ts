@@ -7,10 +7,12 @@
  * `X-Mrtr-Replica-Secret` and the principal the first replica authenticated in
  * `X-Mrtr-Principal`. The owner serves it as if it had landed there, and its response (JSON or a
  * progress SSE stream) is relayed back as it is. The route answers 404 to anything without the
- * secret, and a forwarded request is never forwarded again.
+ * secret, and a forwarded request is never forwarded again. With tracing on, the forwarded request
+ * carries the trace context of this replica's span for it instead of the client's.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { traceHeaders } from '../observability/tracing.js';
 import type { ReplicaInfo } from '../store/shared.js';
 
 /** Path prefix of the internal forwarding route. */
@@ -55,7 +57,7 @@ export async function forwardToReplica(owner: ReplicaInfo, upstream: string, bod
   out[SECRET_HEADER] = secret;
   out[PRINCIPAL_HEADER] = Buffer.from(principal, 'utf8').toString('base64url');
   try {
-    const res = await undiciFetch(`${owner.url}${FORWARD_PREFIX}${encodeURIComponent(upstream)}`, { method: 'POST', headers: out, body, dispatcher: hop });
+    const res = await undiciFetch(`${owner.url}${FORWARD_PREFIX}${encodeURIComponent(upstream)}`, { method: 'POST', headers: traceHeaders(out) as Record<string, string>, body, dispatcher: hop });
     const relayed = new Headers();
     res.headers.forEach((v, k) => {
       if (/^(content-type|cache-control|x-accel-buffering|retry-after|www-authenticate)$/i.test(k)) relayed.set(k, v);

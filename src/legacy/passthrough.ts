@@ -29,12 +29,17 @@
  * A `sampling/createMessage` the upstream's `sampling` mode gives to the gateway's provider
  * (provider mode, or fallback mode for a client that cannot answer it) never reaches the client:
  * the relay answers it upstream with the provider's result or error.
+ *
+ * With tracing on, each client request gets a SERVER span (its parent from the request's
+ * `params._meta` or HTTP headers) and a CLIENT span for the relayed request, whose context goes to
+ * an HTTP upstream in the request's headers; the message itself is relayed unchanged.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
+import { endSpan, startClientSpan, startServerSpan, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
@@ -56,9 +61,10 @@ export interface DownstreamTransport extends Transport {
 export interface LegacyRelay {
   /**
    * One message from the client (the first is `initialize`); failures are answered, never thrown.
-   * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can resume it.
+   * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can
+   * resume it; `extra.headers` are the HTTP request's headers (trace context).
    */
-  fromClient(message: JSONRPCMessage, extra?: { closeSSEStream?: () => void }): Promise<void>;
+  fromClient(message: JSONRPCMessage, extra?: ClientMessageExtra): Promise<void>;
   /** Ends the upstream side. Never throws. */
   close(): Promise<void>;
   /** Client requests waiting for their answer. */
@@ -105,6 +111,8 @@ export interface PassThroughInit {
 export interface ClientMessageExtra {
   /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
   closeSSEStream?: () => void;
+  /** The headers of the HTTP request that carried the message (lower-case names). */
+  headers?: PlainHeaders;
 }
 
 /** The first legacy revision whose `sampling` capability has `tools` (and `context`). */
@@ -117,6 +125,8 @@ interface InFlight {
   progressToken?: Id;
   /** The timer that closes the request's SSE stream (SSE polling). */
   poll?: NodeJS.Timeout;
+  /** The request's spans (downstream and relayed), while tracing. */
+  trace?: { server: Traced; client?: Traced };
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -160,20 +170,50 @@ export class PassThroughRelay implements LegacyRelay {
       const after = this.init.closeStreamAfterMs ?? 0;
       const poll = after > 0 && extra.closeSSEStream ? setTimeout(extra.closeSSEStream, after).unref() : undefined;
       clearTimeout(this.inflight.get(m.id!)?.poll);
+      const trace = this.startTrace(m, extra.headers);
       this.inflight.set(m.id!, {
         method: m.method!,
         name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
         startedAt: performance.now(),
         progressToken: token,
         poll,
+        trace,
       });
       if (token !== undefined) this.progressOwner.set(token, m.id!);
-      if (m.method === 'initialize') return this.start(m);
+      if (m.method === 'initialize') return within(trace?.client, () => this.start(m));
+      return within(trace?.client, () => this.toUpstream(m));
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
       const id = (m.params as { requestId?: Id } | undefined)?.requestId;
       if (id !== undefined) this.forget(id);
     }
     await this.toUpstream(m);
+  }
+
+  /** The spans of one client request: the downstream SERVER span and, as its child, the relayed CLIENT span. */
+  private startTrace(m: Message, headers: PlainHeaders | undefined): InFlight['trace'] {
+    const version = m.method === 'initialize' ? String(m.params?.protocolVersion ?? '') : this.negotiated;
+    const sessionId = headers?.['mcp-session-id'];
+    const server = startServerSpan({
+      method: m.method!,
+      params: m.params,
+      upstream: this.init.upstream,
+      id: m.id,
+      protocolVersion: version,
+      meta: m.params?._meta as Record<string, unknown> | undefined,
+      headers,
+      sessionId: typeof sessionId === 'string' ? sessionId : undefined,
+    });
+    if (!server) return undefined;
+    const client = within(server, () => startClientSpan({ method: m.method!, params: m.params, upstream: this.init.upstream, endpoint: this.init.cfg, id: m.id, protocolVersion: version }));
+    return { server, client };
+  }
+
+  /** Ends a request's spans with its outcome. */
+  private endTrace(req: InFlight | undefined, outcome: Outcome): void {
+    if (!req?.trace) return;
+    endSpan(req.trace.client, outcome);
+    endSpan(req.trace.server, outcome);
+    req.trace = undefined;
   }
 
   /** Spawns or connects the upstream and sends the client's initialize on. */
@@ -261,6 +301,7 @@ export class PassThroughRelay implements LegacyRelay {
         this.negotiated = (m.result as { protocolVersion?: string }).protocolVersion;
         if (this.negotiated) this.up?.setProtocolVersion?.(this.negotiated);
       }
+      this.endTrace(req, m.error ? { error: m.error as { code: number; message: string } } : { result: (m.result ?? {}) as Record<string, unknown> });
       this.forget(m.id!);
       if (req) {
         const error = m.error as { code?: number } | undefined;
@@ -376,6 +417,7 @@ export class PassThroughRelay implements LegacyRelay {
 
   private async answerError(id: Id, code: number, message: string, data?: unknown): Promise<void> {
     const req = this.inflight.get(id);
+    this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
     if (req) this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: 'error', code });
     await this.init.downstream.send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage).catch(() => {});
@@ -383,6 +425,8 @@ export class PassThroughRelay implements LegacyRelay {
 
   private forget(id: Id): void {
     const req = this.inflight.get(id);
+    // Still open here: the client cancelled the request.
+    this.endTrace(req, { failed: 'cancelled', message: 'The client cancelled the request' });
     if (req?.progressToken !== undefined) this.progressOwner.delete(req.progressToken);
     clearTimeout(req?.poll);
     this.inflight.delete(id);
@@ -409,7 +453,10 @@ export class PassThroughRelay implements LegacyRelay {
   /** Closes the upstream side (a stdio child ends; an HTTP session gets DELETE). Never throws. */
   async close(): Promise<void> {
     this.ended = true;
-    for (const req of this.inflight.values()) clearTimeout(req.poll);
+    for (const req of this.inflight.values()) {
+      clearTimeout(req.poll);
+      this.endTrace(req, { failed: 'session_closed', message: 'The session closed' });
+    }
     for (const c of this.providerCalls.values()) c.abort();
     const up = this.up;
     this.up = undefined;

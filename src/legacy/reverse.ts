@@ -19,9 +19,10 @@ import { missingFor } from '../exchange/exchange.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, PROTOCOL_VERSION, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { endSpan, startServerSpan, within } from '../observability/tracing.js';
 import { allowedCapabilities } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
-import type { DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
@@ -69,8 +70,12 @@ export class ReverseRelay implements LegacyRelay {
     return this.inflight.size;
   }
 
-  /** One message from the legacy client; requests are answered on the downstream transport, never thrown. */
-  async fromClient(raw: JSONRPCMessage): Promise<void> {
+  /**
+   * One message from the legacy client; requests are answered on the downstream transport, never
+   * thrown. With tracing on, a request gets a SERVER span (its parent from its `params._meta` or
+   * `extra.headers`), the parent of the spans of its upstream requests.
+   */
+  async fromClient(raw: JSONRPCMessage, extra: ClientMessageExtra = {}): Promise<void> {
     const m = raw as Message;
     if (this.closed) return;
     const kind = kindOf(m);
@@ -91,15 +96,27 @@ export class ReverseRelay implements LegacyRelay {
       abort: new AbortController(),
     };
     this.inflight.set(m.id!, entry);
+    const sessionId = extra.headers?.['mcp-session-id'];
+    const trace = startServerSpan({
+      method: m.method!,
+      params,
+      upstream: this.init.upstream,
+      id: m.id,
+      protocolVersion: m.method === 'initialize' ? String(params.protocolVersion ?? '') : this.negotiated,
+      meta: params._meta as Record<string, unknown> | undefined,
+      headers: extra.headers,
+      sessionId: typeof sessionId === 'string' ? sessionId : undefined,
+    });
     let answer: { result?: unknown; error?: Message['error'] };
     try {
-      answer = await this.serve(m, entry);
+      answer = await within(trace, () => this.serve(m, entry));
     } catch (e) {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
       answer = { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' failed: ${err.message}`, data: { upstream: this.init.upstream, reason } } };
     }
     this.inflight.delete(m.id!);
+    endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
     this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code });
     await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
   }

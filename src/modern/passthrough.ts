@@ -29,6 +29,7 @@ import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFail
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { noteInputRound, recordInputRound } from '../observability/tracing.js';
 import type { SpentStates } from '../store/shared.js';
 import { secretFields } from '../security/secrets.js';
 import { TASK_NOT_FOUND } from '../tasks/manager.js';
@@ -91,12 +92,17 @@ export class ModernPassThrough {
     const exchange = (EXCHANGE_METHODS as readonly string[]).includes(method);
     const name = exchange ? String(method === 'resources/read' ? params.uri : params.name) : '';
     const binding = { up: up.name, sub: ctx.principal, m: method, n: name, d: exchange ? digestOf(params.arguments) : '' };
+    const started = performance.now();
+    /** Input rounds the client answered before this request. */
+    let round = 0;
 
     if (exchange && params.requestState !== undefined) {
       const claims = await this.sealer.open(params.requestState);
       if (!claims.pt || claims.rp || claims.up !== binding.up || claims.sub !== binding.sub || claims.m !== binding.m || claims.n !== binding.n || claims.d !== binding.d) {
         throw invalidParams(INVALID_STATE);
       }
+      round = claims.rnd;
+      noteInputRound(round);
       const answers = params.inputResponses;
       if (answers !== undefined && (answers === null || typeof answers !== 'object' || Array.isArray(answers))) {
         throw invalidParams('inputResponses must be an object mapping input keys to responses');
@@ -129,7 +135,7 @@ export class ModernPassThrough {
           ...binding,
           ex: '',
           rep: '',
-          rnd: own + 1,
+          rnd: round + 1,
           keys: Object.keys(shown),
           jti: crypto.randomUUID(),
           expMs: Date.now() + this.ttlMs,
@@ -137,7 +143,9 @@ export class ModernPassThrough {
           ...(typeof result.requestState === 'string' ? { us: result.requestState } : {}),
           ...(Object.keys(declined).length ? { pre: declined } : {}),
         };
-        return { ...result, inputRequests: shown, requestState: await this.sealer.seal(claims) };
+        const sealed = await this.sealer.seal(claims);
+        recordInputRound({ start: started, round: round + 1, upstream: up.name, method, name, inputRequests: shown, mode: 'pass-through' });
+        return { ...result, inputRequests: shown, requestState: sealed };
       }
       if (result.resultType === 'task' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
       if (method === 'tasks/get' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);

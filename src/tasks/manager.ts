@@ -10,6 +10,7 @@ import type { Exchange } from '../exchange/exchange.js';
 import { invalidResponse } from '../exchange/responses.js';
 import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
+import { startTaskSpan, taskStatus, type Traced } from '../observability/tracing.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
 import { HeldElsewhere, type SharedStore } from '../store/shared.js';
 
@@ -33,6 +34,8 @@ interface LiveTask {
   unsubscribe: () => void;
   /** Serializes store writes for this task. */
   chain: Promise<void>;
+  /** The task's span, while tracing. */
+  trace?: Traced;
 }
 
 /** Where a task request comes from: who asks, through which upstream endpoint. */
@@ -88,6 +91,7 @@ export class TaskManager {
       this.live.delete(taskId);
       live.unsubscribe();
       this.log.info({ taskId }, 'task expired while running: cancelling upstream');
+      taskStatus(live.trace, 'expired', undefined, true);
       live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task expired'));
     });
   }
@@ -100,8 +104,9 @@ export class TaskManager {
   /**
    * Turns a running Exchange into a task: stores the record (durably, before returning) and
    * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
+   * `opts.name` (the tool's name) goes on the task's span.
    */
-  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number }): Promise<Record<string, unknown>> {
+  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; name?: string }): Promise<Record<string, unknown>> {
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -116,7 +121,9 @@ export class TaskManager {
     };
     this.apply(record, exchange, false, opts.batchWindowMs);
     await this.store.create(record);
-    const live: LiveTask = { exchange, batchWindowMs: opts.batchWindowMs, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve() };
+    const trace = startTaskSpan({ taskId: record.taskId, upstream: caller.upstream, method: exchange.method, name: opts.name, ttlMs: opts.ttlMs });
+    taskStatus(trace, record.status);
+    const live: LiveTask = { exchange, batchWindowMs: opts.batchWindowMs, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve(), trace };
     this.live.set(record.taskId, live);
     live.unsubscribe = exchange.onChange(() => this.sync(record.taskId));
     this.sync(record.taskId);
@@ -179,6 +186,7 @@ export class TaskManager {
         live.batchTimer = setTimeout(() => this.sync(taskId), wait);
       }
       if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
+      if (record.status !== before) taskStatus(live.trace, record.status, record.error, isTerminal(record.status));
       if (isTerminal(record.status)) {
         this.live.delete(taskId);
         live.unsubscribe();

@@ -8,9 +8,13 @@
  * because how long an upstream may stay silent is decided per request by the gateway
  * (`timeouts.requestMs` while the upstream works, `timeouts.totalMs` in all, time parked waiting for
  * the client not counted), and an idle GET stream may stay silent for as long as the session lives.
+ *
+ * With tracing on, every request carries the W3C trace context of the span active when it is sent
+ * (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
 import { Agent, fetch as undiciFetch } from 'undici';
 import type { UpstreamConfig } from '../config/schema.js';
+import { traceHeaders } from '../observability/tracing.js';
 
 /** A fetch function for the SDK transports, bound to one upstream's connection pool. */
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
@@ -34,6 +38,6 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
     keepAliveTimeout: KEEP_ALIVE_MS,
     keepAliveMaxTimeout: KEEP_ALIVE_MS,
   });
-  const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), dispatcher: agent }) as unknown as Promise<Response>;
+  const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), headers: traceHeaders(init?.headers) as never, dispatcher: agent }) as unknown as Promise<Response>;
   return { fetch, close: () => agent.close().catch(() => {}) };
 }

@@ -19,6 +19,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import type { HttpHop } from './http.js';
 import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
 
@@ -319,6 +320,30 @@ export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: Htt
   if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log);
   if (cfg.transport === 'streamable-http' && http) return new ModernHttpUpstream(new URL(cfg.url), http, cfg.headers);
   return undefined;
+}
+
+/**
+ * `up` with a CLIENT span for each request (a child of the active span, see
+ * src/observability/tracing.ts) whose trace context goes upstream in `params._meta`
+ * (`traceparent`, `tracestate`; SEP-414) and, over HTTP, in the request's headers. While tracing is
+ * off, requests go through untouched.
+ */
+export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: ModernUpstream): ModernUpstream {
+  return {
+    async request(method, params, opts) {
+      const t = startClientSpan({ method, params, upstream: name, endpoint: cfg, protocolVersion: PROTOCOL_VERSION });
+      if (!t) return up.request(method, params, opts);
+      try {
+        const answer = await within(t, () => up.request(method, { ...params, _meta: traceMeta((params._meta ?? {}) as Record<string, unknown>) }, opts));
+        endSpan(t, answer);
+        return answer;
+      } catch (e) {
+        endSpan(t, { failed: e instanceof ModernHopError ? e.reason : 'unreachable', message: (e as Error).message });
+        throw e;
+      }
+    },
+    close: () => up.close(),
+  };
 }
 
 /**
