@@ -484,6 +484,24 @@ export function traceHeaders<H>(headers: H): H | Headers {
 }
 
 /**
+ * Adds the trace context headers (`traceparent`, `tracestate`, `baggage` as the configured
+ * propagators write them) of the active span to `headers`, a plain object with lower-case names as
+ * undici's `request` takes, replacing any there. Leaves `headers` as it is while tracing is off or
+ * no span is active.
+ * @returns `headers`.
+ */
+export function addTraceHeaders(headers: Record<string, string>): Record<string, string> {
+  const a = api;
+  if (!a) return headers;
+  const ctx = a.context.active();
+  if (!a.trace.getSpan(ctx)) return headers;
+  delete headers.traceparent;
+  delete headers.tracestate;
+  a.propagation.inject(ctx, headers, { set: (h, k, v) => (h[k.toLowerCase()] = v) });
+  return headers;
+}
+
+/**
  * `meta` with the active span's context in `traceparent`/`tracestate` (and `baggage`), replacing
  * what the client put there, for a 2026-07-28 upstream (SEP-414). Returns `meta` itself while
  * tracing is off or no span is active.

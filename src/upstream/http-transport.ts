@@ -17,6 +17,9 @@
  * event id, is resumed with `Last-Event-ID` (SEP-1699 polling), as is a GET stream that drops, a few
  * times. Errors use the SDK's `StreamableHTTPError` with the HTTP status (404: the session is
  * unknown upstream).
+ *
+ * With tracing on, each POST (and the resumption of its stream) carries the W3C trace context of
+ * the span active when it is sent (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
 import type { Readable } from 'node:stream';
 import { createParser } from 'eventsource-parser';
@@ -24,6 +27,7 @@ import { request, type Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { addTraceHeaders } from '../observability/tracing.js';
 
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
 export const RELATED_TOKEN_HEADER = 'x-mrtr-related-progress-token';
@@ -98,7 +102,7 @@ export class HttpClientTransport implements Transport {
     try {
       res = await request(this.url, {
         method: 'POST',
-        headers: { ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' },
+        headers: addTraceHeaders({ ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' }),
         body: JSON.stringify(message),
         dispatcher: this.opts.dispatcher,
         signal: ac.signal,
@@ -213,6 +217,8 @@ export class HttpClientTransport implements Transport {
     if (owner.id !== undefined) this.streams.set(owner.id, ac);
     const headers = this.headers('text/event-stream');
     if (lastEventId) headers['last-event-id'] = lastEventId;
+    // A POST stream resumed belongs to its request's span; the standalone stream to none.
+    if (!standalone) addTraceHeaders(headers);
     let res: Dispatcher.ResponseData;
     try {
       res = await request(this.url, { method: 'GET', headers, dispatcher: this.opts.dispatcher, signal: ac.signal });
