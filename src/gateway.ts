@@ -28,7 +28,7 @@ import {
   type ExchangeMethod,
 } from './protocol/wire.js';
 import type { Logger } from './observability/log.js';
-import { endSpan, noteInputRound, startClientSpan, within } from './observability/tracing.js';
+import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './observability/tracing.js';
 import { Metrics } from './observability/metrics.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
@@ -405,7 +405,7 @@ export class Gateway {
       let result: Record<string, unknown>;
       try {
         result = (await within(trace, () =>
-          lease.session.request({ method: req.method, params: req.params }, LooseResult, {
+          lease.session.request({ method: req.method, params: trace ? { ...req.params, _meta: traceMeta({}) } : req.params }, LooseResult, {
             timeout: up.cfg.timeouts.requestMs,
             signal: ctx.signal,
           }),

@@ -16,7 +16,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
-import { ATTR, endSpan, spanEvent, startClientSpan, within, type Traced } from '../observability/tracing.js';
+import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
@@ -272,9 +272,9 @@ export class Exchange {
     const { lease, method, params } = this.init;
     this.armTimers();
     if (this.init.legacyTask) return void within(this.trace, () => this.runLegacyTask());
-    const upstreamParams = { ...params, _meta: { ...((params._meta as object | undefined) ?? {}), progressToken: this.id } };
     within(this.trace, () =>
-      lease.session.request({ method, params: upstreamParams }, LooseResult, {
+      // The upstream span's context goes in `_meta` too (read there on stdio), while tracing.
+      lease.session.request({ method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } }, LooseResult, {
         signal: this.abort.signal,
         timeout: NO_SDK_TIMEOUT,
       }),
@@ -297,7 +297,7 @@ export class Exchange {
     const { lease, params } = this.init;
     try {
       const stream = lease.session.client.experimental.tasks.callToolStream(
-        { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: { progressToken: this.id } },
+        { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
         CallToolResultSchema,
         { task: { ttl: this.init.legacyTask!.ttlMs }, signal: this.abort.signal, timeout: NO_SDK_TIMEOUT },
       );

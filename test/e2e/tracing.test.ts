@@ -134,6 +134,8 @@ describe('traces (in-memory exporter)', () => {
     const posted = legacyLog.events().filter((e) => e.event === 'http' && e.rpcMethod === 'tools/call');
     expect(posted.at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(up)}-01`);
     expect(posted.at(-1)?.tracestate).toBe('vendor=1');
+    // And in the call's params._meta (what a stdio upstream reads).
+    expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(up)}-01`);
   });
 
   it('a request without trace context starts a trace of its own; errors carry their code', async () => {
