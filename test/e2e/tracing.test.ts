@@ -3,7 +3,9 @@
  * (request, upstream call, round, then the retry), their links to the client's trace context
  * (HTTP headers and `_meta`), the trace context the upstreams receive (a legacy Streamable HTTP
  * upstream: headers; a 2026-07-28 upstream: headers and `_meta`), a task's span, and the spans of a
- * legacy client's session.
+ * legacy client's session. Then a gateway process configured by `OTEL_*` alone, exporting over
+ * OTLP/HTTP (JSON and protobuf) to a collector stand-in on 127.0.0.1, and the same process with
+ * tracing off.
  */
 import { fileURLToPath } from 'node:url';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
@@ -16,6 +18,8 @@ import { startTracing, tracingActive, type Tracing } from '../../src/observabili
 import { eventually, FixtureLog, startFixtureHttp } from '../helpers/fixture.js';
 import { rpc, startGateway, envelope, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { startCli, type CliGateway } from '../helpers/cli.js';
+import { startOtlpCollector, type OtlpCollector } from '../helpers/otlp.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
 const ELICIT = { elicitation: {} };
@@ -207,6 +211,131 @@ describe('traces (in-memory exporter)', () => {
     expect(server.attributes['mcp.protocol.version']).toBe(relayed.attributes['mcp.protocol.version']);
     const posted = legacyLog.events().filter((e) => e.event === 'http' && e.rpcMethod === 'tools/list');
     expect(posted.at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(relayed)}-01`);
+  });
+});
+
+describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL_* only', () => {
+  let collector: OtlpCollector;
+  let legacy: SpawnedServer & { config: Record<string, unknown> };
+  const legacyLog = new FixtureLog();
+  const gateways: CliGateway[] = [];
+  /** The parent's own OTEL_* variables, blanked so only those a test sets count. */
+  const blank = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('OTEL_')).map((k) => [k, '']));
+
+  async function gateway(env: Record<string, string>): Promise<CliGateway> {
+    const gw = await startCli({ upstreams: { legacy: { ...legacy.config, protocol: 'legacy' } } }, undefined, { ...blank, ...env });
+    gateways.push(gw);
+    return gw;
+  }
+  async function stop(gw: CliGateway): Promise<{ code: number | null }> {
+    if (gw.child.exitCode === null && gw.child.signalCode === null) gw.child.kill('SIGTERM');
+    return gw.exited;
+  }
+  /** One call with an input round, then its retry, with the client's trace context in the HTTP headers. */
+  async function callWithRound(gw: CliGateway): Promise<void> {
+    const url = `${gw.base}/mcp/legacy`;
+    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT, id: 'otlp-1', headers: { traceparent: CLIENT.traceparent } });
+    expect(first.body.result.resultType).toBe('input_required');
+    const second = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } } },
+      { caps: ELICIT, id: 'otlp-2', headers: { traceparent: RETRY.traceparent } },
+    );
+    expect(second.body.result.content[0].text).toBe('Hello, Ada!');
+  }
+  const postedCalls = () => legacyLog.events().filter((e) => e.event === 'http' && e.rpcMethod === 'tools/call');
+
+  beforeAll(async () => {
+    collector = await startOtlpCollector();
+    legacy = await startFixtureHttp('http', legacyLog);
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map(stop));
+    await legacy?.stop();
+    await collector?.close();
+  });
+
+  it('OTLP/JSON: the request, upstream call and input round spans of one call, in the client trace; the upstream gets that trace', async () => {
+    const gw = await gateway({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
+    expect(gw.logs.find((l) => /^tracing on/.test(l.msg))?.tracing).toMatchObject({ exporter: 'otlp', endpoint: `${collector.endpoint}/v1/traces`, protocol: 'http/json' });
+    const seen = postedCalls().length;
+    await callWithRound(gw);
+
+    const inTrace = () => collector.spans().filter((s) => s.traceId === CLIENT.traceId);
+    // Two request spans, the upstream call and the round.
+    expect(await eventually(() => inTrace().length >= 4, 10_000)).toBe(true);
+    const spans = inTrace();
+    const servers = spans.filter((s) => s.kind === 2 && s.name === 'tools/call ask_name');
+    const req1 = servers.find((s) => s.attributes['jsonrpc.request.id'] === 'otlp-1')!;
+    const req2 = servers.find((s) => s.attributes['jsonrpc.request.id'] === 'otlp-2')!;
+    const upstream = spans.find((s) => s.kind === 3 && s.name === 'tools/call ask_name')!;
+    const round = spans.find((s) => s.name === 'mcp.input_round')!;
+    expect([req1, req2, upstream, round].every(Boolean)).toBe(true);
+
+    // Parent links: client span → request span → upstream call and round; the retry under the client's second span.
+    expect(req1.parentSpanId).toBe(CLIENT.spanId);
+    expect(req2.parentSpanId).toBe(RETRY.spanId);
+    expect(upstream.parentSpanId).toBe(req1.spanId);
+    expect(round.parentSpanId).toBe(req1.spanId);
+    expect(round.kind).toBe(1);
+
+    expect(req1.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'ask_name', 'mcp.upstream': 'legacy', 'mcp.result.type': 'input_required', 'mcp.input.round': 0 });
+    expect(req2.attributes).toMatchObject({ 'mcp.result.type': 'complete', 'mcp.input.round': 1 });
+    expect(round.attributes).toMatchObject({ 'mcp.input.round': 1, 'mcp.input.kinds': ['elicitation'], 'mcp.input.mode': 'park', 'mcp.upstream': 'legacy', 'gen_ai.tool.name': 'ask_name' });
+    expect(upstream.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'mcp.result.type': 'complete', 'server.address': '127.0.0.1', 'server.port': legacy.port });
+    // The round lasts from the request to its input_required answer: within the request's span.
+    expect(round.startTimeUnixNano >= req1.startTimeUnixNano && round.endTimeUnixNano <= req1.endTimeUnixNano).toBe(true);
+    // The upstream call outlives the first request (parked) and ends after the retry's answer came from it.
+    expect(upstream.endTimeUnixNano > req1.endTimeUnixNano).toBe(true);
+    expect(req1.resource['service.name']).toBe('mrtr-gateway');
+    expect(req1.scope).toBe('mrtr-gateway');
+
+    // The HTTP upstream received the upstream call span's context on its POST.
+    const posted = postedCalls().slice(seen);
+    expect(posted).toHaveLength(1);
+    expect(posted[0]!.traceparent).toBe(`00-${CLIENT.traceId}-${upstream.spanId}-01`);
+    expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${upstream.spanId}-01`);
+
+    // The request log line names the trace.
+    expect(gw.logs.find((l) => l.msg === 'request' && l.traceId === CLIENT.traceId && l.spanId === req1.spanId)).toBeDefined();
+    expect((await stop(gw)).code).toBe(0);
+  });
+
+  it('OTLP/protobuf (the default protocol): spans still buffered are exported when the gateway stops', async () => {
+    // The default batch delay (5 s) is longer than the test: only the shutdown flush can send them.
+    const gw = await gateway({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_SERVICE_NAME: 'gw-under-test' });
+    const before = collector.requests.length;
+    await callWithRound(gw);
+    expect(collector.requests.length).toBe(before);
+    expect((await stop(gw)).code).toBe(0);
+    const sent = collector.requests.slice(before);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.every((r) => r.path === '/v1/traces' && r.contentType === 'application/x-protobuf')).toBe(true);
+    const body = Buffer.concat(sent.map((r) => r.body));
+    // Trace and span ids are raw bytes in protobuf; strings are UTF-8.
+    expect(body.includes(Buffer.from(CLIENT.traceId, 'hex'))).toBe(true);
+    expect(body.includes(Buffer.from(RETRY.spanId, 'hex'))).toBe(true);
+    for (const text of ['mcp.input_round', 'tools/call ask_name', 'gw-under-test']) expect(body.includes(Buffer.from(text))).toBe(true);
+  });
+
+  it.each([
+    ['no OTEL_* variable set', {}],
+    ['OTEL_SDK_DISABLED=true', { OTEL_SDK_DISABLED: 'true' }],
+    ['OTEL_TRACES_EXPORTER=none', { OTEL_TRACES_EXPORTER: 'none' }],
+  ])('%s: no tracing, nothing exported, no trace context sent upstream', async (_label, env) => {
+    const gw = await gateway({ ...(Object.keys(env).length ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint } : {}), OTEL_BSP_SCHEDULE_DELAY: '50', ...env });
+    expect(gw.logs.some((l) => /^tracing on/.test(l.msg))).toBe(false);
+    const before = collector.requests.length;
+    const seen = postedCalls().length;
+    await callWithRound(gw);
+    expect((await stop(gw)).code).toBe(0);
+    expect(collector.requests.length).toBe(before);
+    const posted = postedCalls().slice(seen);
+    expect(posted).toHaveLength(1);
+    expect(posted[0]!.traceparent).toBeUndefined();
+    expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBeUndefined();
+    expect(gw.logs.find((l) => l.msg === 'request')?.traceId).toBeUndefined();
   });
 });
 
