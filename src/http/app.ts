@@ -17,7 +17,7 @@ import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
-import { endSpan, startServerSpan, traceIds, within, type Traced } from '../observability/tracing.js';
+import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced } from '../observability/tracing.js';
 import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
 import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
@@ -56,6 +56,23 @@ function clientEndpoint(c: Context): { address?: string; port?: number } | undef
   } catch {
     return undefined;
   }
+}
+
+/** The SERVER span of a 2026-07-28 request (its parent from `params._meta`, else the HTTP headers). */
+function serverSpanOf(c: Context, rpc: { id?: RequestId; method: string; params?: Record<string, unknown> }, upstream: string): Traced | undefined {
+  const rawMeta = rpc.params?._meta;
+  const meta = rawMeta && typeof rawMeta === 'object' && !Array.isArray(rawMeta) ? (rawMeta as Record<string, unknown>) : undefined;
+  return startServerSpan({
+    method: rpc.method,
+    params: rpc.params,
+    upstream,
+    id: rpc.id,
+    protocolVersion: typeof meta?.[META_PROTOCOL_VERSION] === 'string' ? (meta[META_PROTOCOL_VERSION] as string) : undefined,
+    meta,
+    headers: c.req.raw.headers,
+    client: clientEndpoint(c),
+    inputRounds: true,
+  });
 }
 
 /**
@@ -395,19 +412,7 @@ async function handleMcp(
     return new Response(null, { status: 202 });
   }
   const reqId = rpc.id;
-  const rawMeta = rpc.params?._meta;
-  const meta = rawMeta && typeof rawMeta === 'object' && !Array.isArray(rawMeta) ? (rawMeta as Record<string, unknown>) : undefined;
-  rl.trace = startServerSpan({
-    method: rpc.method,
-    params: rpc.params,
-    upstream: name,
-    id: reqId,
-    protocolVersion: typeof meta?.[META_PROTOCOL_VERSION] === 'string' ? (meta[META_PROTOCOL_VERSION] as string) : undefined,
-    meta,
-    headers: c.req.raw.headers,
-    client: clientEndpoint(c),
-    inputRounds: true,
-  });
+  if (tracingActive()) rl.trace = serverSpanOf(c, rpc, name);
   let validated;
   try {
     validated = validateRequest({ ...rpc, id: reqId }, c.req.raw.headers);

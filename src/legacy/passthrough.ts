@@ -39,7 +39,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
-import { endSpan, startClientSpan, startServerSpan, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
+import { endSpan, startClientSpan, startServerSpan, tracingActive, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
@@ -191,6 +191,7 @@ export class PassThroughRelay implements LegacyRelay {
 
   /** The spans of one client request: the downstream SERVER span and, as its child, the relayed CLIENT span. */
   private startTrace(m: Message, headers: PlainHeaders | undefined): InFlight['trace'] {
+    if (!tracingActive()) return undefined;
     const version = m.method === 'initialize' ? String(m.params?.protocolVersion ?? '') : this.negotiated;
     const sessionId = headers?.['mcp-session-id'];
     const server = startServerSpan({

@@ -212,6 +212,24 @@ describe('traces (in-memory exporter)', () => {
     const posted = legacyLog.events().filter((e) => e.event === 'http' && e.rpcMethod === 'tools/list');
     expect(posted.at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(relayed)}-01`);
   });
+
+  it('a legacy client session on a 2026-07-28 upstream (reverse bridge): server span, then the hop span whose context the upstream receives', async () => {
+    const client = new Client({ name: 'legacy-client', version: '1.0.0' }, { capabilities: {} });
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url('modern')), { requestInit: { headers: { traceparent: CLIENT.traceparent } } });
+    await client.connect(transport);
+    try {
+      expect((await client.listTools()).tools.length).toBeGreaterThan(0);
+    } finally {
+      await client.close();
+    }
+    const server = named('tools/list').find((s) => s.kind === SpanKind.SERVER)!;
+    const hop = named('tools/list').find((s) => s.kind === SpanKind.CLIENT)!;
+    expect(parentOf(server)).toBe(CLIENT.spanId);
+    expect(parentOf(hop)).toBe(idOf(server));
+    expect(hop.attributes).toMatchObject({ 'mcp.upstream': 'modern', 'mcp.protocol.version': '2026-07-28', 'server.port': modern.port });
+    const posted = modernLog.events().filter((e) => e.event === 'http' && e.mcpMethodHeader === 'tools/list');
+    expect(posted.at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(hop)}-01`);
+  });
 });
 
 describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL_* only', () => {
