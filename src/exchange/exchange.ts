@@ -428,6 +428,16 @@ export class Exchange {
   }
 
   /**
+   * Ends the upstream call's span as a round that ended in `input_required`: replay mode cancels
+   * the call after each round by design, which is no failure of the call. Call just before that
+   * {@link cancel}, whose error the span then does not record.
+   */
+  endSpanAsRound(): void {
+    endSpan(this.trace, { result: { resultType: 'input_required' } });
+    this.trace = undefined;
+  }
+
+  /**
    * Ends the Exchange with `error`: pending elicitations get `{action:"cancel"}`, pending sampling
    * and roots requests get an error, then the upstream request is cancelled (the v1 SDK sends
    * `notifications/cancelled` with the upstream's request id).

@@ -222,6 +222,7 @@ export class MrtrBridge {
     };
     const requestState = await this.sealer.seal(claims);
     // The call is asked again on the retry: nothing of it is kept here.
+    exchange.endSpanAsRound();
     exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', 'Replay mode: the call runs again when the client answers'));
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
     recordInputRound({ start: started, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'replay' });

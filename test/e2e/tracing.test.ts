@@ -53,6 +53,7 @@ describe('traces (in-memory exporter)', () => {
     gw = await startGateway({
       upstreams: {
         legacy: { ...legacy.config, protocol: 'legacy', tasks: { tools: { slow: { taskAfterMs: 0 } } } },
+        replay: { ...legacy.config, protocol: 'legacy', input: { mode: 'replay' } },
         modern: { transport: 'streamable-http', url: `http://127.0.0.1:${modern.port}/mcp`, protocol: '2026-07-28' },
       },
     });
@@ -140,6 +141,34 @@ describe('traces (in-memory exporter)', () => {
     expect(posted.at(-1)?.tracestate).toBe('vendor=1');
     // And in the call's params._meta (what a stdio upstream reads).
     expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(up)}-01`);
+  });
+
+  it('replay mode: each round is an upstream call of its own, ended as input_required, not as the cancellation it is', async () => {
+    const url = gw.url('replay');
+    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT, id: 'r-1', headers: { traceparent: CLIENT.traceparent } });
+    expect(first.body.result.resultType).toBe('input_required');
+    const req1 = named('tools/call ask_name').find((s) => s.kind === SpanKind.SERVER)!;
+    const call1 = await vitestEventually(() => named('tools/call ask_name').find((s) => s.kind === SpanKind.CLIENT));
+    expect(parentOf(call1)).toBe(idOf(req1));
+    expect(call1.attributes['mcp.result.type']).toBe('input_required');
+    expect(call1.attributes['error.type']).toBeUndefined();
+    expect(call1.status.code).toBe(SpanStatusCode.UNSET);
+    expect(named('mcp.input_round')[0]!.attributes).toMatchObject({ 'mcp.input.round': 1, 'mcp.input.mode': 'replay' });
+
+    exporter.reset();
+    const retry = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } } },
+      { caps: ELICIT, id: 'r-2', headers: { traceparent: RETRY.traceparent } },
+    );
+    expect(retry.body.result.content[0].text).toBe('Hello, Ada!');
+    const req2 = named('tools/call ask_name').find((s) => s.kind === SpanKind.SERVER)!;
+    const call2 = named('tools/call ask_name').find((s) => s.kind === SpanKind.CLIENT)!;
+    expect(req2.attributes['mcp.input.round']).toBe(1);
+    expect(parentOf(call2)).toBe(idOf(req2));
+    expect(traceOf(call2)).toBe(CLIENT.traceId);
+    expect(call2.attributes['mcp.result.type']).toBe('complete');
   });
 
   it('a request without trace context starts a trace of its own; errors carry their code', async () => {
