@@ -43,8 +43,10 @@ export interface OtlpRequest {
 export interface OtlpCollector {
   /** `http://127.0.0.1:PORT`: the value for `OTEL_EXPORTER_OTLP_ENDPOINT`. */
   endpoint: string;
-  /** Every export request received, in order. */
+  /** Every export request received, in order (none kept with `keep: false`). */
   requests: OtlpRequest[];
+  /** Export requests received and their body bytes in all (kept or not). */
+  received: { requests: number; bytes: number };
   /** The spans of every JSON export received, in order. */
   spans(): OtlpSpan[];
   close(): Promise<void>;
@@ -95,15 +97,25 @@ export function decodeOtlpJson(body: unknown): OtlpSpan[] {
   return out;
 }
 
-/** Starts the collector stand-in on 127.0.0.1 with an ephemeral port. */
-export async function startOtlpCollector(): Promise<OtlpCollector> {
+/**
+ * Starts the collector stand-in on 127.0.0.1 with an ephemeral port.
+ * @param opts.keep keep each request (default true); false only counts them (`received`), for a
+ *   sink under load such as a benchmark's.
+ */
+export async function startOtlpCollector(opts: { keep?: boolean } = {}): Promise<OtlpCollector> {
+  const keep = opts.keep ?? true;
   const requests: OtlpRequest[] = [];
+  const received = { requests: 0, bytes: 0 };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('data', (c: Buffer) => {
+      received.bytes += c.length;
+      if (keep) chunks.push(c);
+    });
     req.on('end', () => {
       const contentType = String(req.headers['content-type'] ?? '');
-      requests.push({ path: req.url ?? '', contentType, body: Buffer.concat(chunks) });
+      received.requests++;
+      if (keep) requests.push({ path: req.url ?? '', contentType, body: Buffer.concat(chunks) });
       if (contentType.includes('json')) {
         res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
       } else {
@@ -116,6 +128,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
   return {
     endpoint: `http://127.0.0.1:${port}`,
     requests,
+    received,
     spans: () => requests.filter((r) => r.contentType.includes('json')).flatMap((r) => decodeOtlpJson(JSON.parse(r.body.toString('utf8')))),
     close: () =>
       new Promise<void>((r) => {
