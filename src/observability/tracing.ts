@@ -26,7 +26,7 @@
  *   own with a link to the request that created it.
  */
 import type * as Api from '@opentelemetry/api';
-import type { Attributes, Context, Link, Span, SpanContext } from '@opentelemetry/api';
+import type { Attributes, Context, Link, Span, SpanContext, TextMapGetter } from '@opentelemetry/api';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
 /** Attribute names. Those of the semantic conventions are checked against `@opentelemetry/semantic-conventions` in the tests. */
@@ -201,17 +201,18 @@ export interface HeaderGetter {
 /** Request headers as a plain object (the v1 SDK's `requestInfo.headers`), lower-case names. */
 export type PlainHeaders = Record<string, string | string[] | undefined>;
 
-const HEADER_FIELDS = ['traceparent', 'tracestate', 'baggage'];
-
-function headerCarrier(h: HeaderGetter | PlainHeaders): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const k of HEADER_FIELDS) {
-    const v = typeof (h as HeaderGetter).get === 'function' ? (h as HeaderGetter).get(k) : (h as PlainHeaders)[k];
-    const s = Array.isArray(v) ? v[0] : v;
-    if (typeof s === 'string') out[k] = s;
-  }
-  return out;
-}
+/** Reads request headers for the configured propagators (`OTEL_PROPAGATORS`: W3C by default, B3 or Jaeger too). */
+const headerGetter: TextMapGetter<HeaderGetter | PlainHeaders> = {
+  get(h, key) {
+    const name = key.toLowerCase();
+    if (typeof (h as HeaderGetter).get === 'function') return (h as HeaderGetter).get(name) ?? undefined;
+    return (h as PlainHeaders)[name];
+  },
+  keys(h) {
+    if (typeof (h as HeaderGetter).get === 'function') return [...((h as Headers).keys?.() ?? [])];
+    return Object.keys(h);
+  },
+};
 
 /**
  * The parent of a server span: the context in `_meta` when it holds a valid `traceparent`, with the
@@ -221,7 +222,7 @@ function headerCarrier(h: HeaderGetter | PlainHeaders): Record<string, string> {
  */
 function remoteParent(a: typeof Api, meta: Record<string, unknown> | undefined, headers: HeaderGetter | PlainHeaders | undefined): { parent: Context; links: Link[] } {
   const root = a.ROOT_CONTEXT;
-  const fromHeaders = headers ? a.propagation.extract(root, headerCarrier(headers)) : root;
+  const fromHeaders = headers ? a.propagation.extract(root, headers, headerGetter) : root;
   if (!meta || typeof meta.traceparent !== 'string') return { parent: fromHeaders, links: [] };
   let fromMeta = a.propagation.extract(root, meta);
   const m = a.trace.getSpanContext(fromMeta);
