@@ -239,6 +239,8 @@ export class Exchange {
   private readonly asked: ReplayEntry[] = [];
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
   private readonly providerCalls = new Set<AbortController>();
+  /** Detaches this call from its upstream session. */
+  private detach: () => void = () => {};
 
   constructor(private readonly init: ExchangeInit) {
     for (const e of init.replay ?? []) this.usedKeys.add(e.k);
@@ -254,16 +256,20 @@ export class Exchange {
   /** Starts the upstream request. Call once. */
   start(): void {
     const { lease } = this.init;
-    lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
-    const progressToken = this.id;
-    lease.session.progressListener = (p) => {
-      if (p.progressToken !== progressToken || this.outcome) return;
-      this.armTimers();
-      this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
-      this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
-      this.notify();
-    };
+    this.detach = lease.session.attach(this.id, {
+      onRequest: (req, extra) => this.onServerRequest(req, extra),
+      onProgress: (p) => this.onProgress(p),
+    });
     this.attempt(1);
+  }
+
+  /** Progress the upstream sent under this call's `progressToken`. */
+  private onProgress(p: ProgressParams): void {
+    if (this.outcome) return;
+    this.armTimers();
+    this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
+    this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
+    this.notify();
   }
 
   /** Sends the upstream request; `attempt` counts re-sends after URL elicitation (2025-11-25 -32042). */
@@ -621,17 +627,19 @@ export class Exchange {
   }
 
   /**
-   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call's session is
-   * held (its handler removed, so nothing reaches a client) until the cancellation went out, then
-   * closed, never reused.
+   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call is detached at
+   * once (nothing it asks later reaches a client) and its session is given back once the
+   * cancellation went out, never to be reused by another call of its own (a shared session goes on
+   * carrying the calls it has).
    */
   private releaseLease(reusable: boolean): void {
     if (this.released) return;
     if (this.cancelled) {
-      this.init.lease.session.setHandler(undefined);
+      this.detach();
       if (!this.cancelSent) return;
     }
     this.released = true;
+    this.detach();
     this.init.lease.release(reusable && !this.cancelled);
   }
 
