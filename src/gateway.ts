@@ -29,6 +29,7 @@ import {
 } from './protocol/wire.js';
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
+import { Census, NO_CALL, toolLabel } from './observability/census.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
@@ -179,6 +180,8 @@ export class Gateway {
   readonly metrics: Metrics;
   /** Answers legacy upstreams' sampling through the configured LLM providers (none configured: no provider calls). */
   readonly sampler: Sampler;
+  /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
+  readonly census: Census;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -217,6 +220,8 @@ export class Gateway {
       samplingInFlight: () => this.sampler.inFlight(),
     });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
+    this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
+    for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
@@ -542,6 +547,9 @@ export class Gateway {
       const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
       if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
     }
+    const census = this.census.call(up.name, toolLabel(method, name));
+    // Log messages arriving while the call holds the session are the call's.
+    lease.session.logListener = () => census.note('logging');
     const ex = new Exchange({
       upstream: up.name,
       cfg: up.cfg,
@@ -557,6 +565,7 @@ export class Gateway {
       replay: replay?.entries,
       onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
       sampler: this.sampler,
+      census,
     });
     ex.start();
     result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);

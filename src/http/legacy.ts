@@ -259,6 +259,7 @@ export class LegacySessions {
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
       sampler: this.gateway.sampler,
+      census: this.gateway.census,
     });
     session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
     const s = session;

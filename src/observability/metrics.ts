@@ -32,6 +32,13 @@ export class Metrics {
   readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
   /** Requests sent to the replica holding their call (outcome: the owner's HTTP status, or replica-gone). */
   readonly forwarded = new Counter({ name: 'mrtr_forwarded_total', help: 'Requests forwarded to the replica holding their call, by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  /** Upstream calls that used a feature 2026-07-28 deprecated or removed (see src/observability/census.ts). */
+  readonly deprecatedFeatureCalls = new Counter({
+    name: 'mrtr_deprecated_feature_calls_total',
+    help: 'Upstream calls that used a feature MCP 2026-07-28 deprecated or removed, by upstream, tool and feature',
+    labelNames: ['upstream', 'tool', 'feature'] as const,
+    registers: [this.registry],
+  });
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
 

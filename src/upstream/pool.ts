@@ -13,7 +13,19 @@ import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { upstreamFailed, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError } from './session.js';
+import { UpstreamSession, UpstreamStartError, type ServerInitiatedRequest } from './session.js';
+
+/** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
+export interface PoolObserver {
+  /** A session opened. */
+  opened?(): void;
+  /** A session died (not closed by the gateway); `stderr`: the stdio child's last lines. */
+  died?(reason: string, stderr: string[]): void;
+  /** A session could not be opened; `stderr`: the stdio child's last lines. */
+  openFailed?(message: string, stderr: string[]): void;
+  /** A server-initiated request or `notifications/message` arrived on a session outside any call. */
+  unclaimed?(message: ServerInitiatedRequest): void;
+}
 
 /** An exclusive hold on one session; give it back with {@link SessionLease.release}. */
 export interface SessionLease {
@@ -81,6 +93,8 @@ export class SessionPool {
   readonly http: HttpHop | undefined;
   /** The legacy revision the upstream negotiated (or the pinned one); undefined until known. */
   revision: string | undefined;
+  /** Read-only hooks on the pool's sessions. */
+  observer: PoolObserver = {};
 
   /**
    * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers);
@@ -243,13 +257,15 @@ export class SessionPool {
         await new Promise((r) => setTimeout(r, delay));
       }
       if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-      const session = await UpstreamSession.open({ upstream: this.name, cfg: this.cfg, capabilities: caps, key, log: this.log.child({ upstream: this.name }), extraHeaders: headers, http: this.http });
+      const session = await UpstreamSession.open({ upstream: this.name, cfg: this.cfg, capabilities: caps, key, log: this.log.child({ upstream: this.name }), extraHeaders: headers, http: this.http, onUnclaimed: (m) => this.observer.unclaimed?.(m) });
+      this.observer.opened?.();
       this.lastError = undefined;
       if (this.revision === undefined && session.info.protocolVersion !== 'unknown') this.revision = session.info.protocolVersion;
       this.live.add(session);
       void session.closed.then(() => this.live.delete(session));
-      session.onDeath(() => {
+      session.onDeath((reason) => {
         this.failures++;
+        this.observer.died?.(reason, session.stderrTail());
       });
       return this.lease(session);
     } catch (e) {
@@ -260,6 +276,7 @@ export class SessionPool {
       const msg = (e as Error).message;
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
+      this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
     }

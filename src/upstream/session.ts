@@ -20,6 +20,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
   McpError,
   ProgressNotificationSchema,
   PromptListChangedNotificationSchema,
@@ -215,6 +216,8 @@ export interface SessionOptions {
   extraHeaders?: Record<string, string>;
   /** The upstream's HTTP hop (HTTP transports). */
   http?: HttpHop;
+  /** Sees each server-initiated request and `notifications/message` that arrives outside any call (read-only). */
+  onUnclaimed?: (message: ServerInitiatedRequest) => void;
 }
 
 /**
@@ -229,6 +232,8 @@ export class UpstreamSession {
   private handler: ServerRequestHandler | undefined;
   /** Receives `notifications/progress` params while a lease wants them. */
   progressListener: ((params: { progressToken: string | number; progress: number; total?: number; message?: string }) => void) | undefined;
+  /** Receives `notifications/message` params while a lease wants them; cleared with the handler. */
+  logListener: ((params: Record<string, unknown>) => void) | undefined;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
@@ -310,6 +315,10 @@ export class UpstreamSession {
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
     client.setNotificationHandler(ProgressNotificationSchema, (n) => this.progressListener?.(n.params));
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      if (this.logListener) this.logListener(n.params);
+      else this.opts.onUnclaimed?.({ method: n.method, params: n.params });
+    });
     for (const schema of CHANGE_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (n) => {
         for (const l of [...this.changeListeners]) l(n as UpstreamNotification);
@@ -455,7 +464,7 @@ export class UpstreamSession {
   /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
   setHandler(handler: ServerRequestHandler | undefined): void {
     this.handler = handler;
-    if (!handler) this.progressListener = undefined;
+    if (!handler) this.progressListener = this.logListener = undefined;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */
@@ -487,6 +496,7 @@ export class UpstreamSession {
 
   private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
     if (conn.ready && conn === this.conn && this.handler) return this.handler(request, extra);
+    this.opts.onUnclaimed?.(request);
     if (!conn.ready) {
       conn.startRequests++;
       conn.lastStartRequestAt = Date.now();
