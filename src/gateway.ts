@@ -30,6 +30,7 @@ import {
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
+import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
@@ -102,7 +103,11 @@ export class Upstream {
   /** The 2026-07-28 hop (absent for HTTP+SSE upstreams and `protocol: "legacy"`). */
   readonly modern: ModernUpstream | undefined;
   readonly tools = new ToolCatalog();
+  /** Sessions opened, died and failed, and the last failure (the admin view). */
+  readonly health = new UpstreamHealth();
   private eraKnown: Promise<UpstreamEra> | undefined;
+  /** The era `protocol: "auto"` detected, until forgotten. */
+  private detected: UpstreamEra | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
   private readonly droppedLogged = new Set<string>();
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
@@ -113,7 +118,19 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.pool.observer = {
+      opened: () => this.health.noteOpened(),
+      died: (reason, stderr) => this.health.noteDied(reason, stderr),
+      openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
+    };
     this.modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+  }
+
+  /** The era as known now: configured, or detected; undefined while `protocol: "auto"` has not asked yet. */
+  get knownEra(): UpstreamEra | undefined {
+    if (!this.modern) return 'legacy';
+    if (this.cfg.protocol === '2026-07-28') return 'modern';
+    return this.detected;
   }
 
   /**
@@ -128,6 +145,7 @@ export class Upstream {
     this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs, PROBE_MS)).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
+        this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
         // A stdio child started only to ask is not needed by a legacy upstream.
         if (era === 'legacy') await this.modern!.close();
@@ -136,6 +154,7 @@ export class Upstream {
       (e: Error) => {
         this.eraKnown = undefined;
         const stderr = e instanceof ModernHopError ? e.stderr : [];
+        this.health.noteProbeFailed(e.message, stderr);
         this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
         const said = stderrSummary(stderr);
         throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
@@ -146,7 +165,7 @@ export class Upstream {
 
   /** With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have been replaced). */
   forgetEra(): void {
-    if (this.cfg.protocol === 'auto') this.eraKnown = undefined;
+    if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
   }
 
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
@@ -522,7 +541,7 @@ export class Gateway {
     const escalation: TaskEscalation | undefined = tasksDeclared
       ? {
           afterMs: taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window }),
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),
         }
       : undefined;
     let result: Record<string, unknown>;
