@@ -237,6 +237,7 @@ export class Gateway {
       parked: () => this.bridge.parkedByUpstream(),
       runningTasks: () => this.tasks.running,
       samplingInFlight: () => this.sampler.inFlight(),
+      census: () => this.census.snapshot(),
     });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
     this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });

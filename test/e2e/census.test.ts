@@ -2,14 +2,15 @@
  * The deprecation census counts what legacy upstreams use, in both era paths: the Exchange (a
  * 2026-07-28 client in front of a legacy upstream) and the pass-through relay of a legacy
  * client's session, plus what arrives on a pooled session outside any call. Upstreams: the
- * legacy fixture, the conformance fixture (log messages) and server-everything (a 2025-11-25
- * task tool). The census is read from `/admin/api/census` and from `/metrics`.
+ * legacy fixture (over stdio and over Streamable HTTP), the conformance fixture (log messages)
+ * and server-everything (a 2025-11-25 task tool). The census is read from `/admin/api/census` and from `/metrics`.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CallToolResultSchema, CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conformanceUpstream, fixtureStdio } from '../helpers/fixture.js';
+import { conformanceUpstream, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import type { SpawnedServer } from '../helpers/processes.js';
 import { everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 
 const ALL = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {}, extensions: { 'io.modelcontextprotocol/tasks': {} } };
@@ -36,17 +37,23 @@ async function legacyClient(url: string, elicit: (params: any) => Promise<Record
 
 describe('deprecation census', () => {
   let gw: TestGateway;
+  let http: SpawnedServer & { config: Record<string, unknown> };
   beforeAll(async () => {
+    http = await startFixtureHttp('http');
     gw = await startGateway({
       admin: { enabled: true },
       upstreams: {
         f: fixtureStdio(),
+        h: http.config,
         c: conformanceUpstream(),
         e: { ...everythingStdio, tasks: { taskAfterMs: 0 } },
       },
     });
   }, 60_000);
-  afterAll(() => gw?.close());
+  afterAll(async () => {
+    await gw?.close();
+    await http?.stop();
+  });
 
   const census = async (): Promise<Entry[]> => (await (await fetch(`${gw.base}/admin/api/census`)).json()).entries;
   const row = (entries: Entry[], upstream: string, tool: string, feature: string) => entries.find((e) => e.upstream === upstream && e.tool === tool && e.feature === feature);
@@ -105,6 +112,12 @@ describe('deprecation census', () => {
     expect(metrics).toContain('mrtr_deprecated_feature_calls_total{upstream="f",tool="ask_name",feature="elicitation_form"} 1');
     expect(metrics).toContain('mrtr_deprecated_feature_calls_total{upstream="c",tool="test_tool_with_logging",feature="logging"} 1');
     expect(metrics).toContain('mrtr_deprecated_feature_calls_total{upstream="e",tool="simulate-research-query",feature="legacy_tasks"} 1');
+    // First and last use as Unix time, the same instants as the JSON's.
+    const askName = row(entries, 'f', 'ask_name', 'elicitation_form')!;
+    const seen = (which: string) => Number(metrics.match(new RegExp(`^mrtr_deprecated_feature_${which}_seen_timestamp_seconds\\{upstream="f",tool="ask_name",feature="elicitation_form"\\} (\\S+)$`, 'm'))?.[1]);
+    expect(seen('first')).toBe(Date.parse(askName.firstSeen) / 1000);
+    expect(seen('last')).toBe(Date.parse(askName.lastSeen) / 1000);
+    expect(metrics).toContain('# TYPE mrtr_deprecated_feature_last_seen_timestamp_seconds gauge');
   }, 60_000);
 
   it('counts, in a legacy session, under the one tool call in flight, else under (unknown)', async () => {
@@ -149,4 +162,18 @@ describe('deprecation census', () => {
     expect(at('e', 'simulate-research-query', 'legacy_tasks')).toBe(2);
     expect(at('c', 'test_tool_with_logging', 'logging')).toBe(2);
   }, 60_000);
+
+  it('counts the same over a Streamable HTTP upstream: in a call, and on the standalone stream outside any call', async () => {
+    const call = (name: string) => rpc(gw.url('h'), 'tools/call', { name, arguments: {} }, { caps: ALL });
+    expect((await call('ask_name')).body.result.resultType).toBe('input_required');
+    expect((await call('later_roots')).body.result.resultType).toBe('complete');
+    let entries = await census();
+    for (let i = 0; i < 50 && !row(entries, 'h', '(none)', 'roots_list'); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      entries = await census();
+    }
+    expect(row(entries, 'h', 'ask_name', 'elicitation_form')?.calls).toBe(1);
+    expect(row(entries, 'h', '(none)', 'roots_list')?.calls).toBe(1);
+    expect(row(entries, 'h', 'later_roots', 'roots_list')).toBeUndefined();
+  }, 30_000);
 });
