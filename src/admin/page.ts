@@ -66,7 +66,7 @@ function upstreamsSection(upstreams: UpstreamView[]): Html {
     (u) => html`<tr>
 <td>${u.name}</td><td>${u.era}${u.protocol === 'auto' ? ' (auto)' : ''}</td><td>${u.revision ?? '–'}</td><td>${u.transport}</td>
 <td class="n">${u.sessions.idle}</td><td class="n">${u.sessions.inUse}</td><td class="n">${u.sessions.waiting}</td><td class="n">${u.legacySessions}</td><td class="n">${u.parked}</td>
-<td class="n">${u.opened}</td><td class="n">${u.died}</td><td class="n">${u.openFailures}</td><td class="n">${u.consecutiveFailures}</td>
+<td class="n">${u.opened}</td><td class="n">${u.died}</td><td class="n">${u.restarts}</td><td class="n">${u.openFailures}</td><td class="n">${u.consecutiveFailures}</td>
 <td>${
       u.lastFailure
         ? html`<span class="bad">${u.lastFailure.at} ${u.lastFailure.kind}: ${u.lastFailure.message}</span>${u.lastFailure.stderr.length ? html`<pre>${u.lastFailure.stderr.join('\n')}</pre>` : ''}`
@@ -86,7 +86,8 @@ function upstreamsSection(upstreams: UpstreamView[]): Html {
       ['legacy sessions', 'legacy client sessions, each with an upstream connection of its own'],
       ['parked', 'calls waiting for their client to answer input_required'],
       ['opened', 'upstream sessions opened since start'],
-      ['died', 'upstream sessions lost without the gateway closing them (restarts follow)'],
+      ['died', 'upstream sessions lost without the gateway closing them (a stdio child exited, an HTTP session was lost)'],
+      ['restarts', 'sessions opened to replace one that died or failed to open'],
       ['failed opens', 'attempts to open a session that failed'],
       ['failing now', 'failures in a row; new sessions wait for the restart backoff'],
       ['last error', 'the last failure, with the stdio child\u2019s last stderr lines'],

@@ -110,9 +110,13 @@ export interface UpstreamView {
   /** Legacy client sessions on this upstream (each owns an upstream connection of its own). */
   legacySessions: number;
   parked: number;
-  /** Sessions opened, sessions that died, failed opens since start; failures in a row now (restart backoff). */
+  /**
+   * Since start: sessions opened, sessions that died, restarts (sessions opened to replace one
+   * that died or failed to open) and failed opens; and failures in a row now (restart backoff).
+   */
   opened: number;
   died: number;
+  restarts: number;
   openFailures: number;
   consecutiveFailures: number;
   /** The last failure (open, died or probe), with the stdio child's last stderr lines, redacted. */
@@ -140,6 +144,7 @@ export function upstreamsView({ gateway, legacy, redactor }: AdminSources): Upst
       parked: parkedBy.get(up.name) ?? 0,
       opened: health.opened,
       died: health.died,
+      restarts: health.restarts,
       openFailures: health.openFailures,
       consecutiveFailures: stats.failures,
       ...(last ? { lastFailure: { ...last, message: redactor.redact(last.message), stderr: last.stderr.map((l) => redactor.redact(l)) } } : {}),

@@ -41,7 +41,10 @@ const SECURITY_HEADERS: Record<string, string> = {
   'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 };
 
-const refusal = (status: 401 | 403 | 404, message: string, headers: Record<string, string> = {}) =>
+/** Every admin endpoint, by its full path. */
+const ENDPOINTS = ['/admin', '/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census'];
+
+const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify({ error: message }), { status, headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers } });
 
 /**
@@ -104,6 +107,10 @@ export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authent
   app.get('/api/tasks', (c) => c.json(tasksView(sources)));
   app.get('/api/sessions', (c) => c.json({ sessions: sessionsView(sources) }));
   app.get('/api/census', (c) => c.json(censusView(sources)));
-  app.all('*', () => refusal(404, 'No such admin endpoint; see /admin/api/upstreams, /admin/api/parked, /admin/api/tasks, /admin/api/sessions, /admin/api/census'));
+  app.all('*', (c) => {
+    const path = c.req.path;
+    if (ENDPOINTS.includes(path)) return refusal(405, `${c.req.method} is not supported on ${path}; use GET`, { allow: 'GET, HEAD' });
+    return refusal(404, `No admin endpoint at ${c.req.path}; the admin endpoints are ${ENDPOINTS.join(', ')}`);
+  });
   return app;
 }

@@ -52,6 +52,8 @@ describe('admin page: access and JSON', () => {
       admin: { enabled: true, principals: ['apikey:ops'] },
       upstreams: {
         f: fixtureStdio(),
+        // Exits in the middle of a call (tool crash), then starts again.
+        crashy: fixtureStdio(),
         // Cannot start: says why on stderr, with a secret of its configured env in the line.
         broken: {
           transport: 'stdio',
@@ -106,12 +108,13 @@ describe('admin page: access and JSON', () => {
       parked: 1,
       opened: 1,
       died: 0,
+      restarts: 0,
       openFailures: 0,
       consecutiveFailures: 0,
     });
-    expect(upstreams[1]).toMatchObject({ name: 'broken', era: 'legacy', sessions: { total: 0 }, opened: 0, openFailures: 1, consecutiveFailures: 1 });
-    expect(upstreams[1].revision).toBeUndefined();
-    expect(upstreams[1].lastFailure).toEqual({ at: expect.any(String), kind: 'open', message: expect.stringContaining('fatal: cannot reach the database with [redacted]'), stderr: ['fatal: cannot reach the database with [redacted]'] });
+    expect(upstreams[2]).toMatchObject({ name: 'broken', era: 'legacy', sessions: { total: 0 }, opened: 0, restarts: 0, openFailures: 1, consecutiveFailures: 1 });
+    expect(upstreams[2].revision).toBeUndefined();
+    expect(upstreams[2].lastFailure).toEqual({ at: expect.any(String), kind: 'open', message: expect.stringContaining('fatal: cannot reach the database with [redacted]'), stderr: ['fatal: cannot reach the database with [redacted]'] });
     const { parked: calls } = await json('/admin/api/parked');
     expect(calls).toEqual([
       {
@@ -138,9 +141,30 @@ describe('admin page: access and JSON', () => {
     for (const path of API) expect(JSON.stringify(await json(path)), path).not.toMatch(/apikey:|dev-key|ops-key|db-secret/);
   });
 
-  it('an unknown admin path is 404 (after the access checks)', async () => {
-    expect((await get(`${gw.base}/admin/api/nothing`, ops)).status).toBe(404);
+  it('a child that exits mid-call counts as died, and the next session as a restart', async () => {
+    const crashed = await rpc(gw.url('crashy'), 'tools/call', { name: 'crash', arguments: {} }, { headers: dev });
+    expect(crashed.body.error).toBeDefined();
+    const again = await rpc(gw.url('crashy'), 'tools/call', { name: 'slow', arguments: { ms: 1, steps: 1 } }, { headers: dev });
+    expect(again.body.result.resultType).toBe('complete');
+    const { upstreams } = await (await get(`${gw.base}/admin/api/upstreams`, ops)).json();
+    expect(upstreams[1]).toMatchObject({ name: 'crashy', opened: 2, died: 1, restarts: 1, openFailures: 0, lastFailure: { kind: 'died', message: expect.any(String), stderr: expect.any(Array) } });
+  });
+
+  it('an unknown admin path is 404 and another method than GET 405 (after the access checks)', async () => {
+    const unknown = await get(`${gw.base}/admin/api/nothing`, ops);
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json()).error).toMatch(/^No admin endpoint at \/admin\/api\/nothing; the admin endpoints are \/admin, \/admin\/api\/upstreams/);
+    expect((await get(`${gw.base}/admin/`, ops)).status).toBe(404);
     expect((await get(`${gw.base}/admin/api/nothing`)).status).toBe(401);
+    for (const [method, path] of [['POST', '/admin'], ['DELETE', '/admin/api/census'], ['PUT', '/admin/api/parked']] as const) {
+      const res = await fetch(gw.base + path, { method, headers: ops });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+      expect((await res.json()).error).toBe(`${method} is not supported on ${path}; use GET`);
+    }
+    expect((await fetch(`${gw.base}/admin`, { method: 'POST' })).status).toBe(401);
+    const head = await fetch(`${gw.base}/admin/api/census`, { method: 'HEAD', headers: ops });
+    expect(head.status).toBe(200);
   });
 });
 
@@ -197,7 +221,8 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
       // Upstreams: era, revision, transport; sessions idle / in use (the parked call and the task) / queued; legacy sessions; parked.
       const [upstream] = await rows('upstreams');
       expect(upstream!.slice(0, 9)).toEqual(['f', 'legacy (auto)', '2025-11-25', 'stdio', '0', '2', '0', '1', '1']);
-      expect(upstream!.slice(9, 13)).toEqual(['2', '0', '0', '0']);
+      // Opened, died, restarts, failed opens, failing now.
+      expect(upstream!.slice(9, 14)).toEqual(['2', '0', '0', '0', '0']);
 
       // The parked call: its tool, what it waits for, whose (hashed), the round, age and time left.
       const parked = await rows('parked');
