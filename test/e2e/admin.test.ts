@@ -1,8 +1,9 @@
 /**
  * The admin page and its JSON: off unless configured, behind the MCP endpoints' auth with its own
  * principals, and, in Debian's chromium (headless, driven by playwright-core), showing what an
- * operator needs while a call is parked, a task runs and a legacy client holds a session. The
- * page's screenshot is saved to test-artifacts/admin.png (ignored by git).
+ * operator needs while a call is parked, a task runs and a legacy client holds a session, with
+ * everything an upstream chose (tool names, stderr) escaped. The page's screenshot is saved to
+ * test-artifacts/admin.png (ignored by git).
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -28,6 +29,10 @@ const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 const API = ['/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census'];
 
 const get = (url: string, headers: Record<string, string> = {}) => fetch(url, { headers });
+
+/** A tool name and a stderr line an upstream chose, meant to inject markup into the page. */
+const HOSTILE_TOOL = `<script>document.title="pwned"</script><img src=x onerror=alert(1)>&amp;`;
+const HOSTILE_STDERR = `fatal: </pre><script>document.title="pwned"</script><b onmouseover=alert(1)>bold</b>`;
 
 describe('admin page: off unless configured', () => {
   let gw: TestGateway;
@@ -181,7 +186,12 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
     gw = await startGateway({
       auth: { mode: 'apiKeys', keys: [{ principal: 'ops', key: OPS_KEY }, { principal: 'dev', key: DEV_KEY }] },
       admin: { enabled: true, principals: ['apikey:ops'], refreshSeconds: 1 },
-      upstreams: { f: { ...fixtureStdio(), tasks: { taskAfterMs: 0 } } },
+      upstreams: {
+        f: { ...fixtureStdio(), tasks: { taskAfterMs: 0 } },
+        // Upstreams whose tool name and stderr carry markup.
+        x: fixtureStdio(undefined, { FIXTURE_ASK_TOOL: HOSTILE_TOOL }),
+        broken: { transport: 'stdio', protocol: 'legacy', command: process.execPath, args: ['-e', `console.error(${JSON.stringify(HOSTILE_STDERR)}); process.exit(3)`] },
+      },
     });
     // A call parked on an elicitation, and a task that keeps working (progress every second).
     const parked = await rpc(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { elicitation: {} }, headers: dev });
@@ -195,6 +205,9 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
     await client.connect(transport);
     await client.callTool({ name: 'ask_name', arguments: {} });
     legacy = { client, transport };
+    const hostile = await rpc(gw.url('x'), 'tools/call', { name: HOSTILE_TOOL, arguments: {} }, { caps: { elicitation: {} }, headers: dev });
+    expect(hostile.body.result.resultType).toBe('input_required');
+    expect((await rpc(gw.url('broken'), 'tools/list', {}, { headers: dev })).body.error.data.reason).toBe('unreachable');
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -225,8 +238,9 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
       expect(upstream!.slice(9, 14)).toEqual(['2', '0', '0', '0', '0']);
 
       // The parked call: its tool, what it waits for, whose (hashed), the round, age and time left.
-      const parked = await rows('parked');
+      const parked = (await rows('parked')).filter((r) => r[0] === 'f');
       expect(parked).toHaveLength(1);
+      expect(await page.locator('#parked tbody tr', { hasText: 'ask_name' }).isVisible()).toBe(true);
       expect(parked[0]!.slice(0, 6)).toEqual(['f', 'ask_name', 'tools/call', 'elicitation (form)', dev16, '0']);
       expect(parked[0]![7]).toMatch(/^9 min \d+ s$/);
 
@@ -236,6 +250,7 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
       const running = await rows('tasks');
       expect(running).toHaveLength(1);
       expect(running[0]!.slice(1, 4)).toEqual(['f', 'slow', 'working']);
+      expect(await page.locator('#tasks tbody tr', { hasText: 'working' }).last().isVisible()).toBe(true);
       expect(running[0]![6]).toBe(dev16);
 
       // The legacy session: hashed id, upstream, transport, relay, revision, principal.
@@ -245,7 +260,7 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
       expect(sessions[0]![0]).toMatch(/^[0-9a-f]{16}$/);
 
       // The census: ask_name elicited a form twice, once through the Exchange, once in the legacy session.
-      const census = await rows('census');
+      const census = (await rows('census')).filter((r) => r[0] === 'f');
       expect(census.map((r) => r.slice(0, 4))).toEqual([['f', 'ask_name', 'elicitation_form', '2']]);
 
       // Nothing secret on the page: no raw principal, key or session id.
@@ -263,4 +278,28 @@ describe.skipIf(!haveChromium)(browserTitle, () => {
       await context.close();
     }
   }, 40_000);
+
+  it('escapes what upstreams chose: a tool name and stderr full of markup show as text, inject nothing', async () => {
+    const raw = await (await get(`${gw.base}/admin`, ops)).text();
+    expect(raw).not.toContain('<img');
+    expect(raw).not.toContain('<b ');
+    expect(raw.match(/<script/g)).toBeNull();
+    expect(raw).toContain('&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;&amp;amp;');
+    expect(raw).toContain('fatal: &lt;/pre&gt;&lt;script&gt;');
+
+    const context = await browser.newContext({ extraHTTPHeaders: ops });
+    const page = await context.newPage();
+    try {
+      await page.goto(`${gw.base}/admin`);
+      expect(await page.title()).toBe('mrtr-gateway admin');
+      expect(await page.$$eval('script, img, b', (els) => els.length)).toBe(0);
+      const cells = (selector: string) => page.$$eval(selector, (tds) => tds.map((td) => td.textContent));
+      expect(await cells('#parked tbody tr td:nth-child(2)')).toContain(HOSTILE_TOOL);
+      expect(await cells('#census tbody tr td:nth-child(2)')).toContain(HOSTILE_TOOL);
+      const stderr = await cells('#upstreams tbody tr pre');
+      expect(stderr).toEqual([HOSTILE_STDERR]);
+    } finally {
+      await context.close();
+    }
+  });
 });
