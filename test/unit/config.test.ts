@@ -87,5 +87,8 @@ describe('parseConfig errors', () => {
     expect(() => parseConfig({ auth, admin: { enabled: true }, upstreams }, {})).toThrow(/admin\.principals: required with auth\.mode "apiKeys"/);
     expect(parseConfig({ auth, admin: { enabled: true, principals: ['apikey:ops'] }, upstreams }, {}).admin.principals).toEqual(['apikey:ops']);
     expect(() => parseConfig({ admin: { enabled: true, principals: [] }, upstreams }, {})).toThrow(/admin\.principals/);
+    expect(() => parseConfig({ admin: { enabled: true, refreshSeconds: 0 }, upstreams }, {})).toThrow(/admin\.refreshSeconds/);
+    expect(() => parseConfig({ admin: { enabled: 'yes' }, upstreams }, {})).toThrow(/admin\.enabled/);
+    expect(() => parseConfig({ admin: { enabled: true, page: '/ops' }, upstreams }, {})).toThrow(/admin.*page/);
   });
 });
