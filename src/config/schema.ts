@@ -54,7 +54,7 @@ const InputPolicySchema = z
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
-    batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, as soon as the upstream session has been quiet for two event-loop turns after the last one').default(15),
     mode: InputModeSchema.default('park'),
     tools: z
       .record(z.string(), z.object({ mode: InputModeSchema }).strict())

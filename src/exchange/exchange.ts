@@ -48,6 +48,9 @@ const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 /** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
 const CANCEL_TASK_WAIT_MS = 2000;
 
+/** Event-loop turns without an upstream message after which a batch of input requests is complete. */
+const QUIET_TURNS = 2;
+
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
 
@@ -399,8 +402,10 @@ export class Exchange {
   }
 
   /**
-   * Waits until the Exchange has finished ('done') or has outstanding input and no new
-   * server-initiated request arrived for `batchWindowMs` ('input'). With `deadline` (epoch ms), it
+   * Waits until the Exchange has finished ('done') or has outstanding input and the batch of
+   * server-initiated requests is complete ('input'): the upstream session received nothing for
+   * {@link QUIET_TURNS} event-loop turns, or `batchWindowMs` passed since the last request arrived
+   * (the cap for servers that send slowly). With `deadline` (epoch ms), it
    * returns 'deadline' once that time passes while the upstream is still working without asking
    * for input. `signal` aborts the wait only ('aborted').
    */
@@ -410,9 +415,8 @@ export class Exchange {
       if (signal?.aborted) return 'aborted';
       const now = Date.now();
       if (this.pending.size > 0) {
-        const wait = this.lastInputAt + batchWindowMs - now;
-        if (wait <= 0) return 'input';
-        await this.changed(wait, signal);
+        if (this.lastInputAt + batchWindowMs - now <= 0) return 'input';
+        if (await this.upstreamQuiet()) return 'input';
       } else if (deadline !== undefined) {
         if (now >= deadline) return 'deadline';
         await this.changed(deadline - now, signal);
@@ -420,6 +424,18 @@ export class Exchange {
         await this.changed(undefined, signal);
       }
     }
+  }
+
+  /**
+   * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns:
+   * whatever the server sent together with its last request has been read by then.
+   */
+  private async upstreamQuiet(): Promise<boolean> {
+    const session = this.init.lease.session;
+    const seen = session.received;
+    const inputs = this.lastInputAt;
+    for (let i = 0; i < QUIET_TURNS; i++) await new Promise((r) => setImmediate(r));
+    return session.received === seen && inputs === this.lastInputAt;
   }
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */

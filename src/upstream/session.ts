@@ -241,6 +241,8 @@ export class UpstreamSession {
   private conn!: Connection;
   private replacing: Promise<Connection> | undefined;
   private readonly log: Logger;
+  /** Messages received from the upstream so far, over every connection of this session. */
+  received = 0;
 
   private constructor(private readonly opts: SessionOptions) {
     this.closed = new Promise((r) => (this.resolveClosed = r));
@@ -338,6 +340,11 @@ export class UpstreamSession {
     };
     try {
       await client.connect(transport, { timeout: cfg.timeouts.connectMs });
+      const deliver = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        this.received++;
+        deliver?.(message, extra);
+      };
       await this.barrier(conn);
     } catch (e) {
       await client.close().catch(() => {});
