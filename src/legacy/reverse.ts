@@ -12,6 +12,8 @@
  * the client receives as the answer to its original request. A declined or cancelled elicitation is
  * an answer like any other. Progress and `notifications/message` of a request reach the client on
  * that request's stream; `notifications/cancelled` from the client cancels the upstream request.
+ * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`, and
+ * a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
@@ -21,6 +23,7 @@ import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER
 import type { Logger } from '../observability/log.js';
 import { allowedCapabilities } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
+import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
 
 type Id = string | number;
@@ -115,6 +118,10 @@ export class ReverseRelay implements LegacyRelay {
         this.logLevel = typeof params.level === 'string' ? params.level : undefined;
         return { result: {} };
       case 'tools/call':
+        if (typeof params.name === 'string' && !toolAllowed(this.init.cfg.tools, params.name)) {
+          return { error: { code: ErrorCode.InvalidParams, message: unknownTool(params.name).message } };
+        }
+        return this.rounds(m, entry);
       case 'prompts/get':
       case 'resources/read':
         return this.rounds(m, entry);
@@ -123,7 +130,10 @@ export class ReverseRelay implements LegacyRelay {
         return { error: { code: ErrorCode.MethodNotFound, message: `${m.method} is not relayed to this 2026-07-28 upstream` } };
       default: {
         const r = await this.send(m.method!, params, m.id!, entry);
-        return 'error' in r ? { error: r.error } : { result: legacyResult(r.result) };
+        if ('error' in r) return { error: r.error };
+        const result = legacyResult(r.result);
+        if (m.method === 'tools/list') result.tools = servedToolList(this.init.cfg.tools, result.tools);
+        return { result };
       }
     }
   }
