@@ -7,7 +7,7 @@
  * Closing that stream (or the connection) cancels the call upstream. `subscriptions/listen` is
  * answered with its own long-lived SSE stream (src/http/listen.ts).
  */
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { HttpBindings } from '@hono/node-server';
@@ -24,6 +24,7 @@ import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
+import { readBody } from './body.js';
 import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
 import { Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
@@ -232,11 +233,6 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   app.post(
     '/mcp/:name',
-    bodyLimit({
-      maxSize: maxBody,
-      onError: () =>
-        errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413),
-    }),
     (c) =>
       handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), (work) => {
         const tracked = work.catch(() => {});
@@ -253,10 +249,6 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   if (federation) {
     app.post(
       '/mcp',
-      bodyLimit({
-        maxSize: maxBody,
-        onError: () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413),
-      }),
       (c) =>
         handleMcp(
           c,
@@ -447,14 +439,17 @@ async function handleMcp(
   const name: string | undefined = c.req.param('name');
   const target = targetOf(gateway, federation, name);
   const rl: RequestLog = { log, gateway, requestId, upstream: target?.label ?? name ?? FEDERATED_LABEL, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
-  let text: string;
-  try {
-    text = await c.req.text();
-  } catch (e) {
+  const maxBody = gateway.cfg.limits.maxBodyBytes;
+  const read = await readBody(c, maxBody);
+  if ('tooLarge' in read) {
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
+  }
+  if ('broken' in read) {
     // The client went away (or stalled past the read timeout) while sending the body.
-    log.debug({ requestId, err: (e as Error).message }, 'request body not received');
+    log.debug({ requestId, err: read.broken.message }, 'request body not received');
     return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
   }
+  const text = read.text;
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -503,9 +498,9 @@ async function handleMcp(
 
   return new Promise<Response>((resolveResponse) => {
     const abort = new AbortController();
-    // The request's signal can outlive the request (keep-alive): the listener goes when the call ends.
-    const clientGone = () => abort.abort();
-    c.req.raw.signal.addEventListener('abort', clientGone, { once: true });
+    // The client went away: the response closed before it was finished. The listener goes when the
+    // call ends (the connection can outlive the request, with keep-alive).
+    const stopWatching = onClientGone(c, () => abort.abort());
     let sse: SseStream | undefined;
     const stream = (message: unknown) => {
       if (!sse) {
@@ -547,7 +542,7 @@ async function handleMcp(
         },
       );
     track(work);
-    void work.finally(() => c.req.raw.signal.removeEventListener('abort', clientGone));
+    void work.finally(stopWatching);
     void work.then((done) => {
       if ('forwarded' in done && done.forwarded) return resolveResponse(done.forwarded);
       const { message, status } = done as { message: unknown; status: number };
@@ -555,6 +550,25 @@ async function handleMcp(
       else resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
     });
   });
+}
+
+/**
+ * Calls `gone` when the client closes the connection before its response is finished; returns the
+ * function that stops watching. On @hono/node-server it watches the Node response (cheap); else the
+ * request's abort signal.
+ */
+function onClientGone(c: Context, gone: () => void): () => void {
+  const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+  if (outgoing) {
+    const closed = () => {
+      if (!outgoing.writableFinished) gone();
+    };
+    outgoing.once('close', closed);
+    return () => void outgoing.off('close', closed);
+  }
+  const signal = c.req.raw.signal;
+  signal.addEventListener('abort', gone, { once: true });
+  return () => signal.removeEventListener('abort', gone);
 }
 
 /** Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint); undefined when it is gone (no heartbeat, or unreachable). */

@@ -5,6 +5,7 @@
  * issuer's JWKS, audience and required scopes; principal = issuer + subject).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import { readFileSync } from 'node:fs';
 import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import type { GatewayConfig } from '../config/schema.js';
@@ -36,9 +37,13 @@ export class AuthError extends Error {
 
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
-/** Short, stable, non-reversible form of a principal for logs and metrics. */
+const hashes = new LRUCache<string, string>({ max: 10_000 });
+
+/** Short, stable, non-reversible form of a principal for logs and metrics (16 hex digits of its SHA-256). */
 export function principalHash(principal: string): string {
-  return sha256(principal).toString('hex').slice(0, 16);
+  let h = hashes.get(principal);
+  if (h === undefined) hashes.set(principal, (h = sha256(principal).toString('hex').slice(0, 16)));
+  return h;
 }
 
 function bearer(header: string | null | undefined): string | undefined {

@@ -18,6 +18,8 @@ export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Respo
 /** One upstream's HTTP connection pool and the fetch that uses it. */
 export interface HttpHop {
   fetch: FetchLike;
+  /** The pool itself, for undici's `request`. */
+  dispatcher: Agent;
   /** Closes the pool's connections. */
   close(): Promise<void>;
 }
@@ -35,5 +37,5 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
     keepAliveMaxTimeout: KEEP_ALIVE_MS,
   });
   const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), dispatcher: agent }) as unknown as Promise<Response>;
-  return { fetch, close: () => agent.close().catch(() => {}) };
+  return { fetch, dispatcher: agent, close: () => agent.close().catch(() => {}) };
 }

@@ -40,6 +40,7 @@ import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
+import { HttpClientTransport } from './http-transport.js';
 
 /** A server-initiated request as it arrives from the upstream. */
 export interface ServerInitiatedRequest {
@@ -162,10 +163,10 @@ export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHea
       return t;
     }
     case 'streamable-http':
+      if (http) return new HttpClientTransport(new URL(cfg.url), { dispatcher: http.dispatcher, headers: mergeHeaders(cfg.headers, extraHeaders) });
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
         requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
         reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
-        ...(http ? { fetch: http.fetch } : {}),
       });
     case 'sse':
       // requestInit headers go on the POSTs and on the GET /sse stream alike.
@@ -502,7 +503,7 @@ export class UpstreamSession {
     const conn = this.conn;
     try {
       if (conn?.sending.size) await Promise.race([Promise.allSettled([...conn.sending]), new Promise((r) => setTimeout(r, 1000))]);
-      if (conn && conn.transport instanceof StreamableHTTPClientTransport && conn.transport.sessionId && !this.deadReason) {
+      if (conn && (conn.transport instanceof StreamableHTTPClientTransport || conn.transport instanceof HttpClientTransport) && conn.transport.sessionId && !this.deadReason) {
         await Promise.race([conn.transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
       }
       await conn?.client.close();
