@@ -48,11 +48,14 @@ const InputModeSchema = z
     'park: the upstream call waits, on its session, for the retry. replay: the call is cancelled when it asks, and the retry runs it again, answering from the sealed requestState (no session held, any replica). auto: replay tools annotated readOnlyHint or idempotentHint, prompts/get and resources/read; park the rest.',
   );
 
+/** The kinds of server-initiated requests the gateway can relay to clients as input requests (`input.allow`). */
+export const INPUT_KINDS = ['elicitation', 'sampling', 'roots'] as const;
+
 const InputPolicySchema = z
   .object({
     allow: z
-      .array(z.enum(['elicitation', 'sampling', 'roots']))
-      .default(['elicitation', 'sampling', 'roots'])
+      .array(z.enum(INPUT_KINDS))
+      .default([...INPUT_KINDS])
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),

@@ -39,6 +39,9 @@ import { MergedSubscription, mergeHonored } from './listen.js';
 import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
 import { UriIndex } from './resources.js';
 
+/** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */
+export const FEDERATED_LABEL = '*';
+
 /** A federated upstream. */
 export interface FederatedUpstream extends Member {
   /** The upstream's configuration (its `required`, `tools`, …). */

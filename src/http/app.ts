@@ -26,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 import { readBody } from './body.js';
 import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
-import { Federation, type FederationContext } from '../federation/federation.js';
+import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
@@ -102,8 +102,9 @@ export interface FrontDoor {
  * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
  *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`, except CORS preflights
  *   (`OPTIONS`): 204 for an allowed origin, 403 otherwise (see `corsMiddleware`).
- * - `POST /mcp` (with `federation.enabled`): the same for the federated upstreams together; legacy
- *   clients (`initialize`, `Mcp-Session-Id`) get 404 / -32601 there.
+ * - `POST /mcp` (with `federation.enabled`): the same for the federated upstreams together, for
+ *   2026-07-28 clients and for legacy Streamable HTTP clients (`initialize`, then `Mcp-Session-Id`;
+ *   GET and DELETE with it). The old HTTP+SSE transport is served per upstream only.
  * - `GET /.well-known/oauth-protected-resource/mcp/:name` (and `/mcp` with federation): RFC 9728
  *   protected resource metadata (with CORS headers for allowed origins).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
@@ -126,7 +127,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const durationMs = Math.round(r.durationMs * 10) / 10;
     log.info({ upstream, method: r.method, name: r.name, principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
     gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
-  });
+  }, federation);
   gateway.onClose(() => legacy.close());
   const sessionCaller = (c: Context): SessionCaller => ({ ...c.get('caller'), owner: limitKey(c, c.get('caller')), requestId: c.get('requestId') });
 
@@ -262,14 +263,22 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
             inflight.add(tracked);
             void tracked.then(() => inflight.delete(tracked));
           },
-          (_era, body) => legacyOnFederated(body),
+          (era, body) => {
+            const sessionId = c.req.header('mcp-session-id');
+            if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), c.req.raw, body);
+            if (!sessionId) return errorResponse(null, { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+            return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw, body);
+          },
           false,
           federation,
         ),
     );
-    app.all('/mcp', () =>
-      errorResponse(null, { code: ErrorCode.MethodNotFound, message: 'The federated endpoint /mcp takes MCP 2026-07-28 requests by POST only' }, 405, { allow: 'POST' }),
-    );
+    // A legacy session's standalone SSE stream (GET) and its end (DELETE); without a session, 405.
+    app.all('/mcp', (c) => {
+      const sessionId = c.req.header('mcp-session-id');
+      if (sessionId && (c.req.method === 'GET' || c.req.method === 'DELETE')) return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw);
+      return errorResponse(null, { code: ErrorCode.MethodNotFound, message: 'Method not allowed: the federated endpoint /mcp takes POST (and GET or DELETE within a legacy session)' }, 405, { allow: 'POST' });
+    });
   }
   // A legacy session's standalone SSE stream (GET) and its end (DELETE).
   app.on(['GET', 'DELETE'], '/mcp/:name', async (c, next) => {
@@ -390,9 +399,6 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   r.gateway.metrics.gatewaySeconds.observe({ upstream: r.upstream, method: known }, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
 }
 
-/** `upstream` in the request log line and the metrics for requests on the federated endpoint. */
-const FEDERATED_LABEL = '*';
-
 /** Who serves the MCP requests of a route: one upstream's router, or the federation layer. */
 interface McpTarget {
   /** `upstream` in the request log line and the metrics: the upstream's name, or `*` on the federated endpoint. */
@@ -410,18 +416,6 @@ function targetOf(gateway: Gateway, federation: Federation | undefined, name: st
   }
   if (!gateway.upstreams.has(name)) return undefined;
   return { label: name, upstream: name, handle: (req, ctx) => gateway.handle(name, req, ctx), listen: (req, who) => gateway.listen(name, req, who) };
-}
-
-/** A legacy client (`initialize`, or a request in a session) on the federated endpoint: 404 / -32601. */
-function legacyOnFederated(body: unknown): Response {
-  return errorResponse(
-    idOf(body),
-    {
-      code: ErrorCode.MethodNotFound,
-      message: 'The federated endpoint /mcp serves MCP 2026-07-28 only (send the _meta envelope, no initialize); legacy clients connect to one upstream at /mcp/NAME',
-    },
-    404,
-  );
 }
 
 async function handleMcp(

@@ -129,6 +129,33 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     }
   });
 
+  it('raw rounds: input_required from each upstream, completed by the retry with inputResponses and requestState', async () => {
+    const cases = [
+      { name: 'everything_trigger-elicitation-request', args: {}, answer: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 }, expect: 'Ada Lovelace' },
+      { name: 'fixture_ask_name', args: { greeting: 'Howdy' }, answer: { name: 'Barbara' }, expect: 'Howdy, Barbara!' },
+    ];
+    for (const c of cases) {
+      const first = await rpc(fed, 'tools/call', { name: c.name, arguments: c.args }, { caps: ELICIT });
+      expect(first.body.result, JSON.stringify(first.body)).toMatchObject({ resultType: 'input_required' });
+      const requests = Object.entries(first.body.result.inputRequests as Record<string, { method: string }>);
+      expect(requests).toHaveLength(1);
+      expect(requests[0]![1].method).toBe('elicitation/create');
+      const state = first.body.result.requestState;
+      expect(typeof state).toBe('string');
+      const retry = await rpc(
+        fed,
+        'tools/call',
+        { name: c.name, arguments: c.args, inputResponses: { [requests[0]![0]]: { action: 'accept', content: c.answer } }, requestState: state },
+        { caps: ELICIT },
+      );
+      expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({ resultType: 'complete' });
+      expect(JSON.stringify(retry.body.result.content)).toContain(c.expect);
+      // Single use: the same state again is refused.
+      const replay = await rpc(fed, 'tools/call', { name: c.name, arguments: c.args, inputResponses: {}, requestState: state }, { caps: ELICIT });
+      expect(replay.body.error?.code).toBe(-32602);
+    }
+  });
+
   it('a denied tool is refused like an unknown one, on /mcp and on /mcp/NAME, and nothing reaches the upstream', async () => {
     const callsBefore = log.events().length;
     for (const [url, name] of [
@@ -257,16 +284,54 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     expect(unknown.body.error.code).toBe(-32602);
   });
 
-  it('a legacy client (initialize) on /mcp gets a clear 404; GET /mcp is 405; requests are logged as upstream *', async () => {
-    const r = await fetch(fed, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'old', version: '1' } } }),
+  it('a legacy client (initialize) on /mcp: merged and prefixed lists, eliciting calls of both upstreams, the tool policy', async () => {
+    const client = new Client({ name: 'legacy-on-fed', version: '1.0.0' }, { capabilities: { elicitation: {} } });
+    const asked: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (r) => {
+      asked.push(r.params.message);
+      return r.params.message.includes('Please provide inputs')
+        ? { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 } }
+        : { action: 'accept', content: { name: 'Grace' } };
     });
-    expect(r.status).toBe(404);
-    const body = await r.json();
-    expect(body.error.code).toBe(-32601);
-    expect(body.error.message).toContain('/mcp/NAME');
+    const transport = new StreamableHTTPClientTransport(new URL(fed));
+    await client.connect(transport);
+    try {
+      expect(transport.sessionId).toBeTruthy();
+      expect(client.getServerCapabilities()).toMatchObject({ tools: {}, prompts: {}, resources: {}, completions: {} });
+      expect(client.getInstructions()).toMatch(/^## everything/);
+      const names: string[] = [];
+      let cursor: string | undefined;
+      do {
+        const page = await client.listTools(cursor === undefined ? {} : { cursor });
+        names.push(...page.tools.map((t) => t.name));
+        cursor = page.nextCursor;
+      } while (cursor);
+      expect(names).toEqual(expect.arrayContaining(['everything_echo', 'fixture_ask_name']));
+      expect(names).not.toContain('everything_get-env');
+      expect(names).not.toContain('fixture_crash');
+      const a = await client.callTool({ name: 'fixture_ask_name', arguments: { greeting: 'Yo' } });
+      expect((a.content as { text: string }[])[0]!.text).toBe('Yo, Grace!');
+      const b = await client.callTool({ name: 'everything_trigger-elicitation-request', arguments: {} });
+      expect(JSON.stringify(b.content)).toContain('Ada Lovelace');
+      expect(asked).toHaveLength(2);
+      await expect(client.callTool({ name: 'everything_get-env', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: everything_get-env') });
+      const progress: number[] = [];
+      const slow = await client.callTool({ name: 'fixture_slow', arguments: { ms: 300, steps: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
+      expect((slow.content as { text: string }[])[0]!.text).toBe('slept 300ms');
+      expect(progress).toEqual([1, 2, 3]);
+      const doc = await client.readResource({ uri: 'fixture://plain/3' });
+      expect((doc.contents[0] as { text: string }).text).toBe('note 3');
+      // The session is bound to /mcp: its id is unknown on an upstream's own endpoint.
+      const elsewhere = await fetch(gw.url('fixture'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-11-25' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }),
+      });
+      expect(elsewhere.status).toBe(404);
+      await transport.terminateSession();
+    } finally {
+      await client.close();
+    }
     const get = await fetch(fed);
     expect(get.status).toBe(405);
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
