@@ -21,6 +21,9 @@
  *   another upstream than the name's is -32602, like any state that does not fit its request.
  * - `tasks/get|update|cancel` go to the upstream of the task record (legacy upstreams), or the
  *   one whose binding the task id verifies under (2026-07-28 upstreams).
+ *
+ * Legacy clients on `POST /mcp` reach this layer through the reverse bridge
+ * (src/legacy/federated.ts), as 2026-07-28 requests built from their session.
  */
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -106,6 +109,7 @@ const unknownName = (kind: NameKind, exposed: string) => (kind === 'tools' ? unk
 export class Federation {
   /** The federated upstreams, in order. */
   readonly members: FederatedUpstream[];
+  /** Their tool and prompt prefixes: exposing an upstream's names and reading the client's back. */
   readonly naming: Naming<FederatedUpstream>;
   private readonly byName: Map<string, FederatedUpstream>;
   private readonly uris = new UriIndex();

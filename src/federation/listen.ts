@@ -24,6 +24,7 @@ export class MergedSubscription implements ListenHandle {
     readonly honored: ListenFilter,
   ) {}
 
+  /** Starts delivery of every part to `sink`; `sink.end` is called once (see the class). */
   attach(sink: SubscriptionSink): void {
     let open = this.parts.length;
     let done = false;
@@ -49,6 +50,7 @@ export class MergedSubscription implements ListenHandle {
     }
   }
 
+  /** The client went away: closes every part, telling the sink nothing more. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
     await Promise.all(this.parts.map((p) => p.close()));

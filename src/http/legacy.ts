@@ -39,7 +39,7 @@ import { ReverseRelay, reverseSettings } from '../legacy/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
 import type { UpstreamEra } from '../gateway.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
-import { FederatedHop } from '../federation/hop.js';
+import { FederatedHop } from '../legacy/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';
 
 /** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */

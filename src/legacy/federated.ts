@@ -14,7 +14,7 @@ import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
-import type { Federation } from './federation.js';
+import type { Federation } from '../federation/federation.js';
 
 let nextId = 1;
 
