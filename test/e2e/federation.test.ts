@@ -12,6 +12,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceUpstream, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { everythingStdio, listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { startCli, type CliGateway } from '../helpers/cli.js';
+import { infraInstalled, startRedis, type TestRedis } from '../helpers/infra.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
@@ -510,5 +512,42 @@ describe('federation without prefixes', () => {
     expect(tag.body.result.resultType).toBe('input_required');
     const unknown = await rpc(fed, 'tools/call', { name: 'crash', arguments: {} });
     expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: crash' });
+  });
+});
+
+describe.skipIf(!infraInstalled)('/mcp on two replicas sharing Redis', () => {
+  let redis: TestRedis;
+  let a: CliGateway;
+  let b: CliGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    const cfg = {
+      store: { kind: 'redis', url: redis.url },
+      replicas: { secret: 'replica-secret-0123456789abcdefghij', heartbeatMs: 200, deadAfterMs: 1000 },
+      requestState: { keys: [{ kid: 'shared', secret: 'a-requestState-secret-both-replicas-share' }] },
+      federation: { enabled: true },
+      upstreams: { everything: everythingStdio, fixture: fixtureStdio() },
+    };
+    [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const g of [a, b]) g?.child.kill('SIGTERM');
+    await Promise.all([a?.exited, b?.exited]);
+    await redis?.stop();
+  });
+
+  it('a retry on /mcp of the other replica is forwarded to the replica holding the call, and completes', async () => {
+    const first = await rpc(`http://127.0.0.1:${a.port}/mcp`, 'tools/call', { name: 'fixture_ask_name', arguments: { greeting: 'Ahoy' } }, { caps: ELICIT });
+    expect(first.body.result.resultType).toBe('input_required');
+    const key = Object.keys(first.body.result.inputRequests)[0]!;
+    const retry = await rpc(
+      `http://127.0.0.1:${b.port}/mcp`,
+      'tools/call',
+      { name: 'fixture_ask_name', arguments: { greeting: 'Ahoy' }, inputResponses: { [key]: { action: 'accept', content: { name: 'Mary' } } }, requestState: first.body.result.requestState },
+      { caps: ELICIT },
+    );
+    expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Ahoy, Mary!' }] });
+    expect(b.logs.some((l) => l.msg === 'request' && l.upstream === '*' && l.outcome === 'forwarded')).toBe(true);
   });
 });
