@@ -542,7 +542,7 @@ export class Gateway {
       replay = { entries: [], round: 0 };
     }
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token);
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.info.capabilities[needed]) {
@@ -553,6 +553,11 @@ export class Gateway {
     if (method === 'tools/call') {
       const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
       if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
+    }
+    if (legacyTask && lease.shared) {
+      // What an upstream task asks comes on the streams of its tasks/* requests: the call needs a session of its own.
+      lease.release(true);
+      lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
     }
     const ex = new Exchange({
       upstream: up.name,

@@ -59,7 +59,7 @@ const InputPolicySchema = z
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
-    batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, as soon as the upstream session has been quiet for two event-loop turns after the last one').default(15),
     mode: InputModeSchema.default('park'),
     tools: z
       .record(z.string(), z.object({ mode: InputModeSchema }).strict())
@@ -234,13 +234,21 @@ const upstreamCommon = {
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
-  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight, or one parked call)'),
+  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)'),
   maxSessionsPerPrincipal: z
     .number()
     .int()
     .positive()
     .default(8)
     .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
+  maxCallsPerSession: z
+    .number()
+    .int()
+    .positive()
+    .default(16)
+    .describe(
+      'Streamable HTTP upstreams: most calls one upstream session carries at once (parked ones included), once the upstream has shown that it sends server-initiated requests on the stream of the call they belong to; until then, after a request on its GET stream, and on stdio, a session carries one call. 1: always one call per session',
+    ),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z
     .array(RootSchema)
