@@ -1,8 +1,9 @@
 /**
  * The federated endpoint `POST /mcp` in front of several upstreams at once: server-everything and
  * the legacy fixture (both legacy, over stdio), a 2026-07-28 upstream beside a legacy one, the
- * conformance fixture for subscriptions, and two upstreams whose names collide. Tool allow and
- * deny lists on both endpoints and in legacy client sessions.
+ * conformance fixture for subscriptions, two upstreams whose names collide, and two replicas
+ * sharing Redis. 2026-07-28 clients (raw and the v2 SDK) and legacy clients (the v1 SDK) on /mcp.
+ * Tool allow and deny lists on both endpoints and in legacy client sessions.
  */
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
