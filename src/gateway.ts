@@ -29,6 +29,8 @@ import {
 } from './protocol/wire.js';
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
+import { Census, NO_CALL, toolLabel } from './observability/census.js';
+import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, type ModernUpstream } from './upstream/modern.js';
@@ -102,7 +104,11 @@ export class Upstream {
   /** The 2026-07-28 hop (absent for HTTP+SSE upstreams and `protocol: "legacy"`). */
   readonly modern: ModernUpstream | undefined;
   readonly tools = new ToolCatalog();
+  /** Sessions opened, died and failed, and the last failure (the admin view). */
+  readonly health = new UpstreamHealth();
   private eraKnown: Promise<UpstreamEra> | undefined;
+  /** The era `protocol: "auto"` detected, until forgotten. */
+  private detected: UpstreamEra | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
   private readonly droppedLogged = new Set<string>();
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
@@ -113,7 +119,19 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.pool.observer = {
+      opened: () => this.health.noteOpened(),
+      died: (reason, stderr) => this.health.noteDied(reason, stderr),
+      openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
+    };
     this.modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+  }
+
+  /** The era as known now: configured, or detected; undefined while `protocol: "auto"` has not asked yet. */
+  get knownEra(): UpstreamEra | undefined {
+    if (!this.modern) return 'legacy';
+    if (this.cfg.protocol === '2026-07-28') return 'modern';
+    return this.detected;
   }
 
   /**
@@ -128,6 +146,7 @@ export class Upstream {
     this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs, PROBE_MS)).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
+        this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
         // A stdio child started only to ask is not needed by a legacy upstream.
         if (era === 'legacy') await this.modern!.close();
@@ -136,6 +155,7 @@ export class Upstream {
       (e: Error) => {
         this.eraKnown = undefined;
         const stderr = e instanceof ModernHopError ? e.stderr : [];
+        this.health.noteProbeFailed(e.message, stderr);
         this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
         const said = stderrSummary(stderr);
         throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
@@ -146,7 +166,7 @@ export class Upstream {
 
   /** With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have been replaced). */
   forgetEra(): void {
-    if (this.cfg.protocol === 'auto') this.eraKnown = undefined;
+    if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
   }
 
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
@@ -180,6 +200,8 @@ export class Gateway {
   readonly metrics: Metrics;
   /** Answers legacy upstreams' sampling through the configured LLM providers (none configured: no provider calls). */
   readonly sampler: Sampler;
+  /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
+  readonly census: Census;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -216,8 +238,11 @@ export class Gateway {
       parked: () => this.bridge.parkedByUpstream(),
       runningTasks: () => this.tasks.running,
       samplingInFlight: () => this.sampler.inFlight(),
+      census: () => this.census.snapshot(),
     });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
+    this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
+    for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
@@ -529,7 +554,7 @@ export class Gateway {
     const escalation: TaskEscalation | undefined = tasksDeclared
       ? {
           afterMs: taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window }),
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),
         }
       : undefined;
     let result: Record<string, unknown>;
@@ -559,6 +584,7 @@ export class Gateway {
       lease.release(true);
       lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
     }
+    const census = this.census.call(up.name, toolLabel(method, name));
     const ex = new Exchange({
       upstream: up.name,
       cfg: up.cfg,
@@ -574,6 +600,7 @@ export class Gateway {
       replay: replay?.entries,
       onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
       sampler: this.sampler,
+      census,
     });
     ex.start();
     result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);

@@ -542,6 +542,21 @@ export const GatewayConfigSchema = z
       .prefault({})
       .describe('The task store'),
     federation: FederationSchema.prefault({}),
+    admin: z
+      .object({
+        enabled: z.boolean().default(false).describe('Serve the admin page (GET /admin) and its JSON (GET /admin/api/…); off: they answer 404'),
+        principals: z
+          .array(z.string().min(1))
+          .min(1)
+          .optional()
+          .describe(
+            'Principals allowed on the admin page, as the gateway names them (apikey:NAME with apiKeys, ISSUER#SUB with jwt); any other authenticated caller gets 403. Required with auth apiKeys or jwt; with auth none the caller is anonymous and must come from a loopback address',
+          ),
+        refreshSeconds: z.number().int().positive().max(3600).default(5).describe('How often the admin page reloads itself, in seconds'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The admin page: upstreams, parked calls, tasks, legacy sessions and the deprecation census'),
     upstreams: z
       .record(UpstreamNameSchema, UpstreamConfigSchema)
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')
@@ -549,6 +564,9 @@ export const GatewayConfigSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
+    if (cfg.admin.enabled && cfg.auth.mode !== 'none' && !cfg.admin.principals) {
+      ctx.addIssue({ code: 'custom', path: ['admin', 'principals'], message: `required with auth.mode "${cfg.auth.mode}": list the principals allowed on the admin page` });
+    }
     if (cfg.store.kind === 'redis' && !cfg.replicas.secret) {
       ctx.addIssue({ code: 'custom', path: ['replicas', 'secret'], message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop' });
     }

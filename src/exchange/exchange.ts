@@ -16,6 +16,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
+import type { CallTally } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
@@ -99,6 +100,8 @@ export interface ExchangeInit {
   onSecretDeclined?: () => void;
   /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
   sampler?: Pick<Sampler, 'answer'>;
+  /** The deprecation census of this call: server-initiated requests, legacy tasks and -32042 are noted. */
+  census?: CallTally;
 }
 
 /**
@@ -259,6 +262,7 @@ export class Exchange {
     this.detach = lease.session.attach(this.id, {
       onRequest: (req, extra) => this.onServerRequest(req, extra),
       onProgress: (p) => this.onProgress(p),
+      onLog: () => this.init.census?.note('logging'),
     });
     this.attempt(1);
   }
@@ -286,6 +290,7 @@ export class Exchange {
       .then(
         (result) => this.finish({ result: result as Record<string, unknown> }, true),
         (err) => {
+          if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED) this.init.census?.note('url_elicitation_required');
           if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
             return this.urlElicitationRequired(err, attempt);
           }
@@ -300,6 +305,7 @@ export class Exchange {
    */
   private async runLegacyTask(): Promise<void> {
     const { lease, params } = this.init;
+    this.init.census?.note('legacy_tasks');
     try {
       const stream = lease.session.client.experimental.tasks.callToolStream(
         { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: { progressToken: this.id } },
@@ -478,6 +484,7 @@ export class Exchange {
   }
 
   private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    this.init.census?.noteMessage(req);
     if (this.outcome) return Promise.reject(new McpError(ErrorCode.InternalError, 'The client request already ended'));
     const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));

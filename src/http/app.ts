@@ -31,6 +31,7 @@ import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
 import { serveListen } from './listen.js';
+import { adminApp } from './admin.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
 function asGatewayError(e: unknown, log: Logger): GatewayError {
@@ -108,6 +109,8 @@ export interface FrontDoor {
  * - `GET /.well-known/oauth-protected-resource/mcp/:name` (and `/mcp` with federation): RFC 9728
  *   protected resource metadata (with CORS headers for allowed origins).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
+ * - with `admin.enabled`: `GET /admin` and `GET /admin/api/…` (src/http/admin.ts), behind the
+ *   Host/Origin check, the same authentication and `admin.principals`.
  * - anything else: 404 with a JSON-RPC error body.
  */
 export function createApp(gateway: Gateway, log: Logger): FrontDoor {
@@ -340,6 +343,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported without a legacy session (Mcp-Session-Id); MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
       : unknownUpstream(gateway, c.req.param('name'), null),
   );
+  if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   app.notFound((c) => {
     const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
     return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);

@@ -86,6 +86,8 @@ interface LegacySession {
   transport: DownstreamHttpTransport | DownstreamSseTransport;
   relay: LegacyRelay;
   lastActive: number;
+  /** When the session was created (epoch ms). */
+  openedAt: number;
   closing: boolean;
 }
 
@@ -127,17 +129,36 @@ export class LegacySessions {
     return this.sessions.size;
   }
 
-  /** The open sessions: id, upstream, hashed principal, negotiated revision, upstream pid (stdio), requests in flight, ms since the client's last message. */
-  list(): { id: string; upstream: string; principal: string; protocolVersion?: string; pid?: number; inFlight: number; idleMs: number }[] {
+  /**
+   * The open sessions: id (the `Mcp-Session-Id`, a credential of sorts: do not show it), upstream,
+   * hashed principal, downstream transport, the relay (`pass-through` to a legacy upstream,
+   * `reverse` to a 2026-07-28 one), negotiated revision, upstream pid (stdio), requests in flight,
+   * ms since the client's last message, and ms since the session opened.
+   */
+  list(): {
+    id: string;
+    upstream: string;
+    principal: string;
+    transport: 'streamable-http' | 'sse';
+    relay: 'pass-through' | 'reverse';
+    protocolVersion?: string;
+    pid?: number;
+    inFlight: number;
+    idleMs: number;
+    ageMs: number;
+  }[] {
     const now = Date.now();
     return [...this.sessions.values()].map((s) => ({
       id: s.id,
       upstream: s.upstream,
       principal: principalHash(s.principal),
+      transport: s.transport instanceof DownstreamSseTransport ? ('sse' as const) : ('streamable-http' as const),
+      relay: s.relay instanceof ReverseRelay ? ('reverse' as const) : ('pass-through' as const),
       protocolVersion: s.relay.negotiated,
       pid: s.relay.pid,
       inFlight: s.relay.inFlight,
       idleMs: now - s.lastActive,
+      ageMs: now - s.openedAt,
     }));
   }
 
@@ -278,6 +299,7 @@ export class LegacySessions {
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
       sampler: this.gateway.sampler,
+      census: this.gateway.census,
     });
     session = this.session(upstream, who, transport, relay);
     return session;
@@ -285,7 +307,7 @@ export class LegacySessions {
 
   /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
   private session(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, relay: LegacyRelay): LegacySession {
-    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
+    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), openedAt: Date.now(), closing: false };
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
       void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream });

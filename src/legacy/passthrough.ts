@@ -38,6 +38,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
+import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
@@ -103,6 +104,8 @@ export interface PassThroughInit {
   principal: string;
   /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
   sampler?: Pick<Sampler, 'answer'>;
+  /** Counts the deprecated features the session's calls use. */
+  census?: Census;
 }
 
 /** What the downstream transport offers with one client message. */
@@ -110,6 +113,9 @@ export interface ClientMessageExtra {
   /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
   closeSSEStream?: () => void;
 }
+
+/** 2025-11-25 error code: URL elicitation required. */
+const URL_ELICITATION_REQUIRED = -32042;
 
 /** The first legacy revision whose `sampling` capability has `tools` (and `context`). */
 const SAMPLING_TOOLS_REVISION = '2025-11-25';
@@ -121,6 +127,8 @@ interface InFlight {
   progressToken?: Id;
   /** The timer that closes the request's SSE stream (SSE polling). */
   poll?: NodeJS.Timeout;
+  /** The deprecated features this request used, once each (created on first use). */
+  census?: CallTally;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -172,6 +180,7 @@ export class PassThroughRelay implements LegacyRelay {
         poll,
       });
       if (token !== undefined) this.progressOwner.set(token, m.id!);
+      if (m.method === 'tools/call' && params.task !== undefined) this.noteCall(m.id!, 'legacy_tasks');
       if (m.method === 'initialize') return this.start(m);
       if (m.method === 'tools/call' && typeof params.name === 'string' && !toolAllowed(this.init.cfg.tools, params.name)) {
         // A tool the upstream's `tools` policy does not serve is unknown here too; nothing goes upstream.
@@ -269,6 +278,7 @@ export class PassThroughRelay implements LegacyRelay {
         this.negotiated = (m.result as { protocolVersion?: string }).protocolVersion;
         if (this.negotiated) this.up?.setProtocolVersion?.(this.negotiated);
       }
+      if (req && (m.error as { code?: number } | undefined)?.code === URL_ELICITATION_REQUIRED) this.noteCall(m.id!, 'url_elicitation_required');
       this.forget(m.id!);
       if (req?.method === 'tools/list' && m.result && typeof m.result === 'object') {
         const result = m.result as { tools?: unknown };
@@ -280,6 +290,7 @@ export class PassThroughRelay implements LegacyRelay {
       }
       return this.toClient(m, undefined);
     }
+    this.noteUse(m);
     if (kind === 'request') {
       if (m.method === 'sampling/createMessage' && this.providerAnswers(m)) return this.sampleByProvider(m);
       const refused = this.policy(m);
@@ -300,6 +311,27 @@ export class PassThroughRelay implements LegacyRelay {
     const owner = token !== undefined ? this.progressOwner.get(token) : undefined;
     if (token !== undefined && owner === undefined) return;
     return this.toClient(m, owner ?? this.routeFor(m) ?? undefined);
+  }
+
+  /** Counts `feature` once for the client request `id`, under its tool. */
+  private noteCall(id: Id, feature: DeprecatedFeature): void {
+    const req = this.inflight.get(id);
+    const census = this.init.census;
+    if (!req || !census) return;
+    req.census ??= census.call(this.init.upstream, toolLabel(req.method, req.name));
+    req.census.note(feature);
+  }
+
+  /**
+   * Counts the deprecated feature a server-initiated message uses: for the one `tools/call` in
+   * flight when there is exactly one, else once under `(unknown)`.
+   */
+  private noteUse(m: Message): void {
+    const feature = this.init.census ? featureOf(m) : undefined;
+    if (!feature) return;
+    const calls = [...this.inflight].filter(([, r]) => r.method === 'tools/call');
+    if (calls.length === 1) this.noteCall(calls[0]![0], feature);
+    else this.init.census!.count(this.init.upstream, UNKNOWN_TOOL, feature);
   }
 
   /**

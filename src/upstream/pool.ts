@@ -20,7 +20,19 @@ import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { upstreamFailed, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError, type Attribution } from './session.js';
+import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
+
+/** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
+export interface PoolObserver {
+  /** A session opened. */
+  opened?(): void;
+  /** A session died (not closed by the gateway); `stderr`: the stdio child's last lines. */
+  died?(reason: string, stderr: string[]): void;
+  /** A session could not be opened; `stderr`: the stdio child's last lines. */
+  openFailed?(message: string, stderr: string[]): void;
+  /** A server-initiated request or `notifications/message` arrived on a session outside any call. */
+  unclaimed?(message: ServerInitiatedRequest): void;
+}
 
 /** A hold on one session; give it back with {@link SessionLease.release}. */
 export interface SessionLease {
@@ -101,6 +113,8 @@ export class SessionPool {
   private readonly sharing = new Map<string, Map<UpstreamSession, number>>();
   /** Shared sessions that carried a cancelled call: closed, not kept idle, when their last call is done. */
   private readonly tainted = new WeakSet<UpstreamSession>();
+  /** Read-only hooks on the pool's sessions. */
+  observer: PoolObserver = {};
 
   /**
    * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers);
@@ -390,13 +404,16 @@ export class SessionPool {
         extraHeaders: headers,
         http: this.http,
         onAttribution: (seen) => this.noteAttribution(seen),
+        onUnclaimed: (m) => this.observer.unclaimed?.(m),
       });
+      this.observer.opened?.();
       this.lastError = undefined;
       if (this.revision === undefined && session.info.protocolVersion !== 'unknown') this.revision = session.info.protocolVersion;
       this.live.add(session);
       void session.closed.then(() => this.live.delete(session));
-      session.onDeath(() => {
+      session.onDeath((reason) => {
         this.failures++;
+        this.observer.died?.(reason, session.stderrTail());
       });
       return this.lease(session);
     } catch (e) {
@@ -407,6 +424,7 @@ export class SessionPool {
       const msg = (e as Error).message;
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
+      this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
     }

@@ -20,6 +20,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
   McpError,
   ProgressNotificationSchema,
   PromptListChangedNotificationSchema,
@@ -66,6 +67,8 @@ export interface UpstreamProgress {
 export interface CallHandlers {
   onRequest: ServerRequestHandler;
   onProgress?: (params: UpstreamProgress) => void;
+  /** A `notifications/message` the upstream sent while this call was the session's only call. */
+  onLog?: (params: Record<string, unknown>) => void;
 }
 
 /**
@@ -239,6 +242,8 @@ export interface SessionOptions {
   http?: HttpHop;
   /** Told which stream carried a server-initiated request that arrived during a call (HTTP transports). */
   onAttribution?: (seen: Attribution) => void;
+  /** Sees each server-initiated request and `notifications/message` that arrives outside any call (read-only). */
+  onUnclaimed?: (message: ServerInitiatedRequest) => void;
 }
 
 /**
@@ -340,6 +345,12 @@ export class UpstreamSession {
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
     client.setNotificationHandler(ProgressNotificationSchema, (n) => this.calls.get(String(n.params.progressToken))?.onProgress?.(n.params));
+    // A log message names no request: it is a call's only when that call is alone on the session.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      const only = !this.shared && this.calls.size === 1 ? this.calls.values().next().value : undefined;
+      if (only?.onLog) only.onLog(n.params);
+      else this.opts.onUnclaimed?.({ method: n.method, params: n.params });
+    });
     for (const schema of CHANGE_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (n) => {
         for (const l of [...this.changeListeners]) l(n as UpstreamNotification);
@@ -551,6 +562,7 @@ export class UpstreamSession {
       const call = this.callFor(conn, extra);
       if (call) return call.onRequest(request, extra);
     }
+    this.opts.onUnclaimed?.(request);
     if (!conn.ready) {
       conn.startRequests++;
       conn.lastStartRequestAt = Date.now();
