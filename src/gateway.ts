@@ -38,6 +38,7 @@ import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './up
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
 import { Sampler } from './sampling/sampler.js';
+import { servedToolList, toolAllowed, unknownTool } from './upstream/tool-policy.js';
 
 export type { CallContext };
 
@@ -308,26 +309,37 @@ export class Gateway {
   }
 
   /**
-   * Serves one validated request for upstream `name`.
+   * Serves one validated request for upstream `name`. The upstream's `tools` policy applies to
+   * both eras: a tool it does not serve is left out of `tools/list`, and its `tools/call` is
+   * refused before anything goes upstream.
    * @returns the JSON-RPC `result` (always with `resultType`).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
-   *   requestState/inputResponses; -32021 (400) missing client capability; -32603 upstream failure.
+   *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
+   *   -32021 (400) missing client capability; -32603 upstream failure.
    */
   async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
+    if (req.method === 'tools/call' && !toolAllowed(up.cfg.tools, String(req.params.name))) throw unknownTool(String(req.params.name));
     try {
-      if ((await this.eraOf(up)) === 'modern') return await this.modern.handle(up, req, ctx);
-      if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return await this.exchange(up, req, ctx);
-      if ((TASK_METHODS as readonly string[]).includes(req.method)) return await this.task(up, req, ctx);
-      return await this.simple(up, req, ctx);
+      const result = await this.route(up, req, ctx);
+      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = servedToolList(up.cfg.tools, result.tools);
+      return result;
     } catch (e) {
       // An upstream that cannot be reached may come back as another era.
       if (e instanceof GatewayError && (e.data as { reason?: string } | undefined)?.reason === 'unreachable') up.forgetEra();
       throw e;
     }
+  }
+
+  /** Serves one request of upstream `up` by the era it speaks and the method. */
+  private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
+    if ((await this.eraOf(up)) === 'modern') return this.modern.handle(up, req, ctx);
+    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
+    if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
+    return this.simple(up, req, ctx);
   }
 
   /**

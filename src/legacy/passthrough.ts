@@ -26,6 +26,9 @@
  * would leave the client with nothing to resume from. A stdio upstream has no way to ask for a
  * close itself, so the gateway decides, by time alone.
  *
+ * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`
+ * results, and a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
+ *
  * A `sampling/createMessage` the upstream's `sampling` mode gives to the gateway's provider
  * (provider mode, or fallback mode for a client that cannot answer it) never reaches the client:
  * the relay answers it upstream with the provider's result or error.
@@ -41,6 +44,7 @@ import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
 import { INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
+import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
 
@@ -178,6 +182,10 @@ export class PassThroughRelay implements LegacyRelay {
       if (token !== undefined) this.progressOwner.set(token, m.id!);
       if (m.method === 'tools/call' && params.task !== undefined) this.noteCall(m.id!, 'legacy_tasks');
       if (m.method === 'initialize') return this.start(m);
+      if (m.method === 'tools/call' && typeof params.name === 'string' && !toolAllowed(this.init.cfg.tools, params.name)) {
+        // A tool the upstream's `tools` policy does not serve is unknown here too; nothing goes upstream.
+        return this.answerError(m.id!, ErrorCode.InvalidParams, unknownTool(params.name).message);
+      }
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
       const id = (m.params as { requestId?: Id } | undefined)?.requestId;
       if (id !== undefined) this.forget(id);
@@ -272,6 +280,10 @@ export class PassThroughRelay implements LegacyRelay {
       }
       if (req && (m.error as { code?: number } | undefined)?.code === URL_ELICITATION_REQUIRED) this.noteCall(m.id!, 'url_elicitation_required');
       this.forget(m.id!);
+      if (req?.method === 'tools/list' && m.result && typeof m.result === 'object') {
+        const result = m.result as { tools?: unknown };
+        m = { ...m, result: { ...result, tools: servedToolList(this.init.cfg.tools, result.tools) } };
+      }
       if (req) {
         const error = m.error as { code?: number } | undefined;
         this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: error ? 'error' : 'complete', code: error?.code });
