@@ -5,13 +5,17 @@
  *
  * Exits non-zero, without writing a report, when any measured call fails.
  */
-import { execSync } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, freemem, loadavg, release, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { openLegacySession } from './lib/mcp.js';
-import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startSupergateway, stopAll } from './lib/procs.js';
+import { DEFAULT_BASELINE, prepareBaseline, type Baseline } from './lib/baseline.js';
+import { startOtlpSink, tracingEnv } from './lib/otlp-sink.js';
+import { freePort } from '../test/helpers/infra.js';
+import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startSupergateway, stopAll, stopChild, type Stoppable } from './lib/procs.js';
+import { waitForPort } from '../test/helpers/infra.js';
 import { bytes, fmt, fmtBytes, num, ratio, table, type Figure } from './lib/stats.js';
 import { benchLimits, sessions } from './sections/config.js';
 import { directPath, gatewayPath, measureRounds } from './sections/mrtr.js';
@@ -20,8 +24,12 @@ import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type
 import { measureStartup, type StartupFigures } from './sections/startup.js';
 import { measureTasks, type TaskFigures } from './sections/tasks.js';
 
-const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false } }, strict: true });
+const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string', default: DEFAULT_BASELINE } }, strict: true });
 const quick = flags.quick!;
+/** The gateway at an earlier commit, measured beside this one (`--baseline REF`; `--baseline none`: not run). */
+const baseline: Baseline = flags.baseline === 'none' ? { ref: 'none', reason: 'not run (--baseline none)' } : prepareBaseline(ROOT, flags.baseline!);
+const baseRoot = 'root' in baseline ? baseline.root : undefined;
+const baseLabel = 'root' in baseline ? `mrtr-gateway at ${baseline.commit} (baseline)` : 'baseline';
 
 /** What a run measures, full or quick. */
 const settings = quick
@@ -84,8 +92,29 @@ const STDIO_SESSIONS = 8;
 const stdioUpstream = { transport: 'stdio', command: ECHO_STDIO[0], args: ECHO_STDIO.slice(1), ...sessions(STDIO_SESSIONS) };
 
 /** A fresh gateway process per section, so one section's heap does not weigh on the next. */
-function gateway(label: string, upstreams: Record<string, unknown>): Promise<GatewayProcess> {
-  return GatewayProcess.start(label, { limits: benchLimits, upstreams });
+function gateway(label: string, upstreams: Record<string, unknown>, opts: { root?: string; env?: Record<string, string>; top?: Record<string, unknown> } = {}): Promise<GatewayProcess> {
+  return GatewayProcess.start(label, { limits: benchLimits, ...opts.top, upstreams }, opts);
+}
+
+/** A gateway of the baseline checkout, or undefined when there is none. */
+function baselineGateway(label: string, upstreams: Record<string, unknown>): Promise<GatewayProcess | undefined> {
+  return baseRoot ? gateway(`${label}, baseline`, upstreams, { root: baseRoot }) : Promise.resolve(undefined);
+}
+
+/** Two replicas sharing a Redis server started for the run, or why they are not run. */
+async function startReplicas(upstreams: Record<string, unknown>): Promise<{ a: GatewayProcess; b: GatewayProcess; stop: () => Promise<void> } | { reason: string }> {
+  if (!existsSync('/usr/bin/redis-server')) return { reason: 'redis-server is not installed (.ci/run installs it)' };
+  const port = await freePort();
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const redisStop: Stoppable = { label: 'redis-server', stop: () => stopChild(redis) };
+  await waitForPort(port);
+  const top = {
+    store: { kind: 'redis', url: `redis://127.0.0.1:${port}` },
+    replicas: { secret: 'bench-replica-secret-0123456789abcdef' },
+    requestState: { keys: [{ kid: 'bench', secret: 'bench-requestState-secret-0123456789abcdef' }] },
+  };
+  const [a, b] = await Promise.all([gateway('replica A', upstreams, { top }), gateway('replica B', upstreams, { top })]);
+  return { a, b, stop: async () => (await Promise.all([a.stop(), b.stop()]), await redisStop.stop()) };
 }
 
 interface Results {
@@ -97,8 +126,12 @@ interface Results {
   gatewayMemory: { http: NodeJS.MemoryUsage; stdio: NodeJS.MemoryUsage };
   rounds: Map<string, Figure>;
   roundLabels: Map<string, string>;
+  /** Why the two-replica paths were not run, when they were not. */
+  replicasSkipped?: string;
   parked: ParkedFigures;
+  parkedBaseline?: ParkedFigures;
   tasks: TaskFigures;
+  tasksBaseline?: TaskFigures;
   startup: StartupFigures;
 }
 
@@ -106,7 +139,8 @@ async function main(): Promise<Results> {
   log(`mode: ${quick ? 'quick' : 'full'}`);
   const fixture = await startEchoHttp();
   // Every process of sections 1-3 starts at once; each section's gateway stays idle until its turn.
-  const [gw, gwStdio, gw3, mcpProxy, supergateway] = await Promise.all([
+  const sink = await startOtlpSink();
+  const [gw, gwStdio, gw3, mcpProxy, supergateway, gwBase, gwStdioBase, gw3Base, gwTraced] = await Promise.all([
     gateway('gateway (HTTP upstream)', { http: httpUpstream(fixture.url) }),
     gateway('gateway (stdio upstream)', { stdio: stdioUpstream }),
     gateway('gateway (input_required rounds)', {
@@ -116,24 +150,36 @@ async function main(): Promise<Results> {
     }),
     startMcpProxy(),
     startSupergateway(),
+    baselineGateway('gateway (HTTP upstream)', { http: httpUpstream(fixture.url) }),
+    baselineGateway('gateway (stdio upstream)', { stdio: stdioUpstream }),
+    baselineGateway('gateway (input_required rounds)', { http: httpUpstream(fixture.url) }),
+    gateway('gateway (HTTP upstream, tracing on)', { http: httpUpstream(fixture.url) }, { env: tracingEnv(sink.url) }),
   ]);
 
   // 1. Streamable HTTP upstream.
   log('1. pass-through, Streamable HTTP upstream');
   const directSession = await openLegacySession(fixture.url);
+  const gatewaySession = await openLegacySession(gw.url('http'));
+  const [c1, c16] = [settings.plan.concurrencies[0]!, settings.plan.concurrencies[1]!];
   const httpTargets: Target[] = [
     { key: 'direct', label: 'direct (legacy client, one session)', request: legacyEcho(fixture.url, directSession), check: legacyEchoCheck },
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gw.url('http')), check: modernEchoCheck() },
+    ...(gwBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwBase.url('http')), check: modernEchoCheck(), concurrencies: [c1, c16] }] : []),
+    { key: 'legacy', label: 'legacy client through mrtr-gateway (2025-11-25 session)', request: legacyEcho(gw.url('http'), gatewaySession), check: legacyEchoCheck, concurrencies: [c1, c16] },
+    { key: 'traced', label: 'mrtr-gateway with tracing on (OTLP export)', request: modernEcho(gwTraced.url('http')), check: modernEchoCheck(), concurrencies: [c1, c16] },
   ];
   const http = await measure(httpTargets, settings.plan, log);
   const httpMemory = await gw.memory();
-  await gw.stop();
+  const spans = sink.spans;
+  await Promise.all([gw.stop(), gwBase?.stop(), gwTraced.stop(), sink.stop()]);
+  if (spans === 0) throw new Error('the gateway with tracing on exported no span to the OTLP sink');
 
   // 2. stdio upstream.
   log('2. pass-through, stdio upstream');
   const [proxySession, sgSession] = await Promise.all([openLegacySession(mcpProxy.url), openLegacySession(supergateway.url)]);
   const stdioTargets: Target[] = [
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gwStdio.url('stdio')), check: modernEchoCheck() },
+    ...(gwStdioBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwStdioBase.url('stdio')), check: modernEchoCheck(), concurrencies: [settings.plan.concurrencies.at(-1)!] }] : []),
     { key: 'mcp-proxy', label: 'mcp-proxy (2026-07-28)', request: modernEcho(mcpProxy.url), check: modernEchoCheck() },
     { key: 'mcp-proxy-legacy', label: 'mcp-proxy (2025-11-25 session)', request: legacyEcho(mcpProxy.url, proxySession), check: legacyEchoCheck },
     { key: 'supergateway-legacy', label: 'supergateway (2025-11-25 session)', request: legacyEcho(supergateway.url, sgSession), check: legacyEchoCheck },
@@ -149,34 +195,58 @@ async function main(): Promise<Results> {
   ];
   const stdio = await measure(stdioTargets, settings.plan, log);
   const stdioMemory = await gwStdio.memory();
-  await Promise.all([gwStdio.stop(), mcpProxy.stop(), supergateway.stop()]);
+  await Promise.all([gwStdio.stop(), gwStdioBase?.stop(), mcpProxy.stop(), supergateway.stop()]);
 
   // 3. One input_required round.
   log('3. one input_required round');
   const direct = await directPath(fixture.url);
+  const replicas = await startReplicas({ http: httpUpstream(fixture.url) });
   const paths = [
     direct,
     gatewayPath('gateway', 'mrtr-gateway, default batchWindowMs (15 ms)', gw3.url('http')),
     gatewayPath('gateway-nobatch', 'mrtr-gateway, batchWindowMs 0', gw3.url('http-nobatch')),
+    ...(gw3Base ? [gatewayPath('baseline', `${baseLabel}, default batchWindowMs (15 ms)`, gw3Base.url('http'))] : []),
+    ...('a' in replicas
+      ? [
+          gatewayPath('one-replica', 'two replicas on Redis, call and retry on the same replica', replicas.a.url('http')),
+          gatewayPath('forwarded', 'two replicas on Redis, retry sent to the other replica (forwarded)', replicas.a.url('http'), replicas.b.url('http')),
+        ]
+      : []),
   ];
   const rounds = await measureRounds(paths, settings.mrtrCalls, settings.mrtrRuns, log);
   await direct.close();
-  await gw3.stop();
+  await Promise.all([gw3.stop(), gw3Base?.stop(), 'stop' in replicas ? replicas.stop() : undefined]);
   await fixture.stop();
 
   // 4. Parked calls.
   log('4. memory of parked calls');
   const parked = await measureParked(settings.parkedLevels, settings.parkedRuns, settings.completedCalls, log);
+  const parkedBaseline = baseRoot ? await measureParked([Math.max(...settings.parkedLevels)], settings.parkedRuns, 0, log, { root: baseRoot, label: baseLabel }) : undefined;
 
   // 5. Tasks.
   log('5. tasks');
   const tasks = await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log);
+  const tasksBaseline = baseRoot ? await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log, { root: baseRoot, label: baseLabel }) : undefined;
 
   // 6. Start-up.
   log('6. start-up');
   const startup = await measureStartup(settings.startupRuns, settings.startupDist, log);
 
-  return { http, httpTargets, stdio, stdioTargets, gatewayMemory: { http: httpMemory, stdio: stdioMemory }, rounds, roundLabels: new Map(paths.map((p) => [p.key, p.label])), parked, tasks, startup };
+  return {
+    http,
+    httpTargets,
+    stdio,
+    stdioTargets,
+    gatewayMemory: { http: httpMemory, stdio: stdioMemory },
+    rounds,
+    roundLabels: new Map(paths.map((p) => [p.key, p.label])),
+    replicasSkipped: 'reason' in replicas ? replicas.reason : undefined,
+    parked,
+    parkedBaseline,
+    tasks,
+    tasksBaseline,
+    startup,
+  };
 }
 
 function loadTable(targets: Target[], cells: Map<string, Map<number, Cell>>, concurrencies: number[], extraRows: string[][] = []): string {
@@ -205,6 +275,39 @@ function ratioTable(base: string, baseLabel: string, targets: Target[], cells: M
   return table(['ratio', 'concurrency', 'p50', 'p99', 'requests/s'], rows);
 }
 
+/**
+ * The headline figures: each with the baseline (the same figure for the gateway at the baseline
+ * commit, in this run), now, the reference it is compared with, and the target.
+ */
+function summary(r: Results): string {
+  const c = settings.plan.concurrencies;
+  const [c1, c16, cMax] = [c[0]!, c[1]!, c.at(-1)!];
+  const cell = (m: Map<string, Map<number, Cell>>, key: string, conc: number) => m.get(key)?.get(conc);
+  const p50 = (m: Map<string, Map<number, Cell>>, key: string, conc: number) => cell(m, key, conc)?.p50.median;
+  const rps = (m: Map<string, Map<number, Cell>>, key: string, conc: number) => cell(m, key, conc)?.rps.median;
+  const ms = (v: number | undefined, d = 2) => (v === undefined ? 'n/a' : `${num(v, d)} ms`);
+  const perSec = (v: number | undefined) => (v === undefined ? 'n/a' : `${num(v, 0)}/s`);
+  const x = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? 'n/a' : ratio(a, b));
+  const plus = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined ? 'n/a' : `+${num(a - b, 2)} ms`);
+  const kib = (f: Figure | undefined) => (f === undefined ? 'n/a' : bytes(f.median));
+  const top = Math.max(...r.parked.levels);
+  const round = (k: string) => r.rounds.get(k)?.median;
+  const rows: string[][] = [
+    [`Streamable HTTP upstream, \`echo\`, concurrency ${c1}, p50`, ms(p50(r.http, 'baseline', c1)), ms(p50(r.http, 'gateway', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'gateway', c1), p50(r.http, 'direct', c1)), '≤ direct + 0.4 ms'],
+    [`Streamable HTTP upstream, concurrency ${c16}, requests/s`, perSec(rps(r.http, 'baseline', c16)), perSec(rps(r.http, 'gateway', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'gateway', c16), rps(r.http, 'direct', c16)), '≥ 0.5× direct'],
+    ['one `input_required` round, default config', ms(round('baseline')), ms(round('gateway')), `direct ${ms(round('direct'))}`, x(round('gateway'), round('direct')), '≤ 1.5× direct'],
+    [`heap per parked call (Streamable HTTP upstream, ${top} parked)`, kib(r.parkedBaseline?.heapPerCall.get(top)), kib(r.parked.heapPerCall.get(top)), '—', '—', '≤ 24 KiB'],
+    [`${r.tasks.count} tasks created`, ms(r.tasksBaseline?.createMs.median, 0), ms(r.tasks.createMs.median, 0), '—', '—', r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)'],
+    [`stdio upstream, concurrency ${cMax}, requests/s`, perSec(rps(r.stdio, 'baseline', cMax)), perSec(rps(r.stdio, 'gateway', cMax)), `mcp-proxy ${perSec(rps(r.stdio, 'mcp-proxy', cMax))}`, x(rps(r.stdio, 'gateway', cMax), rps(r.stdio, 'mcp-proxy', cMax)), '≥ 1.3× mcp-proxy'],
+    [`legacy client through the gateway (2025-11-25 session), concurrency ${c1}, p50`, '—', ms(p50(r.http, 'legacy', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'legacy', c1), p50(r.http, 'direct', c1)), '—'],
+    [`legacy client through the gateway, concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'legacy', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'legacy', c16), rps(r.http, 'direct', c16)), '—'],
+    ['`input_required` round, retry forwarded to the other replica', '—', ms(round('forwarded')), `same replica ${ms(round('one-replica'))}`, x(round('forwarded'), round('one-replica')), '—'],
+    [`tracing on (OTLP export), concurrency ${c1}, p50`, '—', ms(p50(r.http, 'traced', c1)), `tracing off ${ms(p50(r.http, 'gateway', c1))}`, plus(p50(r.http, 'traced', c1), p50(r.http, 'gateway', c1)), '—'],
+    [`tracing on (OTLP export), concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'traced', c16)), `tracing off ${perSec(rps(r.http, 'gateway', c16))}`, x(rps(r.http, 'traced', c16), rps(r.http, 'gateway', c16)), '—'],
+  ];
+  return table(['figure', `baseline (${'commit' in baseline ? baseline.commit : baseline.reason})`, 'now', 'reference', 'now vs reference', 'target'], rows);
+}
+
 function report(r: Results, loadStart: number[], loadEnd: number[]): string {
   const s = settings;
   const cpu = cpus();
@@ -223,6 +326,11 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     `- Commit ${git()}; autocannon ${version('autocannon')}, mcp-proxy ${version('mcp-proxy')}, supergateway ${version('supergateway')}, @modelcontextprotocol/sdk ${version('@modelcontextprotocol/sdk')}`,
     `- Each figure: median of ${s.plan.runs} runs, (min–max) beside it. Load runs: every path primed for ${s.plan.primeSeconds} s at its highest concurrency, ${s.plan.warmSeconds ? `${s.plan.warmSeconds} s warm-up per path and concurrency, ` : ''}then ${s.plan.runs} runs of ${s.plan.runSeconds} s, taking turns across the paths (${num(s.plan.runs * s.plan.runSeconds, 1)} s measured per cell). Ratios are of medians from the same rounds.`,
     `- Total time: ${elapsed()}`,
+    `- Baseline: ${'commit' in baseline ? `the gateway at commit ${baseline.commit}, run from its own tree in the same run (\`--baseline REF\` to choose another, \`--baseline none\` to skip it)` : baseline.reason}`,
+    '',
+    '## Summary',
+    '',
+    summary(r),
     '',
     '## 1. Pass-through, Streamable HTTP upstream',
     '',
@@ -264,9 +372,12 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
       [
         ['gateway (15 ms window) / direct', ratio(r.rounds.get('gateway')!.median, r.rounds.get('direct')!.median)],
         ['gateway (window 0) / direct', ratio(r.rounds.get('gateway-nobatch')!.median, r.rounds.get('direct')!.median)],
+        ...(r.rounds.has('baseline') ? [['baseline / direct', ratio(r.rounds.get('baseline')!.median, r.rounds.get('direct')!.median)]] : []),
+        ...(r.rounds.has('forwarded') ? [['retry forwarded to the other replica / same replica', ratio(r.rounds.get('forwarded')!.median, r.rounds.get('one-replica')!.median)]] : []),
       ],
     ),
     '',
+    ...(r.replicasSkipped ? [`The two-replica paths were not run: ${r.replicasSkipped}.`, ''] : []),
     '## 4. Memory of parked calls',
     '',
     'Gateway process only (RSS and `heapUsed` after a full GC), calls of `ask` left in input_required; each holds its upstream session (Streamable HTTP fixture). A new gateway process per run.',
@@ -294,6 +405,17 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
       ]),
     ),
     '',
+    ...(r.parkedBaseline
+      ? [
+          `The baseline gateway, same method (${r.parkedBaseline.levels[0]} parked calls):`,
+          '',
+          table(
+            ['parked calls', 'RSS', 'heap used', 'RSS per parked call', 'heap per parked call'],
+            r.parkedBaseline.levels.map((l) => [String(l), fmtBytes(r.parkedBaseline!.rss.get(l)!), fmtBytes(r.parkedBaseline!.heap.get(l)!), fmtBytes(r.parkedBaseline!.rssPerCall.get(l)!), fmtBytes(r.parkedBaseline!.heapPerCall.get(l)!)]),
+          ),
+          '',
+        ]
+      : []),
     '## 5. Tasks',
     '',
     `${r.tasks.count} calls of \`sleep\` (${r.tasks.sleepMs} ms) with the tasks extension declared, \`tasks.taskAfterMs: 0\`, 32 connections; on warm upstream sessions. Statuses seen by the timed polls: ${Object.entries(r.tasks.statuses)
@@ -311,6 +433,12 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
         ['RSS per running task', fmtBytes(r.tasks.rssPerRunning)],
         ['heap per completed task record', fmtBytes(r.tasks.heapPerRecord)],
         ['RSS per completed task record', fmtBytes(r.tasks.rssPerRecord)],
+        ...(r.tasksBaseline
+          ? [
+              [`baseline: create ${r.tasksBaseline.count} tasks, ms`, fmt(r.tasksBaseline.createMs, 0)],
+              ['baseline: heap per running task', fmtBytes(r.tasksBaseline.heapPerRunning)],
+            ]
+          : []),
       ],
     ),
     '',

@@ -30,6 +30,8 @@ import {
 import type { Logger } from './observability/log.js';
 import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './observability/tracing.js';
 import { Metrics } from './observability/metrics.js';
+import { Census, NO_CALL, toolLabel } from './observability/census.js';
+import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
@@ -37,6 +39,7 @@ import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './up
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
 import { Sampler } from './sampling/sampler.js';
+import { servedToolList, toolAllowed, unknownTool } from './upstream/tool-policy.js';
 
 export type { CallContext };
 
@@ -102,7 +105,11 @@ export class Upstream {
   /** The 2026-07-28 hop (absent for HTTP+SSE upstreams and `protocol: "legacy"`). */
   readonly modern: ModernUpstream | undefined;
   readonly tools = new ToolCatalog();
+  /** Sessions opened, died and failed, and the last failure (the admin view). */
+  readonly health = new UpstreamHealth();
   private eraKnown: Promise<UpstreamEra> | undefined;
+  /** The era `protocol: "auto"` detected, until forgotten. */
+  private detected: UpstreamEra | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
   private readonly droppedLogged = new Set<string>();
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
@@ -113,8 +120,20 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.pool.observer = {
+      opened: () => this.health.noteOpened(),
+      died: (reason, stderr) => this.health.noteDied(reason, stderr),
+      openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
+    };
     const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
+  }
+
+  /** The era as known now: configured, or detected; undefined while `protocol: "auto"` has not asked yet. */
+  get knownEra(): UpstreamEra | undefined {
+    if (!this.modern) return 'legacy';
+    if (this.cfg.protocol === '2026-07-28') return 'modern';
+    return this.detected;
   }
 
   /**
@@ -129,6 +148,7 @@ export class Upstream {
     this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs, PROBE_MS)).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
+        this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
         // A stdio child started only to ask is not needed by a legacy upstream.
         if (era === 'legacy') await this.modern!.close();
@@ -137,6 +157,7 @@ export class Upstream {
       (e: Error) => {
         this.eraKnown = undefined;
         const stderr = e instanceof ModernHopError ? e.stderr : [];
+        this.health.noteProbeFailed(e.message, stderr);
         this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
         const said = stderrSummary(stderr);
         throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
@@ -147,7 +168,7 @@ export class Upstream {
 
   /** With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have been replaced). */
   forgetEra(): void {
-    if (this.cfg.protocol === 'auto') this.eraKnown = undefined;
+    if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
   }
 
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
@@ -181,6 +202,8 @@ export class Gateway {
   readonly metrics: Metrics;
   /** Answers legacy upstreams' sampling through the configured LLM providers (none configured: no provider calls). */
   readonly sampler: Sampler;
+  /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
+  readonly census: Census;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -217,8 +240,11 @@ export class Gateway {
       parked: () => this.bridge.parkedByUpstream(),
       runningTasks: () => this.tasks.running,
       samplingInFlight: () => this.sampler.inFlight(),
+      census: () => this.census.snapshot(),
     });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
+    this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
+    for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
     };
@@ -285,26 +311,37 @@ export class Gateway {
   }
 
   /**
-   * Serves one validated request for upstream `name`.
+   * Serves one validated request for upstream `name`. The upstream's `tools` policy applies to
+   * both eras: a tool it does not serve is left out of `tools/list`, and its `tools/call` is
+   * refused before anything goes upstream.
    * @returns the JSON-RPC `result` (always with `resultType`).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
-   *   requestState/inputResponses; -32021 (400) missing client capability; -32603 upstream failure.
+   *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
+   *   -32021 (400) missing client capability; -32603 upstream failure.
    */
   async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
+    if (req.method === 'tools/call' && !toolAllowed(up.cfg.tools, String(req.params.name))) throw unknownTool(String(req.params.name));
     try {
-      if ((await this.eraOf(up)) === 'modern') return await this.modern.handle(up, req, ctx);
-      if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return await this.exchange(up, req, ctx);
-      if ((TASK_METHODS as readonly string[]).includes(req.method)) return await this.task(up, req, ctx);
-      return await this.simple(up, req, ctx);
+      const result = await this.route(up, req, ctx);
+      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = servedToolList(up.cfg.tools, result.tools);
+      return result;
     } catch (e) {
       // An upstream that cannot be reached may come back as another era.
       if (e instanceof GatewayError && (e.data as { reason?: string } | undefined)?.reason === 'unreachable') up.forgetEra();
       throw e;
     }
+  }
+
+  /** Serves one request of upstream `up` by the era it speaks and the method. */
+  private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
+    if ((await this.eraOf(up)) === 'modern') return this.modern.handle(up, req, ctx);
+    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
+    if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
+    return this.simple(up, req, ctx);
   }
 
   /**
@@ -529,7 +566,7 @@ export class Gateway {
     const escalation: TaskEscalation | undefined = tasksDeclared
       ? {
           afterMs: taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, name }),
+          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),
         }
       : undefined;
     let result: Record<string, unknown>;
@@ -543,7 +580,7 @@ export class Gateway {
       replay = { entries: [], round: 0 };
     }
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    const lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token);
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.info.capabilities[needed]) {
@@ -555,6 +592,12 @@ export class Gateway {
       const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
       if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
     }
+    if (legacyTask && lease.shared) {
+      // What an upstream task asks comes on the streams of its tasks/* requests: the call needs a session of its own.
+      lease.release(true);
+      lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+    }
+    const census = this.census.call(up.name, toolLabel(method, name));
     const ex = new Exchange({
       upstream: up.name,
       cfg: up.cfg,
@@ -570,6 +613,7 @@ export class Gateway {
       replay: replay?.entries,
       onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
       sampler: this.sampler,
+      census,
     });
     ex.start();
     result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);

@@ -50,6 +50,20 @@ export interface SubscriptionSink {
   end(error?: GatewayError): void;
 }
 
+/**
+ * What the front door needs of an open `subscriptions/listen`: the honored filter (for the
+ * acknowledgement), delivery to a sink, and closing when the client goes away. A
+ * {@link Subscription} is one; the federated endpoint merges several into one.
+ */
+export interface ListenHandle {
+  /** The honored subset of the filter, for `notifications/subscriptions/acknowledged`. */
+  readonly honored: ListenFilter;
+  /** Starts delivery to `sink` (what arrived before is delivered first). */
+  attach(sink: SubscriptionSink): void;
+  /** The client went away: releases everything without telling the sink. Idempotent. */
+  close(): Promise<void>;
+}
+
 /** The upstream a subscription listens to (the router's `Upstream` fits). */
 export interface ListenUpstream {
   readonly name: string;
@@ -81,7 +95,7 @@ const LIST_CHANGED: Record<string, 'toolsListChanged' | 'promptsListChanged' | '
 };
 
 /** One open `subscriptions/listen`. Create with {@link openSubscription}. */
-export class Subscription {
+export class Subscription implements ListenHandle {
   /** The honored subset of the filter, for `notifications/subscriptions/acknowledged`. */
   readonly honored: ListenFilter = {};
   private sink: SubscriptionSink | undefined;

@@ -36,7 +36,25 @@ export interface LoadOptions {
   setup?: (req: { headers?: Record<string, string>; body?: string | Buffer }) => { headers?: Record<string, string>; body?: string | Buffer };
 }
 
-export function load(opts: LoadOptions): Promise<LoadResult> {
+/**
+ * Runs one load run. A run by duration that ended before any response arrived, without any error,
+ * measured nothing (the machine stalled for longer than the run): it is run once more with one
+ * request per connection instead.
+ * @throws Error naming the run and what failed (connection errors, timeouts, non-2xx, failed checks).
+ */
+export async function load(opts: LoadOptions): Promise<LoadResult> {
+  try {
+    return await loadOnce(opts);
+  } catch (e) {
+    if (!(e instanceof NothingMeasured)) throw e;
+    return loadOnce({ ...opts, seconds: undefined, amount: opts.connections });
+  }
+}
+
+/** A run by duration that saw no response and no error. */
+class NothingMeasured extends Error {}
+
+function loadOnce(opts: LoadOptions): Promise<LoadResult> {
   const url = new URL(opts.request.url);
   const latencies: number[] = [];
   let firstBad: string | undefined;
@@ -79,6 +97,9 @@ export function load(opts: LoadOptions): Promise<LoadResult> {
           r['2xx'] === 0 ? 'no successful response' : '',
           opts.amount !== undefined && r['2xx'] !== opts.amount ? `${r['2xx']} of ${opts.amount} requests answered` : '',
         ].filter(Boolean);
+        if (problems.length === 1 && r['2xx'] === 0 && opts.amount === undefined) {
+          return reject(new NothingMeasured(`${opts.label}: no response within the run`));
+        }
         if (problems.length) {
           return reject(new Error(`${opts.label}: ${problems.join(', ')}${firstBad !== undefined ? `; first bad body: ${firstBad}` : ''}`));
         }

@@ -6,6 +6,7 @@
  * {@link stopAll} can end them when a benchmark fails.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT, spawnListening, type SpawnedServer } from '../../test/helpers/processes.js';
 
@@ -134,12 +135,18 @@ export class GatewayProcess implements Stoppable {
     return this.child.pid!;
   }
 
-  /** Forks the process (with --expose-gc) and starts a gateway with `config` in it. */
-  static async start(label: string, config: Record<string, unknown>): Promise<GatewayProcess> {
-    const child = fork(GATEWAY_PROCESS, [], {
-      cwd: ROOT,
+  /**
+   * Forks the process (with --expose-gc) and starts a gateway with `config` in it.
+   * @param opts.root another checkout of the gateway to run (the baseline), else this one.
+   * @param opts.env environment variables added to the process's (e.g. `OTEL_*`).
+   */
+  static async start(label: string, config: Record<string, unknown>, opts: { root?: string; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
+    const root = opts.root ?? ROOT;
+    const child = fork(opts.root ? join(root, 'bench', 'gateway-process.ts') : GATEWAY_PROCESS, [], {
+      cwd: root,
       execArgv: ['--import', 'tsx', '--expose-gc'],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, ...opts.env },
     });
     const gp = track(new GatewayProcess(label, child));
     const r = await gp.call<{ base: string }>('start', { config });

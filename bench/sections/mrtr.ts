@@ -50,8 +50,8 @@ export async function directPath(url: string): Promise<Path & { close: () => Pro
   };
 }
 
-/** The gateway path: input_required, then the retry. */
-export function gatewayPath(key: string, label: string, url: string): Path {
+/** The gateway path: input_required, then the retry (sent to `retryUrl` when given: another replica). */
+export function gatewayPath(key: string, label: string, url: string, retryUrl = url): Path {
   let id = 0;
   return {
     key,
@@ -62,7 +62,7 @@ export function gatewayPath(key: string, label: string, url: string): Path {
       if (first?.resultType !== 'input_required' || first.inputRequests?.['elicitation-1']?.method !== 'elicitation/create' || typeof first.requestState !== 'string') {
         throw new Error(`gateway ask: expected input_required with elicitation-1, got ${JSON.stringify(first)}`);
       }
-      const retry = modern(url, 'tools/call', { name: 'ask', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': ANSWER } }, ELICIT_CAPS);
+      const retry = modern(retryUrl, 'tools/call', { name: 'ask', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': ANSWER } }, ELICIT_CAPS);
       const done = (await send(retry, `r${++id}`)).message.result;
       const ms = performance.now() - t0;
       if (done?.resultType !== 'complete' || textOf(done) !== EXPECTED) throw new Error(`gateway ask retry: unexpected result ${JSON.stringify(done)}`);

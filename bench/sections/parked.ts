@@ -30,7 +30,11 @@ export interface ParkedFigures {
 
 const parkedCheck = (b: string) => b.includes('"resultType":"input_required"') && b.includes('"elicitation-1"') && b.includes('"requestState"') && !b.includes('"error"');
 
-export async function measureParked(levels: number[], runs: number, completedCalls: number, log: (s: string) => void): Promise<ParkedFigures> {
+/**
+ * @param opts.root another checkout to run the gateway from (the baseline); its runs skip the
+ *   completed-calls figure.
+ */
+export async function measureParked(levels: number[], runs: number, completedCalls: number, log: (s: string) => void, opts: { root?: string; label?: string } = {}): Promise<ParkedFigures> {
   const max = Math.max(...levels);
   const perCompleted: number[] = [];
   const fixture = await startEchoHttp();
@@ -44,10 +48,14 @@ export async function measureParked(levels: number[], runs: number, completedCal
   // One gateway process per run, all started at once (an idle one costs nothing to the others).
   const gateways = await Promise.all(
     Array.from({ length: runs }, (_, i) =>
-      GatewayProcess.start(`gateway (parked calls, run ${i + 1})`, {
-        limits: benchLimits,
-        upstreams: { http: { transport: 'streamable-http', url: fixture.url, ...sessions(max + 16), maxParked: max + 16 } },
-      }),
+      GatewayProcess.start(
+        `${opts.label ?? 'gateway'} (parked calls, run ${i + 1})`,
+        {
+          limits: benchLimits,
+          upstreams: { http: { transport: 'streamable-http', url: fixture.url, ...sessions(max + 16), maxParked: max + 16 } },
+        },
+        { root: opts.root },
+      ),
     ),
   );
   for (let run = 1; run <= runs; run++) {
@@ -78,10 +86,11 @@ export async function measureParked(levels: number[], runs: number, completedCal
       samples.rssPer.get(level)!.push((m.rss - base.rss) / level);
       samples.heapPer.get(level)!.push((m.heapUsed - base.heapUsed) / level);
       log(
-        `  run ${run}/${runs}  ${level} parked (${stats.pools.http?.total} upstream sessions): RSS ${(m.rss / 2 ** 20).toFixed(1)} MiB, heap ${(m.heapUsed / 2 ** 20).toFixed(1)} MiB; ` +
+        `  ${opts.label ?? 'gateway'} run ${run}/${runs}  ${level} parked (${stats.pools.http?.total} upstream sessions): RSS ${(m.rss / 2 ** 20).toFixed(1)} MiB, heap ${(m.heapUsed / 2 ** 20).toFixed(1)} MiB; ` +
           `per call RSS ${((m.rss - base.rss) / level / 1024).toFixed(1)} KiB, heap ${((m.heapUsed - base.heapUsed) / level / 1024).toFixed(1)} KiB`,
       );
     }
+    if (opts.root) continue;
     // Complete calls beside the parked ones: what does the heap keep of each?
     const echo = { request: modernEcho(url), check: modernEchoCheck(), connections: 8 };
     // As many calls again first: the first thousands of calls still grow the heap (compiled code, caches).
@@ -104,6 +113,6 @@ export async function measureParked(levels: number[], runs: number, completedCal
     rssPerCall: fig(samples.rssPer),
     heapPerCall: fig(samples.heapPer),
     completedCalls,
-    heapPerCompleted: figure(perCompleted),
+    heapPerCompleted: figure(perCompleted.length ? perCompleted : [0]),
   };
 }

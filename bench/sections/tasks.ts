@@ -43,12 +43,17 @@ async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise
   );
 }
 
-export async function measureTasks(count: number, sleepMs: number, runs: number, log: (s: string) => void): Promise<TaskFigures> {
+/** @param opts.root another checkout to run the gateway from (the baseline). */
+export async function measureTasks(count: number, sleepMs: number, runs: number, log: (s: string) => void, opts: { root?: string; label?: string } = {}): Promise<TaskFigures> {
   const fixture = await startEchoHttp();
-  const gw = await GatewayProcess.start('gateway (tasks)', {
-    limits: benchLimits,
-    upstreams: { http: { transport: 'streamable-http', url: fixture.url, ...sessions(count + 64), tasks: { taskAfterMs: 0 } } },
-  });
+  const gw = await GatewayProcess.start(
+    `${opts.label ?? 'gateway'} (tasks)`,
+    {
+      limits: benchLimits,
+      upstreams: { http: { transport: 'streamable-http', url: fixture.url, ...sessions(count + 64), tasks: { taskAfterMs: 0 } } },
+    },
+    { root: opts.root },
+  );
   const statuses: Record<string, number> = {};
   const s = { createMs: [] as number[], createPerSec: [] as number[], pollMs: [] as number[], pollPerSec: [] as number[], heapRun: [] as number[], rssRun: [] as number[], heapRec: [] as number[], rssRec: [] as number[] };
   try {

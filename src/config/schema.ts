@@ -6,6 +6,8 @@
  */
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
+import { federationMembers } from '../federation/naming.js';
+import { isGlob, toolAllowed } from '../upstream/tool-policy.js';
 
 /** Log levels accepted by `logLevel` and the `LOG_LEVEL` environment variable (pino's names). */
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -46,15 +48,18 @@ const InputModeSchema = z
     'park: the upstream call waits, on its session, for the retry. replay: the call is cancelled when it asks, and the retry runs it again, answering from the sealed requestState (no session held, any replica). auto: replay tools annotated readOnlyHint or idempotentHint, prompts/get and resources/read; park the rest.',
   );
 
+/** The kinds of server-initiated requests the gateway can relay to clients as input requests (`input.allow`). */
+export const INPUT_KINDS = ['elicitation', 'sampling', 'roots'] as const;
+
 const InputPolicySchema = z
   .object({
     allow: z
-      .array(z.enum(['elicitation', 'sampling', 'roots']))
-      .default(['elicitation', 'sampling', 'roots'])
+      .array(z.enum(INPUT_KINDS))
+      .default([...INPUT_KINDS])
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
-    batchWindowMs: ms('How long to wait for further concurrent server-initiated requests before answering input_required').default(15),
+    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, as soon as the upstream session has been quiet for two event-loop turns after the last one').default(15),
     mode: InputModeSchema.default('park'),
     tools: z
       .record(z.string(), z.object({ mode: InputModeSchema }).strict())
@@ -209,18 +214,41 @@ const UpstreamSamplingSchema = z
   .strict()
   .describe("Who answers this upstream's sampling/createMessage (legacy upstreams)");
 
+const ToolPatternsSchema = z.array(z.string().min(1, 'a tool pattern is a name or a glob, not empty'));
+
+const ToolPolicySchema = z
+  .object({
+    allow: ToolPatternsSchema.optional().describe(
+      'Only tools whose name matches one of these patterns are served (names or globs: * any run of characters, ? one character). Unset: every tool',
+    ),
+    deny: ToolPatternsSchema.default([]).describe('Tools whose name matches one of these patterns are not served; wins over allow'),
+  })
+  .strict()
+  .describe(
+    'Which of the upstream tools the gateway serves. A tool not served is left out of tools/list and its tools/call gets -32602 "Unknown tool", on /mcp/NAME, on the federated /mcp and in legacy client sessions',
+  );
+
 const upstreamCommon = {
+  tools: ToolPolicySchema.prefault({}),
   required: z.boolean().default(false).describe('GET /readyz answers 503 while this upstream cannot be started or reached'),
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
-  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight, or one parked call)'),
+  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)'),
   maxSessionsPerPrincipal: z
     .number()
     .int()
     .positive()
     .default(8)
     .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
+  maxCallsPerSession: z
+    .number()
+    .int()
+    .positive()
+    .default(16)
+    .describe(
+      'Streamable HTTP upstreams: most calls one upstream session carries at once (parked ones included), once the upstream has shown that it sends server-initiated requests on the stream of the call they belong to; until then, after a request on its GET stream, and on stdio, a session carries one call. 1: always one call per session',
+    ),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z
     .array(RootSchema)
@@ -334,6 +362,32 @@ const AuthSchema = z
       .refine((j) => (j.jwksUrl === undefined) !== (j.jwksFile === undefined), 'give exactly one of jwksUrl or jwksFile'),
   ])
   .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt');
+
+/** A tool and prompt name prefix on the federated endpoint: the characters of tool names, possibly none. */
+export const FederationPrefixSchema = z
+  .string()
+  .max(64)
+  .regex(/^[A-Za-z0-9_.-]*$/, 'a prefix uses letters, digits, "_", "-" and "." (or is empty, for none)');
+
+const FederationSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe('Serve the federated endpoint POST /mcp: the federated upstreams together, beside POST /mcp/NAME'),
+    upstreams: z
+      .array(UpstreamNameSchema)
+      .min(1)
+      .optional()
+      .describe('The upstreams served on /mcp, in this order (lists are merged in it). Unset: every upstream, in config order'),
+    prefix: z
+      .enum(['name', 'none'])
+      .default('name')
+      .describe('Default prefix of tool and prompt names on /mcp. name: the upstream name and "_" (github_search). none: the names as the upstream gives them, for upstreams whose names are unique'),
+    prefixes: z
+      .record(UpstreamNameSchema, FederationPrefixSchema)
+      .default({})
+      .describe('Prefix per federated upstream, over prefix ("" for none). Two upstreams may not share a non-empty prefix'),
+  })
+  .strict()
+  .describe('One endpoint for a fleet: POST /mcp serves several upstreams together, tool and prompt names prefixed per upstream, resources routed by URI');
 
 export const GatewayConfigSchema = z
   .object({
@@ -487,6 +541,22 @@ export const GatewayConfigSchema = z
       .strict()
       .prefault({})
       .describe('The task store'),
+    federation: FederationSchema.prefault({}),
+    admin: z
+      .object({
+        enabled: z.boolean().default(false).describe('Serve the admin page (GET /admin) and its JSON (GET /admin/api/…); off: they answer 404'),
+        principals: z
+          .array(z.string().min(1))
+          .min(1)
+          .optional()
+          .describe(
+            'Principals allowed on the admin page, as the gateway names them (apikey:NAME with apiKeys, ISSUER#SUB with jwt); any other authenticated caller gets 403. Required with auth apiKeys or jwt; with auth none the caller is anonymous and must come from a loopback address',
+          ),
+        refreshSeconds: z.number().int().positive().max(3600).default(5).describe('How often the admin page reloads itself, in seconds'),
+      })
+      .strict()
+      .prefault({})
+      .describe('The admin page: upstreams, parked calls, tasks, legacy sessions and the deprecation census'),
     upstreams: z
       .record(UpstreamNameSchema, UpstreamConfigSchema)
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')
@@ -494,9 +564,13 @@ export const GatewayConfigSchema = z
   })
   .strict()
   .superRefine((cfg, ctx) => {
+    if (cfg.admin.enabled && cfg.auth.mode !== 'none' && !cfg.admin.principals) {
+      ctx.addIssue({ code: 'custom', path: ['admin', 'principals'], message: `required with auth.mode "${cfg.auth.mode}": list the principals allowed on the admin page` });
+    }
     if (cfg.store.kind === 'redis' && !cfg.replicas.secret) {
       ctx.addIssue({ code: 'custom', path: ['replicas', 'secret'], message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop' });
     }
+    checkFederation(cfg, ctx);
     for (const [name, u] of Object.entries(cfg.upstreams)) {
       const s = u.sampling;
       const modes = [s.mode, ...Object.values(s.tools).map((t) => t.mode)];
@@ -508,12 +582,75 @@ export const GatewayConfigSchema = z
     }
   });
 
+/**
+ * The federation rules the schema cannot state per field: `federation.upstreams` and the keys of
+ * `federation.prefixes` name configured (federated) upstreams, each once; and, with federation
+ * enabled, the names two upstreams would serve on `/mcp` do not collide where the config alone
+ * shows it: two upstreams with the same non-empty prefix, or a tool both name literally in
+ * `tools.allow` that comes out the same with their prefixes. Each issue names both upstreams.
+ */
+function checkFederation(
+  cfg: { upstreams: Record<string, { tools: { allow?: string[]; deny: string[] } }>; federation: z.output<typeof FederationSchema> },
+  ctx: z.RefinementCtx,
+): void {
+  const fed = cfg.federation;
+  const configured = Object.keys(cfg.upstreams);
+  const seen = new Set<string>();
+  fed.upstreams?.forEach((name, i) => {
+    if (!Object.hasOwn(cfg.upstreams, name)) {
+      ctx.addIssue({ code: 'custom', path: ['federation', 'upstreams', i], message: `unknown upstream '${name}' (upstreams has ${configured.join(', ')})` });
+    } else if (seen.has(name)) {
+      ctx.addIssue({ code: 'custom', path: ['federation', 'upstreams', i], message: `upstream '${name}' is listed twice` });
+    }
+    seen.add(name);
+  });
+  const members = federationMembers(cfg);
+  const federated = new Set(members.map((m) => m.name));
+  for (const name of Object.keys(fed.prefixes)) {
+    if (!federated.has(name)) ctx.addIssue({ code: 'custom', path: ['federation', 'prefixes', name], message: `'${name}' is not a federated upstream (federated: ${[...federated].join(', ')})` });
+  }
+  if (!fed.enabled) return;
+  const byPrefix = new Map<string, string>();
+  for (const m of members) {
+    const other = byPrefix.get(m.prefix);
+    if (m.prefix !== '' && other !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['federation', 'prefixes', m.name],
+        message: `upstreams '${other}' and '${m.name}' have the same tool and prompt prefix '${m.prefix}' on /mcp; give each its own (federation.prefixes)`,
+      });
+    }
+    byPrefix.set(m.prefix, m.name);
+  }
+  const literal = new Map<string, string>();
+  for (const m of members) {
+    const tools = cfg.upstreams[m.name]!.tools;
+    tools.allow?.forEach((pattern, i) => {
+      if (isGlob(pattern) || !toolAllowed(tools, pattern)) return;
+      const exposed = m.prefix + pattern;
+      const other = literal.get(exposed);
+      if (other !== undefined && other !== m.name) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['upstreams', m.name, 'tools', 'allow', i],
+          message: `tool '${exposed}' would be served on /mcp by both upstreams '${other}' and '${m.name}'; give them distinct prefixes (federation.prefixes)`,
+        });
+      }
+      literal.set(exposed, m.name);
+    });
+  }
+}
+
 /** Parsed configuration (defaults applied). */
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 /** Parsed configuration of one upstream. */
 export type UpstreamConfig = z.output<typeof UpstreamConfigSchema>;
 /** Parsed `sampling` settings of one upstream. */
 export type UpstreamSamplingConfig = z.output<typeof UpstreamSamplingSchema>;
+/** Parsed `federation` settings. */
+export type FederationConfig = z.output<typeof FederationSchema>;
+/** Parsed `tools` settings of one upstream. */
+export type ToolPolicySettings = z.output<typeof ToolPolicySchema>;
 /** Parsed configuration of one LLM provider (`sampling.providers.NAME`). */
 export type SamplingProviderConfig = z.output<typeof SamplingProviderSchema>;
 /** Parsed configuration of one model of a provider. */

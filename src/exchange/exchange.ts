@@ -17,6 +17,7 @@ import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../p
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
+import type { CallTally } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
@@ -47,6 +48,9 @@ const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
 /** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
 const CANCEL_TASK_WAIT_MS = 2000;
+
+/** Event-loop turns without an upstream message after which a batch of input requests is complete. */
+const QUIET_TURNS = 2;
 
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
@@ -97,6 +101,8 @@ export interface ExchangeInit {
   onSecretDeclined?: () => void;
   /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
   sampler?: Pick<Sampler, 'answer'>;
+  /** The deprecation census of this call: server-initiated requests, legacy tasks and -32042 are noted. */
+  census?: CallTally;
 }
 
 /**
@@ -239,6 +245,8 @@ export class Exchange {
   private readonly providerCalls = new Set<AbortController>();
   /** The upstream request's span, while tracing. */
   private trace: Traced | undefined;
+  /** Detaches this call from its upstream session. */
+  private detach: () => void = () => {};
 
   constructor(private readonly init: ExchangeInit) {
     for (const e of init.replay ?? []) this.usedKeys.add(e.k);
@@ -255,16 +263,21 @@ export class Exchange {
   start(): void {
     const { lease } = this.init;
     this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
-    lease.session.setHandler((req, extra) => this.onServerRequest(req, extra));
-    const progressToken = this.id;
-    lease.session.progressListener = (p) => {
-      if (p.progressToken !== progressToken || this.outcome) return;
-      this.armTimers();
-      this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
-      this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
-      this.notify();
-    };
+    this.detach = lease.session.attach(this.id, {
+      onRequest: (req, extra) => this.onServerRequest(req, extra),
+      onProgress: (p) => this.onProgress(p),
+      onLog: () => this.init.census?.note('logging'),
+    });
     this.attempt(1);
+  }
+
+  /** Progress the upstream sent under this call's `progressToken`. */
+  private onProgress(p: ProgressParams): void {
+    if (this.outcome) return;
+    this.armTimers();
+    this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
+    this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
+    this.notify();
   }
 
   /** Sends the upstream request; `attempt` counts re-sends after URL elicitation (2025-11-25 -32042). */
@@ -281,6 +294,7 @@ export class Exchange {
     ).then(
       (result) => this.finish({ result: result as Record<string, unknown> }, true),
       (err) => {
+        if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED) this.init.census?.note('url_elicitation_required');
         if (err instanceof McpError && err.code === URL_ELICITATION_REQUIRED && !this.outcome && attempt <= MAX_URL_ATTEMPTS) {
           return this.urlElicitationRequired(err, attempt);
         }
@@ -295,6 +309,7 @@ export class Exchange {
    */
   private async runLegacyTask(): Promise<void> {
     const { lease, params } = this.init;
+    this.init.census?.note('legacy_tasks');
     try {
       const stream = lease.session.client.experimental.tasks.callToolStream(
         { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
@@ -398,8 +413,10 @@ export class Exchange {
   }
 
   /**
-   * Waits until the Exchange has finished ('done') or has outstanding input and no new
-   * server-initiated request arrived for `batchWindowMs` ('input'). With `deadline` (epoch ms), it
+   * Waits until the Exchange has finished ('done') or has outstanding input and the batch of
+   * server-initiated requests is complete ('input'): the upstream session received nothing for
+   * {@link QUIET_TURNS} event-loop turns, or `batchWindowMs` passed since the last request arrived
+   * (the cap for servers that send slowly). With `deadline` (epoch ms), it
    * returns 'deadline' once that time passes while the upstream is still working without asking
    * for input. `signal` aborts the wait only ('aborted').
    */
@@ -409,9 +426,8 @@ export class Exchange {
       if (signal?.aborted) return 'aborted';
       const now = Date.now();
       if (this.pending.size > 0) {
-        const wait = this.lastInputAt + batchWindowMs - now;
-        if (wait <= 0) return 'input';
-        await this.changed(wait, signal);
+        if (this.lastInputAt + batchWindowMs - now <= 0) return 'input';
+        if (await this.upstreamQuiet()) return 'input';
       } else if (deadline !== undefined) {
         if (now >= deadline) return 'deadline';
         await this.changed(deadline - now, signal);
@@ -419,6 +435,18 @@ export class Exchange {
         await this.changed(undefined, signal);
       }
     }
+  }
+
+  /**
+   * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns:
+   * whatever the server sent together with its last request has been read by then.
+   */
+  private async upstreamQuiet(): Promise<boolean> {
+    const session = this.init.lease.session;
+    const seen = session.received;
+    const inputs = this.lastInputAt;
+    for (let i = 0; i < QUIET_TURNS; i++) await new Promise((r) => setImmediate(r));
+    return session.received === seen && inputs === this.lastInputAt;
   }
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
@@ -470,6 +498,7 @@ export class Exchange {
   }
 
   private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    this.init.census?.noteMessage(req);
     if (this.outcome) return Promise.reject(new McpError(ErrorCode.InternalError, 'The client request already ended'));
     const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
@@ -621,17 +650,19 @@ export class Exchange {
   }
 
   /**
-   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call's session is
-   * held (its handler removed, so nothing reaches a client) until the cancellation went out, then
-   * closed, never reused.
+   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call is detached at
+   * once (nothing it asks later reaches a client) and its session is given back once the
+   * cancellation went out, never to be reused by another call of its own (a shared session goes on
+   * carrying the calls it has).
    */
   private releaseLease(reusable: boolean): void {
     if (this.released) return;
     if (this.cancelled) {
-      this.init.lease.session.setHandler(undefined);
+      this.detach();
       if (!this.cancelSent) return;
     }
     this.released = true;
+    this.detach();
     this.init.lease.release(reusable && !this.cancelled);
   }
 

@@ -54,6 +54,28 @@ interface Parked {
   timer: NodeJS.Timeout;
   binding: RetryBinding;
   unsubscribe: () => void;
+  /** When this round parked, and when it expires (epoch ms). */
+  parkedAt: number;
+  expiresAt: number;
+}
+
+/** A parked call as {@link MrtrBridge.parkedCalls} reports it. */
+export interface ParkedCall {
+  /** The Exchange id. */
+  id: string;
+  upstream: string;
+  /** The principal as bound into the state (raw: hash it before showing it). */
+  principal: string;
+  method: string;
+  /** Tool or prompt name, or resource URI. */
+  name: string;
+  /** Rounds answered so far. */
+  round: number;
+  /** When this round parked, and when the call expires unless retried (epoch ms). */
+  parkedAt: number;
+  expiresAt: number;
+  /** The input requests waiting for the client, by key. */
+  inputs: Record<string, InputRequest>;
 }
 
 /** An Exchange that ended while parked: its outcome waits for the retry, holding no session. */
@@ -107,6 +129,23 @@ export class MrtrBridge {
   /** Parked Exchanges by upstream. */
   parkedByUpstream(): { upstream: string; count: number }[] {
     return [...this.parkedPerUpstream].map(([upstream, count]) => ({ upstream, count }));
+  }
+
+  /** Every parked call, oldest first (a read-only view for the admin page). */
+  parkedCalls(): ParkedCall[] {
+    return [...this.parked.values()]
+      .map((p) => ({
+        id: p.exchange.id,
+        upstream: p.binding.upstream,
+        principal: p.binding.principal,
+        method: p.binding.method,
+        name: p.binding.name,
+        round: p.exchange.round,
+        parkedAt: p.parkedAt,
+        expiresAt: p.expiresAt,
+        inputs: p.exchange.outstanding(),
+      }))
+      .sort((a, b) => a.parkedAt - b.parkedAt);
   }
 
   /** Number of parked Exchanges of one upstream. */
@@ -244,7 +283,8 @@ export class MrtrBridge {
       const p = this.unpark(exchange.id);
       if (p) this.ended.set(exchange.id, { exchange, binding });
     });
-    this.parked.set(exchange.id, { exchange, timer, binding, unsubscribe });
+    const parkedAt = Date.now();
+    this.parked.set(exchange.id, { exchange, timer, binding, unsubscribe, parkedAt, expiresAt: parkedAt + this.ttlMs });
   }
 
   private unpark(id: string): Parked | undefined {

@@ -1,7 +1,9 @@
 /**
  * The HTTP front door: MCP 2026-07-28 Streamable HTTP, POST only, one endpoint per upstream at
- * `POST /mcp/NAME`. Responses are `application/json`, or `text/event-stream` once an upstream
- * progress notification has to reach a client that sent `_meta.progressToken` and accepts SSE.
+ * `POST /mcp/NAME`, and with `federation.enabled` the federated endpoint `POST /mcp`, served by the
+ * federation layer (src/federation/federation.ts) in front of the same router. Responses are
+ * `application/json`, or `text/event-stream` once an upstream progress notification has to reach
+ * a client that sent `_meta.progressToken` and accepts SSE.
  * Closing that stream (or the connection) cancels the call upstream. `subscriptions/listen` is
  * answered with its own long-lived SSE stream (src/http/listen.ts).
  */
@@ -24,9 +26,13 @@ import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 import { readBody } from './body.js';
-import { FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
+import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
+import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
+import type { ValidatedRequest } from '../protocol/envelope.js';
+import type { ListenHandle } from '../subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
 import { serveListen } from './listen.js';
+import { adminApp } from './admin.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
 function asGatewayError(e: unknown, log: Logger): GatewayError {
@@ -109,6 +115,8 @@ export interface FrontDoor {
   app: Hono<{ Variables: RequestVars; Bindings: HttpBindings }>;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
+  /** The federation layer behind `POST /mcp` (undefined unless `federation.enabled`). */
+  federation: Federation | undefined;
   /**
    * Stops taking MCP requests (new ones get 503 / -32603 "gateway shutting down") and waits up to
    * `graceMs` for requests in flight to finish. Resolves with how many are still in flight.
@@ -123,14 +131,20 @@ export interface FrontDoor {
  * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
  *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`, except CORS preflights
  *   (`OPTIONS`): 204 for an allowed origin, 403 otherwise (see `corsMiddleware`).
- * - `GET /.well-known/oauth-protected-resource/mcp/:name`: RFC 9728 protected resource metadata
- *   (with CORS headers for allowed origins).
+ * - `POST /mcp` (with `federation.enabled`): the same for the federated upstreams together, for
+ *   2026-07-28 clients and for legacy Streamable HTTP clients (`initialize`, then `Mcp-Session-Id`;
+ *   GET and DELETE with it). The old HTTP+SSE transport is served per upstream only.
+ * - `GET /.well-known/oauth-protected-resource/mcp/:name` (and `/mcp` with federation): RFC 9728
+ *   protected resource metadata (with CORS headers for allowed origins).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
+ * - with `admin.enabled`: `GET /admin` and `GET /admin/api/…` (src/http/admin.ts), behind the
+ *   Host/Origin check, the same authentication and `admin.principals`.
  * - anything else: 404 with a JSON-RPC error body.
  */
 export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const cfg = gateway.cfg;
   const app = new Hono<{ Variables: RequestVars; Bindings: HttpBindings }>();
+  const federation = cfg.federation.enabled ? new Federation(gateway, log.child({ component: 'federation' })) : undefined;
   const maxBody = cfg.limits.maxBodyBytes;
   const auth = new Authenticator(cfg.auth);
   const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
@@ -144,12 +158,13 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const durationMs = Math.round(r.durationMs * 10) / 10;
     log.info({ upstream, method: r.method, name: r.name, principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
     gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
-  });
+  }, federation);
   gateway.onClose(() => legacy.close());
   const sessionCaller = (c: Context): SessionCaller => ({ ...c.get('caller'), owner: limitKey(c, c.get('caller')), requestId: c.get('requestId') });
 
   const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
-  const metadataUrl = (c: Context, name: string) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp/${name}`;
+  /** The protected resource metadata URL of `/mcp/NAME`, or of the federated `/mcp` (name undefined). */
+  const metadataUrl = (c: Context, name: string | undefined) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp${name === undefined ? '' : `/${name}`}`;
 
   const cors = corsMiddleware(guard, (c, reason) => {
     log.warn({ reason, preflight: true }, 'request refused by Host/Origin check');
@@ -159,6 +174,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.use('/mcp/:name/sse', cors);
   app.use('/mcp/:name/message', cors);
   app.use('/.well-known/oauth-protected-resource/mcp/:name', cors);
+  if (federation) {
+    app.use('/mcp', cors);
+    app.use('/.well-known/oauth-protected-resource/mcp', cors);
+  }
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
@@ -180,6 +199,17 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       resource_name: `mrtr-gateway upstream ${name}`,
     });
   });
+  if (federation) {
+    app.get('/.well-known/oauth-protected-resource/mcp', (c) =>
+      c.json({
+        resource: `${baseUrl(c)}/mcp`,
+        ...(auth.authorizationServers.length ? { authorization_servers: auth.authorizationServers } : {}),
+        bearer_methods_supported: ['header'],
+        ...(auth.scopes.length ? { scopes_supported: auth.scopes } : {}),
+        resource_name: 'mrtr-gateway federated upstreams',
+      }),
+    );
+  }
 
   const frontDoor: MiddlewareHandler<{ Variables: RequestVars; Bindings: HttpBindings }> = async (c, next) => {
     const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
@@ -189,7 +219,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       log.warn({ requestId, reason: refused }, 'request refused by Host/Origin check');
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { 'x-request-id': requestId });
     }
-    const name = c.req.param('name')!;
+    // Undefined on the federated endpoint.
+    const name = c.req.param('name');
     let caller: Caller;
     try {
       caller = await auth.authenticate(c.req.header('authorization'));
@@ -198,7 +229,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       const params = [`resource_metadata="${metadataUrl(c, name)}"`];
       if (e.error) params.push(`error="${e.error}"`, `error_description="${e.message.replace(/"/g, "'")}"`);
       if (e.scope) params.push(`scope="${e.scope}"`);
-      log.info({ requestId, upstream: name, status: e.status, reason: e.message }, 'request refused by auth');
+      log.info({ requestId, upstream: name ?? FEDERATED_LABEL, status: e.status, reason: e.message }, 'request refused by auth');
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, { 'www-authenticate': `Bearer ${params.join(', ')}`, 'x-request-id': requestId });
     }
     const key = limitKey(c, caller);
@@ -230,6 +261,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.use('/mcp/:name', frontDoor);
   app.use('/mcp/:name/sse', frontDoor);
   app.use('/mcp/:name/message', frontDoor);
+  if (federation) app.use('/mcp', frontDoor);
 
   app.post(
     '/mcp/:name',
@@ -246,6 +278,39 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
         return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, c.req.raw, body);
       }),
   );
+  if (federation) {
+    app.post(
+      '/mcp',
+      (c) =>
+        handleMcp(
+          c,
+          gateway,
+          log,
+          c.get('caller'),
+          c.get('requestId'),
+          (work) => {
+            const tracked = work.catch(() => {});
+            c.set('work', tracked);
+            inflight.add(tracked);
+            void tracked.then(() => inflight.delete(tracked));
+          },
+          (era, body) => {
+            const sessionId = c.req.header('mcp-session-id');
+            if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), c.req.raw, body);
+            if (!sessionId) return errorResponse(null, { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+            return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw, body);
+          },
+          false,
+          federation,
+        ),
+    );
+    // A legacy session's standalone SSE stream (GET) and its end (DELETE); without a session, 405.
+    app.all('/mcp', (c) => {
+      const sessionId = c.req.header('mcp-session-id');
+      if (sessionId && (c.req.method === 'GET' || c.req.method === 'DELETE')) return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw);
+      return errorResponse(null, { code: ErrorCode.MethodNotFound, message: 'Method not allowed: the federated endpoint /mcp takes POST (and GET or DELETE within a legacy session)' }, 405, { allow: 'POST' });
+    });
+  }
   // A legacy session's standalone SSE stream (GET) and its end (DELETE).
   app.on(['GET', 'DELETE'], '/mcp/:name', async (c, next) => {
     const sessionId = c.req.header('mcp-session-id');
@@ -253,7 +318,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     return legacy.handle(c.req.param('name'), sessionCaller(c), sessionId, c.req.raw);
   });
   // The internal hop of replicas sharing a store: a request another replica authenticated, for a call held here.
-  app.post(`${FORWARD_PREFIX}:name`, async (c) => {
+  const forwardedIn = async (c: Context<{ Variables: RequestVars; Bindings: HttpBindings }>) => {
     const principal = forwardedPrincipal(c.req.header(PRINCIPAL_HEADER));
     if (!secretMatches(cfg.replicas.secret, c.req.header(SECRET_HEADER)) || principal === undefined) return c.notFound();
     const auth = c.req.header('authorization');
@@ -272,8 +337,11 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       },
       () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Legacy sessions are not forwarded between replicas' }, 400),
       true,
+      federation,
     );
-  });
+  };
+  app.post(`${FORWARD_PREFIX}:name`, forwardedIn);
+  if (federation) app.post(FORWARD_FEDERATED, forwardedIn);
 
   // The old HTTP+SSE transport (2024-11-05) for clients that speak only that.
   app.get('/mcp/:name/sse', async (c) => {
@@ -303,8 +371,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported without a legacy session (Mcp-Session-Id); MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
       : unknownUpstream(gateway, c.req.param('name'), null),
   );
+  if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   app.notFound((c) => {
-    const names = [...gateway.upstreams.keys()].map((n) => `/mcp/${n}`).join(', ');
+    const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
     return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);
   });
   app.onError((e, c) => {
@@ -327,6 +396,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   return {
     app,
     legacy,
+    federation,
     settle,
     drain: (graceMs) => {
       draining = true;
@@ -363,6 +433,25 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   r.gateway.metrics.gatewaySeconds.observe({ upstream: r.upstream, method: known }, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
 }
 
+/** Who serves the MCP requests of a route: one upstream's router, or the federation layer. */
+interface McpTarget {
+  /** `upstream` in the request log line and the metrics: the upstream's name, or `*` on the federated endpoint. */
+  label: string;
+  /** The upstream in the path of the internal hop to another replica; undefined on the federated endpoint. */
+  upstream: string | undefined;
+  handle(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>>;
+  listen(req: ValidatedRequest, who: { principal: string; token?: string }): Promise<ListenHandle>;
+}
+
+/** The target of `/mcp/NAME` (undefined for an unknown upstream), or of the federated `/mcp` (name undefined). */
+function targetOf(gateway: Gateway, federation: Federation | undefined, name: string | undefined): McpTarget | undefined {
+  if (name === undefined) {
+    return federation && { label: FEDERATED_LABEL, upstream: undefined, handle: (req, ctx) => federation.handle(req, ctx), listen: (req, who) => federation.listen(req, who) };
+  }
+  if (!gateway.upstreams.has(name)) return undefined;
+  return { label: name, upstream: name, handle: (req, ctx) => gateway.handle(name, req, ctx), listen: (req, who) => gateway.listen(name, req, who) };
+}
+
 async function handleMcp(
   c: Context,
   gateway: Gateway,
@@ -372,9 +461,12 @@ async function handleMcp(
   track: (work: Promise<unknown>) => void,
   legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
   forwarded = false,
+  federation?: Federation,
 ): Promise<Response> {
-  const name = c.req.param('name')!;
-  const rl: RequestLog = { log, gateway, requestId, upstream: name, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
+  // Undefined on the federated endpoint.
+  const name: string | undefined = c.req.param('name');
+  const target = targetOf(gateway, federation, name);
+  const rl: RequestLog = { log, gateway, requestId, upstream: target?.label ?? name ?? FEDERATED_LABEL, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
   const maxBody = gateway.cfg.limits.maxBodyBytes;
   const read = await readBody(c, maxBody);
   if ('tooLarge' in read) {
@@ -390,11 +482,11 @@ async function handleMcp(
   try {
     body = JSON.parse(text);
   } catch (e) {
-    if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, null);
+    if (!target) return unknownUpstream(gateway, name ?? '', null);
     return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
   }
   const id = idOf(body);
-  if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, id);
+  if (!target) return unknownUpstream(gateway, name ?? '', id);
   if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
@@ -412,7 +504,7 @@ async function handleMcp(
     return new Response(null, { status: 202 });
   }
   const reqId = rpc.id;
-  if (tracingActive()) rl.trace = serverSpanOf(c, rpc, name);
+  if (tracingActive()) rl.trace = serverSpanOf(c, rpc, target.label);
   let validated;
   try {
     validated = validateRequest({ ...rpc, id: reqId }, c.req.raw.headers);
@@ -425,7 +517,7 @@ async function handleMcp(
 
   if (validated.method === 'subscriptions/listen') {
     return within(rl.trace, () =>
-      serveListen(c, gateway, validated, name, caller, log, (outcome) => {
+      serveListen(c, () => target.listen(validated, { principal: caller.principal, token: caller.token }), validated, log, (outcome) => {
         record(rl, 'subscriptions/listen', undefined, outcome);
         endSpan(rl.trace, outcome.error ? { error: outcome.error } : { result: { resultType: outcome.resultType ?? 'complete' } });
       }),
@@ -461,7 +553,7 @@ async function handleMcp(
       : undefined;
 
     const work = within(rl.trace, () =>
-      gateway.handle(name, validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
+      target.handle(validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
     ).then(
       (result) => {
         record(rl, validated.method, callName, { resultType: result.resultType as string });
@@ -471,7 +563,7 @@ async function handleMcp(
       async (e) => {
         if (e instanceof HeldElsewhere) {
           // The call lives on another replica: it answers, over the internal hop.
-          const relayed = forwarded ? undefined : await within(rl.trace, () => forwardHeld(gateway, (e as HeldElsewhere).replica, name, text, c.req.raw.headers, caller.principal));
+          const relayed = forwarded ? undefined : await within(rl.trace, () => forwardHeld(gateway, (e as HeldElsewhere).replica, target.upstream, text, c.req.raw.headers, caller.principal));
           if (relayed) {
             record(rl, validated.method, callName, { resultType: 'forwarded' });
             endSpan(rl.trace, { forwarded: relayed.status });
@@ -479,7 +571,7 @@ async function handleMcp(
             return { forwarded: relayed, message: undefined, status: relayed.status };
           }
           gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
-          e = upstreamFailed(name, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
+          e = upstreamFailed(target.label, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
         }
         const g = asGatewayError(e, log);
         record(rl, validated.method, callName, { error: g });
@@ -517,8 +609,8 @@ function onClientGone(c: Context, gone: () => void): () => void {
   return () => signal.removeEventListener('abort', gone);
 }
 
-/** Forwards a request to the live replica `replica`; undefined when it is gone (no heartbeat, or unreachable). */
-async function forwardHeld(gateway: Gateway, replica: string, name: string, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
+/** Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint); undefined when it is gone (no heartbeat, or unreachable). */
+async function forwardHeld(gateway: Gateway, replica: string, name: string | undefined, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
   const secret = gateway.cfg.replicas.secret;
   const owner = secret ? await gateway.replicaInfo(replica).catch(() => undefined) : undefined;
   if (!owner || !secret || owner.id === gateway.replica) return undefined;

@@ -35,9 +35,12 @@ import type { Logger } from '../observability/log.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from '../legacy/events.js';
 import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../legacy/passthrough.js';
-import { ReverseRelay } from '../legacy/reverse.js';
+import { ReverseRelay, reverseSettings } from '../legacy/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
 import type { UpstreamEra } from '../gateway.js';
+import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
+import { FederatedHop } from '../legacy/federated.js';
+import { INPUT_KINDS } from '../config/schema.js';
 
 /** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
 export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
@@ -83,6 +86,8 @@ interface LegacySession {
   transport: DownstreamHttpTransport | DownstreamSseTransport;
   relay: LegacyRelay;
   lastActive: number;
+  /** When the session was created (epoch ms). */
+  openedAt: number;
   closing: boolean;
 }
 
@@ -111,6 +116,8 @@ export class LegacySessions {
     private readonly log: Logger,
     /** Records one relayed request (request log line and metrics). */
     private readonly record: (upstream: string, principal: string, r: RelayedRequest) => void,
+    /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
+    private readonly federation?: Federation,
   ) {
     this.cfg = gateway.cfg.legacySessions;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.cfg.idleMs, 1000));
@@ -122,17 +129,36 @@ export class LegacySessions {
     return this.sessions.size;
   }
 
-  /** The open sessions: id, upstream, hashed principal, negotiated revision, upstream pid (stdio), requests in flight, ms since the client's last message. */
-  list(): { id: string; upstream: string; principal: string; protocolVersion?: string; pid?: number; inFlight: number; idleMs: number }[] {
+  /**
+   * The open sessions: id (the `Mcp-Session-Id`, a credential of sorts: do not show it), upstream,
+   * hashed principal, downstream transport, the relay (`pass-through` to a legacy upstream,
+   * `reverse` to a 2026-07-28 one), negotiated revision, upstream pid (stdio), requests in flight,
+   * ms since the client's last message, and ms since the session opened.
+   */
+  list(): {
+    id: string;
+    upstream: string;
+    principal: string;
+    transport: 'streamable-http' | 'sse';
+    relay: 'pass-through' | 'reverse';
+    protocolVersion?: string;
+    pid?: number;
+    inFlight: number;
+    idleMs: number;
+    ageMs: number;
+  }[] {
     const now = Date.now();
     return [...this.sessions.values()].map((s) => ({
       id: s.id,
       upstream: s.upstream,
       principal: principalHash(s.principal),
+      transport: s.transport instanceof DownstreamSseTransport ? ('sse' as const) : ('streamable-http' as const),
+      relay: s.relay instanceof ReverseRelay ? ('reverse' as const) : ('pass-through' as const),
       protocolVersion: s.relay.negotiated,
       pid: s.relay.pid,
       inFlight: s.relay.inFlight,
       idleMs: now - s.lastActive,
+      ageMs: now - s.openedAt,
     }));
   }
 
@@ -145,13 +171,15 @@ export class LegacySessions {
 
   /**
    * A POST whose body is (or includes) `initialize`: opens a session and its upstream session.
+   * `upstream` {@link FEDERATED_LABEL} opens a session on the federated endpoint `POST /mcp`,
+   * served by the reverse bridge over the federation layer.
    * @returns the transport's response (SSE with the initialize result and `Mcp-Session-Id`), or
    *   429 / 503 with -32603 `busy` when the caller's or the gateway's session bound is reached.
    */
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
     const refused = this.refusal(upstream, who);
     if (refused) return refused;
-    const era = await this.eraOf(upstream);
+    const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);
     if (era instanceof Response) return era;
     let session: LegacySession | undefined;
     const transport = new DownstreamHttpTransport({
@@ -229,21 +257,33 @@ export class LegacySessions {
 
   /**
    * A session around `transport`, with its relay: a pass-through that owns an upstream session of
-   * its own (legacy upstream), or the reverse bridge (2026-07-28 upstream).
+   * its own (legacy upstream), or the reverse bridge (2026-07-28 upstream, or the federated
+   * endpoint: then every input kind is relayed and no tool left out here, since each federated
+   * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router).
    */
-  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, era: UpstreamEra): LegacySession {
-    const up = this.gateway.upstreams.get(upstream)!;
+  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, era: UpstreamEra | 'federated'): LegacySession {
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
+    if (era === 'federated') {
+      const relay = new ReverseRelay({
+        upstream,
+        inputAllow: INPUT_KINDS,
+        modern: new FederatedHop(this.federation!, who, log.child({ component: 'federation' })),
+        downstream: transport,
+        log: log.child({ component: 'reverse' }),
+        onRequest: (r) => this.record(upstream, who.principal, r),
+      });
+      return this.session(upstream, who, transport, relay);
+    }
+    const up = this.gateway.upstreams.get(upstream)!;
     let session: LegacySession | undefined;
     const relay: LegacyRelay =
       era === 'modern'
         ? new ReverseRelay({
             upstream,
-            cfg: up.cfg,
+            ...reverseSettings(up.cfg, who.token),
             modern: up.modern!,
             downstream: transport,
             log: log.child({ component: 'reverse' }),
-            token: who.token,
             onRequest: (r) => this.record(upstream, who.principal, r),
           })
         : new PassThroughRelay({
@@ -259,9 +299,15 @@ export class LegacySessions {
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
       sampler: this.gateway.sampler,
+      census: this.gateway.census,
     });
-    session = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), closing: false };
-    const s = session;
+    session = this.session(upstream, who, transport, relay);
+    return session;
+  }
+
+  /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
+  private session(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, relay: LegacyRelay): LegacySession {
+    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), openedAt: Date.now(), closing: false };
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
       void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream, headers: extra?.requestInfo?.headers });

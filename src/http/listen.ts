@@ -8,20 +8,20 @@
  * and relayed is decided behind the router (src/subscriptions.ts).
  */
 import type { Context } from 'hono';
-import type { Gateway } from '../gateway.js';
 import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
-import type { Caller } from '../security/auth.js';
-import type { Subscription } from '../subscriptions.js';
+import type { ListenHandle } from '../subscriptions.js';
 import { errorResponse, sseStream } from './sse.js';
 
 /** Interval of the SSE keep-alive comments on a listen stream, in ms. */
 export const LISTEN_KEEPALIVE_MS = 15_000;
 
 /**
- * Serves one `subscriptions/listen` request for upstream `name`.
+ * Serves one `subscriptions/listen` request.
+ * @param open opens the subscription (for one upstream, `Gateway.listen`; on the federated
+ *   endpoint, `Federation.listen`).
  * @param recorded called once with the request's outcome (for the request log and metrics).
  * @returns the SSE response, or a JSON-RPC error response when the subscription cannot be opened
  *   (400 / -32021 for `taskIds` without the tasks extension; -32603 when no upstream session can
@@ -29,16 +29,14 @@ export const LISTEN_KEEPALIVE_MS = 15_000;
  */
 export async function serveListen(
   c: Context,
-  gateway: Gateway,
+  open: () => Promise<ListenHandle>,
   req: ValidatedRequest,
-  name: string,
-  caller: Caller,
   log: Logger,
   recorded: (outcome: { error?: GatewayError; resultType?: string }) => void,
 ): Promise<Response> {
-  let sub: Subscription;
+  let sub: ListenHandle;
   try {
-    sub = await gateway.listen(name, req, { principal: caller.principal, token: caller.token });
+    sub = await open();
   } catch (e) {
     const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
     if (!(e instanceof GatewayError)) log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');

@@ -3,7 +3,8 @@
  *
  * A park-mode retry, `tasks/update` or `tasks/cancel` that lands on a replica other than the one
  * holding the call is sent on, as it came (body and MCP headers, the caller's Authorization for
- * `forwardAuthorization`), to `POST <owner>/_replicas/forward/mcp/NAME` with the shared secret in
+ * `forwardAuthorization`), to `POST <owner>/_replicas/forward/mcp/NAME` (`…/forward/mcp` for the
+ * federated endpoint) with the shared secret in
  * `X-Mrtr-Replica-Secret` and the principal the first replica authenticated in
  * `X-Mrtr-Principal`. The owner serves it as if it had landed there, and its response (JSON or a
  * progress SSE stream) is relayed back as it is. The route answers 404 to anything without the
@@ -17,6 +18,8 @@ import type { ReplicaInfo } from '../store/shared.js';
 
 /** Path prefix of the internal forwarding route. */
 export const FORWARD_PREFIX = '/_replicas/forward/mcp/';
+/** Path of the internal forwarding route of the federated endpoint (`/mcp`). */
+export const FORWARD_FEDERATED = '/_replicas/forward/mcp';
 /** Header carrying the shared secret. */
 export const SECRET_HEADER = 'x-mrtr-replica-secret';
 /** Header carrying the principal (base64url of UTF-8), set by the replica that authenticated the caller. */
@@ -45,11 +48,12 @@ export function forwardedPrincipal(header: string | null | undefined): string | 
 }
 
 /**
- * Sends one MCP POST on to the replica `owner`.
+ * Sends one MCP POST on to the replica `owner`, for `upstream` (undefined: the federated endpoint,
+ * which the owner serves through its own federation layer).
  * @returns the owner's response (its status, headers and body as they come), or undefined when the
  *   owner cannot be reached (it stopped).
  */
-export async function forwardToReplica(owner: ReplicaInfo, upstream: string, body: string, headers: Headers, principal: string, secret: string): Promise<Response | undefined> {
+export async function forwardToReplica(owner: ReplicaInfo, upstream: string | undefined, body: string, headers: Headers, principal: string, secret: string): Promise<Response | undefined> {
   const out: Record<string, string> = {};
   headers.forEach((v, k) => {
     if (FORWARDED.test(k)) out[k] = v;
@@ -57,7 +61,8 @@ export async function forwardToReplica(owner: ReplicaInfo, upstream: string, bod
   out[SECRET_HEADER] = secret;
   out[PRINCIPAL_HEADER] = Buffer.from(principal, 'utf8').toString('base64url');
   try {
-    const res = await undiciFetch(`${owner.url}${FORWARD_PREFIX}${encodeURIComponent(upstream)}`, { method: 'POST', headers: traceHeaders(out) as Record<string, string>, body, dispatcher: hop });
+    const path = upstream === undefined ? FORWARD_FEDERATED : `${FORWARD_PREFIX}${encodeURIComponent(upstream)}`;
+    const res = await undiciFetch(`${owner.url}${path}`, { method: 'POST', headers: traceHeaders(out) as Record<string, string>, body, dispatcher: hop });
     const relayed = new Headers();
     res.headers.forEach((v, k) => {
       if (/^(content-type|cache-control|x-accel-buffering|retry-after|www-authenticate)$/i.test(k)) relayed.set(k, v);

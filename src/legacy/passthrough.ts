@@ -26,6 +26,9 @@
  * would leave the client with nothing to resume from. A stdio upstream has no way to ask for a
  * close itself, so the gateway decides, by time alone.
  *
+ * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`
+ * results, and a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
+ *
  * A `sampling/createMessage` the upstream's `sampling` mode gives to the gateway's provider
  * (provider mode, or fallback mode for a client that cannot answer it) never reaches the client:
  * the relay answers it upstream with the provider's result or error.
@@ -40,11 +43,13 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, startServerSpan, tracingActive, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
+import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
 import { INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
+import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
 
@@ -105,6 +110,8 @@ export interface PassThroughInit {
   principal: string;
   /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
   sampler?: Pick<Sampler, 'answer'>;
+  /** Counts the deprecated features the session's calls use. */
+  census?: Census;
 }
 
 /** What the downstream transport offers with one client message. */
@@ -114,6 +121,9 @@ export interface ClientMessageExtra {
   /** The headers of the HTTP request that carried the message (lower-case names). */
   headers?: PlainHeaders;
 }
+
+/** 2025-11-25 error code: URL elicitation required. */
+const URL_ELICITATION_REQUIRED = -32042;
 
 /** The first legacy revision whose `sampling` capability has `tools` (and `context`). */
 const SAMPLING_TOOLS_REVISION = '2025-11-25';
@@ -127,6 +137,8 @@ interface InFlight {
   poll?: NodeJS.Timeout;
   /** The request's spans (downstream and relayed), while tracing. */
   trace?: { server: Traced; client?: Traced };
+  /** The deprecated features this request used, once each (created on first use). */
+  census?: CallTally;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -180,7 +192,14 @@ export class PassThroughRelay implements LegacyRelay {
         trace,
       });
       if (token !== undefined) this.progressOwner.set(token, m.id!);
+      if (m.method === 'tools/call' && params.task !== undefined) this.noteCall(m.id!, 'legacy_tasks');
       if (m.method === 'initialize') return within(trace?.client, () => this.start(m));
+      if (m.method === 'tools/call' && typeof params.name === 'string' && !toolAllowed(this.init.cfg.tools, params.name)) {
+        // A tool the upstream's `tools` policy does not serve is unknown here too; nothing goes upstream
+        // (so no span says it did: the unended relay span is dropped).
+        if (trace) trace.client = undefined;
+        return this.answerError(m.id!, ErrorCode.InvalidParams, unknownTool(params.name).message);
+      }
       return within(trace?.client, () => this.toUpstream(m));
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
       const id = (m.params as { requestId?: Id } | undefined)?.requestId;
@@ -303,13 +322,19 @@ export class PassThroughRelay implements LegacyRelay {
         if (this.negotiated) this.up?.setProtocolVersion?.(this.negotiated);
       }
       this.endTrace(req, m.error ? { error: m.error as { code: number; message: string } } : { result: (m.result ?? {}) as Record<string, unknown> });
+      if (req && (m.error as { code?: number } | undefined)?.code === URL_ELICITATION_REQUIRED) this.noteCall(m.id!, 'url_elicitation_required');
       this.forget(m.id!);
+      if (req?.method === 'tools/list' && m.result && typeof m.result === 'object') {
+        const result = m.result as { tools?: unknown };
+        m = { ...m, result: { ...result, tools: servedToolList(this.init.cfg.tools, result.tools) } };
+      }
       if (req) {
         const error = m.error as { code?: number } | undefined;
         this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: error ? 'error' : 'complete', code: error?.code });
       }
       return this.toClient(m, undefined);
     }
+    this.noteUse(m);
     if (kind === 'request') {
       if (m.method === 'sampling/createMessage' && this.providerAnswers(m)) return this.sampleByProvider(m);
       const refused = this.policy(m);
@@ -330,6 +355,27 @@ export class PassThroughRelay implements LegacyRelay {
     const owner = token !== undefined ? this.progressOwner.get(token) : undefined;
     if (token !== undefined && owner === undefined) return;
     return this.toClient(m, owner ?? this.routeFor(m) ?? undefined);
+  }
+
+  /** Counts `feature` once for the client request `id`, under its tool. */
+  private noteCall(id: Id, feature: DeprecatedFeature): void {
+    const req = this.inflight.get(id);
+    const census = this.init.census;
+    if (!req || !census) return;
+    req.census ??= census.call(this.init.upstream, toolLabel(req.method, req.name));
+    req.census.note(feature);
+  }
+
+  /**
+   * Counts the deprecated feature a server-initiated message uses: for the one `tools/call` in
+   * flight when there is exactly one, else once under `(unknown)`.
+   */
+  private noteUse(m: Message): void {
+    const feature = this.init.census ? featureOf(m) : undefined;
+    if (!feature) return;
+    const calls = [...this.inflight].filter(([, r]) => r.method === 'tools/call');
+    if (calls.length === 1) this.noteCall(calls[0]![0], feature);
+    else this.init.census!.count(this.init.upstream, UNKNOWN_TOOL, feature);
   }
 
   /**

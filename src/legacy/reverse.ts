@@ -12,6 +12,8 @@
  * the client receives as the answer to its original request. A declined or cancelled elicitation is
  * an answer like any other. Progress and `notifications/message` of a request reach the client on
  * that request's stream; `notifications/cancelled` from the client cancels the upstream request.
+ * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`, and
+ * a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
@@ -22,6 +24,7 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, within } from '../observability/tracing.js';
 import { allowedCapabilities } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
+import { servedToolList, toolAllowed, unknownTool, type ToolPolicyConfig } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
 
 type Id = string | number;
@@ -32,14 +35,26 @@ const MAX_ROUNDS = 10;
 
 /** What the reverse bridge needs. */
 export interface ReverseInit {
+  /** The upstream's name, in error messages and `data.upstream` (`*` on the federated endpoint). */
   upstream: string;
-  cfg: UpstreamConfig;
+  /** The input kinds relayed to the client (the upstream's `input.allow`); the client's other kinds are not declared upstream. */
+  inputAllow: readonly string[];
+  /** The upstream's `tools` policy; undefined: every tool (the federated endpoint applies each member's own behind the hop). */
+  tools?: ToolPolicyConfig;
+  /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
+  idleMs?: number;
+  /** Headers of the hop on every request (a forwarded `Authorization`); ignored on stdio. */
+  hopHeaders?: Record<string, string>;
   modern: ModernUpstream;
   downstream: DownstreamTransport;
   log: Logger;
-  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
-  token?: string;
   onRequest?: (r: RelayedRequest) => void;
+}
+
+/** The reverse bridge's settings of upstream `cfg` for a caller with bearer token `token` (forwarded with `forwardAuthorization`). */
+export function reverseSettings(cfg: UpstreamConfig, token: string | undefined): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs' | 'hopHeaders'> {
+  const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && token ? token : undefined;
+  return { inputAllow: cfg.input.allow, tools: cfg.tools, idleMs: cfg.timeouts.requestMs, ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}) };
 }
 
 interface InFlight {
@@ -132,6 +147,10 @@ export class ReverseRelay implements LegacyRelay {
         this.logLevel = typeof params.level === 'string' ? params.level : undefined;
         return { result: {} };
       case 'tools/call':
+        if (typeof params.name === 'string' && !toolAllowed(this.init.tools, params.name)) {
+          return { error: { code: ErrorCode.InvalidParams, message: unknownTool(params.name).message } };
+        }
+        return this.rounds(m, entry);
       case 'prompts/get':
       case 'resources/read':
         return this.rounds(m, entry);
@@ -140,7 +159,10 @@ export class ReverseRelay implements LegacyRelay {
         return { error: { code: ErrorCode.MethodNotFound, message: `${m.method} is not relayed to this 2026-07-28 upstream` } };
       default: {
         const r = await this.send(m.method!, params, m.id!, entry);
-        return 'error' in r ? { error: r.error } : { result: legacyResult(r.result) };
+        if ('error' in r) return { error: r.error };
+        const result = legacyResult(r.result);
+        if (m.method === 'tools/list') result.tools = servedToolList(this.init.tools, result.tools);
+        return { result };
       }
     }
   }
@@ -151,7 +173,7 @@ export class ReverseRelay implements LegacyRelay {
     this.negotiated = (LEGACY_REVISIONS as readonly string[]).includes(requested) ? requested : LEGACY_REVISIONS[LEGACY_REVISIONS.length - 1];
     const caps = { ...((params.capabilities as Record<string, unknown> | undefined) ?? {}) };
     delete caps.tasks;
-    this.capabilities = allowedCapabilities(caps, this.init.cfg.input.allow);
+    this.capabilities = allowedCapabilities(caps, this.init.inputAllow);
     this.clientInfo = params.clientInfo;
     const r = await this.send('server/discover', {}, undefined, undefined);
     if ('error' in r) return { error: r.error };
@@ -236,12 +258,10 @@ export class ReverseRelay implements LegacyRelay {
       ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
       ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
     };
-    const cfg = this.init.cfg;
-    const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && this.init.token ? this.init.token : undefined;
     return this.init.modern.request(method, { ...rest, _meta: meta }, {
       signal: entry?.abort.signal,
-      idleMs: cfg.timeouts.requestMs,
-      ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+      idleMs: this.init.idleMs,
+      ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
       onNotification: (n) => {
         if (related === undefined) return;
         let note: Message | undefined;

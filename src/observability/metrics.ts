@@ -11,6 +11,8 @@ export interface MetricsSource {
   runningTasks(): number;
   /** Provider-answered sampling requests holding a provider slot, by provider. */
   samplingInFlight?(): { provider: string; count: number }[];
+  /** The deprecation census rows (first and last use as ISO 8601). */
+  census?(): { upstream: string; tool: string; feature: string; firstSeen: string; lastSeen: string }[];
 }
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
@@ -32,6 +34,13 @@ export class Metrics {
   readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
   /** Requests sent to the replica holding their call (outcome: the owner's HTTP status, or replica-gone). */
   readonly forwarded = new Counter({ name: 'mrtr_forwarded_total', help: 'Requests forwarded to the replica holding their call, by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  /** Upstream calls that used a feature 2026-07-28 deprecated or removed (see src/observability/census.ts). */
+  readonly deprecatedFeatureCalls = new Counter({
+    name: 'mrtr_deprecated_feature_calls_total',
+    help: 'Upstream calls that used a feature MCP 2026-07-28 deprecated or removed, by upstream, tool and feature',
+    labelNames: ['upstream', 'tool', 'feature'] as const,
+    registers: [this.registry],
+  });
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
 
@@ -114,6 +123,25 @@ export class Metrics {
       collect() {
         this.set(source.runningTasks());
       },
+    });
+    const censusTimes = (which: 'firstSeen' | 'lastSeen') =>
+      function (this: Gauge<'upstream' | 'tool' | 'feature'>) {
+        this.reset();
+        for (const e of source.census?.() ?? []) this.set({ upstream: e.upstream, tool: e.tool, feature: e.feature }, Date.parse(e[which]) / 1000);
+      };
+    new Gauge({
+      name: 'mrtr_deprecated_feature_first_seen_timestamp_seconds',
+      help: 'When an upstream tool first used a feature MCP 2026-07-28 deprecated or removed (Unix time)',
+      labelNames: ['upstream', 'tool', 'feature'] as const,
+      registers,
+      collect: censusTimes('firstSeen'),
+    });
+    new Gauge({
+      name: 'mrtr_deprecated_feature_last_seen_timestamp_seconds',
+      help: 'When an upstream tool last used a feature MCP 2026-07-28 deprecated or removed (Unix time)',
+      labelNames: ['upstream', 'tool', 'feature'] as const,
+      registers,
+      collect: censusTimes('lastSeen'),
     });
     collectDefaultMetrics({ register: this.registry, prefix: 'mrtr_process_' });
   }

@@ -6,9 +6,11 @@
  * `tasks/update` answers input requests, `tasks/cancel` cancels the Exchange upstream.
  */
 import { randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Exchange } from '../exchange/exchange.js';
 import { invalidResponse } from '../exchange/responses.js';
 import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
+import type { InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { startTaskSpan, taskStatus, type Traced } from '../observability/tracing.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
@@ -34,9 +36,32 @@ interface LiveTask {
   unsubscribe: () => void;
   /** Serializes store writes for this task. */
   chain: Promise<void>;
+  /** Who runs it, the tool, when it was created (ISO 8601) and the status last written. */
+  caller: TaskCaller;
+  tool?: string;
+  createdAt: string;
+  status: TaskStatus;
   /** The task's span, while tracing. */
   trace?: Traced;
 }
+
+/** A task whose call runs in this process, as {@link TaskManager.runningTasks} reports it. */
+export interface RunningTask {
+  taskId: string;
+  upstream: string;
+  /** The principal that created it (raw: hash it before showing it). */
+  principal: string;
+  tool?: string;
+  status: TaskStatus;
+  statusMessage?: string;
+  /** ISO 8601. */
+  createdAt: string;
+  /** The input requests waiting for the client, by key. */
+  inputs: Record<string, InputRequest>;
+}
+
+/** Most task statuses remembered for {@link TaskManager.statusCounts}. */
+const MAX_STATUSES = 100_000;
 
 /** Where a task request comes from: who asks, through which upstream endpoint. */
 export interface TaskCaller {
@@ -66,6 +91,8 @@ export class TaskManager {
   private readonly store: TaskStore;
   private readonly live = new Map<string, LiveTask>();
   private readonly listeners = new Set<(record: TaskRecord) => void>();
+  /** The last status of each task this replica created or updated, until its record's ttlMs. */
+  private readonly statuses = new LRUCache<string, TaskStatus>({ max: MAX_STATUSES, ttlAutopurge: true });
   /** Called with each status a task reaches (its first status included). */
   onStatus: ((status: TaskStatus) => void) | undefined;
 
@@ -102,11 +129,37 @@ export class TaskManager {
   }
 
   /**
+   * Tasks by status: those this replica created or updated whose record has not expired (with a
+   * shared store, other replicas' tasks are counted where they run).
+   */
+  statusCounts(): Record<TaskStatus, number> {
+    const out: Record<TaskStatus, number> = { working: 0, input_required: 0, completed: 0, failed: 0, cancelled: 0 };
+    for (const status of this.statuses.values()) out[status]++;
+    return out;
+  }
+
+  /** The tasks whose call runs in this process, oldest first (a read-only view for the admin page). */
+  runningTasks(): RunningTask[] {
+    return [...this.live]
+      .map(([taskId, live]) => ({
+        taskId,
+        upstream: live.caller.upstream,
+        principal: live.caller.principal,
+        ...(live.tool !== undefined ? { tool: live.tool } : {}),
+        status: live.status,
+        ...(live.exchange.statusMessage !== undefined ? { statusMessage: live.exchange.statusMessage } : {}),
+        createdAt: live.createdAt,
+        inputs: live.exchange.outstanding(),
+      }))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  }
+
+  /**
    * Turns a running Exchange into a task: stores the record (durably, before returning) and
    * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
-   * `opts.name` (the tool's name) goes on the task's span.
+   * `opts.tool` names the tool for the admin view and the task's span.
    */
-  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; name?: string }): Promise<Record<string, unknown>> {
+  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string }): Promise<Record<string, unknown>> {
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -121,10 +174,22 @@ export class TaskManager {
     };
     this.apply(record, exchange, false, opts.batchWindowMs);
     await this.store.create(record);
-    const trace = startTaskSpan({ taskId: record.taskId, upstream: caller.upstream, method: exchange.method, name: opts.name, ttlMs: opts.ttlMs });
+    const trace = startTaskSpan({ taskId: record.taskId, upstream: caller.upstream, method: exchange.method, name: opts.tool, ttlMs: opts.ttlMs });
     taskStatus(trace, record.status);
-    const live: LiveTask = { exchange, batchWindowMs: opts.batchWindowMs, cancelRequested: false, unsubscribe: () => {}, chain: Promise.resolve(), trace };
+    const live: LiveTask = {
+      exchange,
+      batchWindowMs: opts.batchWindowMs,
+      cancelRequested: false,
+      unsubscribe: () => {},
+      chain: Promise.resolve(),
+      caller: { principal: caller.principal, upstream: caller.upstream },
+      tool: opts.tool,
+      createdAt: now,
+      status: record.status,
+      trace,
+    };
     this.live.set(record.taskId, live);
+    this.statuses.set(record.taskId, record.status, { ttl: record.ttlMs });
     live.unsubscribe = exchange.onChange(() => this.sync(record.taskId));
     this.sync(record.taskId);
     this.log.info({ taskId: record.taskId, upstream: caller.upstream }, 'task created');
@@ -192,6 +257,8 @@ export class TaskManager {
         live.unsubscribe();
       }
       if (!(await this.store.put(record))) return;
+      live.status = record.status;
+      if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
       if (record.status !== before) this.onStatus?.(record.status);
       for (const l of this.listeners) l(record);
       if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));

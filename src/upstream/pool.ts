@@ -5,6 +5,13 @@
  * (an exclusive lease), at most `maxSessions` exist per upstream, and a queue with `queueMs` stands
  * behind the bound. Idle sessions close after `idleSessionMs`. When sessions keep dying, new ones are
  * opened with exponential backoff.
+ *
+ * Shared sessions: on a Streamable HTTP upstream a server-initiated request related to a call comes
+ * on that call's own POST stream, so it can be attributed without an exclusive session. Once the
+ * upstream has been seen doing so (and never sending one on its GET stream during a call), calls
+ * lease sessions shared by up to `maxCallsPerSession` calls of the same key. A request on the GET
+ * stream of a shared session cannot be attributed: it is refused upstream, and from then on the
+ * upstream's calls get sessions of their own again.
  */
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
@@ -13,17 +20,36 @@ import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { upstreamFailed, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError } from './session.js';
+import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
 
-/** An exclusive hold on one session; give it back with {@link SessionLease.release}. */
+/** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
+export interface PoolObserver {
+  /** A session opened. */
+  opened?(): void;
+  /** A session died (not closed by the gateway); `stderr`: the stdio child's last lines. */
+  died?(reason: string, stderr: string[]): void;
+  /** A session could not be opened; `stderr`: the stdio child's last lines. */
+  openFailed?(message: string, stderr: string[]): void;
+  /** A server-initiated request or `notifications/message` arrived on a session outside any call. */
+  unclaimed?(message: ServerInitiatedRequest): void;
+}
+
+/** A hold on one session; give it back with {@link SessionLease.release}. */
 export interface SessionLease {
   readonly session: UpstreamSession;
-  /** Returns the session: reusable=true puts it back warm, false closes it. Idempotent. */
+  /** True when other calls may run on the session at the same time ({@link SessionPool.acquireCall}). */
+  readonly shared?: boolean;
+  /**
+   * Returns the session: reusable=true puts it back warm, false closes it (a shared session is
+   * closed once its last call is done, and never handed to a call of its own again). Idempotent.
+   */
   release(reusable: boolean): void;
 }
 
 interface Waiter {
   key: string;
+  /** The waiter can take a place on a shared session. */
+  call: boolean;
   caps: LegacyClientCapabilities;
   headers: Record<string, string>;
   resolve: (lease: SessionLease) => void;
@@ -81,6 +107,14 @@ export class SessionPool {
   readonly http: HttpHop | undefined;
   /** The legacy revision the upstream negotiated (or the pinned one); undefined until known. */
   revision: string | undefined;
+  /** Where the upstream sends server-initiated requests during a call, once seen (see the module comment). */
+  attribution: Attribution | undefined;
+  /** Sessions carrying shared calls, by key, with their number of calls. */
+  private readonly sharing = new Map<string, Map<UpstreamSession, number>>();
+  /** Shared sessions that carried a cancelled call: closed, not kept idle, when their last call is done. */
+  private readonly tainted = new WeakSet<UpstreamSession>();
+  /** Read-only hooks on the pool's sessions. */
+  observer: PoolObserver = {};
 
   /**
    * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers);
@@ -116,10 +150,127 @@ export class SessionPool {
   lastError: string | undefined;
 
   /** Counts for metrics and tests. */
-  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number } {
+  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number; sharedCalls: number } {
     let idle = 0;
     for (const l of this.idle.values()) idle += l.length;
-    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures };
+    let sharedCalls = 0;
+    for (const m of this.sharing.values()) for (const n of m.values()) sharedCalls += n;
+    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures, sharedCalls };
+  }
+
+  /** Whether calls may share sessions now (Streamable HTTP, attribution by POST stream seen, never by GET). */
+  private get sharable(): boolean {
+    return this.cfg.transport === 'streamable-http' && this.cfg.maxCallsPerSession > 1 && this.attribution === 'post';
+  }
+
+  /** What a session reports about where the upstream sent a request during a call. */
+  private noteAttribution(seen: Attribution): void {
+    if (this.attribution === 'get' || this.attribution === seen) return;
+    this.attribution = seen;
+    // Shared sessions take no new calls from now on; each goes back to the pool when its calls are done.
+    if (seen === 'get') this.log.info({ upstream: this.name }, 'upstream sends server-initiated requests on its GET stream: one call per session');
+  }
+
+  /**
+   * Leases a session for one call (`tools/call`, `prompts/get`, `resources/read`): a place on a
+   * shared session when the upstream allows it (see the module comment), else as {@link acquire}.
+   * @throws GatewayError -32603 as {@link acquire}.
+   */
+  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+    if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+    if (!this.sharable) return this.acquire(principal, mirrored, token);
+    const { key } = this.keyAndHeaders(principal, mirrored, token);
+    const place = this.sharedPlace(key);
+    if (place) return this.shareLease(place);
+    // Calls that arrive while a shared session of their key is being formed wait for it.
+    const forming = this.forming.get(key);
+    if (forming && forming.joiners < this.cfg.maxCallsPerSession - 1) {
+      forming.joiners++;
+      const session = await forming.ready;
+      if (session && this.hasRoom(session)) return this.shareLease(session);
+      return this.acquireCall(principal, mirrored, token);
+    }
+    let formed!: (s: UpstreamSession | undefined) => void;
+    const entry = { ready: new Promise<UpstreamSession | undefined>((r) => (formed = r)), joiners: 0 };
+    this.forming.set(key, entry);
+    try {
+      const lease = this.toShared(await this.acquire(principal, mirrored, token, true));
+      formed(lease.shared ? lease.session : undefined);
+      return lease;
+    } catch (e) {
+      formed(undefined);
+      throw e;
+    } finally {
+      if (this.forming.get(key) === entry) this.forming.delete(key);
+    }
+  }
+
+  /** Shared sessions being formed (their first call is acquiring one), by key, with the calls waiting to join. */
+  private readonly forming = new Map<string, { ready: Promise<UpstreamSession | undefined>; joiners: number }>();
+
+  /** Whether a shared session can take one more call. */
+  private hasRoom(session: UpstreamSession): boolean {
+    const n = this.sharing.get(session.key)?.get(session);
+    return this.sharable && n !== undefined && n < this.cfg.maxCallsPerSession && !session.deadReason;
+  }
+
+  /** A live shared session of `key` with room for one more call. */
+  private sharedPlace(key: string): UpstreamSession | undefined {
+    const m = this.sharing.get(key);
+    if (!m) return undefined;
+    for (const s of m.keys()) if (this.hasRoom(s)) return s;
+    return undefined;
+  }
+
+  /** Turns an exclusive lease into the first call of a shared session (when sharing is still on). */
+  private toShared(lease: SessionLease): SessionLease {
+    if (lease.shared || !this.sharable) return lease;
+    const { session } = lease;
+    // The exclusive lease is replaced, not released: the session stays counted as leased.
+    const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
+    this.sharing.set(session.key, m);
+    m.set(session, 0);
+    session.shared = true;
+    return this.shareLease(session);
+  }
+
+  private shareLease(session: UpstreamSession): SessionLease {
+    const m = this.sharing.get(session.key)!;
+    m.set(session, (m.get(session) ?? 0) + 1);
+    let done = false;
+    return {
+      session,
+      shared: true,
+      release: (reusable: boolean) => {
+        if (done) return;
+        done = true;
+        // A cancelled call may still run upstream. What it asks later is refused (it is detached),
+        // but the session is never handed to a call of its own again.
+        if (!reusable) this.tainted.add(session);
+        const n = m.get(session)! - 1;
+        if (n > 0) {
+          m.set(session, n);
+          if (!session.deadReason) this.handShared(session);
+          return;
+        }
+        m.delete(session);
+        if (!m.size && this.sharing.get(session.key) === m) this.sharing.delete(session.key);
+        session.shared = false;
+        this.leased--;
+        session.detachAll();
+        this.giveBack(session, !this.tainted.has(session) && !session.deadReason && !this.closedPool);
+      },
+    };
+  }
+
+  /** Gives a waiting call the room a shared session has. */
+  private handShared(session: UpstreamSession): void {
+    if (!this.sharable) return;
+    const idx = this.waiters.findIndex((w) => w.call && w.key === session.key);
+    if (idx < 0) return;
+    const [w] = this.waiters.splice(idx, 1);
+    clearTimeout(w!.timer);
+    w!.resolve(this.shareLease(session));
   }
 
   /**
@@ -128,7 +279,7 @@ export class SessionPool {
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
    *   "busy" when no session frees up in time, "shutting-down" after {@link close}).
    */
-  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, call = false): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
     const warm = this.takeIdle(key);
@@ -141,6 +292,7 @@ export class SessionPool {
     return new Promise<SessionLease>((resolve, reject) => {
       const waiter: Waiter = {
         key,
+        call,
         caps,
         headers,
         resolve,
@@ -228,7 +380,7 @@ export class SessionPool {
         if (done) return;
         done = true;
         this.leased--;
-        session.setHandler(undefined);
+        session.detachAll();
         this.giveBack(session, reusable && !session.deadReason && !this.closedPool);
       },
     };
@@ -243,13 +395,25 @@ export class SessionPool {
         await new Promise((r) => setTimeout(r, delay));
       }
       if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-      const session = await UpstreamSession.open({ upstream: this.name, cfg: this.cfg, capabilities: caps, key, log: this.log.child({ upstream: this.name }), extraHeaders: headers, http: this.http });
+      const session = await UpstreamSession.open({
+        upstream: this.name,
+        cfg: this.cfg,
+        capabilities: caps,
+        key,
+        log: this.log.child({ upstream: this.name }),
+        extraHeaders: headers,
+        http: this.http,
+        onAttribution: (seen) => this.noteAttribution(seen),
+        onUnclaimed: (m) => this.observer.unclaimed?.(m),
+      });
+      this.observer.opened?.();
       this.lastError = undefined;
       if (this.revision === undefined && session.info.protocolVersion !== 'unknown') this.revision = session.info.protocolVersion;
       this.live.add(session);
       void session.closed.then(() => this.live.delete(session));
-      session.onDeath(() => {
+      session.onDeath((reason) => {
         this.failures++;
+        this.observer.died?.(reason, session.stderrTail());
       });
       return this.lease(session);
     } catch (e) {
@@ -260,6 +424,7 @@ export class SessionPool {
       const msg = (e as Error).message;
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
+      this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
     }

@@ -20,6 +20,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   ListToolsResultSchema,
+  LoggingMessageNotificationSchema,
   McpError,
   ProgressNotificationSchema,
   PromptListChangedNotificationSchema,
@@ -40,7 +41,7 @@ import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
-import { HttpClientTransport } from './http-transport.js';
+import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
 
 /** A server-initiated request as it arrives from the upstream. */
 export interface ServerInitiatedRequest {
@@ -53,6 +54,29 @@ export type ServerRequestExtra = RequestHandlerExtra<ClientRequest | ServerReque
 
 /** Handles a server-initiated request for the Exchange that holds the lease; resolves to the legacy result. */
 export type ServerRequestHandler = (request: ServerInitiatedRequest, extra: ServerRequestExtra) => Promise<Record<string, unknown>>;
+
+/** Progress params of an upstream `notifications/progress`. */
+export interface UpstreamProgress {
+  progressToken: string | number;
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** What a call attached to a session receives: its server-initiated requests and its progress. */
+export interface CallHandlers {
+  onRequest: ServerRequestHandler;
+  onProgress?: (params: UpstreamProgress) => void;
+  /** A `notifications/message` the upstream sent while this call was the session's only call. */
+  onLog?: (params: Record<string, unknown>) => void;
+}
+
+/**
+ * Where the upstream was seen to send a server-initiated request during a call: on the POST stream
+ * of that call ('post', so calls can share a session and still be told apart), or on the standalone
+ * GET stream ('get', so they cannot).
+ */
+export type Attribution = 'post' | 'get';
 
 /** A change notification from the upstream: a tools, prompts or resources `list_changed`, or `notifications/resources/updated`. */
 export interface UpstreamNotification {
@@ -216,6 +240,10 @@ export interface SessionOptions {
   extraHeaders?: Record<string, string>;
   /** The upstream's HTTP hop (HTTP transports). */
   http?: HttpHop;
+  /** Told which stream carried a server-initiated request that arrived during a call (HTTP transports). */
+  onAttribution?: (seen: Attribution) => void;
+  /** Sees each server-initiated request and `notifications/message` that arrives outside any call (read-only). */
+  onUnclaimed?: (message: ServerInitiatedRequest) => void;
 }
 
 /**
@@ -227,15 +255,21 @@ export class UpstreamSession {
   deadReason: string | undefined;
   /** Resolves when the connection closes for any reason. */
   readonly closed: Promise<void>;
-  private handler: ServerRequestHandler | undefined;
-  /** Receives `notifications/progress` params while a lease wants them. */
-  progressListener: ((params: { progressToken: string | number; progress: number; total?: number; message?: string }) => void) | undefined;
+  /** The calls running on this session, by the `progressToken` each sent upstream. */
+  private readonly calls = new Map<string, CallHandlers>();
+  /**
+   * True while several calls may run on this session at once: a server-initiated request is then
+   * delivered only to the call whose POST stream carried it, never by elimination.
+   */
+  shared = false;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
   private conn!: Connection;
   private replacing: Promise<Connection> | undefined;
   private readonly log: Logger;
+  /** Messages received from the upstream so far, over every connection of this session. */
+  received = 0;
 
   private constructor(private readonly opts: SessionOptions) {
     this.closed = new Promise((r) => (this.resolveClosed = r));
@@ -310,7 +344,13 @@ export class UpstreamSession {
     client.fallbackRequestHandler = (request, extra) => this.dispatch(conn, request as ServerInitiatedRequest, extra as ServerRequestExtra);
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
-    client.setNotificationHandler(ProgressNotificationSchema, (n) => this.progressListener?.(n.params));
+    client.setNotificationHandler(ProgressNotificationSchema, (n) => this.calls.get(String(n.params.progressToken))?.onProgress?.(n.params));
+    // A log message names no request: it is a call's only when that call is alone on the session.
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
+      const only = !this.shared && this.calls.size === 1 ? this.calls.values().next().value : undefined;
+      if (only?.onLog) only.onLog(n.params);
+      else this.opts.onUnclaimed?.({ method: n.method, params: n.params });
+    });
     for (const schema of CHANGE_NOTIFICATIONS) {
       client.setNotificationHandler(schema, (n) => {
         for (const l of [...this.changeListeners]) l(n as UpstreamNotification);
@@ -329,6 +369,11 @@ export class UpstreamSession {
     };
     try {
       await client.connect(transport, { timeout: cfg.timeouts.connectMs });
+      const deliver = transport.onmessage;
+      transport.onmessage = (message, extra) => {
+        this.received++;
+        deliver?.(message, extra);
+      };
       await this.barrier(conn);
     } catch (e) {
       await client.close().catch(() => {});
@@ -453,10 +498,36 @@ export class UpstreamSession {
     return () => void this.changeListeners.delete(listener);
   }
 
-  /** Installs the handler for server-initiated requests of the current lease (undefined: no lease). */
-  setHandler(handler: ServerRequestHandler | undefined): void {
-    this.handler = handler;
-    if (!handler) this.progressListener = undefined;
+  /**
+   * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
+   * `progressToken` reach `handlers.onRequest`, as do, on a session that is not {@link shared}, those
+   * that came with no stream to name them (stdio, the GET stream) while it is the only call; its
+   * progress notifications reach `handlers.onProgress`.
+   * @returns a function that detaches the call (what arrives for it afterwards is refused upstream).
+   */
+  attach(progressToken: string, handlers: CallHandlers): () => void {
+    this.calls.set(progressToken, handlers);
+    return () => {
+      if (this.calls.get(progressToken) === handlers) this.calls.delete(progressToken);
+    };
+  }
+
+  /** Detaches every call. */
+  detachAll(): void {
+    this.calls.clear();
+  }
+
+  /** The call a server-initiated request belongs to, if it can be known. */
+  private callFor(conn: Connection, extra: ServerRequestExtra): CallHandlers | undefined {
+    const token = (extra.requestInfo?.headers as Record<string, string | string[] | undefined> | undefined)?.[RELATED_TOKEN_HEADER];
+    if (typeof token === 'string') {
+      const call = this.calls.get(token);
+      if (call) this.opts.onAttribution?.('post');
+      return call;
+    }
+    if (conn.transport instanceof HttpClientTransport && this.calls.size > 0) this.opts.onAttribution?.('get');
+    if (this.shared || this.calls.size !== 1) return undefined;
+    return this.calls.values().next().value;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */
@@ -487,13 +558,17 @@ export class UpstreamSession {
   }
 
   private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
-    if (conn.ready && conn === this.conn && this.handler) return this.handler(request, extra);
+    if (conn.ready && conn === this.conn) {
+      const call = this.callFor(conn, extra);
+      if (call) return call.onRequest(request, extra);
+    }
+    this.opts.onUnclaimed?.(request);
     if (!conn.ready) {
       conn.startRequests++;
       conn.lastStartRequestAt = Date.now();
     }
     if (request.method === 'roots/list') return { roots: this.opts.cfg.roots };
-    throw new McpError(-32603, `${request.method} arrived outside any client request; the gateway has no client to ask`);
+    throw new McpError(-32603, `${request.method} arrived outside any client request in progress on this session; the gateway has no client to ask`);
   }
 
   /** Closes the connection (ends a stdio child). Never throws. */

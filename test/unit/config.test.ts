@@ -78,4 +78,17 @@ describe('parseConfig errors', () => {
     );
     expect(() => parseConfig({ legacySessions: { retryMs: 0 }, upstreams }, {})).toThrow(/legacySessions\.retryMs/);
   });
+
+  it('admin: off by default; with apiKeys or jwt it needs its principals', () => {
+    const upstreams = { a: { transport: 'stdio', command: 'node' } };
+    expect(parseConfig({ upstreams }, {}).admin).toEqual({ enabled: false, refreshSeconds: 5 });
+    expect(parseConfig({ admin: { enabled: true }, upstreams }, {}).admin.enabled).toBe(true);
+    const auth = { mode: 'apiKeys', keys: [{ principal: 'ops', key: 'k'.repeat(20) }] };
+    expect(() => parseConfig({ auth, admin: { enabled: true }, upstreams }, {})).toThrow(/admin\.principals: required with auth\.mode "apiKeys"/);
+    expect(parseConfig({ auth, admin: { enabled: true, principals: ['apikey:ops'] }, upstreams }, {}).admin.principals).toEqual(['apikey:ops']);
+    expect(() => parseConfig({ admin: { enabled: true, principals: [] }, upstreams }, {})).toThrow(/admin\.principals/);
+    expect(() => parseConfig({ admin: { enabled: true, refreshSeconds: 0 }, upstreams }, {})).toThrow(/admin\.refreshSeconds/);
+    expect(() => parseConfig({ admin: { enabled: 'yes' }, upstreams }, {})).toThrow(/admin\.enabled/);
+    expect(() => parseConfig({ admin: { enabled: true, page: '/ops' }, upstreams }, {})).toThrow(/admin.*page/);
+  });
 });

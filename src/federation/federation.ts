@@ -1,0 +1,521 @@
+/**
+ * The federation layer: one endpoint, `POST /mcp`, for a configured set of upstreams
+ * (`federation` in the config). It sits between the front door and the router: it decides which
+ * federated upstream a request is for, rewrites the names the client sees into the upstream's
+ * own, and hands the request to the router (`Gateway.handle`, `Gateway.listen`), which serves it
+ * as it serves `POST /mcp/NAME`, whatever era the upstream speaks (legacy upstreams through the
+ * Exchange, 2026-07-28 upstreams through the pass-through). Lists, `server/discover` and
+ * subscriptions are merged here.
+ *
+ * Routing rules:
+ * - Tool and prompt names carry the upstream's prefix (`NAME_` by default, per upstream
+ *   configurable, or none). `tools/call`, `prompts/get` and `completion/complete` with a
+ *   `ref/prompt` go to the upstream whose prefix the name carries, without it. When prefixes
+ *   overlap (an unprefixed upstream, or one prefix beginning another), the upstreams' listings
+ *   decide; two upstreams serving one name is a -32603 `name-conflict` error naming both.
+ * - Resource URIs stay as they are. `resources/read`, `completion/complete` with a `ref/resource`
+ *   and `resourceSubscriptions` go to the upstream that listed the URI (or a template matching it)
+ *   for this principal; an unknown URI makes the federation list every upstream's resources once;
+ *   still unknown or ambiguous: -32602 naming the candidates.
+ * - A retry with `requestState` goes to the upstream the sealed state names (`up`); a state of
+ *   another upstream than the name's is -32602, like any state that does not fit its request.
+ * - `tasks/get|update|cancel` go to the upstream of the task record (legacy upstreams), or the
+ *   one whose binding the task id verifies under (2026-07-28 upstreams).
+ *
+ * Legacy clients on `POST /mcp` reach this layer through the reverse bridge
+ * (src/legacy/federated.ts), as 2026-07-28 requests built from their session.
+ */
+import { LRUCache } from 'lru-cache';
+import type { UpstreamConfig } from '../config/schema.js';
+import type { CallContext } from '../exchange/mrtr.js';
+import { INVALID_STATE } from '../exchange/seal.js';
+import { Gateway } from '../gateway.js';
+import { canonicalJson } from '../protocol/canonical.js';
+import type { ValidatedRequest } from '../protocol/envelope.js';
+import { ErrorCode, GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
+import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import type { ListenFilter, ListenHandle } from '../subscriptions.js';
+import { TASK_NOT_FOUND, tasksExtensionRequired } from '../tasks/manager.js';
+import { toolAllowed, unknownTool } from '../upstream/tool-policy.js';
+import { MergedSubscription, mergeHonored } from './listen.js';
+import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
+import { UriIndex } from './resources.js';
+
+/** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */
+export const FEDERATED_LABEL = '*';
+
+/** A federated upstream. */
+export interface FederatedUpstream extends Member {
+  /** The upstream's configuration (its `required`, `tools`, …). */
+  cfg: UpstreamConfig;
+}
+
+/** Per-request context, as the router takes it. */
+export type FederationContext = CallContext & { paramHeaders?: Record<string, string> };
+
+/** Tool or prompt names: the two kinds of prefixed names. */
+type NameKind = 'tools' | 'prompts';
+
+/** The list methods: the result field that holds the items, and which names are prefixed. */
+const LISTS: Record<string, { field: string; kind?: NameKind }> = {
+  'tools/list': { field: 'tools', kind: 'tools' },
+  'prompts/list': { field: 'prompts', kind: 'prompts' },
+  'resources/list': { field: 'resources' },
+  'resources/templates/list': { field: 'resourceTemplates' },
+};
+
+/** How long a complete listing of names (made to tell overlapping prefixes apart) is trusted, in ms. */
+const NAME_INDEX_TTL_MS = 30_000;
+/** Most such listings kept (per kind, principal and client capabilities). */
+const NAME_INDEX_MAX = 1_000;
+/** Most pages read of one upstream's list when the federation lists everything itself. */
+const MAX_PAGES = 100;
+/** The serverInfo of the federated endpoint's `server/discover`. */
+const SERVER_INFO = { name: 'mrtr-gateway', title: 'mrtr-gateway federation', version: '0.1.0' };
+
+const isMethodNotFound = (e: unknown) => e instanceof GatewayError && e.code === ErrorCode.MethodNotFound;
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * The union of two capability objects: keys of both; objects merged key by key, flags true when
+ * either is (`listChanged`, `subscribe`), `extensions` merged likewise.
+ */
+export function unionCapabilities(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) {
+    const mine = out[k];
+    if (isObject(mine) && isObject(v)) out[k] = unionCapabilities(mine, v);
+    else if (typeof mine === 'boolean' || typeof v === 'boolean') out[k] = mine === true || v === true;
+    else if (mine === undefined) out[k] = v;
+  }
+  return out;
+}
+
+/** -32603 `name-conflict`: two federated upstreams serve the same tool or prompt name on /mcp. */
+export function nameConflict(kind: NameKind, exposed: string, owners: readonly Candidate[]): GatewayError {
+  const what = kind === 'tools' ? 'tool' : 'prompt';
+  const who = owners.map((o) => `'${o.member.name}' (as '${o.name}')`).join(' and ');
+  return new GatewayError(
+    ErrorCode.InternalError,
+    `Federation name conflict: ${what} '${exposed}' is served by upstreams ${who}; give them distinct prefixes (federation.prefixes)`,
+    { reason: 'name-conflict', name: exposed, upstreams: owners.map((o) => o.member.name) },
+  );
+}
+
+const unknownName = (kind: NameKind, exposed: string) => (kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`));
+
+/** The federated endpoint's request routing, between the front door and the router. */
+export class Federation {
+  /** The federated upstreams, in order. */
+  readonly members: FederatedUpstream[];
+  /** Their tool and prompt prefixes: exposing an upstream's names and reading the client's back. */
+  readonly naming: Naming<FederatedUpstream>;
+  private readonly byName: Map<string, FederatedUpstream>;
+  private readonly uris = new UriIndex();
+  /** Resource listings in progress, per principal (concurrent misses share one). */
+  private readonly refreshing = new Map<string, Promise<void>>();
+  /** Complete listings of names, by kind, principal and client capabilities. */
+  private readonly nameIndexes = new LRUCache<string, Map<string, Candidate<FederatedUpstream>[]>>({ max: NAME_INDEX_MAX, ttl: NAME_INDEX_TTL_MS });
+
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly log: Logger,
+  ) {
+    this.members = federationMembers(gateway.cfg).map((m) => ({ ...m, cfg: gateway.upstreams.get(m.name)!.cfg }));
+    this.naming = new Naming(this.members);
+    this.byName = new Map(this.members.map((m) => [m.name, m]));
+    log.info({ upstreams: this.members.map((m) => ({ name: m.name, prefix: m.prefix })), overlapping: this.naming.overlapping }, 'federation: POST /mcp serves these upstreams');
+  }
+
+  /**
+   * Serves one validated 2026-07-28 request on the federated endpoint: routed to one upstream
+   * through the router, or merged from all of them (`server/discover`, the list methods).
+   * @returns the JSON-RPC `result` (always with `resultType`).
+   * @throws GatewayError: what the router throws for the upstream it went to; -32602 for an unknown
+   *   tool or prompt name, a tool the upstream's `tools` policy does not serve, an unknown or
+   *   ambiguous resource URI (`data.uri`, `data.candidates`), a `requestState` of another upstream
+   *   than the name's, an invalid cursor, or an unknown task; -32021 (HTTP 400) for `tasks/*`
+   *   without the tasks extension; -32601 (HTTP 404) when no federated upstream offers the
+   *   method's capability; -32603 `name-conflict` when two upstreams serve one name.
+   */
+  async handle(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    switch (req.method) {
+      case 'server/discover':
+        return this.discover(req, ctx);
+      case 'tools/list':
+      case 'prompts/list':
+      case 'resources/list':
+      case 'resources/templates/list':
+        return this.list(req, ctx);
+      case 'tools/call':
+      case 'prompts/get':
+        return this.named(req, ctx);
+      case 'resources/read':
+        return this.read(req, ctx);
+      case 'completion/complete':
+        return this.complete(req, ctx);
+      case 'tasks/get':
+      case 'tasks/update':
+      case 'tasks/cancel':
+        return this.task(req, ctx);
+      default:
+        throw methodNotFound(`${req.method} needs a streaming response; use the HTTP front door`);
+    }
+  }
+
+  /** Sends `req` with `params` (and another method, for lists the federation makes itself) to one upstream through the router. */
+  private forward(m: FederatedUpstream, req: ValidatedRequest, params: Record<string, unknown>, ctx: FederationContext, method = req.method): Promise<Record<string, unknown>> {
+    return this.gateway.handle(m.name, { ...req, method, params }, ctx);
+  }
+
+  /**
+   * Runs `fn` for every member in `members` at once. A member whose upstream lacks the method's
+   * capability (-32601) is left out. A member that fails otherwise is left out too (logged, and
+   * `partial` is set), unless it is `required`: then the whole fails with its error.
+   * @throws the error of a required member; the first error when every member failed; -32601 when
+   *   every member lacks the capability.
+   */
+  private async gather<T>(what: string, members: readonly FederatedUpstream[], fn: (m: FederatedUpstream) => Promise<T>): Promise<{ answers: { member: FederatedUpstream; value: T }[]; partial: boolean }> {
+    const settled = await Promise.allSettled(members.map(fn));
+    const answers: { member: FederatedUpstream; value: T }[] = [];
+    const failures: { member: FederatedUpstream; error: unknown }[] = [];
+    settled.forEach((s, i) => {
+      const member = members[i]!;
+      if (s.status === 'fulfilled') answers.push({ member, value: s.value });
+      else if (!isMethodNotFound(s.reason)) failures.push({ member, error: s.reason });
+    });
+    const fatal = failures.find((f) => f.member.cfg.required || !(f.error instanceof GatewayError));
+    if (fatal) throw fatal.error;
+    if (answers.length === 0 && failures.length > 0) throw failures[0]!.error;
+    if (answers.length === 0 && settled.length > 0) {
+      const capability = UPSTREAM_CAPABILITY_FOR[what];
+      throw methodNotFound(`Method not found: ${what} (no federated upstream offers ${capability ?? 'it'})`);
+    }
+    for (const f of failures) this.log.warn({ upstream: f.member.name, method: what, err: (f.error as Error).message }, 'federation: upstream left out of a merged answer');
+    return { answers, partial: failures.length > 0 };
+  }
+
+  /** The caching hints of a merged answer: the smallest `ttlMs`, `public` only when every part is; none for a partial answer. */
+  private static hints(parts: readonly Record<string, unknown>[], partial: boolean): { ttlMs: number; cacheScope: 'public' | 'private' } {
+    if (partial || parts.length === 0) return { ttlMs: 0, cacheScope: 'private' };
+    const ttlMs = Math.min(...parts.map((p) => (typeof p.ttlMs === 'number' && p.ttlMs >= 0 ? p.ttlMs : 0)));
+    return { ttlMs, cacheScope: parts.every((p) => p.cacheScope === 'public') ? 'public' : 'private' };
+  }
+
+  /**
+   * `server/discover` (MCP 2026-07-28 server/discover) of the whole fleet: the union of the
+   * upstreams' capabilities, and their instructions, one section per upstream (headed by its name,
+   * saying its prefix).
+   */
+  private async discover(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    const { answers, partial } = await this.gather('server/discover', this.members, (m) => this.forward(m, req, {}, ctx));
+    let capabilities: Record<string, unknown> = {};
+    const sections: string[] = [];
+    for (const { member, value } of answers) {
+      if (isObject(value.capabilities)) capabilities = unionCapabilities(capabilities, value.capabilities);
+      if (typeof value.instructions === 'string' && value.instructions.trim()) {
+        const naming = member.prefix ? `Its tools and prompts are named here with the prefix \`${member.prefix}\` (\`${member.prefix}NAME\`).\n\n` : '';
+        sections.push(`## ${member.name}\n\n${naming}${value.instructions.trim()}`);
+      }
+    }
+    return {
+      resultType: 'complete',
+      supportedVersions: [...SUPPORTED_VERSIONS],
+      capabilities,
+      ...(sections.length ? { instructions: sections.join('\n\n') } : {}),
+      ...Federation.hints(
+        answers.map((a) => a.value),
+        partial,
+      ),
+      _meta: { [META_SERVER_INFO]: SERVER_INFO },
+    };
+  }
+
+  /**
+   * A list method, merged: each page holds the next page of every upstream that has more, in
+   * member order; tool and prompt names prefixed; the cursor holds each upstream's own cursor.
+   * Listed resource URIs and templates are remembered for routing.
+   */
+  private async list(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    const { field, kind } = LISTS[req.method]!;
+    const cursor = req.params.cursor;
+    const decoded = cursor === undefined ? undefined : decodeCursor(String(cursor), req.method, new Set(this.byName.keys()));
+    const positions: [FederatedUpstream, string | undefined][] = decoded ? this.members.filter((m) => Object.hasOwn(decoded, m.name)).map((m) => [m, decoded[m.name]]) : this.members.map((m) => [m, undefined]);
+    const at = new Map(positions);
+    const { answers, partial } = await this.gather(
+      req.method,
+      positions.map(([m]) => m),
+      (m) => this.forward(m, req, at.get(m) === undefined ? {} : { cursor: at.get(m) }, ctx),
+    );
+    const items: unknown[] = [];
+    const next: Record<string, string> = {};
+    const seen = new Map<string, Candidate<FederatedUpstream>>();
+    for (const { member, value } of answers) {
+      const page = Array.isArray(value[field]) ? (value[field] as Record<string, unknown>[]) : [];
+      if (req.method === 'resources/list' || req.method === 'resources/templates/list') this.uris.recordOffering(ctx.principal, member.name);
+      for (const item of page) {
+        if (kind && isObject(item) && typeof item.name === 'string') {
+          const exposed = this.naming.expose(member, item.name);
+          const other = seen.get(exposed);
+          if (other) throw nameConflict(kind, exposed, [other, { member, name: item.name }]);
+          seen.set(exposed, { member, name: item.name });
+          items.push({ ...item, name: exposed });
+          continue;
+        }
+        if (req.method === 'resources/list' && isObject(item) && typeof item.uri === 'string') this.uris.recordUri(ctx.principal, member.name, item.uri);
+        if (req.method === 'resources/templates/list' && isObject(item) && typeof item.uriTemplate === 'string') this.uris.recordTemplate(ctx.principal, member.name, item.uriTemplate);
+        items.push(item);
+      }
+      if (typeof value.nextCursor === 'string' && value.nextCursor !== '') next[member.name] = value.nextCursor;
+    }
+    if (kind && this.naming.overlapping && seen.size) {
+      // A name on this page may also be another upstream's, on a page not listed yet.
+      const index = await this.nameIndex(kind, req, ctx);
+      for (const exposed of seen.keys()) {
+        const owners = index.get(exposed) ?? [];
+        if (owners.length > 1) throw nameConflict(kind, exposed, owners);
+      }
+    }
+    return {
+      resultType: 'complete',
+      [field]: items,
+      ...(Object.keys(next).length ? { nextCursor: encodeCursor(req.method, next) } : {}),
+      ...Federation.hints(
+        answers.map((a) => a.value),
+        partial,
+      ),
+    };
+  }
+
+  /** Every item of one upstream's list (all pages, at most {@link MAX_PAGES}). */
+  private async listAll(m: FederatedUpstream, method: string, req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>[]> {
+    const { field } = LISTS[method]!;
+    const out: Record<string, unknown>[] = [];
+    let cursor: string | undefined;
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const r = await this.forward(m, req, cursor === undefined ? {} : { cursor }, ctx, method as ValidatedRequest['method']);
+      if (Array.isArray(r[field])) out.push(...(r[field] as Record<string, unknown>[]).filter(isObject));
+      cursor = typeof r.nextCursor === 'string' && r.nextCursor !== '' ? r.nextCursor : undefined;
+      if (cursor === undefined) break;
+    }
+    return out;
+  }
+
+  /**
+   * Every tool or prompt name on /mcp for this caller's view (principal and capabilities), with
+   * the upstreams that serve it, from complete listings of every member; kept for a short while.
+   */
+  private async nameIndex(kind: NameKind, req: ValidatedRequest, ctx: FederationContext, fresh = false): Promise<Map<string, Candidate<FederatedUpstream>[]>> {
+    const key = `${kind}\u0000${ctx.principal}\u0000${canonicalJson(req.clientCapabilities)}`;
+    const cached = fresh ? undefined : this.nameIndexes.get(key);
+    if (cached) return cached;
+    const { answers } = await this.gather(`${kind}/list`, this.members, (m) => this.listAll(m, `${kind}/list`, req, ctx));
+    const index = new Map<string, Candidate<FederatedUpstream>[]>();
+    for (const { member, value } of answers) {
+      for (const item of value) {
+        if (typeof item.name !== 'string') continue;
+        const exposed = this.naming.expose(member, item.name);
+        index.set(exposed, [...(index.get(exposed) ?? []), { member, name: item.name }]);
+      }
+    }
+    this.nameIndexes.set(key, index);
+    return index;
+  }
+
+  /**
+   * The upstream and its own name behind a tool or prompt name the client sent: the one member
+   * whose prefix the name carries; with overlapping prefixes, the one of those whose listing has
+   * it. With a `requestState`, the member the state names (`stateUpstream`) must be one of them.
+   * @throws GatewayError -32602 unknown name, or a state of another upstream (INVALID_STATE);
+   *   -32603 `name-conflict` when two upstreams serve the name.
+   */
+  private async resolveName(kind: NameKind, exposed: string, req: ValidatedRequest, ctx: FederationContext, stateUpstream?: string): Promise<Candidate<FederatedUpstream>> {
+    const candidates = this.naming.candidates(exposed);
+    if (stateUpstream !== undefined) {
+      const mine = candidates.find((c) => c.member.name === stateUpstream);
+      if (!mine) throw invalidParams(INVALID_STATE);
+      return mine;
+    }
+    if (candidates.length === 0) throw unknownName(kind, exposed);
+    if (candidates.length === 1) return candidates[0]!;
+    for (const fresh of [false, true]) {
+      const owners = ((await this.nameIndex(kind, req, ctx, fresh)).get(exposed) ?? []).filter((o) => candidates.some((c) => c.member === o.member && c.name === o.name));
+      if (owners.length === 1) return owners[0]!;
+      if (owners.length > 1) throw nameConflict(kind, exposed, owners);
+    }
+    throw unknownName(kind, exposed);
+  }
+
+  /** The upstream a sealed `requestState` names (its `up` claim). @throws GatewayError -32602 INVALID_STATE. */
+  private async stateUpstream(state: unknown): Promise<string> {
+    return (await this.gateway.sealer.open(state)).up;
+  }
+
+  /** `tools/call` and `prompts/get`: to the upstream the name (or the retry's state) leads to, under its own name. */
+  private async named(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    const kind: NameKind = req.method === 'tools/call' ? 'tools' : 'prompts';
+    const exposed = String(req.params.name);
+    const stateUp = req.params.requestState !== undefined ? await this.stateUpstream(req.params.requestState) : undefined;
+    const target = await this.resolveName(kind, exposed, req, ctx, stateUp);
+    if (kind === 'tools' && !toolAllowed(target.member.cfg.tools, target.name)) throw unknownTool(exposed);
+    return this.forward(target.member, req, { ...req.params, name: target.name }, ctx);
+  }
+
+  /** Lists every member's resources and templates for this principal (once at a time per principal), remembering them. */
+  private async refreshUris(req: ValidatedRequest, ctx: FederationContext): Promise<void> {
+    let pending = this.refreshing.get(ctx.principal);
+    if (!pending) {
+      // Shared by concurrent requests of the principal: not cut short when one of their clients leaves.
+      const own: FederationContext = { principal: ctx.principal, token: ctx.token, signal: new AbortController().signal, timing: ctx.timing };
+      pending = this.gather('resources/list', this.members, async (m) => {
+        let offered = false;
+        let failure: unknown;
+        for (const method of ['resources/list', 'resources/templates/list']) {
+          try {
+            const items = await this.listAll(m, method, req, own);
+            offered = true;
+            for (const item of items) {
+              if (typeof item.uri === 'string') this.uris.recordUri(ctx.principal, m.name, item.uri);
+              if (typeof item.uriTemplate === 'string') this.uris.recordTemplate(ctx.principal, m.name, item.uriTemplate);
+            }
+          } catch (e) {
+            if (!isMethodNotFound(e)) failure ??= e;
+          }
+        }
+        if (offered) this.uris.recordOffering(ctx.principal, m.name);
+        if (failure !== undefined) throw failure;
+        if (!offered) throw methodNotFound(`upstream '${m.name}' offers no resources`);
+      })
+        .then(() => undefined)
+        .finally(() => this.refreshing.delete(ctx.principal));
+      this.refreshing.set(ctx.principal, pending);
+    }
+    await pending;
+  }
+
+  /**
+   * The upstream that serves resource `uri` for this principal: the one that listed it (or a
+   * template matching it); on a miss, after listing every member's resources once; when none
+   * lists it and exactly one member offers resources, that one.
+   * @throws GatewayError -32602 when no upstream or several do (`data.uri`, `data.candidates`).
+   */
+  private async resolveUri(uri: string, req: ValidatedRequest, ctx: FederationContext): Promise<FederatedUpstream> {
+    let found = this.uris.owners(ctx.principal, uri);
+    if (found.owners.length === 0) {
+      await this.refreshUris(req, ctx);
+      found = this.uris.owners(ctx.principal, uri);
+    }
+    const owners = found.owners.filter((n) => this.byName.has(n));
+    if (owners.length === 1) return this.byName.get(owners[0]!)!;
+    if (owners.length > 1) {
+      throw invalidParams(`Ambiguous resource URI '${uri}': upstreams ${owners.map((o) => `'${o}'`).join(' and ')} both list it (or a template matching it)`, { uri, candidates: owners });
+    }
+    const offering = found.offering.filter((n) => this.byName.has(n));
+    if (offering.length === 1) return this.byName.get(offering[0]!)!;
+    throw invalidParams(
+      `Resource not found: no federated upstream lists '${uri}' or a template matching it (upstreams offering resources: ${offering.map((o) => `'${o}'`).join(', ') || 'none'})`,
+      { uri, candidates: offering },
+    );
+  }
+
+  /** `resources/read`: to the upstream the retry's state names, else the one that listed the URI. */
+  private async read(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    let member: FederatedUpstream;
+    if (req.params.requestState !== undefined) {
+      const up = this.byName.get(await this.stateUpstream(req.params.requestState));
+      if (!up) throw invalidParams(INVALID_STATE);
+      member = up;
+    } else {
+      member = await this.resolveUri(String(req.params.uri), req, ctx);
+    }
+    return this.forward(member, req, req.params, ctx);
+  }
+
+  /** `completion/complete`: a `ref/prompt` by its prefixed name, a `ref/resource` by its URI or template. */
+  private async complete(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    const ref = req.params.ref as Record<string, unknown>;
+    if (ref.type === 'ref/prompt' && typeof ref.name === 'string') {
+      const target = await this.resolveName('prompts', ref.name, req, ctx);
+      return this.forward(target.member, req, { ...req.params, ref: { ...ref, name: target.name } }, ctx);
+    }
+    if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
+      return this.forward(await this.resolveUri(ref.uri, req, ctx), req, req.params, ctx);
+    }
+    throw invalidParams('completion/complete: params.ref must be {"type":"ref/prompt","name":…} or {"type":"ref/resource","uri":…}');
+  }
+
+  /**
+   * The member a task id belongs to for this principal: the one whose binding a 2026-07-28
+   * upstream's task id verifies under, or the upstream of the gateway's own task record.
+   */
+  private async taskOwner(taskId: string, principal: string): Promise<FederatedUpstream | undefined> {
+    if (taskId.startsWith('p1.')) return this.members.find((m) => this.gateway.taskIds.unwrap(m.name, principal, taskId) !== undefined);
+    const record = await this.gateway.store.tasks.get(taskId);
+    return record && record.principal === principal ? this.byName.get(record.upstream) : undefined;
+  }
+
+  /** `tasks/get|update|cancel` (tasks extension): to the task's upstream. */
+  private async task(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
+    if (!Gateway.declaresTasks(req)) throw tasksExtensionRequired();
+    const member = await this.taskOwner(String(req.params.taskId), ctx.principal);
+    if (!member) throw invalidParams(TASK_NOT_FOUND);
+    return this.forward(member, req, req.params, ctx);
+  }
+
+  /**
+   * Opens a `subscriptions/listen` on the federated endpoint: the list-change flags go to every
+   * member (each honors what its upstream declares), each `resourceSubscriptions` URI to the
+   * upstream that serves it (unknown or ambiguous URIs are not honored), each `taskIds` entry to
+   * its task's upstream (unknown ids are not honored). The parts are opened through the router and
+   * merged; the acknowledged filter is the union of what they honored.
+   * @throws GatewayError -32021 (HTTP 400) for `taskIds` without the tasks extension; the error of
+   *   a `required` member that could not be listened to.
+   */
+  async listen(req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<ListenHandle> {
+    const filter = (req.params.notifications ?? {}) as ListenFilter;
+    if (filter.taskIds?.length && !Gateway.declaresTasks(req)) throw tasksExtensionRequired();
+    const parts = new Map<FederatedUpstream, ListenFilter>();
+    const add = (m: FederatedUpstream, patch: (f: ListenFilter) => void) => {
+      const f = parts.get(m) ?? {};
+      patch(f);
+      parts.set(m, f);
+    };
+    for (const flag of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) {
+      if (filter[flag]) for (const m of this.members) add(m, (f) => (f[flag] = true));
+    }
+    const rctx: FederationContext = { principal: ctx.principal, token: ctx.token, signal: new AbortController().signal };
+    for (const uri of new Set(filter.resourceSubscriptions ?? [])) {
+      const m = await this.resolveUri(uri, req, rctx).catch((e) => {
+        if (e instanceof GatewayError) return undefined;
+        throw e;
+      });
+      if (m) add(m, (f) => (f.resourceSubscriptions = [...(f.resourceSubscriptions ?? []), uri]));
+    }
+    for (const id of new Set(filter.taskIds ?? [])) {
+      const m = await this.taskOwner(id, ctx.principal);
+      if (m) add(m, (f) => (f.taskIds = [...(f.taskIds ?? []), id]));
+    }
+    const entries = [...parts];
+    const settled = await Promise.allSettled(entries.map(([m, f]) => this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx)));
+    const opened: ListenHandle[] = [];
+    let fatal: unknown;
+    settled.forEach((s, i) => {
+      const m = entries[i]![0];
+      if (s.status === 'fulfilled') opened.push(s.value);
+      else if (m.cfg.required || !(s.reason instanceof GatewayError)) fatal ??= s.reason;
+      else this.log.warn({ upstream: m.name, err: (s.reason as Error).message }, 'federation: upstream left out of a subscription');
+    });
+    if (fatal !== undefined || (opened.length === 0 && settled.length > 0)) {
+      await Promise.all(opened.map((p) => p.close()));
+      throw fatal ?? (settled.find((s) => s.status === 'rejected') as PromiseRejectedResult).reason;
+    }
+    return new MergedSubscription(
+      opened,
+      mergeHonored(
+        filter,
+        opened.map((p) => p.honored),
+      ),
+    );
+  }
+}

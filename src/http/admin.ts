@@ -1,0 +1,116 @@
+/**
+ * The admin endpoints, mounted at `/admin` when `admin.enabled` is true (otherwise they do not
+ * exist and answer 404):
+ *
+ * - `GET /admin`: the admin page (HTML, reloads itself every `admin.refreshSeconds`);
+ * - `GET /admin/api/upstreams`, `/admin/api/parked`, `/admin/api/tasks`, `/admin/api/sessions`,
+ *   `/admin/api/census`: the same data as JSON (shapes in src/admin/view.ts).
+ *
+ * Access, in this order: the Host/Origin check of the MCP endpoints (403), the same
+ * authentication (401, or 403 for a JWT without a required scope), then the admin's own rule:
+ * the principal must be listed in `admin.principals` (403 otherwise); with `auth.mode: "none"`,
+ * where every caller is `anonymous`, the client must also connect from a loopback address (403
+ * otherwise). Responses are never cached (`Cache-Control: no-store`) and may not be framed.
+ */
+import { getConnInfo } from '@hono/node-server/conninfo';
+import type { HttpBindings } from '@hono/node-server';
+import { Hono, type Context } from 'hono';
+import { renderPage } from '../admin/page.js';
+import { censusView, parkedView, Redactor, sessionsView, tasksView, upstreamsView, type AdminSources } from '../admin/view.js';
+import type { Gateway } from '../gateway.js';
+import type { Logger } from '../observability/log.js';
+import { AuthError, principalHash, type Authenticator } from '../security/auth.js';
+import { isLoopback, type OriginGuard } from '../security/frontdoor.js';
+import type { LegacySessions } from './legacy.js';
+
+/** The client's address as a loopback check needs it (IPv4-mapped IPv6 unwrapped), or undefined when unknown. */
+function remoteAddress(c: Context): string | undefined {
+  try {
+    const a = getConnInfo(c).remote.address;
+    return a?.replace(/^::ffff:/i, '');
+  } catch {
+    return undefined;
+  }
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+};
+
+/** Every admin endpoint, by its full path. */
+const ENDPOINTS = ['/admin', '/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census'];
+
+const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record<string, string> = {}) =>
+  new Response(JSON.stringify({ error: message }), { status, headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers } });
+
+/**
+ * The admin sub-app, to mount at `/admin`. `auth` and `guard` are the front door's own, so the
+ * admin endpoints accept exactly the credentials and hosts the MCP endpoints accept.
+ */
+export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authenticator, guard: OriginGuard, log: Logger): Hono<{ Bindings: HttpBindings }> {
+  const cfg = gateway.cfg;
+  const allowed = cfg.admin.principals ? new Set(cfg.admin.principals) : undefined;
+  const sources: AdminSources = { gateway, legacy, redactor: new Redactor(cfg) };
+  const app = new Hono<{ Bindings: HttpBindings }>();
+
+  app.use('*', async (c, next) => {
+    const refused = guard.check(c.req.header('host'), c.req.header('origin'));
+    if (refused) {
+      log.warn({ reason: refused, admin: true }, 'request refused by Host/Origin check');
+      return refusal(403, `Forbidden: ${refused}`);
+    }
+    let principal: string;
+    try {
+      principal = (await auth.authenticate(c.req.header('authorization'))).principal;
+    } catch (e) {
+      if (!(e instanceof AuthError)) throw e;
+      log.info({ status: e.status, reason: e.message, admin: true }, 'request refused by auth');
+      const params = ['realm="mrtr-gateway admin"', ...(e.error ? [`error="${e.error}"`] : [])];
+      return refusal(e.status, e.message, { 'www-authenticate': `Bearer ${params.join(', ')}` });
+    }
+    if (cfg.auth.mode === 'none') {
+      const address = remoteAddress(c);
+      if (!address || !isLoopback(address)) {
+        log.warn({ admin: true }, 'admin refused: without authentication only loopback clients may see it');
+        return refusal(403, 'Forbidden: without authentication the admin page is served to loopback clients only');
+      }
+    }
+    if (allowed && !allowed.has(principal)) {
+      log.warn({ admin: true, principal: principalHash(principal) }, 'admin refused: principal not in admin.principals');
+      return refusal(403, 'Forbidden: this principal is not allowed on the admin page (admin.principals)');
+    }
+    await next();
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(k, v);
+  });
+
+  app.get('/', (c) =>
+    c.html(
+      renderPage({
+        replica: gateway.replica,
+        store: gateway.store.kind,
+        now: new Date().toISOString(),
+        refreshSeconds: cfg.admin.refreshSeconds,
+        upstreams: upstreamsView(sources),
+        parked: parkedView(sources),
+        tasks: tasksView(sources),
+        sessions: sessionsView(sources),
+        census: censusView(sources),
+      }),
+    ),
+  );
+  app.get('/api/upstreams', (c) => c.json({ upstreams: upstreamsView(sources) }));
+  app.get('/api/parked', (c) => c.json({ parked: parkedView(sources) }));
+  app.get('/api/tasks', (c) => c.json(tasksView(sources)));
+  app.get('/api/sessions', (c) => c.json({ sessions: sessionsView(sources) }));
+  app.get('/api/census', (c) => c.json(censusView(sources)));
+  app.all('*', (c) => {
+    const path = c.req.path;
+    if (ENDPOINTS.includes(path)) return refusal(405, `${c.req.method} is not supported on ${path}; use GET`, { allow: 'GET, HEAD' });
+    return refusal(404, `No admin endpoint at ${c.req.path}; the admin endpoints are ${ENDPOINTS.join(', ')}`);
+  });
+  return app;
+}

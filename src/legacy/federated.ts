@@ -1,0 +1,78 @@
+/**
+ * The federated endpoint seen as one 2026-07-28 upstream, for legacy clients on `POST /mcp`.
+ *
+ * A legacy client's session on `/mcp` is served by the reverse bridge (src/legacy/reverse.ts), as
+ * a legacy client of a 2026-07-28 upstream at `/mcp/NAME` is. The bridge sends each request as a
+ * stateless 2026-07-28 request with the envelope it builds from the session; here that request
+ * passes the same envelope checks as a request on the wire (src/protocol/envelope.ts) and goes to
+ * the federation layer, which routes it to its upstream through the router. `input_required`
+ * results (with the gateway's sealed `requestState`) go back to the bridge, which asks the client
+ * with real server-initiated requests and retries, exactly as with a 2026-07-28 upstream.
+ */
+import { validateRequest } from '../protocol/envelope.js';
+import { ErrorCode, GatewayError } from '../protocol/errors.js';
+import { META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
+import type { Federation } from '../federation/federation.js';
+
+let nextId = 1;
+
+/**
+ * The MCP request headers a conforming 2026-07-28 client sends with this body (Streamable HTTP
+ * §"Standard Request Headers"): `MCP-Protocol-Version`, `Mcp-Method`, and `Mcp-Name` for the
+ * methods that name something (always `=?base64?…?=`, which carries any UTF-8).
+ */
+function headersOf(method: string, params: Record<string, unknown>): Headers {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const headers = new Headers({ 'mcp-method': method });
+  if (typeof meta[META_PROTOCOL_VERSION] === 'string') headers.set('mcp-protocol-version', meta[META_PROTOCOL_VERSION]);
+  const name =
+    method === 'resources/read' ? params.uri : method === 'tools/call' || method === 'prompts/get' ? params.name : (TASK_METHODS as readonly string[]).includes(method) ? params.taskId : undefined;
+  if (typeof name === 'string') headers.set('mcp-name', `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`);
+  return headers;
+}
+
+/** The federated endpoint as the reverse bridge's 2026-07-28 upstream, for one caller. */
+export class FederatedHop implements ModernUpstream {
+  /**
+   * @param caller the session's principal and bearer token (for members with `forwardAuthorization`).
+   */
+  constructor(
+    private readonly federation: Federation,
+    private readonly caller: { principal: string; token?: string },
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Serves one 2026-07-28 request (`params` with its `_meta` envelope) on the federated endpoint.
+   * Progress (when `_meta.progressToken` is set) and `notifications/message` reach
+   * `opts.onNotification`; `opts.signal` cancels the call. `opts.idleMs` and `opts.hopHeaders` are
+   * not used: each member's own timeouts and `forwardAuthorization` apply behind the router.
+   * @returns the result, or the JSON-RPC error the federated endpoint would answer (with its HTTP
+   *   status: 400 / -32602 for a bad envelope, 404 / -32601 for a method it does not serve, …).
+   */
+  async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
+    const notify = opts.onNotification;
+    try {
+      const req = validateRequest({ jsonrpc: '2.0', id: `fed-hop-${nextId++}`, method, params }, headersOf(method, params));
+      const token = req.progressToken;
+      const result = await this.federation.handle(req, {
+        principal: this.caller.principal,
+        token: this.caller.token,
+        signal: opts.signal ?? new AbortController().signal,
+        onProgress: notify && token !== undefined ? (p) => notify({ method: 'notifications/progress', params: { ...p, progressToken: token } }) : undefined,
+        onNotification: notify,
+        paramHeaders: req.paramHeaders,
+      });
+      return { result };
+    } catch (e) {
+      if (e instanceof GatewayError) return { error: e.toJSON(), httpStatus: e.httpStatus };
+      this.log.warn({ method, err: e instanceof Error ? e.message : String(e) }, 'federated request of a legacy session failed');
+      return { error: { code: ErrorCode.InternalError, message: `The federated endpoint could not serve ${method}: ${e instanceof Error ? e.message : String(e)}` } };
+    }
+  }
+
+  /** Nothing to end: each request holds its upstream resources only while it runs. */
+  async close(): Promise<void> {}
+}

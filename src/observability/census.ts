@@ -1,0 +1,191 @@
+/**
+ * The deprecation census: which upstreams and tools still use what MCP 2026-07-28 deprecated or
+ * removed, counted where the gateway sees it happen.
+ *
+ * Features (the `feature` label):
+ *
+ * | feature | what the upstream did |
+ * | --- | --- |
+ * | `elicitation_form` | sent `elicitation/create` in form mode (no `mode`, or `"form"`) |
+ * | `elicitation_url` | sent `elicitation/create` with `mode: "url"` |
+ * | `sampling` | sent `sampling/createMessage` without `tools`/`toolChoice` |
+ * | `sampling_tools` | sent `sampling/createMessage` with `tools` or `toolChoice` |
+ * | `roots_list` | sent `roots/list` |
+ * | `logging` | sent `notifications/message` |
+ * | `legacy_tasks` | ran a tool as a 2025-11-25 task (`tools/call` with `params.task`) |
+ * | `url_elicitation_required` | answered a call with the 2025-11-25 error -32042 |
+ *
+ * A call counts once per feature, however often it used it ({@link Census.call}). What cannot be
+ * tied to one call counts once per occurrence ({@link Census.count}), under the tool
+ * {@link UNKNOWN_TOOL} (a legacy session with no single tool call in flight) or {@link NO_CALL}
+ * (a pooled upstream session outside any call, for example a `roots/list` right after
+ * `initialized`).
+ *
+ * The census is per process (per replica) and lives as long as it; it holds at most
+ * `maxEntries` (upstream, tool, feature) rows, and counts further tools under {@link OTHER_TOOL}.
+ */
+
+/** One feature 2026-07-28 deprecated or removed; see the module comment. */
+export type DeprecatedFeature =
+  | 'elicitation_form'
+  | 'elicitation_url'
+  | 'sampling'
+  | 'sampling_tools'
+  | 'roots_list'
+  | 'logging'
+  | 'legacy_tasks'
+  | 'url_elicitation_required';
+
+/** Every {@link DeprecatedFeature}, in the order reports list them. */
+export const DEPRECATED_FEATURES: readonly DeprecatedFeature[] = [
+  'elicitation_form',
+  'elicitation_url',
+  'sampling',
+  'sampling_tools',
+  'roots_list',
+  'logging',
+  'legacy_tasks',
+  'url_elicitation_required',
+];
+
+/** Tool of a use in a legacy session while zero or several tool calls were in flight. */
+export const UNKNOWN_TOOL = '(unknown)';
+/** Tool of a use on a pooled upstream session outside any call. */
+export const NO_CALL = '(none)';
+/** Tool of uses beyond the census's bound on rows. */
+export const OTHER_TOOL = '(other)';
+
+/** Default bound on (upstream, tool, feature) rows. */
+const MAX_ENTRIES = 10_000;
+
+/** One row of the census. */
+export interface CensusEntry {
+  upstream: string;
+  /** Tool name; `(prompts/get)` or `(resources/read)` for those calls; or one of the markers above. */
+  tool: string;
+  feature: DeprecatedFeature;
+  /** Calls that used the feature (occurrences, for uses tied to no call). */
+  calls: number;
+  /** ISO 8601 time of the first and of the last use. */
+  firstSeen: string;
+  lastSeen: string;
+}
+
+/** A message from the upstream: a server-initiated request or notification. */
+export interface UpstreamMessage {
+  method?: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * The deprecated feature a server-initiated request or notification uses, or undefined for
+ * anything else (`ping`, progress, list changes, …).
+ */
+export function featureOf(m: UpstreamMessage): DeprecatedFeature | undefined {
+  const p = m.params ?? {};
+  switch (m.method) {
+    case 'elicitation/create':
+      return p.mode === 'url' ? 'elicitation_url' : 'elicitation_form';
+    case 'sampling/createMessage':
+      return p.tools !== undefined || p.toolChoice !== undefined ? 'sampling_tools' : 'sampling';
+    case 'roots/list':
+      return 'roots_list';
+    case 'notifications/message':
+      return 'logging';
+    default:
+      return undefined;
+  }
+}
+
+/** The tool label of an upstream call: the tool's name for `tools/call`, else the method in parentheses. */
+export function toolLabel(method: string, name: string | undefined): string {
+  return method === 'tools/call' && name ? name : `(${method})`;
+}
+
+/** The uses of one upstream call: each feature counts once for the call. */
+export interface CallTally {
+  /** Notes that the call used `feature` (counted the first time only). */
+  note(feature: DeprecatedFeature): void;
+  /** Notes the feature `message` uses, if any ({@link featureOf}). */
+  noteMessage(message: UpstreamMessage): void;
+}
+
+interface Row {
+  calls: number;
+  first: number;
+  last: number;
+}
+
+/** Options of a {@link Census}. */
+export interface CensusOptions {
+  /** Called with each count added (the Prometheus counter). */
+  onCount?: (upstream: string, tool: string, feature: DeprecatedFeature) => void;
+  /** Most (upstream, tool, feature) rows kept; further tools count under `(other)`. Default 10,000. */
+  maxEntries?: number;
+  /** Clock, epoch ms (tests). */
+  now?: () => number;
+}
+
+/** Counts of deprecated features by upstream, tool and feature, with first and last use. */
+export class Census {
+  private readonly rows = new Map<string, Row>();
+  private readonly maxEntries: number;
+  private readonly now: () => number;
+
+  constructor(private readonly opts: CensusOptions = {}) {
+    this.maxEntries = opts.maxEntries ?? MAX_ENTRIES;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Adds one use of `feature` by `tool` of `upstream` (no de-duplication). */
+  count(upstream: string, tool: string, feature: DeprecatedFeature): void {
+    let key = JSON.stringify([upstream, tool, feature]);
+    if (!this.rows.has(key) && this.rows.size >= this.maxEntries) {
+      tool = OTHER_TOOL;
+      key = JSON.stringify([upstream, tool, feature]);
+    }
+    const t = this.now();
+    const row = this.rows.get(key);
+    if (row) {
+      row.calls++;
+      row.last = t;
+    } else {
+      this.rows.set(key, { calls: 1, first: t, last: t });
+    }
+    this.opts.onCount?.(upstream, tool, feature);
+  }
+
+  /** Counts what the message uses, if anything, as one occurrence ({@link count}). */
+  countMessage(upstream: string, tool: string, message: UpstreamMessage): void {
+    const f = featureOf(message);
+    if (f) this.count(upstream, tool, f);
+  }
+
+  /** A tally for one upstream call of `tool` (see {@link toolLabel}): each feature counts once. */
+  call(upstream: string, tool: string): CallTally {
+    const seen = new Set<DeprecatedFeature>();
+    const note = (feature: DeprecatedFeature) => {
+      if (seen.has(feature)) return;
+      seen.add(feature);
+      this.count(upstream, tool, feature);
+    };
+    return {
+      note,
+      noteMessage: (m) => {
+        const f = featureOf(m);
+        if (f) note(f);
+      },
+    };
+  }
+
+  /** Every row, by upstream, tool and then feature in {@link DEPRECATED_FEATURES} order. */
+  snapshot(): CensusEntry[] {
+    const out: CensusEntry[] = [];
+    for (const [key, row] of this.rows) {
+      const [upstream, tool, feature] = JSON.parse(key) as [string, string, DeprecatedFeature];
+      out.push({ upstream, tool, feature, calls: row.calls, firstSeen: new Date(row.first).toISOString(), lastSeen: new Date(row.last).toISOString() });
+    }
+    const rank = (f: DeprecatedFeature) => DEPRECATED_FEATURES.indexOf(f);
+    return out.sort((a, b) => a.upstream.localeCompare(b.upstream) || a.tool.localeCompare(b.tool) || rank(a.feature) - rank(b.feature));
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Shared upstream sessions on Streamable HTTP: once the upstream has sent a server-initiated request
+ * on the POST stream of the call it belongs to, calls share sessions (up to maxCallsPerSession) and
+ * every question still reaches only its own call; a question on the GET stream cannot be attributed
+ * and sends the upstream back to one call per session.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually, FixtureLog, startFixtureHttp } from '../helpers/fixture.js';
+import type { SpawnedServer } from '../helpers/processes.js';
+import type { SessionPool } from '../../src/upstream/pool.js';
+
+const CAPS = { elicitation: {}, sampling: {} };
+const accept = (name: string) => ({ action: 'accept', content: { name } });
+
+describe('shared upstream sessions (Streamable HTTP)', () => {
+  let fixture: SpawnedServer & { config: Record<string, unknown> };
+  const log = new FixtureLog();
+  const gateways: TestGateway[] = [];
+  const start = async (extra: Record<string, unknown> = {}, top: Record<string, unknown> = {}) => {
+    const gw = await startGateway({ ...top, upstreams: { f: { ...fixture.config, maxSessions: 8, maxCallsPerSession: 8, ...extra } } });
+    gateways.push(gw);
+    return gw;
+  };
+  const poolOf = (gw: TestGateway): SessionPool => gw.gateway.upstreams.get('f')!.pool;
+  const call = (gw: TestGateway, name: string, args: Record<string, unknown>, more: Record<string, unknown> = {}) =>
+    rpc(gw.url('f'), 'tools/call', { name, arguments: args, ...more }, { caps: CAPS });
+  /** Proves to the gateway that the upstream asks on the call's own stream. */
+  const prove = async (gw: TestGateway) => {
+    const first = await call(gw, 'ask_name', {});
+    const [key] = Object.keys(first.body.result.inputRequests);
+    const done = await call(gw, 'ask_name', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: accept('Ada') } });
+    expect(done.body.result.content[0].text).toBe('Hello, Ada!');
+    expect(poolOf(gw).attribution).toBe('post');
+  };
+
+  beforeAll(async () => {
+    fixture = await startFixtureHttp('http', log);
+  });
+  afterAll(async () => {
+    for (const gw of gateways) await gw.close();
+    await fixture?.stop();
+  });
+
+  it('parked calls share sessions once the upstream asked on a call stream, and each answer reaches its own call', async () => {
+    const gw = await start();
+    await prove(gw);
+    const n = 12;
+    const parked = await Promise.all(Array.from({ length: n }, (_, i) => call(gw, 'echo_after_ask', { tag: `t${i}` })));
+    for (const p of parked) expect(p.body.result.resultType).toBe('input_required');
+    const stats = poolOf(gw).stats();
+    // 12 calls at 8 per session: two sessions, not twelve.
+    expect(stats.total).toBeLessThanOrEqual(2);
+    expect(stats.sharedCalls).toBe(n);
+    // Answered in reverse order, each with a name of its own.
+    const done = await Promise.all(
+      parked
+        .map((p, i) => ({ p, i }))
+        .reverse()
+        .map(({ p, i }) => {
+          const [key] = Object.keys(p.body.result.inputRequests);
+          return call(gw, 'echo_after_ask', { tag: `t${i}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`N${i}`) } }).then((r) => ({ r, i }));
+        }),
+    );
+    for (const { r, i } of done) expect(r.body.result.content[0].text).toBe(`tag=t${i} action=accept name=N${i}`);
+    expect(poolOf(gw).stats().sharedCalls).toBe(0);
+  });
+
+  it('a parked call that expires on a shared session is cancelled upstream while the others on it go on', async () => {
+    const gw = await start({}, { requestState: { ttlMs: 1500 } });
+    await prove(gw);
+    const doomed = await call(gw, 'echo_after_ask', { tag: 'doomed' });
+    expect(doomed.body.result.resultType).toBe('input_required');
+    await new Promise((r) => setTimeout(r, 700));
+    const kept = await Promise.all([call(gw, 'echo_after_ask', { tag: 'k1' }), call(gw, 'echo_after_ask', { tag: 'k2' })]);
+    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 3 });
+    // The first state expires; its call is cancelled upstream, the session stays for the two others.
+    expect(await eventually(() => poolOf(gw).stats().sharedCalls === 2, 5000)).toBe(true);
+    expect(await eventually(() => log.events().some((e) => e.event === 'elicit-result' && e.tag === 'doomed' && e.result?.action === 'cancel'), 5000)).toBe(true);
+    expect(poolOf(gw).stats().total).toBe(1);
+    const done = await Promise.all(
+      kept.map((p, i) => {
+        const [key] = Object.keys(p.body.result.inputRequests);
+        return call(gw, 'echo_after_ask', { tag: `k${i + 1}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`K${i + 1}`) } });
+      }),
+    );
+    expect(done.map((r) => r.body.result.content[0].text)).toEqual(['tag=k1 action=accept name=K1', 'tag=k2 action=accept name=K2']);
+    // A session that carried a cancelled call is closed when its last call is done, never reused.
+    expect(await eventually(() => poolOf(gw).stats().total === 0, 5000)).toBe(true);
+  });
+
+  it('an upstream that asks on its GET stream keeps one call per session, and each question reaches its call', async () => {
+    const gw = await start();
+    const first = await call(gw, 'ask_unrelated', { tag: 'solo' });
+    expect(first.body.result.resultType).toBe('input_required');
+    expect(poolOf(gw).attribution).toBe('get');
+    const others = await Promise.all([1, 2, 3].map((i) => call(gw, 'ask_unrelated', { tag: `g${i}` })));
+    expect(poolOf(gw).stats()).toMatchObject({ total: 4, sharedCalls: 0 });
+    const all = [first, ...others];
+    const tags = ['solo', 'g1', 'g2', 'g3'];
+    const done = await Promise.all(
+      all.map((p, i) => {
+        const [key, req] = Object.entries(p.body.result.inputRequests as Record<string, { params: { message: string } }>)[0]!;
+        expect(req.params.message).toBe(`Who is asking for ${tags[i]}?`);
+        return call(gw, 'ask_unrelated', { tag: tags[i] }, { requestState: p.body.result.requestState, inputResponses: { [key]: accept(`U${i}`) } });
+      }),
+    );
+    expect(done.map((r) => r.body.result.content[0].text)).toEqual(tags.map((t, i) => `tag=${t} action=accept name=U${i}`));
+  });
+
+  it('a question on the GET stream of a shared session is refused upstream, never given to a call, and sharing stops', async () => {
+    const gw = await start();
+    await prove(gw);
+    const parked = await Promise.all([call(gw, 'echo_after_ask', { tag: 'p1' }), call(gw, 'echo_after_ask', { tag: 'p2' })]);
+    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 2 });
+    const stray = await call(gw, 'ask_unrelated', { tag: 'stray' });
+    // The tool's question could not be attributed: the upstream got an error, and said so in its result.
+    expect(stray.body.result.isError).toBe(true);
+    expect(stray.body.result.content[0].text).toMatch(/outside any client request/);
+    expect(poolOf(gw).attribution).toBe('get');
+    // The parked calls were not handed the stray question and still complete with their own answers.
+    const done = await Promise.all(
+      parked.map((p, i) => {
+        expect(Object.keys(p.body.result.inputRequests)).toHaveLength(1);
+        const [key] = Object.keys(p.body.result.inputRequests);
+        return call(gw, 'echo_after_ask', { tag: `p${i + 1}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`P${i + 1}`) } });
+      }),
+    );
+    expect(done.map((r) => r.body.result.content[0].text)).toEqual(['tag=p1 action=accept name=P1', 'tag=p2 action=accept name=P2']);
+    // From now on a call gets a session of its own, so the same tool works.
+    const again = await call(gw, 'ask_unrelated', { tag: 'own' });
+    expect(again.body.result.resultType).toBe('input_required');
+    expect(poolOf(gw).stats().sharedCalls).toBe(0);
+  });
+});
