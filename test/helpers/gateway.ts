@@ -7,6 +7,7 @@ import type { LegacySessions } from '../../src/http/legacy.js';
 import { pino } from 'pino';
 import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
+import { startTracing, tracingActive } from '../../src/observability/tracing.js';
 import { EVERYTHING, ROOT } from './processes.js';
 
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
@@ -32,9 +33,11 @@ export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Recor
 /**
  * Starts a gateway from a raw config object (validated like a file; listen is forced to
  * 127.0.0.1:0), with the CLI's HTTP server options. Logs go to `log`, else to stdout at the level
- * in `TEST_LOG`, else nowhere.
+ * in `TEST_LOG`, else nowhere. Like the CLI, it starts tracing when the `OTEL_*` environment asks
+ * for it (once per process; nothing happens when no such variable is set or tracing already runs).
  */
 export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
+  if (!tracingActive()) await startTracing();
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = new Gateway(cfg, log);
