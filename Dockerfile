@@ -2,7 +2,7 @@
 # mrtr-gateway container: build stage compiles TypeScript; the runtime stage holds production
 # dependencies and dist/ only, and runs as the unprivileged "node" user.
 # Config: mount yours at /etc/mrtr-gateway/gateway.config.json (the default there needs
-# MRTR_API_KEY; see README "Running the container").
+# MRTR_API_KEY; see docs/operations.md, "Running the container").
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
