@@ -24,10 +24,15 @@ import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type
 import { measureStartup, type StartupFigures } from './sections/startup.js';
 import { measureTasks, type TaskFigures } from './sections/tasks.js';
 
-const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string', default: DEFAULT_BASELINE } }, strict: true });
+const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string' } }, strict: true });
 const quick = flags.quick!;
-/** The gateway at an earlier commit, measured beside this one (`--baseline REF`; `--baseline none`: not run). */
-const baseline: Baseline = flags.baseline === 'none' ? { ref: 'none', reason: 'not run (--baseline none)' } : prepareBaseline(ROOT, flags.baseline!);
+/**
+ * The gateway at an earlier commit, measured beside this one (`--baseline REF`; `--baseline none`:
+ * not run). A full run compares with {@link DEFAULT_BASELINE} unless told otherwise; a quick run
+ * only when given `--baseline`.
+ */
+const baselineRef = flags.baseline ?? (quick ? 'none' : DEFAULT_BASELINE);
+const baseline: Baseline = baselineRef === 'none' ? { ref: 'none', reason: `not run (${quick && !flags.baseline ? 'quick run' : '--baseline none'})` } : prepareBaseline(ROOT, baselineRef);
 const baseRoot = 'root' in baseline ? baseline.root : undefined;
 const baseLabel = 'root' in baseline ? `mrtr-gateway at ${baseline.commit} (baseline)` : 'baseline';
 

@@ -178,16 +178,17 @@ export class HttpClientTransport implements Transport {
       },
       onRetry: (ms) => (this.retryMs = ms),
     });
+    // Events rather than an async iterator: a parked call's stream stays open for minutes, and the
+    // iterator's generator, promises and state would be held all that time.
     const decoder = new TextDecoder();
-    let failure: unknown;
-    try {
-      for await (const chunk of body) parser.feed(decoder.decode(chunk as Buffer, { stream: true }));
-    } catch (e) {
-      failure = e;
-    } finally {
-      this.inflight.delete(ac);
-      if (owner.id !== undefined && this.streams.get(owner.id) === ac) this.streams.delete(owner.id);
-    }
+    const failure = await new Promise<unknown>((resolve) => {
+      body.on('data', (chunk: Buffer) => parser.feed(decoder.decode(chunk, { stream: true })));
+      body.once('end', () => resolve(undefined));
+      body.once('error', (e) => resolve(e));
+      body.once('close', () => resolve(body.readableEnded ? undefined : new Error('the stream closed before its end')));
+    });
+    this.inflight.delete(ac);
+    if (owner.id !== undefined && this.streams.get(owner.id) === ac) this.streams.delete(owner.id);
     if (this.closed || ac.signal.aborted || answered) return;
     const resumable = standalone || lastEventId !== undefined;
     if (failure !== undefined && !resumable) {
