@@ -580,7 +580,7 @@ export class Gateway {
       replay = { entries: [], round: 0 };
     }
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token);
+    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token, ctx.signal);
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.info.capabilities[needed]) {

@@ -46,6 +46,12 @@ const URL_ELICITATION_REQUIRED = -32042;
 /** Accepted key hints: a letter or digit, then letters, digits, '_', '.', ':' or '-' (at most 128). */
 const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
+/**
+ * Longest wait, after `notifications/cancelled`, for the upstream's answer to the cancelled request,
+ * in ms: an answer shows the call ended, and its session is reused; without one it is closed.
+ */
+const CANCEL_ANSWER_WAIT_MS = 1000;
+
 /** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
 const CANCEL_TASK_WAIT_MS = 2000;
 
@@ -238,6 +244,8 @@ export class Exchange {
   private released = false;
   private cancelled = false;
   private cancelSent = false;
+  /** After a cancellation: the upstream answered the request anyway, so the call is over there. */
+  private endedUpstream = false;
   /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
   private readonly replayUsed = new Set<number>();
   private readonly asked: ReplayEntry[] = [];
@@ -489,11 +497,15 @@ export class Exchange {
           )
         : Promise.resolve();
       // A legacy server sends nothing once a request is cancelled, so the call may still run on this
-      // session and ask something later: the session goes back to no one.
-      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))]).then(() => {
-        this.cancelSent = true;
-        this.releaseLease(false);
-      });
+      // session and ask something later: the session goes back to no one, unless the upstream
+      // answered the request anyway (it had finished), which shows the call is over.
+      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))])
+        .then(() => (this.upstreamTaskId || this.init.legacyTask ? false : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS)))
+        .then((ended) => {
+          this.cancelSent = true;
+          this.endedUpstream = ended;
+          this.releaseLease(ended);
+        });
     });
   }
 
@@ -663,7 +675,7 @@ export class Exchange {
     }
     this.released = true;
     this.detach();
-    this.init.lease.release(reusable && !this.cancelled);
+    this.init.lease.release(reusable && (!this.cancelled || this.endedUpstream));
   }
 
   /** Restarts the silence timer (upstream activity) and pauses or resumes the working-time budget. */

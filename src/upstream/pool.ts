@@ -176,9 +176,9 @@ export class SessionPool {
    * shared session when the upstream allows it (see the module comment), else as {@link acquire}.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string, signal?: AbortSignal): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-    if (!this.sharable) return this.acquire(principal, mirrored, token);
+    if (!this.sharable) return this.acquire(principal, mirrored, token, false, signal);
     const { key } = this.keyAndHeaders(principal, mirrored, token);
     const place = this.sharedPlace(key);
     if (place) return this.shareLease(place);
@@ -188,13 +188,13 @@ export class SessionPool {
       forming.joiners++;
       const session = await forming.ready;
       if (session && this.hasRoom(session)) return this.shareLease(session);
-      return this.acquireCall(principal, mirrored, token);
+      return this.acquireCall(principal, mirrored, token, signal);
     }
     let formed!: (s: UpstreamSession | undefined) => void;
     const entry = { ready: new Promise<UpstreamSession | undefined>((r) => (formed = r)), joiners: 0 };
     this.forming.set(key, entry);
     try {
-      const lease = this.toShared(await this.acquire(principal, mirrored, token, true));
+      const lease = this.toShared(await this.acquire(principal, mirrored, token, true, signal));
       formed(lease.shared ? lease.session : undefined);
       return lease;
     } catch (e) {
@@ -275,11 +275,13 @@ export class SessionPool {
 
   /**
    * Leases a session for `principal` declaring `caps` upstream: a warm idle one, a new one, or the
-   * next one freed within `timeouts.queueMs`.
+   * next one freed within `timeouts.queueMs`. A caller that waits in the queue leaves it when
+   * `signal` aborts (its client went away), so no session is spent on a call nobody waits for.
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
-   *   "busy" when no session frees up in time, "shutting-down" after {@link close}).
+   *   "busy" when no session frees up in time, "cancelled" when `signal` aborted while queued,
+   *   "shutting-down" after {@link close}).
    */
-  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, call = false): Promise<SessionLease> {
+  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, call = false, signal?: AbortSignal): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
     const warm = this.takeIdle(key);
@@ -289,17 +291,30 @@ export class SessionPool {
       if (this.count >= this.cfg.maxSessions) this.evictIdle();
       if (this.count < this.cfg.maxSessions) return this.openNew(key, caps, headers);
     }
+    if (signal?.aborted) throw upstreamFailed(this.name, 'cancelled', 'The client went away before a session was free');
     return new Promise<SessionLease>((resolve, reject) => {
+      const leave = () => {
+        if (!this.waiters.includes(waiter)) return;
+        clearTimeout(waiter.timer);
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(upstreamFailed(this.name, 'cancelled', 'The client went away before a session was free'));
+      };
       const waiter: Waiter = {
         key,
         call,
         caps,
         headers,
-        resolve,
-        reject,
+        resolve: (lease) => {
+          signal?.removeEventListener('abort', leave);
+          resolve(lease);
+        },
+        reject: (err) => {
+          signal?.removeEventListener('abort', leave);
+          reject(err);
+        },
         timer: setTimeout(() => {
           this.waiters = this.waiters.filter((w) => w !== waiter);
-          reject(
+          waiter.reject(
             upstreamFailed(
               this.name,
               'busy',
@@ -310,6 +325,7 @@ export class SessionPool {
           );
         }, this.cfg.timeouts.queueMs),
       };
+      signal?.addEventListener('abort', leave, { once: true });
       this.waiters.push(waiter);
     });
   }

@@ -225,6 +225,9 @@ interface Connection {
   lastStartRequestAt: number;
   /** Messages being written (an HTTP POST in flight). */
   sending: Set<Promise<void>>;
+  /** Requests sent with a `progressToken`, by JSON-RPC id, until their response arrives; and the reverse. */
+  tokenOf: Map<string | number, string>;
+  idOf: Map<string, string | number>;
 }
 
 /** What a session needs to connect. */
@@ -321,11 +324,16 @@ export class UpstreamSession {
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
-    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set() };
+    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
-      const m = message as { method?: string; params?: Record<string, unknown> };
+      const m = message as { id?: string | number; method?: string; params?: Record<string, unknown> };
+      const token = (m.params?._meta as { progressToken?: string | number } | undefined)?.progressToken;
+      if (m.method !== undefined && m.id !== undefined && token !== undefined) {
+        conn.tokenOf.set(m.id, String(token));
+        conn.idOf.set(String(token), m.id);
+      }
       // The v1 SDK always asks for its latest revision; a pinned upstream is asked for its own.
       const out = pinned && m.method === 'initialize' && m.params ? ({ ...message, params: { ...m.params, protocolVersion: pinned } } as JSONRPCMessage) : message;
       const sent = send(out, options);
@@ -372,6 +380,15 @@ export class UpstreamSession {
       const deliver = transport.onmessage;
       transport.onmessage = (message, extra) => {
         this.received++;
+        const r = message as { id?: string | number; method?: string };
+        if (r.method === undefined && r.id !== undefined) {
+          const token = conn.tokenOf.get(r.id);
+          if (token !== undefined) {
+            conn.tokenOf.delete(r.id);
+            if (conn.idOf.get(token) === r.id) conn.idOf.delete(token);
+            this.answered.get(token)?.();
+          }
+        }
         deliver?.(message, extra);
       };
       await this.barrier(conn);
@@ -510,6 +527,35 @@ export class UpstreamSession {
     return () => {
       if (this.calls.get(progressToken) === handlers) this.calls.delete(progressToken);
     };
+  }
+
+  /** Resolvers of {@link whenAnswered}, by progress token. */
+  private readonly answered = new Map<string, () => void>();
+
+  /**
+   * Whether the upstream answered the request sent with `progressToken` (a result or an error),
+   * waiting up to `ms` for it: after `notifications/cancelled`, a legacy server that still answers
+   * shows that the cancelled call ended, so its session is quiet again. Resolves false when no
+   * answer came in time (the call may still run upstream).
+   */
+  whenAnswered(progressToken: string, ms: number): Promise<boolean> {
+    const conn = this.conn;
+    if (!conn.idOf.has(progressToken)) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        this.answered.delete(progressToken);
+        if (!ok) {
+          const id = conn.idOf.get(progressToken);
+          conn.idOf.delete(progressToken);
+          if (id !== undefined) conn.tokenOf.delete(id);
+        }
+        resolve(ok);
+      };
+      const timer = setTimeout(() => done(false), ms);
+      this.answered.set(progressToken, () => done(true));
+      void this.closed.then(() => done(false));
+    });
   }
 
   /** Detaches every call. */

@@ -68,6 +68,60 @@ describe('a cancelled call that keeps running upstream', () => {
   });
 });
 
+describe('a cancelled call the upstream answers anyway', () => {
+  it('gives its stdio session back: the next call runs in the same process', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_IGNORE_CANCEL: '1' }), maxSessions: 1 } } });
+    const url = gw.url('f');
+    const ac = new AbortController();
+    const cancelled = callAbortable(url, slow(400), {}, ac.signal);
+    await eventually(() => log.of('call', 'slow').length === 1);
+    ac.abort();
+    await cancelled;
+    const callId = log.of('call', 'slow')[0]!.requestId;
+    expect(await eventually(() => log.of('notification-cancelled').some((e) => e.requestId === callId))).toBe(true);
+    // The upstream finishes at 400 ms and answers: the call is over there, the session is quiet.
+    const next = await rpc(url, 'tools/call', slow(10));
+    expect(next.body.result.content[0].text).toBe('slept 10ms');
+    const pids = new Set(log.of('call', 'slow').map((e) => e.pid));
+    expect(pids.size).toBe(1);
+  });
+
+  it('without an answer the session is closed: the next call runs in a new process', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
+    const url = gw.url('f');
+    const ac = new AbortController();
+    const cancelled = callAbortable(url, slow(400), {}, ac.signal);
+    await eventually(() => log.of('call', 'slow').length === 1);
+    ac.abort();
+    await cancelled;
+    const next = await rpc(url, 'tools/call', slow(10));
+    expect(next.body.result.content[0].text).toBe('slept 10ms');
+    expect(new Set(log.of('call', 'slow').map((e) => e.pid)).size).toBe(2);
+  });
+});
+
+describe('a call waiting for a session', () => {
+  it('leaves the queue when its client goes away, and never runs upstream', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
+    const url = gw.url('f');
+    const busy = rpc(url, 'tools/call', slow(800));
+    await eventually(() => log.of('call', 'slow').length === 1);
+    const ac = new AbortController();
+    const queued = callAbortable(url, { name: 'echo_after_ask', arguments: { tag: 'abandoned' } }, elicit, ac.signal);
+    const pool = gw.gateway.upstreams.get('f')!.pool;
+    expect(await eventually(() => pool.stats().waiting === 1)).toBe(true);
+    ac.abort();
+    await queued;
+    expect(await eventually(() => pool.stats().waiting === 0, 2000)).toBe(true);
+    expect((await busy).body.result.content[0].text).toBe('slept 800ms');
+    await sleep(300);
+    expect(log.events().filter((e) => e.tag === 'abandoned' || e.tool === 'echo_after_ask')).toEqual([]);
+  });
+});
+
 describe('sessions the upstream forgot', () => {
   it('an upstream that reaps idle sessions after 1 s: calls before and after the reaping all succeed', async () => {
     const log = new FixtureLog();
