@@ -46,8 +46,10 @@ interface StreamOwner {
 
 /** The options of {@link HttpClientTransport}. */
 export interface HttpClientTransportOptions {
-  /** The upstream's keep-alive pool (its limits come from the upstream's config). */
+  /** The keep-alive pool to use (its limits come from the upstream's config). */
   dispatcher: Dispatcher;
+  /** Close `dispatcher` when the transport closes (a pool of this session's own). */
+  ownsDispatcher?: boolean;
   /** Headers sent on every request (configured headers, a forwarded Authorization). */
   headers: Record<string, string>;
 }
@@ -256,6 +258,7 @@ export class HttpClientTransport implements Transport {
     for (const ac of this.inflight) ac.abort();
     this.inflight.clear();
     this.streams.clear();
+    if (this.opts.ownsDispatcher) void this.opts.dispatcher.close().catch(() => {});
     this.onclose?.();
   }
 }

@@ -12,7 +12,7 @@
  * With tracing on, every request carries the W3C trace context of the span active when it is sent
  * (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
-import { Agent, fetch as undiciFetch } from 'undici';
+import { Agent, Pool, fetch as undiciFetch, type Dispatcher } from 'undici';
 import type { UpstreamConfig } from '../config/schema.js';
 import { traceHeaders } from '../observability/tracing.js';
 
@@ -24,6 +24,12 @@ export interface HttpHop {
   fetch: FetchLike;
   /** The pool itself, for undici's `request`. */
   dispatcher: Agent;
+  /**
+   * A keep-alive pool of its own for one upstream session at `origin`, with the same limits: a
+   * session's requests then look for a free connection among that session's few, not among every
+   * connection to the upstream (long-lived streams included). Close it with the session.
+   */
+  sessionPool(origin: string): Dispatcher;
   /** Closes the pool's connections. */
   close(): Promise<void>;
 }
@@ -33,13 +39,14 @@ const KEEP_ALIVE_MS = 30_000;
 
 /** Builds the HTTP hop for an upstream whose limits are `timeouts`. */
 export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
-  const agent = new Agent({
+  const options = {
     connect: { timeout: timeouts.connectMs },
     headersTimeout: 0,
     bodyTimeout: 0,
     keepAliveTimeout: KEEP_ALIVE_MS,
     keepAliveMaxTimeout: KEEP_ALIVE_MS,
-  });
+  };
+  const agent = new Agent(options);
   const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), headers: traceHeaders(init?.headers) as never, dispatcher: agent }) as unknown as Promise<Response>;
-  return { fetch, dispatcher: agent, close: () => agent.close().catch(() => {}) };
+  return { fetch, dispatcher: agent, sessionPool: (origin) => new Pool(origin, options), close: () => agent.close().catch(() => {}) };
 }

@@ -187,7 +187,10 @@ export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHea
       return t;
     }
     case 'streamable-http':
-      if (http) return new HttpClientTransport(new URL(cfg.url), { dispatcher: http.dispatcher, headers: mergeHeaders(cfg.headers, extraHeaders) });
+      if (http) {
+        const url = new URL(cfg.url);
+        return new HttpClientTransport(url, { dispatcher: http.sessionPool(url.origin), ownsDispatcher: true, headers: mergeHeaders(cfg.headers, extraHeaders) });
+      }
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
         requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
         reconnectionOptions: { maxRetries: 2, initialReconnectionDelay: 100, maxReconnectionDelay: 500, reconnectionDelayGrowFactor: 2 },
