@@ -97,10 +97,11 @@ function load(file: string): LoadedConfig {
 }
 const loaded = load(args.config!);
 const cfg = loaded.config;
-const portArg = args.port ?? process.env.PORT;
+// An empty PORT is unset, as an empty LOG_LEVEL is.
+const portArg = args.port ?? (process.env.PORT || undefined);
 if (portArg !== undefined) {
-  const port = Number(portArg);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port/PORT must be an integer from 0 to 65535, got '${portArg}'`);
+  const port = /^\d{1,5}$/.test(portArg) ? Number(portArg) : NaN;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port/PORT must be a decimal integer from 0 to 65535, got '${portArg}'`);
   cfg.listen.port = port;
 }
 const host = args.host ?? process.env.HOST;

@@ -17,8 +17,11 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 /** Refill rate of the per-caller rate limit when auth identifies callers and none is configured. */
 export const DEFAULT_REQUESTS_PER_SECOND = 50;
 
-const ms = (what: string) => z.number().int().nonnegative().describe(`${what}, in milliseconds`);
-const positiveMs = (what: string) => z.number().int().positive().describe(`${what}, in milliseconds`);
+/** Longest duration a Node timer can wait, in ms (2^31 - 1, about 24.8 days); a longer one would fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+const tooLong = `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer can wait`;
+const ms = (what: string) => z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
+const positiveMs = (what: string) => z.number().int().positive().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
 
 /** Legacy protocol revisions an upstream may speak, oldest first. */
 export const LEGACY_REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'] as const;
@@ -417,7 +420,7 @@ export const GatewayConfigSchema = z
       .strict()
       .prefault({})
       .describe('Front door: DNS-rebinding protection, CORS and public URL'),
-    shutdownGraceMs: z.number().int().nonnegative().default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
+    shutdownGraceMs: z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
     logLevel: z.enum(LOG_LEVELS).optional().describe('Log level (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z
       .object({
@@ -438,6 +441,7 @@ export const GatewayConfigSchema = z
           .number()
           .int()
           .positive()
+          .max(MAX_TIMER_MS, tooLong)
           .default(30_000)
           .describe(
             'Longest time to receive a whole request (headers and body) from a client, in milliseconds, enforced to within about 500 ms; a client past it gets 408 and its connection is closed',
@@ -515,6 +519,7 @@ export const GatewayConfigSchema = z
           .number()
           .int()
           .nonnegative()
+          .max(MAX_TIMER_MS, tooLong)
           .default(0)
           .describe(
             'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long after it arrived has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs and gets the rest there (0: streams stay open until the response)',

@@ -372,6 +372,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       : unknownUpstream(gateway, c.req.param('name'), null),
   );
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
+  // Operations endpoints answer GET (and HEAD) only.
+  for (const path of ['/healthz', '/readyz', '/metrics']) {
+    app.all(path, (c) => errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported on ${path}; use GET` }, 405, { allow: 'GET, HEAD' }));
+  }
   app.notFound((c) => {
     const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
     return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);

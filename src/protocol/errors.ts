@@ -87,3 +87,14 @@ export type UpstreamFailure =
  */
 export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string, extra?: Record<string, unknown>) =>
   new GatewayError(ErrorCode.InternalError, message, { upstream, reason, ...extra });
+
+/**
+ * The message of `e` with its cause, when it has one that says more: Node's fetch reports
+ * "fetch failed" and keeps the reason (`connect ECONNREFUSED 127.0.0.1:3001`) in `cause`.
+ */
+export function errorText(e: unknown): string {
+  if (!(e instanceof Error)) return String(e);
+  const cause = (e as { cause?: unknown }).cause;
+  const said = cause instanceof Error ? cause.message || (cause as { code?: string }).code : typeof cause === 'string' ? cause : undefined;
+  return said && !e.message.includes(said) ? `${e.message} (${said})` : e.message;
+}

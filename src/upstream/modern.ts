@@ -20,6 +20,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
+import { errorText } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
 import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
 
@@ -159,7 +160,7 @@ class ModernHttpUpstream implements ModernUpstream {
               }
               return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
             }
-            fail(new ModernHopError('unreachable', (e as Error).message));
+            fail(new ModernHopError('unreachable', errorText(e)));
           });
       });
     } finally {
@@ -270,7 +271,7 @@ class ModernStdioUpstream implements ModernUpstream {
       t = await this.start();
     } catch (e) {
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
-      throw new ModernHopError('unreachable', (e as Error).message, stderr);
+      throw new ModernHopError('unreachable', errorText(e), stderr);
     }
     const id = newId();
     const progressToken = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;

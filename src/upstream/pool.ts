@@ -372,6 +372,18 @@ export class SessionPool {
     return undefined;
   }
 
+  /** Forgets `session` if it is idle (it died there), freeing its slot. */
+  private dropIdle(session: UpstreamSession): void {
+    const list = this.idle.get(session.key);
+    const i = list?.findIndex((e) => e.session === session) ?? -1;
+    if (!list || i < 0) return;
+    const [entry] = list.splice(i, 1);
+    clearTimeout(entry!.timer);
+    if (!list.length) this.idle.delete(session.key);
+    this.slot(session.key, -1);
+    this.wakeWaiter();
+  }
+
   /** Closes the least recently used idle session (of `principal`, or of anyone), freeing a slot. */
   private evictIdle(principal?: string): boolean {
     for (const [key, list] of this.idle) {
@@ -430,6 +442,7 @@ export class SessionPool {
       session.onDeath((reason) => {
         this.failures++;
         this.observer.died?.(reason, session.stderrTail());
+        this.dropIdle(session);
       });
       return this.lease(session);
     } catch (e) {

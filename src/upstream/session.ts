@@ -41,6 +41,7 @@ import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
+import { errorText } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
 
 /** A server-initiated request as it arrives from the upstream. */
@@ -399,7 +400,7 @@ export class UpstreamSession {
       await client.close().catch(() => {});
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, new Promise((r) => setTimeout(r, 500))]);
-      throw new UpstreamStartError((e as Error).message, stderr?.get() ?? []);
+      throw new UpstreamStartError(errorText(e), stderr?.get() ?? []);
     }
     conn.ready = true;
     if (transport instanceof StdioClientTransport) {

@@ -157,6 +157,25 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
   });
 
+  it('a port that is not a decimal integer from 0 to 65535 → exit 2 naming it', async () => {
+    const file = join(dir, 'port.json');
+    writeFileSync(file, JSON.stringify({ upstreams: { e: everythingStdio } }));
+    for (const port of ['0x50', '1e3', '65536', '']) {
+      const r = await runCli(['--config', file, '--port', port], { entry: [BIN], cwd: dir });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`--port/PORT must be a decimal integer from 0 to 65535, got '${port}'`);
+    }
+  });
+
+  it('a duration longer than a timer can wait → exit 2 naming the field and the limit', async () => {
+    const file = join(dir, 'long-ttl.json');
+    writeFileSync(file, JSON.stringify({ requestState: { ttlMs: 99_999_999_999 }, upstreams: { e: everythingStdio } }));
+    const r = await runCli(['--config', file], { entry: [BIN], cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('requestState.ttlMs');
+    expect(r.stderr).toContain('at most 2147483647 ms');
+  });
+
   it('an unknown flag → exit 2 with the usage line', async () => {
     const r = await runCli(['--bogus'], { entry: [BIN], cwd: dir });
     expect(r.code).toBe(2);

@@ -95,6 +95,15 @@ describe('metrics and readiness', () => {
     expect(body.ready).toBe(false);
     expect(body.upstreams).toEqual([{ name: 'broken', ready: false, reason: expect.stringMatching(/ENOENT|not found|spawn/i) }]);
   });
+
+  it('another method on /healthz, /readyz or /metrics → 405 with Allow: GET, HEAD', async () => {
+    for (const path of ['/healthz', '/readyz', '/metrics']) {
+      const res = await fetch(`${gw.base}${path}`, { method: 'POST', body: '{}' });
+      expect(res.status).toBe(405);
+      expect(res.headers.get('allow')).toBe('GET, HEAD');
+      expect(((await res.json()) as any).error.message).toBe(`POST is not supported on ${path}; use GET`);
+    }
+  });
 });
 
 describe('process lifecycle', () => {

@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening } from '../helpers/processes.js';
 import { FIXTURE } from '../helpers/fixture.js';
 
@@ -85,6 +85,27 @@ describe('upstream sessions', () => {
     const next = await rpc(gw.url('f'), 'tools/call', slow());
     expect(next.body.result.content[0].text).toBe('slept 10ms');
     expect(new Set(log.of('initialized').map((e) => e.pid)).size).toBe(2);
+  });
+
+  it('an idle stdio child that dies leaves the pool at once: no dead session is counted idle', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: fixtureStdio(log) } });
+    await rpc(gw.url('f'), 'tools/call', slow());
+    const pool = gw.gateway.upstreams.get('f')!.pool;
+    expect(pool.stats()).toMatchObject({ total: 1, idle: 1 });
+    process.kill(log.of('initialized')[0]!.pid as number, 'SIGKILL');
+    expect(await eventually(() => pool.stats().total === 0 && pool.stats().idle === 0)).toBe(true);
+  });
+
+  it('an unreachable Streamable HTTP upstream: -32603 unreachable, the message gives the cause', async () => {
+    const srv = await startFixtureHttp('http');
+    const url = srv.config.url as string;
+    await srv.stop();
+    const gw = await gateway({ upstreams: { down: { transport: 'streamable-http', url } } });
+    const r = await rpc(gw.url('down'), 'tools/list');
+    expect(r.body.error.code).toBe(-32603);
+    expect(r.body.error.data).toEqual({ upstream: 'down', reason: 'unreachable' });
+    expect(r.body.error.message).toMatch(/ECONNREFUSED/);
   });
 
   it('fails with -32603 unreachable when the upstream command does not exist', async () => {
