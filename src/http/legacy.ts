@@ -42,6 +42,32 @@ import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
 import { FederatedHop } from '../legacy/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';
 
+/**
+ * A 400 / -32602 for an `initialize` whose params are not an object with a string
+ * `protocolVersion`, an object `capabilities` and an object `clientInfo` (2025-11-25
+ * lifecycle §Initialization), or undefined when they are.
+ */
+function badInitialize(body: unknown): Response | undefined {
+  const init = (Array.isArray(body) ? body : [body]).find((m) => isObject(m) && m.method === 'initialize') as { id?: unknown; params?: unknown } | undefined;
+  if (!init) return undefined;
+  const p = init.params;
+  const problem = !isObject(p)
+    ? 'params must be an object'
+    : typeof p.protocolVersion !== 'string'
+      ? 'params.protocolVersion must be a string (for example "2025-11-25")'
+      : !isObject(p.capabilities)
+        ? 'params.capabilities must be an object'
+        : !isObject(p.clientInfo)
+          ? 'params.clientInfo must be an object with name and version'
+          : undefined;
+  if (!problem) return undefined;
+  const id = typeof init.id === 'string' || typeof init.id === 'number' ? init.id : null;
+  return new Response(JSON.stringify({ jsonrpc: '2.0', id, error: { code: ErrorCode.InvalidParams, message: `Invalid initialize request: ${problem}` } }), {
+    status: 400,
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
 /** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
 export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
 
@@ -177,6 +203,8 @@ export class LegacySessions {
    *   429 / 503 with -32603 `busy` when the caller's or the gateway's session bound is reached.
    */
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
+    const bad = badInitialize(body);
+    if (bad) return bad;
     const refused = this.refusal(upstream, who);
     if (refused) return refused;
     const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);

@@ -223,6 +223,24 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(404);
   });
 
+  it('an initialize with bad params → 400 / -32602 saying what is wrong, and no session', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const cases: [unknown, RegExp][] = [
+      ['x', /params must be an object/],
+      [undefined, /params must be an object/],
+      [{ capabilities: {}, clientInfo: { name: 'raw', version: '1' } }, /params.protocolVersion must be a string/],
+      [{ protocolVersion: '2025-11-25', clientInfo: { name: 'raw', version: '1' } }, /params.capabilities must be an object/],
+    ];
+    for (const [params, message] of cases) {
+      const r = await post(url, { jsonrpc: '2.0', id: 9, method: 'initialize', ...(params === undefined ? {} : { params }) }, {});
+      expect(r.status).toBe(400);
+      expect(JSON.parse(r.text)).toMatchObject({ id: 9, error: { code: -32602, message: expect.stringMatching(message) } });
+      expect(r.sessionId).toBeNull();
+    }
+    expect(gw.legacy.size).toBe(0);
+  });
+
   it('GET and DELETE without a session keep their 2026-07-28 answer: 405', async () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     expect((await fetch(gw.url('everything'))).status).toBe(405);
