@@ -137,8 +137,8 @@ const front = createApp(gateway, log);
 const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) }, (info) => {
   const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
   const base = `http://${h}:${info.port}`;
-  const endpoints = [...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`);
-  const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics'].map((e) => e.replace(' /', ` ${base}/`));
+  const endpoints = [...(cfg.federation.enabled ? [`POST ${base}/mcp`] : []), ...[...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`)];
+  const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics', ...(cfg.admin.enabled ? ['GET /admin'] : [])].map((e) => e.replace(' /', ` ${base}/`));
   log.info(
     { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
     `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,

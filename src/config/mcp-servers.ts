@@ -126,7 +126,7 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
     } else if (typeof type === 'string' && URL_TYPES[type]) {
       transport = URL_TYPES[type];
     } else {
-      problems.push(`${at('type')}: expected "http", "streamable-http" or "sse" for a server with "url", got ${JSON.stringify(type)}`);
+      problems.push(`${at('type')}: expected "http", "streamable-http", "streamableHttp" or "sse" for a server with "url", got ${JSON.stringify(type)}`);
       continue;
     }
     out.upstreams[name] = { transport, ...used };

@@ -96,7 +96,7 @@ describe('mcpServers files', () => {
     }
     expect(message).toContain('mcpServers.both: give "command" (a stdio server) or "url" (an HTTP server), not both');
     expect(message).toContain('mcpServers.neither: needs "command"');
-    expect(message).toContain('mcpServers.badType.type: expected "http", "streamable-http" or "sse"');
+    expect(message).toContain('mcpServers.badType.type: expected "http", "streamable-http", "streamableHttp" or "sse"');
     expect(message).toContain('mcpServers.stdioType.type:');
     expect(message).toContain('mcpServers.notObject: expected an object');
     expect(message).toContain('mcpServers.badDisabled.disabled: expected true or false');
