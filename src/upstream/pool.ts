@@ -498,9 +498,22 @@ export class SessionPool {
         return;
       }
     }
+    const healthy = !session.deadReason && !this.closedPool;
     this.slot(session.key, -1);
     void session.close();
     this.wakeWaiter();
+    // A healthy session closed only because a cancelled call might still run on it is replaced
+    // in the background, so the next call does not pay for a start (a whole process on stdio).
+    if (healthy && !this.waiters.length) this.replenish(session);
+  }
+
+  /** Opens a session like `old` (same key, capabilities and headers) and keeps it warm, if there is room. */
+  private replenish(old: UpstreamSession): void {
+    if (this.closedPool || this.count >= this.cfg.maxSessions || this.atPrincipalCap(old.key)) return;
+    this.openNew(old.key, old.capabilities, old.extraHeaders).then(
+      (lease) => lease.release(true),
+      () => {},
+    );
   }
 
   private wakeWaiter(): void {

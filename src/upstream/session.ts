@@ -292,6 +292,14 @@ export class UpstreamSession {
   get key(): string {
     return this.opts.key;
   }
+  /** The capabilities this session declared in `initialize`. */
+  get capabilities(): LegacyClientCapabilities {
+    return this.opts.capabilities;
+  }
+  /** The headers added to its upstream HTTP requests (a forwarded Authorization). */
+  get extraHeaders(): Record<string, string> {
+    return this.opts.extraHeaders ?? {};
+  }
   /** The v1 SDK client of the current connection. */
   get client(): Client {
     return this.conn.client;

@@ -87,7 +87,7 @@ describe('a cancelled call the upstream answers anyway', () => {
     expect(pids.size).toBe(1);
   });
 
-  it('without an answer the session is closed: the next call runs in a new process', async () => {
+  it('without an answer the session is closed and replaced in the background: the next call runs warm in a new process', async () => {
     const log = new FixtureLog();
     const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
     const url = gw.url('f');
@@ -96,6 +96,8 @@ describe('a cancelled call the upstream answers anyway', () => {
     await eventually(() => log.of('call', 'slow').length === 1);
     ac.abort();
     await cancelled;
+    // A second process is started and initialized before any call asks for it.
+    expect(await eventually(() => log.of('initialized').length === 2 && gw.gateway.upstreams.get('f')!.pool.stats().idle === 1, 8000)).toBe(true);
     const next = await rpc(url, 'tools/call', slow(10));
     expect(next.body.result.content[0].text).toBe('slept 10ms');
     expect(new Set(log.of('call', 'slow').map((e) => e.pid)).size).toBe(2);
