@@ -385,7 +385,7 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     ...(r.replicasSkipped ? [`The two-replica paths were not run: ${r.replicasSkipped}.`, ''] : []),
     '## 4. Memory of parked calls',
     '',
-    'Gateway process only (RSS and `heapUsed` after a full GC), calls of `ask` left in input_required; each holds its upstream session (Streamable HTTP fixture). A new gateway process per run.',
+    'Gateway process only (RSS and `heapUsed` after a full GC), calls of `ask` left in input_required (Streamable HTTP fixture); each holds a place on an upstream session shared by up to 16 calls, and its open POST stream (the baseline: a session of its own). A new gateway process per run.',
     '',
     table(
       ['figure', 'value'],
