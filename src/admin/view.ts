@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
-import type { LegacySessions } from '../http/legacy.js';
+import type { LegacySessionInfo, LegacySessions } from '../http/legacy.js';
 import { DEPRECATED_FEATURES, type CensusEntry, type DeprecatedFeature } from '../observability/census.js';
 import type { UpstreamFailure } from '../observability/upstream-health.js';
 import type { InputRequest } from '../protocol/wire.js';
@@ -230,21 +230,11 @@ export function tasksView({ gateway, redactor }: AdminSources, now = Date.now())
   };
 }
 
-/** One legacy client session on the admin page. */
-export interface SessionView {
-  /** The hash of the session id (the id itself lets its holder use the session). */
-  session: string;
-  upstream: string;
-  /** The principal's hash. */
-  principal: string;
-  transport: 'streamable-http' | 'sse';
-  relay: 'pass-through' | 'reverse';
-  protocolVersion?: string;
-  pid?: number;
-  inFlight: number;
-  idleMs: number;
-  ageMs: number;
-}
+/**
+ * One legacy client session on the admin page: `session` is the hash of the session id (the id
+ * itself lets its holder use the session), `principal` the principal's hash.
+ */
+export type SessionView = Omit<LegacySessionInfo, 'id'> & { session: string };
 
 /** The open legacy client sessions, oldest first. */
 export function sessionsView({ legacy }: AdminSources): SessionView[] {

@@ -62,7 +62,8 @@ const InputPolicySchema = z
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
-    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, as soon as the upstream session has been quiet for two event-loop turns after the last one').default(15),
+    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)').default(15),
+    batchQuietMs: ms('The batch of input requests closes when the upstream session has sent nothing for this long (and for two event-loop turns) after its last message; batchWindowMs caps the wait').default(5),
     mode: InputModeSchema.default('park'),
     tools: z
       .record(z.string(), z.object({ mode: InputModeSchema }).strict())

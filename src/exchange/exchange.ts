@@ -244,8 +244,6 @@ export class Exchange {
   private released = false;
   private cancelled = false;
   private cancelSent = false;
-  /** After a cancellation: the upstream answered the request anyway, so the call is over there. */
-  private endedUpstream = false;
   /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
   private readonly replayUsed = new Set<number>();
   private readonly asked: ReplayEntry[] = [];
@@ -423,7 +421,8 @@ export class Exchange {
   /**
    * Waits until the Exchange has finished ('done') or has outstanding input and the batch of
    * server-initiated requests is complete ('input'): the upstream session received nothing for
-   * {@link QUIET_TURNS} event-loop turns, or `batchWindowMs` passed since the last request arrived
+   * {@link QUIET_TURNS} event-loop turns and `input.batchQuietMs` after its last message, or
+   * `batchWindowMs` passed since the last request arrived
    * (the cap for servers that send slowly). With `deadline` (epoch ms), it
    * returns 'deadline' once that time passes while the upstream is still working without asking
    * for input. `signal` aborts the wait only ('aborted').
@@ -446,15 +445,21 @@ export class Exchange {
   }
 
   /**
-   * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns:
-   * whatever the server sent together with its last request has been read by then.
+   * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns
+   * and for `input.batchQuietMs` after its last message: whatever the server sent together with its
+   * last request has been read by then.
    */
   private async upstreamQuiet(): Promise<boolean> {
     const session = this.init.lease.session;
     const seen = session.received;
     const inputs = this.lastInputAt;
+    const same = () => session.received === seen && inputs === this.lastInputAt;
     for (let i = 0; i < QUIET_TURNS; i++) await new Promise((r) => setImmediate(r));
-    return session.received === seen && inputs === this.lastInputAt;
+    if (!same()) return false;
+    // A server preempted between two writes of one batch is given `input.batchQuietMs` to go on.
+    const left = this.init.cfg.input.batchQuietMs - (performance.now() - session.lastReceivedAt);
+    if (left > 0) await new Promise((r) => setTimeout(r, left));
+    return same();
   }
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
@@ -499,13 +504,10 @@ export class Exchange {
       // A legacy server sends nothing once a request is cancelled, so the call may still run on this
       // session and ask something later: the session goes back to no one, unless the upstream
       // answered the request anyway (it had finished), which shows the call is over.
-      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))])
-        .then(() => (this.upstreamTaskId || this.init.legacyTask ? false : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS)))
-        .then((ended) => {
-          this.cancelSent = true;
-          this.endedUpstream = ended;
-          this.releaseLease(ended);
-        });
+      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))]).then(() => {
+        this.cancelSent = true;
+        this.releaseLease(false);
+      });
     });
   }
 
@@ -675,7 +677,10 @@ export class Exchange {
     }
     this.released = true;
     this.detach();
-    this.init.lease.release(reusable && (!this.cancelled || this.endedUpstream));
+    if (!this.cancelled) return this.init.lease.release(reusable);
+    // The call is over upstream only if the upstream answers the cancelled request anyway.
+    const answered = this.upstreamTaskId || this.init.legacyTask ? Promise.resolve(false) : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS);
+    this.init.lease.releaseWhen(answered);
   }
 
   /** Restarts the silence timer (upstream activity) and pauses or resumes the working-time budget. */

@@ -206,20 +206,7 @@ export class MrtrBridge {
         throw err;
       }
     }
-    const expMs = Date.now() + this.ttlMs;
-    const claims: StateClaims = {
-      up: binding.upstream,
-      sub: binding.principal,
-      m: binding.method,
-      n: binding.name,
-      d: digestOf(binding.args),
-      ex: exchange.id,
-      rep: this.replica,
-      rnd: exchange.round + 1,
-      keys: Object.keys(inputRequests),
-      jti: randomUUID(),
-      expMs,
-    };
+    const claims = this.claimsFor(binding, inputRequests, { ex: exchange.id, rep: this.replica, rnd: exchange.round + 1 });
     const requestState = await this.sealer.seal(claims);
     this.park(exchange, binding);
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
@@ -245,20 +232,7 @@ export class MrtrBridge {
       exchange.cancel(err);
       throw err;
     }
-    const claims: StateClaims = {
-      up: binding.upstream,
-      sub: binding.principal,
-      m: binding.method,
-      n: binding.name,
-      d: digestOf(binding.args),
-      ex: '',
-      rep: '',
-      rnd: replay.round + 1,
-      keys: Object.keys(inputRequests),
-      jti: randomUUID(),
-      expMs: Date.now() + this.ttlMs,
-      rp: entries,
-    };
+    const claims = this.claimsFor(binding, inputRequests, { ex: '', rep: '', rnd: replay.round + 1, rp: entries });
     const requestState = await this.sealer.seal(claims);
     // The call is asked again on the retry: nothing of it is kept here.
     exchange.endSpanAsRound();
@@ -266,6 +240,25 @@ export class MrtrBridge {
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
     recordInputRound({ start: started, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'replay' });
     return { resultType: 'input_required', inputRequests, requestState } satisfies InputRequiredResult;
+  }
+
+  /**
+   * The claims of a new `requestState` for a round of `binding` asking `inputRequests`, single use
+   * (a fresh `jti`) and valid for the state TTL; `round` gives the parked call (or none, in
+   * replay), the replica holding it, the round number and replay entries.
+   */
+  private claimsFor(binding: RetryBinding, inputRequests: Record<string, InputRequest>, round: Pick<StateClaims, 'ex' | 'rep' | 'rnd' | 'rp'>): StateClaims {
+    return {
+      up: binding.upstream,
+      sub: binding.principal,
+      m: binding.method,
+      n: binding.name,
+      d: digestOf(binding.args),
+      ...round,
+      keys: Object.keys(inputRequests),
+      jti: randomUUID(),
+      expMs: Date.now() + this.ttlMs,
+    };
   }
 
   private park(exchange: Exchange, binding: RetryBinding): void {

@@ -68,6 +68,24 @@ function badInitialize(body: unknown): Response | undefined {
   });
 }
 
+/** One open legacy session, as {@link LegacySessions.list} reports it. */
+export interface LegacySessionInfo {
+  id: string;
+  upstream: string;
+  principal: string;
+  transport: 'streamable-http' | 'sse';
+  relay: 'pass-through' | 'reverse';
+  /** The revision negotiated with the client. */
+  protocolVersion?: string;
+  /** The stdio child's process id. */
+  pid?: number;
+  /** Requests of the client still in flight. */
+  inFlight: number;
+  /** Time since the client's last message, and since the session opened, in ms. */
+  idleMs: number;
+  ageMs: number;
+}
+
 /** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
 export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
 
@@ -161,18 +179,7 @@ export class LegacySessions {
    * `reverse` to a 2026-07-28 one), negotiated revision, upstream pid (stdio), requests in flight,
    * ms since the client's last message, and ms since the session opened.
    */
-  list(): {
-    id: string;
-    upstream: string;
-    principal: string;
-    transport: 'streamable-http' | 'sse';
-    relay: 'pass-through' | 'reverse';
-    protocolVersion?: string;
-    pid?: number;
-    inFlight: number;
-    idleMs: number;
-    ageMs: number;
-  }[] {
+  list(): LegacySessionInfo[] {
     const now = Date.now();
     return [...this.sessions.values()].map((s) => ({
       id: s.id,

@@ -44,6 +44,13 @@ export interface SessionLease {
    * closed once its last call is done, and never handed to a call of its own again). Idempotent.
    */
   release(reusable: boolean): void;
+  /**
+   * Gives the hold back at once for a call that was cancelled and may still run upstream: the
+   * session stays out of use (not leased, still counted in `maxSessions`) until `ended` resolves:
+   * true (the upstream answered the cancelled request, so the call is over) puts it back warm,
+   * false closes it. A shared session goes on carrying its other calls and is closed when they end.
+   */
+  releaseWhen(ended: Promise<boolean>): void;
 }
 
 interface Waiter {
@@ -238,9 +245,11 @@ export class SessionPool {
     const m = this.sharing.get(session.key)!;
     m.set(session, (m.get(session) ?? 0) + 1);
     let done = false;
-    return {
+    const lease: SessionLease = {
       session,
       shared: true,
+      // Other calls go on on the session: it is closed when they are done.
+      releaseWhen: () => lease.release(false),
       release: (reusable: boolean) => {
         if (done) return;
         done = true;
@@ -261,6 +270,7 @@ export class SessionPool {
         this.giveBack(session, !this.tainted.has(session) && !session.deadReason && !this.closedPool);
       },
     };
+    return lease;
   }
 
   /** Gives a waiting call the room a shared session has. */
@@ -340,7 +350,7 @@ export class SessionPool {
     const { key } = this.keyAndHeaders(principal, caps, token);
     if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
       for (const session of this.live) {
-        if (session.key === key && !session.deadReason) return { session, release: () => {} };
+        if (session.key === key && !session.deadReason) return { session, release: () => {}, releaseWhen: () => {} };
       }
     }
     return this.acquire(principal, caps, token);
@@ -402,17 +412,38 @@ export class SessionPool {
   private lease(session: UpstreamSession): SessionLease {
     this.leased++;
     let done = false;
+    const release = (reusable: boolean) => {
+      if (done) return;
+      done = true;
+      this.leased--;
+      session.detachAll();
+      this.giveBack(session, reusable && !session.deadReason && !this.closedPool);
+    };
     return {
       session,
-      release: (reusable: boolean) => {
+      release,
+      releaseWhen: (ended) => {
         if (done) return;
         done = true;
         this.leased--;
+        this.held++;
         session.detachAll();
-        this.giveBack(session, reusable && !session.deadReason && !this.closedPool);
+        void ended.then(
+          (ok) => {
+            this.held--;
+            this.giveBack(session, ok && !session.deadReason && !this.closedPool);
+          },
+          () => {
+            this.held--;
+            this.giveBack(session, false);
+          },
+        );
       },
     };
   }
+
+  /** Sessions out of use after a cancelled call, until the upstream shows the call is over (or not). */
+  private held = 0;
 
   private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
     this.slot(key, 1);

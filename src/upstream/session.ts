@@ -277,6 +277,8 @@ export class UpstreamSession {
   private readonly log: Logger;
   /** Messages received from the upstream so far, over every connection of this session. */
   received = 0;
+  /** When the last message from the upstream arrived (`performance.now()`, ms). */
+  lastReceivedAt = 0;
 
   private constructor(private readonly opts: SessionOptions) {
     this.closed = new Promise((r) => (this.resolveClosed = r));
@@ -392,6 +394,7 @@ export class UpstreamSession {
       const deliver = transport.onmessage;
       transport.onmessage = (message, extra) => {
         this.received++;
+        this.lastReceivedAt = performance.now();
         const r = message as { id?: string | number; method?: string };
         if (r.method === undefined && r.id !== undefined) {
           const token = conn.tokenOf.get(r.id);
