@@ -49,7 +49,7 @@ const settings = quick
       tasks: 100,
       taskSleepMs: 600,
       taskRuns: 3,
-      startupRuns: 3,
+      startupRuns: 1,
       startupDist: false,
     }
   : {
