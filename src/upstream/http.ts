@@ -1,7 +1,8 @@
 /**
- * The HTTP client hop to Streamable HTTP and HTTP+SSE upstreams: undici's fetch over one keep-alive
- * connection pool (`Agent`) per upstream, handed to the v1 SDK transports through their `fetch`
- * option.
+ * The HTTP client hop to Streamable HTTP and HTTP+SSE upstreams: a keep-alive connection pool of
+ * each Streamable HTTP session's own (for the gateway's transport, src/upstream/http-transport.ts),
+ * and undici's fetch over one pool (`Agent`) per upstream for the SDK transports that take a
+ * `fetch` option (HTTP+SSE, 2026-07-28 upstreams).
  *
  * Limits come from the upstream's config, never from a library default: the connect timeout is
  * `timeouts.connectMs`; undici's own headers and body timeouts (300 s by default) are switched off,
@@ -19,11 +20,9 @@ import { traceHeaders } from '../observability/tracing.js';
 /** A fetch function for the SDK transports, bound to one upstream's connection pool. */
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
 
-/** One upstream's HTTP connection pool and the fetch that uses it. */
+/** One upstream's HTTP connection pools: the fetch of the SDK transports, and one pool per session. */
 export interface HttpHop {
   fetch: FetchLike;
-  /** The pool itself, for undici's `request`. */
-  dispatcher: Agent;
   /**
    * A keep-alive pool of its own for one upstream session at `origin`, with the same limits: a
    * session's requests then look for a free connection among that session's few, not among every
@@ -48,5 +47,5 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
   };
   const agent = new Agent(options);
   const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), headers: traceHeaders(init?.headers) as never, dispatcher: agent }) as unknown as Promise<Response>;
-  return { fetch, dispatcher: agent, sessionPool: (origin) => new Pool(origin, options), close: () => agent.close().catch(() => {}) };
+  return { fetch, sessionPool: (origin) => new Pool(origin, options), close: () => agent.close().catch(() => {}) };
 }

@@ -426,24 +426,15 @@ export class SessionPool {
         if (done) return;
         done = true;
         this.leased--;
-        this.held++;
         session.detachAll();
         void ended.then(
-          (ok) => {
-            this.held--;
-            this.giveBack(session, ok && !session.deadReason && !this.closedPool);
-          },
-          () => {
-            this.held--;
-            this.giveBack(session, false);
-          },
+          (ok) => this.giveBack(session, ok && !session.deadReason && !this.closedPool),
+          () => this.giveBack(session, false),
         );
       },
     };
   }
 
-  /** Sessions out of use after a cancelled call, until the upstream shows the call is over (or not). */
-  private held = 0;
 
   private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
     this.slot(key, 1);

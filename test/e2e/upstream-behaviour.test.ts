@@ -68,16 +68,21 @@ describe('a cancelled call that keeps running upstream', () => {
   });
 });
 
+/** Starts `slow` (400 ms) and closes the request once the upstream has it, which cancels the call. */
+async function abandonSlowCall(url: string, log: FixtureLog): Promise<void> {
+  const ac = new AbortController();
+  const cancelled = callAbortable(url, slow(400), {}, ac.signal);
+  await eventually(() => log.of('call', 'slow').length === 1);
+  ac.abort();
+  await cancelled;
+}
+
 describe('a cancelled call the upstream answers anyway', () => {
   it('gives its stdio session back: the next call runs in the same process', async () => {
     const log = new FixtureLog();
     const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_IGNORE_CANCEL: '1' }), maxSessions: 1 } } });
     const url = gw.url('f');
-    const ac = new AbortController();
-    const cancelled = callAbortable(url, slow(400), {}, ac.signal);
-    await eventually(() => log.of('call', 'slow').length === 1);
-    ac.abort();
-    await cancelled;
+    await abandonSlowCall(url, log);
     const callId = log.of('call', 'slow')[0]!.requestId;
     expect(await eventually(() => log.of('notification-cancelled').some((e) => e.requestId === callId))).toBe(true);
     // The upstream finishes at 400 ms and answers: the call is over there, the session is quiet.
@@ -91,11 +96,7 @@ describe('a cancelled call the upstream answers anyway', () => {
     const log = new FixtureLog();
     const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
     const url = gw.url('f');
-    const ac = new AbortController();
-    const cancelled = callAbortable(url, slow(400), {}, ac.signal);
-    await eventually(() => log.of('call', 'slow').length === 1);
-    ac.abort();
-    await cancelled;
+    await abandonSlowCall(url, log);
     // A second process is started and initialized before any call asks for it.
     expect(await eventually(() => log.of('initialized').length === 2 && gw.gateway.upstreams.get('f')!.pool.stats().idle === 1, 8000)).toBe(true);
     const next = await rpc(url, 'tools/call', slow(10));
