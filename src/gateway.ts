@@ -112,6 +112,10 @@ export class Upstream {
   private detected: UpstreamEra | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
   private readonly droppedLogged = new Set<string>();
+  /** The logger of this upstream's calls (`upstream` bound once, not per call). */
+  readonly callLog: Logger;
+  /** Counts a form elicitation declined upstream for asking secrets (set by the gateway's metrics). */
+  onSecretDeclined: () => void = () => {};
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
   constructor(
     readonly name: string,
@@ -120,6 +124,7 @@ export class Upstream {
     perPrincipalBound = true,
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.callLog = log.child({ upstream: name });
     this.pool.observer = {
       opened: () => this.health.noteOpened(),
       died: (reason, stderr) => this.health.noteDied(reason, stderr),
@@ -242,6 +247,7 @@ export class Gateway {
       samplingInFlight: () => this.sampler.inFlight(),
       census: () => this.census.snapshot(),
     });
+    for (const up of this.upstreams.values()) up.onSecretDeclined = () => this.metrics.secretDeclines.inc({ upstream: up.name });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
     this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
     for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
@@ -607,11 +613,11 @@ export class Gateway {
       clientCapabilities: req.clientCapabilities,
       pool: up.pool,
       lease,
-      log: this.log.child({ upstream: up.name }),
+      log: up.callLog,
       prefilled: requestState === undefined && inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
       legacyTask,
       replay: replay?.entries,
-      onSecretDeclined: () => this.metrics.secretDeclines.inc({ upstream: up.name }),
+      onSecretDeclined: up.onSecretDeclined,
       sampler: this.sampler,
       census,
     });

@@ -61,9 +61,12 @@ export async function measureParked(levels: number[], runs: number, completedCal
   for (let run = 1; run <= runs; run++) {
     const gw = gateways[run - 1]!;
     const url = gw.url('http');
-    // Warm-up: complete rounds, so the code paths are loaded and one session is open.
+    // Warm-up: complete rounds, one at a time, then 32 at once (the concurrency the calls are
+    // parked with), so the code paths of both are loaded and compiled and the process's internal
+    // queues have grown: the figure is what each parked call holds, not these one-time costs.
     const round = gatewayPath('gw', 'gateway', url);
     for (let i = 0; i < 5; i++) await round.once();
+    for (let i = 0; i < 3; i++) await Promise.all(Array.from({ length: 32 }, () => round.once()));
     const base = await gw.memory();
     samples.rss.get(0)!.push(base.rss);
     samples.heap.get(0)!.push(base.heapUsed);

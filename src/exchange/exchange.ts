@@ -22,7 +22,7 @@ import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
-import type { ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
+import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
 import { asRpcError, SamplingError } from '../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
@@ -220,18 +220,19 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
 }
 
 /** One legacy request in flight. */
-export class Exchange {
+export class Exchange implements CallHandlers {
   readonly id = randomUUID();
   outcome: Outcome | undefined;
   /** Rounds of input_required answered so far (MRTR front end). */
   round = 0;
   private readonly pending = new Map<string, PendingInput>();
-  private readonly usedKeys = new Set<string>();
+  /** Keys given out so far (a parked call holds this Exchange for minutes: collections are made on first use). */
+  private usedKeys: Set<string> | undefined;
   private seq = 0;
   private lastInputAt = 0;
-  private waiters = new Set<() => void>();
+  private waiters: Set<() => void> | undefined;
   private progressSink: ((p: ProgressParams) => void) | undefined;
-  private listeners = new Set<() => void>();
+  private listeners: Set<() => void> | undefined;
   /** Latest human-readable status from the upstream (progress message or upstream task status). */
   statusMessage: string | undefined;
   /** The upstream's own task id when the call runs as a 2025-11-25 task upstream. */
@@ -245,17 +246,15 @@ export class Exchange {
   private cancelled = false;
   private cancelSent = false;
   /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
-  private readonly replayUsed = new Set<number>();
+  private replayUsed: Set<number> | undefined;
   private readonly asked: ReplayEntry[] = [];
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
-  private readonly providerCalls = new Set<AbortController>();
+  private providerCalls: Set<AbortController> | undefined;
   /** The upstream request's span, while tracing. */
   private trace: Traced | undefined;
-  /** Detaches this call from its upstream session. */
-  private detach: () => void = () => {};
 
   constructor(private readonly init: ExchangeInit) {
-    for (const e of init.replay ?? []) this.usedKeys.add(e.k);
+    if (init.replay?.length) this.usedKeys = new Set(init.replay.map((e) => e.k));
   }
 
   get upstream(): string {
@@ -269,16 +268,17 @@ export class Exchange {
   start(): void {
     const { lease } = this.init;
     this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
-    this.detach = lease.session.attach(this.id, {
-      onRequest: (req, extra) => this.onServerRequest(req, extra),
-      onProgress: (p) => this.onProgress(p),
-      onLog: () => this.init.census?.note('logging'),
-    });
+    lease.session.attach(this.id, this);
     this.attempt(1);
   }
 
+  /** A `notifications/message` of the upstream while this call was alone on its session (counted in the census). */
+  onLog(): void {
+    this.init.census?.note('logging');
+  }
+
   /** Progress the upstream sent under this call's `progressToken`. */
-  private onProgress(p: ProgressParams): void {
+  onProgress(p: ProgressParams): void {
     if (this.outcome) return;
     this.armTimers();
     this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
@@ -464,8 +464,9 @@ export class Exchange {
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
   onChange(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    const listeners = (this.listeners ??= new Set());
+    listeners.add(listener);
+    return () => listeners.delete(listener);
   }
 
   /**
@@ -511,7 +512,12 @@ export class Exchange {
     });
   }
 
-  private onServerRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+  /**
+   * A server-initiated request of this call: answered from config, the replay state, a sampling
+   * provider or `prefilled` answers where those apply, else held as an outstanding input request
+   * until the client answers it (the promise settles with the answer sent upstream).
+   */
+  onRequest(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
     this.init.census?.noteMessage(req);
     if (this.outcome) return Promise.reject(new McpError(ErrorCode.InternalError, 'The client request already ended'));
     const kind = INPUT_KIND_OF[req.method];
@@ -543,10 +549,10 @@ export class Exchange {
     const digest = digestOf(request);
     const replay = this.init.replay;
     if (replay) {
-      const i = replay.findIndex((e, i) => !this.replayUsed.has(i) && e.d === digest && e.v !== undefined);
+      const i = replay.findIndex((e, i) => !this.replayUsed?.has(i) && e.d === digest && e.v !== undefined);
       if (i >= 0) {
         // Asked before, in the same words: the answer the client gave then.
-        this.replayUsed.add(i);
+        (this.replayUsed ??= new Set()).add(i);
         this.asked.push(replay[i]!);
         return Promise.resolve(replay[i]!.v!);
       }
@@ -606,7 +612,7 @@ export class Exchange {
     const ctrl = new AbortController();
     const onAbort = () => ctrl.abort();
     extra.signal.addEventListener('abort', onAbort, { once: true });
-    this.providerCalls.add(ctrl);
+    (this.providerCalls ??= new Set()).add(ctrl);
     this.armTimers();
     this.init.log.debug({ exchange: this.id, method: req.method }, 'sampling answered by the provider');
     try {
@@ -618,7 +624,7 @@ export class Exchange {
       throw e instanceof SamplingError ? asRpcError(e) : e;
     } finally {
       extra.signal.removeEventListener('abort', onAbort);
-      this.providerCalls.delete(ctrl);
+      this.providerCalls?.delete(ctrl);
       this.armTimers();
     }
   }
@@ -637,12 +643,12 @@ export class Exchange {
   private keyFor(kind: InputKind, req: Pick<ServerInitiatedRequest, 'params'>): string {
     const hint = (req.params?._meta as Record<string, unknown> | undefined)?.[META_INPUT_KEY_HINT];
     let key: string;
-    if (typeof hint === 'string' && KEY_HINT.test(hint) && !this.usedKeys.has(hint)) key = hint;
+    if (typeof hint === 'string' && KEY_HINT.test(hint) && !this.usedKeys?.has(hint)) key = hint;
     else {
       do key = `${kind}-${++this.seq}`;
-      while (this.usedKeys.has(key));
+      while (this.usedKeys?.has(key));
     }
-    this.usedKeys.add(key);
+    (this.usedKeys ??= new Set()).add(key);
     return key;
   }
 
@@ -656,7 +662,7 @@ export class Exchange {
     this.clearTimers();
     for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
     this.pending.clear();
-    for (const c of this.providerCalls) c.abort();
+    for (const c of this.providerCalls ?? []) c.abort();
     if ('result' in outcome) this.init.pool.noteSuccess();
     else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
     this.releaseLease(reusable);
@@ -672,11 +678,11 @@ export class Exchange {
   private releaseLease(reusable: boolean): void {
     if (this.released) return;
     if (this.cancelled) {
-      this.detach();
+      this.init.lease.session.detach(this.id, this);
       if (!this.cancelSent) return;
     }
     this.released = true;
-    this.detach();
+    this.init.lease.session.detach(this.id, this);
     if (!this.cancelled) return this.init.lease.release(reusable);
     // The call is over upstream only if the upstream answers the cancelled request anyway.
     const answered = this.upstreamTaskId || this.init.legacyTask ? Promise.resolve(false) : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS);
@@ -688,7 +694,7 @@ export class Exchange {
     clearTimeout(this.idleTimer);
     if (this.outcome) return this.clearTimers();
     const now = Date.now();
-    const waitingOnOthers = this.pending.size > 0 || this.providerCalls.size > 0;
+    const waitingOnOthers = this.pending.size > 0 || (this.providerCalls?.size ?? 0) > 0;
     if (waitingOnOthers) {
       if (this.activeSince !== undefined) this.activeUsedMs += now - this.activeSince;
       this.activeSince = undefined;
@@ -719,9 +725,9 @@ export class Exchange {
 
   private notify(): void {
     const ws = this.waiters;
-    this.waiters = new Set();
-    for (const w of ws) w();
-    for (const l of this.listeners) l();
+    this.waiters = undefined;
+    for (const w of ws ?? []) w();
+    for (const l of this.listeners ?? []) l();
   }
 
   private changed(timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
@@ -730,10 +736,10 @@ export class Exchange {
       const done = () => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', done);
-        this.waiters.delete(done);
+        this.waiters?.delete(done);
         resolve();
       };
-      this.waiters.add(done);
+      (this.waiters ??= new Set()).add(done);
       if (timeoutMs !== undefined) timer = setTimeout(done, timeoutMs);
       signal?.addEventListener('abort', done, { once: true });
     });

@@ -110,6 +110,27 @@ export interface CallTally {
   noteMessage(message: UpstreamMessage): void;
 }
 
+/** A {@link CallTally}: a plain object, since a parked call holds one for minutes. */
+class Tally implements CallTally {
+  /** Bit i set: feature i of {@link DEPRECATED_FEATURES} counted already. */
+  private seen = 0;
+  constructor(
+    private readonly census: Census,
+    private readonly upstream: string,
+    private readonly tool: string,
+  ) {}
+  note(feature: DeprecatedFeature): void {
+    const bit = 1 << DEPRECATED_FEATURES.indexOf(feature);
+    if (this.seen & bit) return;
+    this.seen |= bit;
+    this.census.count(this.upstream, this.tool, feature);
+  }
+  noteMessage(m: UpstreamMessage): void {
+    const f = featureOf(m);
+    if (f) this.note(f);
+  }
+}
+
 interface Row {
   calls: number;
   first: number;
@@ -163,19 +184,7 @@ export class Census {
 
   /** A tally for one upstream call of `tool` (see {@link toolLabel}): each feature counts once. */
   call(upstream: string, tool: string): CallTally {
-    const seen = new Set<DeprecatedFeature>();
-    const note = (feature: DeprecatedFeature) => {
-      if (seen.has(feature)) return;
-      seen.add(feature);
-      this.count(upstream, tool, feature);
-    };
-    return {
-      note,
-      noteMessage: (m) => {
-        const f = featureOf(m);
-        if (f) note(f);
-      },
-    };
+    return new Tally(this, upstream, tool);
   }
 
   /** Every row, by upstream, tool and then feature in {@link DEPRECATED_FEATURES} order. */

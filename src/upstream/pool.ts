@@ -53,6 +53,33 @@ export interface SessionLease {
   releaseWhen(ended: Promise<boolean>): void;
 }
 
+/**
+ * A {@link SessionLease} as a plain object (a parked call holds its lease for minutes): it ends
+ * once, with `reusable` from {@link release} or the promise given to {@link releaseWhen}.
+ */
+class Lease implements SessionLease {
+  private done = false;
+  constructor(
+    readonly session: UpstreamSession,
+    private readonly pool: SessionPool,
+    readonly shared?: true,
+  ) {}
+  private end(ended: boolean | Promise<boolean>): void {
+    if (this.shared) this.pool.endShared(this.session, ended === true);
+    else this.pool.endExclusive(this.session, ended);
+  }
+  release(reusable: boolean): void {
+    if (this.done) return;
+    this.done = true;
+    this.end(reusable);
+  }
+  releaseWhen(ended: Promise<boolean>): void {
+    if (this.done) return;
+    this.done = true;
+    this.end(ended);
+  }
+}
+
 interface Waiter {
   key: string;
   /** The waiter can take a place on a shared session. */
@@ -244,33 +271,28 @@ export class SessionPool {
   private shareLease(session: UpstreamSession): SessionLease {
     const m = this.sharing.get(session.key)!;
     m.set(session, (m.get(session) ?? 0) + 1);
-    let done = false;
-    const lease: SessionLease = {
-      session,
-      shared: true,
-      // Other calls go on on the session: it is closed when they are done.
-      releaseWhen: () => lease.release(false),
-      release: (reusable: boolean) => {
-        if (done) return;
-        done = true;
-        // A cancelled call may still run upstream. What it asks later is refused (it is detached),
-        // but the session is never handed to a call of its own again.
-        if (!reusable) this.tainted.add(session);
-        const n = m.get(session)! - 1;
-        if (n > 0) {
-          m.set(session, n);
-          if (!session.deadReason) this.handShared(session);
-          return;
-        }
-        m.delete(session);
-        if (!m.size && this.sharing.get(session.key) === m) this.sharing.delete(session.key);
-        session.shared = false;
-        this.leased--;
-        session.detachAll();
-        this.giveBack(session, !this.tainted.has(session) && !session.deadReason && !this.closedPool);
-      },
-    };
-    return lease;
+    // Other calls go on on the session: a cancelled call's session is closed when they are done.
+    return new Lease(session, this, true);
+  }
+
+  /** The end of one call on a shared session (called by the lease); `reusable` false taints the session. */
+  endShared(session: UpstreamSession, reusable: boolean): void {
+    const m = this.sharing.get(session.key)!;
+    // A cancelled call may still run upstream. What it asks later is refused (it is detached),
+    // but the session is never handed to a call of its own again.
+    if (!reusable) this.tainted.add(session);
+    const n = m.get(session)! - 1;
+    if (n > 0) {
+      m.set(session, n);
+      if (!session.deadReason) this.handShared(session);
+      return;
+    }
+    m.delete(session);
+    if (!m.size) this.sharing.delete(session.key);
+    session.shared = false;
+    this.leased--;
+    session.detachAll();
+    this.giveBack(session, !this.tainted.has(session) && !session.deadReason && !this.closedPool);
   }
 
   /** Gives a waiting call the room a shared session has. */
@@ -411,30 +433,19 @@ export class SessionPool {
 
   private lease(session: UpstreamSession): SessionLease {
     this.leased++;
-    let done = false;
-    const release = (reusable: boolean) => {
-      if (done) return;
-      done = true;
-      this.leased--;
-      session.detachAll();
-      this.giveBack(session, reusable && !session.deadReason && !this.closedPool);
-    };
-    return {
-      session,
-      release,
-      releaseWhen: (ended) => {
-        if (done) return;
-        done = true;
-        this.leased--;
-        session.detachAll();
-        void ended.then(
-          (ok) => this.giveBack(session, ok && !session.deadReason && !this.closedPool),
-          () => this.giveBack(session, false),
-        );
-      },
-    };
+    return new Lease(session, this);
   }
 
+  /** The end of an exclusive lease (called by the lease): the session goes back once `ended` says whether it is reusable. */
+  endExclusive(session: UpstreamSession, ended: boolean | Promise<boolean>): void {
+    this.leased--;
+    session.detachAll();
+    if (typeof ended === 'boolean') return this.giveBack(session, ended && !session.deadReason && !this.closedPool);
+    void ended.then(
+      (ok) => this.giveBack(session, ok && !session.deadReason && !this.closedPool),
+      () => this.giveBack(session, false),
+    );
+  }
 
   private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
     this.slot(key, 1);

@@ -17,6 +17,8 @@ import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   ListToolsResultSchema,
@@ -97,6 +99,16 @@ export interface UpstreamInfo {
 }
 
 const GATEWAY_CLIENT_INFO = { name: 'mrtr-gateway', version: '0.1.0' };
+
+/**
+ * One JSON Schema validator for every upstream `Client`, built on first use. The SDK otherwise
+ * builds an Ajv instance per `Client` (tens of KiB per upstream session), although the gateway
+ * never asks it to validate a tool's output.
+ */
+let sharedValidator: AjvJsonSchemaValidator | undefined;
+const SCHEMA_VALIDATOR: jsonSchemaValidator = {
+  getValidator: (schema) => (sharedValidator ??= new AjvJsonSchemaValidator()).getValidator(schema),
+};
 
 /** Lines of a stdio child's stderr kept for error reports, and the longest line kept, in characters. */
 const STDERR_LINES = 20;
@@ -335,7 +347,7 @@ export class UpstreamSession {
 
   private async connect(): Promise<Connection> {
     const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
-    const client = new Client(GATEWAY_CLIENT_INFO, { capabilities });
+    const client = new Client(GATEWAY_CLIENT_INFO, { capabilities, jsonSchemaValidator: SCHEMA_VALIDATOR });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
     const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
@@ -534,14 +546,15 @@ export class UpstreamSession {
    * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
    * `progressToken` reach `handlers.onRequest`, as do, on a session that is not {@link shared}, those
    * that came with no stream to name them (stdio, the GET stream) while it is the only call; its
-   * progress notifications reach `handlers.onProgress`.
-   * @returns a function that detaches the call (what arrives for it afterwards is refused upstream).
+   * progress notifications reach `handlers.onProgress`. {@link detach} undoes it.
    */
-  attach(progressToken: string, handlers: CallHandlers): () => void {
+  attach(progressToken: string, handlers: CallHandlers): void {
     this.calls.set(progressToken, handlers);
-    return () => {
-      if (this.calls.get(progressToken) === handlers) this.calls.delete(progressToken);
-    };
+  }
+
+  /** Detaches the call `handlers` attached under `progressToken`: what arrives for it afterwards is refused upstream. */
+  detach(progressToken: string, handlers: CallHandlers): void {
+    if (this.calls.get(progressToken) === handlers) this.calls.delete(progressToken);
   }
 
   /** Resolvers of {@link whenAnswered}, by progress token. */
