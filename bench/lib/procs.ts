@@ -136,7 +136,7 @@ export class GatewayProcess implements Stoppable {
   }
 
   /**
-   * Forks the process (with --expose-gc) and starts a gateway with `config` in it.
+   * Forks the process (with --expose-gc, and the Node flags in `BENCH_GATEWAY_NODE_ARGS`, space-separated, such as `--cpu-prof --cpu-prof-dir=DIR`) and starts a gateway with `config` in it.
    * @param opts.root another checkout of the gateway to run (the baseline), else this one.
    * @param opts.env environment variables added to the process's (e.g. `OTEL_*`).
    */
@@ -144,7 +144,7 @@ export class GatewayProcess implements Stoppable {
     const root = opts.root ?? ROOT;
     const child = fork(opts.root ? join(root, 'bench', 'gateway-process.ts') : GATEWAY_PROCESS, [], {
       cwd: root,
-      execArgv: ['--import', 'tsx', '--expose-gc'],
+      execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, ...opts.env },
     });
