@@ -45,10 +45,10 @@ const settings = quick
       mrtrRuns: 3,
       completedCalls: 200,
       parkedLevels: [100],
-      parkedRuns: 3,
+      parkedRuns: 1,
       tasks: 100,
       taskSleepMs: 400,
-      taskRuns: 3,
+      taskRuns: 1,
       startupRuns: 1,
       startupDist: false,
     }
