@@ -302,7 +302,7 @@ function summary(r: Results): string {
     [`Streamable HTTP upstream, concurrency ${c16}, requests/s`, perSec(rps(r.http, 'baseline', c16)), perSec(rps(r.http, 'gateway', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'gateway', c16), rps(r.http, 'direct', c16)), '≥ 0.5× direct'],
     ['one `input_required` round, default config', ms(round('baseline')), ms(round('gateway')), `direct ${ms(round('direct'))}`, x(round('gateway'), round('direct')), '≤ 1.5× direct'],
     [`heap per parked call (Streamable HTTP upstream, ${top} parked)`, kib(r.parkedBaseline?.heapPerCall.get(top)), kib(r.parked.heapPerCall.get(top)), '—', '—', '≤ 24 KiB'],
-    [`${r.tasks.count} tasks created`, ms(r.tasksBaseline?.createMs.median, 0), ms(r.tasks.createMs.median, 0), '—', '—', r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)'],
+    [`${r.tasks.count} tasks created`, ms(r.tasksBaseline?.createMs.median, 0), ms(r.tasks.createMs.median, 0), `${r.tasks.count} \`echo\` calls ${ms(r.tasks.echoMs.median, 0)}`, x(r.tasks.createMs.median, r.tasks.echoMs.median), r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)'],
     [`stdio upstream, concurrency ${cMax}, requests/s`, perSec(rps(r.stdio, 'baseline', cMax)), perSec(rps(r.stdio, 'gateway', cMax)), `mcp-proxy ${perSec(rps(r.stdio, 'mcp-proxy', cMax))}`, x(rps(r.stdio, 'gateway', cMax), rps(r.stdio, 'mcp-proxy', cMax)), '≥ 1.3× mcp-proxy'],
     [`legacy client through the gateway (2025-11-25 session), concurrency ${c1}, p50`, '—', ms(p50(r.http, 'legacy', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'legacy', c1), p50(r.http, 'direct', c1)), '—'],
     [`legacy client through the gateway, concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'legacy', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'legacy', c16), rps(r.http, 'direct', c16)), '—'],
@@ -432,6 +432,7 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
       [
         [`create ${r.tasks.count} tasks, ms`, fmt(r.tasks.createMs, 0)],
         ['tasks created per second', fmt(r.tasks.createPerSec, 0)],
+        [`${r.tasks.count} \`echo\` calls without a task (same gateway and concurrency), ms`, fmt(r.tasks.echoMs, 0)],
         [`poll all ${r.tasks.count} once (tasks/get), ms`, fmt(r.tasks.pollMs, 0)],
         ['tasks/get per second', fmt(r.tasks.pollPerSec, 0)],
         ['heap per running task', fmtBytes(r.tasks.heapPerRunning)],

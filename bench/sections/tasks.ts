@@ -7,8 +7,9 @@
  * A warm-up batch opens one upstream session per concurrent task first, so the timed batches
  * reuse warm sessions and measure the task machinery rather than session set-up. Each run has
  * two batches, and the timed batches of all runs come first. A timed batch: create N tasks
- * (autocannon, fixed amount), poll each once with tasks/get (Mcp-Name = taskId), then check that
- * every task completed with the tool's result. A memory batch (its forced GCs would slow a batch
+ * (autocannon, fixed amount), poll each once with tasks/get (Mcp-Name = taskId), check that
+ * every task completed with the tool's result, then make N plain `echo` calls (no task) at the
+ * same concurrency, the reference for what a task adds to the call it wraps. A memory batch (its forced GCs would slow a batch
  * after them): read memory, create N tasks, read memory (tasks running), wait until the gateway
  * reports no running task, read memory again (records only: the sessions are back to idle), then
  * check every result.
@@ -18,12 +19,15 @@ import { modern, send, TASKS_CAPS, textOf } from '../lib/mcp.js';
 import { GatewayProcess, startEchoHttp } from '../lib/procs.js';
 import { figure, type Figure } from '../lib/stats.js';
 import { benchLimits, sessions } from './config.js';
+import { modernEcho, modernEchoCheck } from './passthrough.js';
 
 export interface TaskFigures {
   count: number;
   sleepMs: number;
   createMs: Figure;
   createPerSec: Figure;
+  /** The same number of plain `echo` calls (no task), same gateway and concurrency: what a task wraps. */
+  echoMs: Figure;
   pollMs: Figure;
   pollPerSec: Figure;
   heapPerRunning: Figure;
@@ -57,7 +61,7 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
     { root: opts.root },
   );
   const statuses: Record<string, number> = {};
-  const s = { createMs: [] as number[], createPerSec: [] as number[], pollMs: [] as number[], pollPerSec: [] as number[], heapRun: [] as number[], rssRun: [] as number[], heapRec: [] as number[], rssRec: [] as number[] };
+  const s = { createMs: [] as number[], createPerSec: [] as number[], echoMs: [] as number[], pollMs: [] as number[], pollPerSec: [] as number[], heapRun: [] as number[], rssRun: [] as number[], heapRec: [] as number[], rssRec: [] as number[] };
   try {
     const url = gw.url('http');
     const connections = Math.min(32, count);
@@ -108,7 +112,7 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
     // memory readings need) V8 sets a low limit for the old generation, and the next batch pays
     // for a whole mark-compact of the running tasks; the memory figures come from batches of
     // their own, after these.
-    const timed: { created: { ids: string[]; ms: number }; poll: { elapsedMs: number }; running: number }[] = [];
+    const timed: { created: { ids: string[]; ms: number }; poll: { elapsedMs: number }; running: number; echoMs: number }[] = [];
     for (let run = 1; run <= runs; run++) {
       const created = await createBatch(`create ${count} tasks, run ${run}`);
       let next = 0;
@@ -132,10 +136,12 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
       if (polled.size !== count) throw new Error(`poll run ${run}: ${polled.size} distinct tasks answered for ${count} tasks/get`);
       const stats = await gw.stats();
       await verifyCompleted(created.ids, created.finishedBy);
-      timed.push({ created, poll, running: stats.tasksRunning });
+      // The call a task wraps, without the task: as many `echo` calls at the same concurrency.
+      const echo = await load({ label: `${count} echo calls, run ${run}`, request: modernEcho(url), connections, amount: count, check: modernEchoCheck() });
+      timed.push({ created, poll, running: stats.tasksRunning, echoMs: echo.elapsedMs });
     }
     for (let run = 1; run <= runs; run++) {
-      const { created, poll, running: runningWhenPolled } = timed[run - 1]!;
+      const { created, poll, running: runningWhenPolled, echoMs } = timed[run - 1]!;
       const before = await gw.memory();
       const measured = await createBatch(`create ${count} tasks for the memory figures, run ${run}`);
       const running = await gw.memory();
@@ -152,6 +158,7 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
       await verifyCompleted(measured.ids, measured.finishedBy);
       s.createMs.push(created.ms);
       s.createPerSec.push((count / created.ms) * 1000);
+      s.echoMs.push(echoMs);
       s.pollMs.push(poll.elapsedMs);
       s.pollPerSec.push((count / poll.elapsedMs) * 1000);
       s.heapRun.push((running.heapUsed - before.heapUsed) / count);
@@ -159,7 +166,7 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
       s.heapRec.push((after.heapUsed - before.heapUsed) / count);
       s.rssRec.push((after.rss - before.rss) / count);
       log(
-        `  run ${run}/${runs}: created ${count} in ${created.ms.toFixed(0)} ms, polled in ${poll.elapsedMs.toFixed(0)} ms (${runningWhenPolled} running when polled); ` +
+        `  run ${run}/${runs}: created ${count} in ${created.ms.toFixed(0)} ms (${count} echo calls: ${echoMs.toFixed(0)} ms), polled in ${poll.elapsedMs.toFixed(0)} ms (${runningWhenPolled} running when polled); ` +
           `heap per running task ${((running.heapUsed - before.heapUsed) / count / 1024).toFixed(1)} KiB, per completed record ${((after.heapUsed - before.heapUsed) / count / 1024).toFixed(2)} KiB`,
       );
     }
@@ -172,6 +179,7 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
     sleepMs,
     createMs: figure(s.createMs),
     createPerSec: figure(s.createPerSec),
+    echoMs: figure(s.echoMs),
     pollMs: figure(s.pollMs),
     pollPerSec: figure(s.pollPerSec),
     heapPerRunning: figure(s.heapRun),
