@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
-import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession } from './exchange/exchange.js';
+import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession, type BatchLearning } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
@@ -116,6 +116,8 @@ export class Upstream {
   readonly callLog: Logger;
   /** Counts a form elicitation declined upstream for asking secrets (set by the gateway's metrics). */
   onSecretDeclined: () => void = () => {};
+  /** How this upstream sends its batches of input requests, learned from its calls. */
+  readonly batching: BatchLearning;
   /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
   constructor(
     readonly name: string,
@@ -125,6 +127,11 @@ export class Upstream {
   ) {
     this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
     this.callLog = log.child({ upstream: name });
+    this.batching = {
+      quietMs: 0,
+      onLearned: (quietMs, split) =>
+        this.callLog.info({ quietMs }, split ? 'upstream sent one batch of input requests in pieces; its batches now wait longer for upstream silence' : 'upstream sends concurrent input requests; its batches now wait for upstream silence'),
+    };
     this.pool.observer = {
       opened: () => this.health.noteOpened(),
       died: (reason, stderr) => this.health.noteDied(reason, stderr),
@@ -618,6 +625,7 @@ export class Gateway {
       legacyTask,
       replay: replay?.entries,
       onSecretDeclined: up.onSecretDeclined,
+      batching: up.batching,
       sampler: this.sampler,
       census,
     });

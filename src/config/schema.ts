@@ -63,7 +63,9 @@ const InputPolicySchema = z
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
     batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)').default(15),
-    batchQuietMs: ms('The batch of input requests closes when the upstream session has sent nothing for this long (and for two event-loop turns) after its last message; batchWindowMs caps the wait').default(5),
+    batchQuietMs: ms(
+      'Upstream silence a batch of input requests always waits for after the upstream session\'s last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns: to 5 ms once the upstream sent several requests at once, and to twice the gap plus 5 ms once it sent one batch in pieces. Set it (e.g. 5) for an upstream known to send concurrent requests, so that even its first batch is never split on a loaded host; batchWindowMs caps the wait',
+    ).default(0),
     mode: InputModeSchema.default('park'),
     tools: z
       .record(z.string(), z.object({ mode: InputModeSchema }).strict())

@@ -58,6 +58,33 @@ const CANCEL_TASK_WAIT_MS = 2000;
 /** Event-loop turns without an upstream message after which a batch of input requests is complete. */
 const QUIET_TURNS = 2;
 
+/** Least upstream silence, in ms, that the batches of an upstream seen sending concurrent requests wait for. */
+export const SPLIT_QUIET_MS = 5;
+
+/**
+ * What the gateway has learned of how one upstream sends a batch of concurrent server-initiated
+ * requests (one object per upstream, shared by its Exchanges). Until it has sent one, a batch is
+ * complete after two quiet event-loop turns. Once a batch held more than one request, its batches
+ * also wait for {@link SPLIT_QUIET_MS} of upstream silence, so a server preempted between two
+ * writes is not split. A batch was split when a request arrives while earlier requests of the same
+ * call are still unanswered and their round has already gone to the client, within
+ * `input.batchWindowMs` of the one before: the wait becomes twice the gap seen plus
+ * {@link SPLIT_QUIET_MS} (the largest learned so far; `batchWindowMs` still caps every wait).
+ */
+export interface BatchLearning {
+  /** The learned silence to wait for, in ms (0 until a batch of several requests is seen). */
+  quietMs: number;
+  /** Called when {@link quietMs} rises, with the new value and whether a split batch showed it. */
+  onLearned?: (quietMs: number, split: boolean) => void;
+}
+
+/** Raises the learned wait of `learning` to `quietMs`. */
+function learn(learning: BatchLearning | undefined, quietMs: number, split: boolean): void {
+  if (!learning || quietMs <= learning.quietMs) return;
+  learning.quietMs = quietMs;
+  learning.onLearned?.(quietMs, split);
+}
+
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
 
@@ -109,6 +136,8 @@ export interface ExchangeInit {
   sampler?: Pick<Sampler, 'answer'>;
   /** The deprecation census of this call: server-initiated requests, legacy tasks and -32042 are noted. */
   census?: CallTally;
+  /** How the upstream sends its batches (shared by the upstream's Exchanges); none: never learned. */
+  batching?: BatchLearning;
 }
 
 /**
@@ -230,6 +259,8 @@ export class Exchange implements CallHandlers {
   private usedKeys: Set<string> | undefined;
   private seq = 0;
   private lastInputAt = 0;
+  /** True from the moment a batch was complete ({@link settle} said 'input') until no input is outstanding. */
+  private batchClosed = false;
   private waiters: Set<() => void> | undefined;
   private progressSink: ((p: ProgressParams) => void) | undefined;
   private listeners: Set<() => void> | undefined;
@@ -412,6 +443,7 @@ export class Exchange implements CallHandlers {
     const p = this.pending.get(key);
     if (!p) return false;
     this.pending.delete(key);
+    this.noteAnswered();
     p.resolve(value);
     this.armTimers();
     this.notify();
@@ -421,9 +453,9 @@ export class Exchange implements CallHandlers {
   /**
    * Waits until the Exchange has finished ('done') or has outstanding input and the batch of
    * server-initiated requests is complete ('input'): the upstream session received nothing for
-   * {@link QUIET_TURNS} event-loop turns and `input.batchQuietMs` after its last message, or
-   * `batchWindowMs` passed since the last request arrived
-   * (the cap for servers that send slowly). With `deadline` (epoch ms), it
+   * {@link QUIET_TURNS} event-loop turns and `input.batchQuietMs` (or what was learned of the
+   * upstream, {@link BatchLearning}) after its last message, or `batchWindowMs` passed since the
+   * last request arrived (the cap for servers that send slowly). With `deadline` (epoch ms), it
    * returns 'deadline' once that time passes while the upstream is still working without asking
    * for input. `signal` aborts the wait only ('aborted').
    */
@@ -433,8 +465,12 @@ export class Exchange implements CallHandlers {
       if (signal?.aborted) return 'aborted';
       const now = Date.now();
       if (this.pending.size > 0) {
-        if (this.lastInputAt + batchWindowMs - now <= 0) return 'input';
-        if (await this.upstreamQuiet()) return 'input';
+        if (this.lastInputAt + batchWindowMs - now <= 0 || (await this.upstreamQuiet())) {
+          if (this.pending.size === 0 || this.outcome) continue;
+          this.batchClosed = true;
+          if (this.pending.size > 1) learn(this.init.batching, SPLIT_QUIET_MS, false);
+          return 'input';
+        }
       } else if (deadline !== undefined) {
         if (now >= deadline) return 'deadline';
         await this.changed(deadline - now, signal);
@@ -446,8 +482,8 @@ export class Exchange implements CallHandlers {
 
   /**
    * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns
-   * and for `input.batchQuietMs` after its last message: whatever the server sent together with its
-   * last request has been read by then.
+   * and for `input.batchQuietMs` (or the silence learned of the upstream) after its last message:
+   * whatever the server sent together with its last request has been read by then.
    */
   private async upstreamQuiet(): Promise<boolean> {
     const session = this.init.lease.session;
@@ -456,10 +492,16 @@ export class Exchange implements CallHandlers {
     const same = () => session.received === seen && inputs === this.lastInputAt;
     for (let i = 0; i < QUIET_TURNS; i++) await new Promise((r) => setImmediate(r));
     if (!same()) return false;
-    // A server preempted between two writes of one batch is given `input.batchQuietMs` to go on.
-    const left = this.init.cfg.input.batchQuietMs - (performance.now() - session.lastReceivedAt);
+    // A server preempted between two writes of one batch is given time to go on.
+    const quietMs = Math.max(this.init.cfg.input.batchQuietMs, this.init.batching?.quietMs ?? 0);
+    const left = quietMs - (performance.now() - session.lastReceivedAt);
     if (left > 0) await new Promise((r) => setTimeout(r, left));
     return same();
+  }
+
+  /** The client has answered every outstanding input request: what the upstream asks next is a new batch. */
+  private noteAnswered(): void {
+    if (this.pending.size === 0) this.batchClosed = false;
   }
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
@@ -574,6 +616,7 @@ export class Exchange implements CallHandlers {
       () => {
         // The upstream gave up on this request (its own timeout or cancellation): it is working again.
         if (this.pending.delete(key)) {
+          this.noteAnswered();
           this.armTimers();
           this.notify();
         }
@@ -631,6 +674,9 @@ export class Exchange implements CallHandlers {
 
   /** Adds an outstanding input request; resolves with the client's answer. */
   private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
+    const gapMs = Date.now() - this.lastInputAt;
+    // Concurrent with requests whose round already went out: the upstream sent one batch in pieces.
+    if (this.batchClosed && this.pending.size > 0 && gapMs < this.init.cfg.input.batchWindowMs) learn(this.init.batching, 2 * gapMs + SPLIT_QUIET_MS, true);
     return new Promise((resolve, reject) => {
       this.pending.set(key, { key, request, resolve, reject });
       spanEvent(this.trace, 'mcp.input.request', { [ATTR.MCP_METHOD_NAME]: request.method, [ATTR.MCP_INPUT_KEY]: key });

@@ -106,4 +106,51 @@ describe('bridge policy', () => {
     });
     expect(gw.gateway.bridge.parkedCount).toBe(0);
   });
+
+  it('an upstream seen sending several input requests at once gets a quiet wait for its batches', async () => {
+    const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: {} } } });
+    try {
+      const batching = learner.gateway.upstreams.get('f')!.batching;
+      expect(batching.quietMs).toBe(0);
+      const url = learner.url('f');
+      // A call that asks one thing at a time teaches nothing.
+      const one = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+      expect(Object.keys(one.body.result.inputRequests)).toHaveLength(1);
+      expect(batching.quietMs).toBe(0);
+      const first = await rpc(url, 'tools/call', { name: 'concurrent_inputs', arguments: {} }, { caps: CAPS });
+      expect(first.body.result.resultType).toBe('input_required');
+      // Both in one round (5 ms from then on), or split on a loaded machine (learned from the gap).
+      expect(batching.quietMs).toBeGreaterThanOrEqual(5);
+    } finally {
+      await learner.close();
+    }
+  });
+
+  it('an upstream that sends one batch in pieces is learned: its later batches wait for the gap and arrive in one round', async () => {
+    const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: { batchWindowMs: 1000 } } } });
+    try {
+      const url = learner.url('f');
+      const call = (extra: Record<string, unknown> = {}) => rpc(url, 'tools/call', { name: 'ask_two_apart', arguments: { gapMs: 20 }, ...extra }, { caps: CAPS });
+      const answer = (name: string) => ({ action: 'accept', content: { name } });
+      const batching = learner.gateway.upstreams.get('f')!.batching;
+      expect(batching.quietMs).toBe(0);
+      // First call: the batch closes once the upstream is quiet, before the second question is sent.
+      const first = await call();
+      expect(Object.keys(first.body.result.inputRequests)).toEqual(['first']);
+      // The user takes a while: the second question arrives while the first round is with the client.
+      await new Promise((r) => setTimeout(r, 200));
+      const second = await call({ requestState: first.body.result.requestState, inputResponses: { first: answer('Ada') } });
+      expect(Object.keys(second.body.result.inputRequests)).toEqual(['second']);
+      const done = await call({ requestState: second.body.result.requestState, inputResponses: { second: answer('Alan') } });
+      expect(done.body.result.content[0].text).toBe('Ada and Alan');
+      expect(batching.quietMs).toBeGreaterThanOrEqual(2 * 20 + 5);
+      // Later calls wait for the gap the upstream showed: both questions in one round.
+      const again = await call();
+      expect(Object.keys(again.body.result.inputRequests).sort()).toEqual(['first', 'second']);
+      const both = await call({ requestState: again.body.result.requestState, inputResponses: { first: answer('Grace'), second: answer('Edsger') } });
+      expect(both.body.result.content[0].text).toBe('Grace and Edsger');
+    } finally {
+      await learner.close();
+    }
+  });
 });

@@ -26,6 +26,14 @@ export class FixtureLog {
   }
 }
 
+/**
+ * `input` settings for the fixtures, which send several server-initiated requests at once (for
+ * example `concurrent_inputs`): each batch waits for 5 ms of upstream silence from the first call
+ * on, as docs/configuration.md recommends for such servers, rather than the gateway learning it
+ * from their first batch.
+ */
+export const CONCURRENT_INPUT = { batchQuietMs: 5 };
+
 /** Upstream config for the fixture over stdio (spawned by the gateway). */
 export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
   return {
@@ -33,6 +41,7 @@ export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {})
     command: process.execPath,
     args: ['--import', 'tsx', FIXTURE, 'stdio'],
     env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
+    input: { ...CONCURRENT_INPUT },
   };
 }
 
@@ -48,6 +57,7 @@ export function conformanceUpstream(extra: Record<string, unknown> = {}): Record
     args: ['--import', 'tsx', CONFORMANCE_FIXTURE],
     env: { CONFORMANCE_FIXTURE_STATE: mkdtempSync(join(tmpdir(), 'conformance-state-')) },
     maxSessions: 32,
+    input: { ...CONCURRENT_INPUT },
     ...extra,
   };
 }
@@ -55,7 +65,8 @@ export function conformanceUpstream(extra: Record<string, unknown> = {}): Record
 /** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1. */
 export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog): Promise<SpawnedServer & { config: Record<string, unknown> }> {
   const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], log ? { FIXTURE_LOG: log.file } : {});
-  const config = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
+  const endpoint = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
+  const config = { ...endpoint, input: { ...CONCURRENT_INPUT } };
   return { ...srv, config };
 }
 
