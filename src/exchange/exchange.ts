@@ -125,9 +125,12 @@ export interface ExchangeInit {
   /** Run the call upstream as a 2025-11-25 task with this TTL (the tool declares taskSupport). */
   legacyTask?: { ttlMs: number };
   /**
-   * Replay mode: the questions of earlier runs with their answers, in order. An input request whose
-   * digest equals that of an unused answered question gets that answer at once; any other is a
-   * new question. Their keys are never given to new questions.
+   * Replay mode: the questions of the previous run with their answers, in the order they were
+   * asked. The run's input requests are matched to them in that order: the n-th request gets the
+   * n-th recorded answer when its digest equals the recorded one. A request whose digest differs is
+   * a new question, and so is every request after it (the run took another path, so later answers
+   * were given for something else); a recorded question left unanswered is asked again. Their keys
+   * are never given to new questions.
    */
   replay?: ReplayEntry[];
   /** Called when the secret guard declines a form. */
@@ -276,8 +279,9 @@ export class Exchange implements CallHandlers {
   private released = false;
   private cancelled = false;
   private cancelSent = false;
-  /** Replay mode: indexes of `init.replay` used in this run, and the questions of this run in order. */
-  private replayUsed: Set<number> | undefined;
+  /** Replay mode: the index in `init.replay` of the recorded question the next input request is matched to (its length once the run differed). */
+  private replayNext = 0;
+  /** Replay mode: the questions of this run in order. */
   private readonly asked: ReplayEntry[] = [];
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
   private providerCalls: Set<AbortController> | undefined;
@@ -590,13 +594,18 @@ export class Exchange implements CallHandlers {
     }
     const digest = digestOf(request);
     const replay = this.init.replay;
-    if (replay) {
-      const i = replay.findIndex((e, i) => !this.replayUsed?.has(i) && e.d === digest && e.v !== undefined);
-      if (i >= 0) {
-        // Asked before, in the same words: the answer the client gave then.
-        (this.replayUsed ??= new Set()).add(i);
-        this.asked.push(replay[i]!);
-        return Promise.resolve(replay[i]!.v!);
+    if (replay && this.replayNext < replay.length) {
+      const recorded = replay[this.replayNext]!;
+      if (recorded.d !== digest) {
+        // The run differs from the recorded one here: nothing recorded answers it, or what follows.
+        this.replayNext = replay.length;
+      } else {
+        this.replayNext++;
+        if (recorded.v !== undefined) {
+          // Asked before at this point, in the same words: the answer the client gave then.
+          this.asked.push(recorded);
+          return Promise.resolve(recorded.v);
+        }
       }
     }
     const key = this.keyFor(kind, req);

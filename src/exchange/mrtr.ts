@@ -321,9 +321,10 @@ export class MrtrBridge {
   }
 
   /**
-   * A replay-mode retry: the answers so far plus the retry's `inputResponses` for the questions
-   * the state left outstanding (each checked against the response shape of its method), for the
-   * next run of the call. Spends the state.
+   * A replay-mode retry: the questions of the state in the order they were asked, with the answers
+   * so far plus the retry's `inputResponses` for the questions the state left outstanding (each
+   * checked against the response shape of its method), for the next run of the call. Spends the
+   * state.
    * @throws GatewayError -32602 for a malformed answer (the state stays unspent) or a spent state.
    */
   async replayAnswers(claims: StateClaims, inputResponses: unknown): Promise<ReplayEntry[]> {
@@ -337,7 +338,11 @@ export class MrtrBridge {
         entries.push(e);
         continue;
       }
-      if (!(e.k in answers)) continue;
+      if (!(e.k in answers)) {
+        // Left unanswered: it keeps its place, and the next run asks it again.
+        entries.push(e);
+        continue;
+      }
       const request = { method: e.m, params: e.t ? { tools: [] } : {} } as InputRequest;
       const problem = invalidResponse(request, answers[e.k]);
       if (problem) throw invalidParams(`inputResponses["${e.k}"] ${problem}`, { key: e.k });

@@ -6,7 +6,11 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 
 /** Live numbers the gauges read at scrape time. */
 export interface MetricsSource {
-  sessions(): { upstream: string; idle: number; leased: number }[];
+  /**
+   * Upstream sessions by upstream: `total` counts every session that exists or is being opened
+   * (what `maxSessions` bounds), `idle` those ready for a call, `leased` those a call holds.
+   */
+  sessions(): { upstream: string; total: number; idle: number; leased: number }[];
   parked(): { upstream: string; count: number }[];
   runningTasks(): number;
   /** Provider-answered sampling requests holding a provider slot, by provider. */
@@ -103,6 +107,9 @@ export class Metrics {
         for (const s of source.sessions()) {
           this.set({ upstream: s.upstream, state: 'idle' }, s.idle);
           this.set({ upstream: s.upstream, state: 'leased' }, s.leased);
+          // Neither idle nor leased: being opened, or kept out of use after a cancelled call until
+          // the upstream answers it (at most about a second), then closed.
+          this.set({ upstream: s.upstream, state: 'unavailable' }, Math.max(0, s.total - s.idle - s.leased));
         }
       },
     });

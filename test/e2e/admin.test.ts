@@ -16,9 +16,9 @@ import { principalHash } from '../../src/security/auth.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
+import { describeWith, PROGRAMS } from '../helpers/installed.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
+const CHROMIUM = PROGRAMS.chromium;
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 
 const OPS_KEY = 'ops-key-0123456789abcdef';
@@ -173,11 +173,7 @@ describe('admin page: access and JSON', () => {
   });
 });
 
-const browserTitle = haveChromium
-  ? 'admin page in a real browser (Debian chromium)'
-  : `admin page in a real browser: SKIPPED because ${CHROMIUM} does not exist (install it: apt-get install chromium)`;
-
-describe.skipIf(!haveChromium)(browserTitle, () => {
+describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () => {
   let browser: Browser;
   let gw: TestGateway;
   let legacy: { client: Client; transport: StreamableHTTPClientTransport };

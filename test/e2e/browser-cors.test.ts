@@ -4,20 +4,16 @@
  * gateway on another port. The headers force a preflight; the call must pass from an allowed
  * origin and be blocked from any other.
  */
-import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { chromium, type Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/log.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { describeWith, PROGRAMS } from '../helpers/installed.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const haveChromium = existsSync(CHROMIUM);
-const title = haveChromium
-  ? 'CORS in a real browser (Debian chromium)'
-  : `CORS in a real browser: SKIPPED because ${CHROMIUM} does not exist (install it: apt-get install chromium)`;
+const CHROMIUM = PROGRAMS.chromium;
 
 /** The page: on load, POSTs server/discover to the gateway URL in `?gw=` and stores the outcome in `window.result`. */
 const PAGE = `<!doctype html>
@@ -51,7 +47,7 @@ async function servePage(host: string): Promise<{ server: Server; origin: string
   return { server, origin: `http://${host}:${(server.address() as AddressInfo).port}` };
 }
 
-describe.skipIf(!haveChromium)(title, () => {
+describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
   let browser: Browser;
   let gw: TestGateway;
   let allowed: { server: Server; origin: string };

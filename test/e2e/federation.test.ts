@@ -14,7 +14,8 @@ import { conformanceUpstream, eventually, FixtureLog, fixtureStdio } from '../he
 import { everythingStdio, listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
-import { infraInstalled, startRedis, type TestRedis } from '../helpers/infra.js';
+import { startRedis, type TestRedis } from '../helpers/infra.js';
+import { describeWith } from '../helpers/installed.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
@@ -521,7 +522,7 @@ describe('federation without prefixes', () => {
   });
 });
 
-describe.skipIf(!infraInstalled)('/mcp on two replicas sharing Redis', () => {
+describeWith(['redis-server'], '/mcp on two replicas sharing Redis', () => {
   let redis: TestRedis;
   let a: CliGateway;
   let b: CliGateway;

@@ -1,38 +1,65 @@
 /**
- * Several replicas: two gateway processes sharing a real Redis, behind a real round-robin load
- * balancer (haproxy), both started by the test on 127.0.0.1. Parked calls and tasks are served
- * wherever their requests land (forwarded to the replica holding the call), single use holds across
- * replicas, a stopped replica's calls fail at once, replay mode needs no replica at all, and Redis
- * going away and coming back is survived.
+ * Several replicas: gateway processes sharing a real Redis, behind a real round-robin load
+ * balancer (haproxy, with the recipe's config/replicas/haproxy.cfg), all started by the test on
+ * 127.0.0.1. Parked calls and tasks are served wherever their requests land (forwarded to the
+ * replica holding the call), single use holds across replicas, a stopped replica's calls fail at
+ * once, replay mode needs no replica at all, the internal hop takes nothing without its secret, and
+ * Redis going away and coming back is survived.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
-import { infraInstalled, startHaproxy, startRedis, type TestBalancer, type TestRedis } from '../helpers/infra.js';
+import { startHaproxy, startRedis, type TestBalancer, type TestRedis } from '../helpers/infra.js';
+import { describeWith } from '../helpers/installed.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 
 const SECRET = 'replica-secret-0123456789abcdefghij';
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 const ELICIT = { elicitation: {} };
+const INFRA = ['redis-server', 'haproxy'] as const;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function replicaConfig(redisUrl: string, upstream: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
+/** A replica's config: the shared store and hop secret, and `upstreams` with room for the tests' sessions (tasks at once). */
+function replicaConfig(redisUrl: string, upstreams: Record<string, Record<string, unknown>>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
     store: { kind: 'redis', url: redisUrl },
     replicas: { secret: SECRET, heartbeatMs: 200, deadAfterMs: 1000 },
     requestState: { keys: [{ kid: 'shared', secret: 'a-requestState-secret-both-replicas-share' }] },
     limits: { rateLimit: { requestsPerSecond: 10_000, burst: 10_000 }, maxConcurrentPerPrincipal: 1000 },
-    upstreams: { f: { ...upstream, maxSessions: 32, tasks: { taskAfterMs: 0 } } },
+    upstreams: Object.fromEntries(Object.entries(upstreams).map(([name, u]) => [name, { ...u, maxSessions: 32, maxSessionsPerPrincipal: 32, tasks: { taskAfterMs: 0 } }])),
     ...extra,
   };
 }
 
-const forwardedIn = (g: CliGateway) => g.logs.filter((l) => l.msg === 'request' && l.outcome === 'forwarded').length;
+/** Request log lines of requests this replica forwarded to another (of `method`, or any). */
+const forwardedIn = (g: CliGateway, method?: string) => g.logs.filter((l) => l.msg === 'request' && l.outcome === 'forwarded' && (method === undefined || l.method === method)).length;
 
-describe.skipIf(!infraInstalled)('two replicas behind haproxy, sharing Redis', () => {
+/** The sum of the samples of metric `name` whose labels include every one of `labels`, on replica `g`. */
+async function metric(g: CliGateway, name: string, labels: Record<string, string>): Promise<number> {
+  const text = await (await fetch(`${g.base}/metrics`)).text();
+  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) && want.every((w) => l.includes(w)))
+    .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
+
+/** Upstream sessions of `upstream` on `g` not ready for a call: leased, being opened, or kept out of use after a cancelled call. */
+const sessionsInUse = async (g: CliGateway, upstream = 'f') =>
+  (await metric(g, 'mrtr_upstream_sessions', { upstream, state: 'leased' })) + (await metric(g, 'mrtr_upstream_sessions', { upstream, state: 'unavailable' }));
+const parkedOn = (g: CliGateway, upstream = 'f') => metric(g, 'mrtr_parked_calls', { upstream });
+
+/** Resolves with the text of a plain call (no shared state needed) to `url`, or what came instead. */
+async function plainCall(url: string, headers: Record<string, string> = {}): Promise<string> {
+  const r = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { headers });
+  return r.body?.result?.content?.[0]?.text ?? `HTTP ${r.status}: ${JSON.stringify(r.body)}`;
+}
+
+describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
   let redis: TestRedis;
   let a: CliGateway;
   let b: CliGateway;
@@ -41,7 +68,7 @@ describe.skipIf(!infraInstalled)('two replicas behind haproxy, sharing Redis', (
 
   beforeAll(async () => {
     redis = await startRedis();
-    const cfg = replicaConfig(redis.url, fixtureStdio(log));
+    const cfg = replicaConfig(redis.url, { f: fixtureStdio(log) });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
     lb = await startHaproxy([a.port, b.port]);
   }, 60_000);
@@ -93,6 +120,7 @@ describe.skipIf(!infraInstalled)('two replicas behind haproxy, sharing Redis', (
   it('tasks through the balancer, 20 times: created, polled to completed, answered with tasks/update, cancelled upstream', async () => {
     const url = `${lb.base}/mcp/f`;
     const failures: string[] = [];
+    const cancelsBefore = forwardedIn(a, 'tasks/cancel') + forwardedIn(b, 'tasks/cancel');
     const call = (name: string, args: Record<string, unknown> = {}) => rpc(url, 'tools/call', { name, arguments: args }, { caps: { ...TASKS, ...ELICIT } });
     const task = (method: string, taskId: string, params: Record<string, unknown> = {}) => rpc(url, method, { taskId, ...params }, { caps: { ...TASKS, ...ELICIT }, headers: { 'mcp-name': taskId } });
     const until = async (taskId: string, status: string) => {
@@ -129,6 +157,9 @@ describe.skipIf(!infraInstalled)('two replicas behind haproxy, sharing Redis', (
     expect(failures).toEqual([]);
     // Each cancellation reached the upstream as notifications/cancelled.
     expect(await eventually(() => log.of('cancelled', 'slow').length >= 20, 5000)).toBe(true);
+    // Task commands landing on the replica that does not run the task were forwarded to it: a
+    // tasks/cancel follows its task's creation at once, so round robin sends it to the other one.
+    expect(forwardedIn(a, 'tasks/cancel') + forwardedIn(b, 'tasks/cancel') - cancelsBefore).toBeGreaterThanOrEqual(10);
   }, 240_000);
 
   it('the same requestState sent to both replicas at once: exactly one succeeds, the other gets -32602', async () => {
@@ -140,144 +171,321 @@ describe.skipIf(!infraInstalled)('two replicas behind haproxy, sharing Redis', (
       expect(answers.filter((r) => r.body.error?.code === -32602)).toHaveLength(1);
     }
   });
+
+  it('a replica shutting down: what it refuses (503) the balancer sends to the other replica; its health check stays green meanwhile', async () => {
+    const calls = log.of('call', 'slow').length;
+    // A call in flight keeps a draining (shutdownGraceMs, 10 s) while the test looks.
+    const long = rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 20 } }).catch(() => undefined);
+    expect(await eventually(() => log.of('call', 'slow').length > calls, 5000)).toBe(true);
+    a.child.kill('SIGTERM');
+    // Draining: a refuses new MCP requests, yet /healthz (what the balancer checks) answers 200.
+    expect(await eventually(async () => (await rpc(`${a.base}/mcp/f`, 'tools/list')).status === 503, 5000)).toBe(true);
+    expect((await fetch(`${a.base}/healthz`)).status).toBe(200);
+    const through: string[] = [];
+    for (let i = 0; i < 6; i++) through.push(await plainCall(`${lb.base}/mcp/f`));
+    expect(through).toEqual(Array(6).fill('slept 5ms'));
+    a.child.kill('SIGKILL');
+    await long;
+  }, 30_000);
 });
 
-describe.skipIf(!infraInstalled)('replay mode across replicas, and a replica that stops', () => {
+describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replica that stops', () => {
   let redis: TestRedis;
   let a: CliGateway;
   let b: CliGateway;
+  let c: CliGateway;
+  let lb: TestBalancer;
   const log = new FixtureLog();
+  const autoLog = new FixtureLog();
   const questionFile = join(mkdtempSync(join(tmpdir(), 'mrtr-question-')), 'question.txt');
+  const ALICE = { authorization: 'Bearer alice-key-0123456789abcdef' };
+  const BOB = { authorization: 'Bearer bob-key-0123456789abcdef' };
 
   beforeAll(async () => {
     redis = await startRedis();
-    const upstream = { ...fixtureStdio(log, { FIXTURE_QUESTION_FILE: questionFile }), input: { mode: 'park', tools: { drifting_ask: { mode: 'replay' }, three_rounds: { mode: 'replay' } } } };
-    const cfg = replicaConfig(redis.url, upstream);
-    [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+    const replayed = Object.fromEntries(['drifting_ask', 'three_rounds', 'echo_after_ask', 'ordered_asks'].map((t) => [t, { mode: 'replay' }]));
+    const cfg = replicaConfig(
+      redis.url,
+      {
+        f: { ...fixtureStdio(log, { FIXTURE_QUESTION_FILE: questionFile }), input: { mode: 'park', tools: replayed } },
+        auto: { ...fixtureStdio(autoLog), input: { mode: 'auto' } },
+        tiny: { ...fixtureStdio(), input: { mode: 'replay', maxReplayStateBytes: 400 } },
+      },
+      {
+        auth: {
+          mode: 'apiKeys',
+          keys: [
+            { principal: 'alice', key: 'alice-key-0123456789abcdef' },
+            { principal: 'bob', key: 'bob-key-0123456789abcdef' },
+          ],
+        },
+      },
+    );
+    [a, b, c] = await Promise.all([startCli(cfg), startCli(cfg), startCli(cfg)]);
+    // Checks every 2 s, as the recipe does: a replica just killed still gets requests for a while, which the balancer must send elsewhere.
+    lb = await startHaproxy([a.port, b.port, c.port], 2000);
   }, 60_000);
   afterAll(async () => {
-    for (const g of [a, b]) g?.child.kill('SIGKILL');
-    await Promise.all([a?.exited, b?.exited]);
+    await lb?.stop();
+    for (const g of [a, b, c]) g?.child.kill('SIGKILL');
+    await Promise.all([a?.exited, b?.exited, c?.exited]);
     await redis?.stop();
   });
 
-  const leased = async (g: CliGateway) => {
-    const text = await (await fetch(`${g.base}/metrics`)).text();
-    return [...text.matchAll(/mrtr_upstream_sessions\{upstream="f",state="leased"\} (\d+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+  /** A `tools/call` of `name` to `base`'s upstream `upstream`, as alice unless `headers` say otherwise. */
+  const call = (base: string, name: string, params: Record<string, unknown> = {}, opts: { upstream?: string; caps?: Record<string, unknown>; headers?: Record<string, string> } = {}) =>
+    rpc(`${base}/mcp/${opts.upstream ?? 'f'}`, 'tools/call', { name, arguments: {}, ...params }, { caps: opts.caps ?? ELICIT, headers: opts.headers ?? ALICE });
+  /** The retry answering the only input request of `r` with `answer`. */
+  const answering = (r: { body: any }, answer: Record<string, unknown>) => {
+    const [key] = Object.keys(r.body.result.inputRequests);
+    return { requestState: r.body.result.requestState, inputResponses: { [key!]: answer } };
   };
+  const named = (name: string) => ({ action: 'accept', content: { name } });
+  const question = (r: { body: any }) => (Object.values(r.body.result?.inputRequests ?? {}) as { params: { message: string } }[]).map((x) => x.params.message);
 
-  it('replay: three rounds answered on alternating replicas complete; while waiting no session is leased anywhere; a changed question is asked again', async () => {
+  it('a replay-mode requestState sent to two replicas at once: exactly one wins (the shared spent-id set), the other gets -32602', async () => {
+    for (let i = 0; i < 3; i++) {
+      const first = await call(a.base, 'echo_after_ask', { arguments: { tag: `rr${i}` } });
+      expect(first.body.result.resultType).toBe('input_required');
+      // Replay: nothing is parked, so no replica holds anything that could decide.
+      expect(await parkedOn(a)).toBe(0);
+      const retry = { arguments: { tag: `rr${i}` }, ...answering(first, named('X')) };
+      const answers = await Promise.all([call(a.base, 'echo_after_ask', retry), call(b.base, 'echo_after_ask', retry)]);
+      expect(answers.filter((r) => r.body.result?.content?.[0]?.text === `tag=rr${i} action=accept name=X`)).toHaveLength(1);
+      expect(answers.filter((r) => r.body.error?.code === -32602)).toHaveLength(1);
+      // The loser never ran the call with the answer (the first run got "cancel" when it was cancelled).
+      expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === `rr${i}` && e.result.action === 'accept')).toHaveLength(1);
+    }
+  });
+
+  it('the internal hop: 404 without the secret, with a wrong one or without a principal; a principal header from a client is not trusted', async () => {
+    const answered = log.of('elicit-result', 'ask_name').length;
+    const parked = await call(b.base, 'ask_name', { arguments: { greeting: 'Hop' } });
+    const retry = { name: 'ask_name', arguments: { greeting: 'Hop' }, ...answering(parked, named('Ann')) };
+    // The principal the gateway gives alice's API key, as the hop carries it.
+    const alice = Buffer.from('apikey:alice', 'utf8').toString('base64url');
+    const hop = (headers: Record<string, string>) => rpc(`${b.base}/_replicas/forward/mcp/f`, 'tools/call', retry, { caps: ELICIT, headers });
+    const refused: Record<string, string>[] = [
+      { 'x-mrtr-principal': alice },
+      { 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': `${SECRET.slice(0, -1)}X` },
+      { 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': 'short' },
+      { 'x-mrtr-replica-secret': SECRET },
+    ];
+    for (const headers of refused) expect((await hop(headers)).status).toBe(404);
+    // bob presenting alice's state with her principal (and even the secret) on the MCP endpoint stays bob.
+    for (const g of [c, b]) {
+      const spoofed = await rpc(`${g.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT, headers: { ...BOB, 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': SECRET } });
+      expect(spoofed.body.error?.code).toBe(-32602);
+    }
+    // None of it reached the call: it is still parked, unanswered.
+    expect(await parkedOn(b)).toBe(1);
+    expect(log.of('elicit-result', 'ask_name')).toHaveLength(answered);
+    // The same request with the secret is served: the route is there, and opens only with it.
+    expect((await hop({ 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': SECRET })).body.result.content[0].text).toBe('Hop, Ann!');
+  });
+
+  it('replay state size: answers beyond input.maxReplayStateBytes fail with -32603 replay-limit, naming the setting', async () => {
     const caps = { ...ELICIT, sampling: {}, roots: {} };
-    const call = (g: CliGateway, params: Record<string, unknown>) => rpc(`${g.base}/mcp/f`, 'tools/call', { name: 'three_rounds', arguments: {}, ...params }, { caps });
-    let r = await call(a, {});
+    const round = async (topic: string) => {
+      const first = await call(a.base, 'three_rounds', {}, { upstream: 'tiny', caps });
+      return call(b.base, 'three_rounds', answering(first, { action: 'accept', content: { topic } }), { upstream: 'tiny', caps });
+    };
+    expect((await round('cranes')).body.result.resultType).toBe('input_required');
+    const big = await round('x'.repeat(1000));
+    expect(big.body.error).toMatchObject({ code: -32603, data: { upstream: 'tiny', reason: 'replay-limit' } });
+    expect(big.body.error.message).toMatch(/exceed input\.maxReplayStateBytes=400/);
+  });
+
+  it('input.mode "auto": tools annotated readOnlyHint or idempotentHint are replayed, an unannotated one is parked', async () => {
+    for (const tool of ['lookup_ask', 'idempotent_ask']) {
+      const runs = autoLog.of('call', tool).length;
+      const first = await call(a.base, tool, {}, { upstream: 'auto' });
+      expect(first.body.result.resultType).toBe('input_required');
+      expect(await parkedOn(a, 'auto')).toBe(0);
+      const done = await call(b.base, tool, answering(first, named('Zed')), { upstream: 'auto' });
+      expect(done.body.result.content[0].text).toBe(`${tool}: Zed`);
+      // It ran again for the answer, on b: a replay.
+      expect(autoLog.of('call', tool).length - runs).toBe(2);
+    }
+    const runs = autoLog.of('call', 'ask_name').length;
+    const first = await call(a.base, 'ask_name', {}, { upstream: 'auto' });
+    expect(await parkedOn(a, 'auto')).toBe(1);
+    const done = await call(b.base, 'ask_name', answering(first, named('Zed')), { upstream: 'auto' });
+    expect(done.body.result.content[0].text).toBe('Hello, Zed!');
+    // Parked on a and answered there (forwarded from b): it ran once.
+    expect(autoLog.of('call', 'ask_name').length - runs).toBe(1);
+    expect(await parkedOn(a, 'auto')).toBe(0);
+  });
+
+  it('replay answers are matched in order: a question that comes in another place, or reads differently, is asked again', async () => {
+    // ordered_asks asks First? then Second?; once both are answered, it asks them the other way round.
+    writeFileSync(questionFile, 'forward');
+    const q1 = await call(a.base, 'ordered_asks');
+    expect(question(q1)).toEqual(['First?']);
+    const q2 = await call(b.base, 'ordered_asks', answering(q1, named('F')));
+    expect(question(q2)).toEqual(['Second?']);
+    writeFileSync(questionFile, 'reversed');
+    // The state holds First?=F, Second?=S; this run asks Second? first: not what was asked first, so asked again.
+    const q3 = await call(a.base, 'ordered_asks', answering(q2, named('S')));
+    expect(question(q3)).toEqual(['Second?']);
+    const q4 = await call(b.base, 'ordered_asks', answering(q3, named('S2')));
+    expect(question(q4)).toEqual(['First?']);
+    const q5 = await call(a.base, 'ordered_asks', answering(q4, named('F2')));
+    expect(q5.body.result.content[0].text).toBe('first=F2 second=S2');
+
+    // drifting_ask: its first question changes between runs, so the recorded answer is not reused.
+    writeFileSync(questionFile, 'question one');
+    const d1 = await call(a.base, 'drifting_ask');
+    expect(question(d1)).toEqual(['Answer question one']);
+    const d2 = await call(b.base, 'drifting_ask', answering(d1, { action: 'accept', content: { answer: 'one' } }));
+    expect(question(d2)).toEqual(['Who answered?']);
+    writeFileSync(questionFile, 'question two');
+    const d3 = await call(a.base, 'drifting_ask', answering(d2, named('Ann')));
+    // The first question now reads differently: it is asked again, under a new key.
+    expect(question(d3)).toEqual(['Answer question two']);
+    expect(Object.keys(d3.body.result.inputRequests)).not.toContain('elicitation-1');
+    const d4 = await call(b.base, 'drifting_ask', answering(d3, { action: 'accept', content: { answer: 'two' } }));
+    // Ann answered after the old question: her answer is not reused after the new one.
+    expect(question(d4)).toEqual(['Who answered?']);
+    const d5 = await call(a.base, 'drifting_ask', answering(d4, named('Bo')));
+    expect(d5.body.result.content[0].text).toBe('question two: two by Bo');
+  });
+
+  it('replay: three rounds, the replica of the first round killed, the others alternating: the call completes, one run per round, no session in use while waiting', async () => {
+    const caps = { ...ELICIT, sampling: {}, roots: {} };
     const answers: Record<string, unknown> = {
       'elicitation/create': { action: 'accept', content: { topic: 'cranes' } },
       'sampling/createMessage': { role: 'assistant', model: 'm', content: { type: 'text', text: 'a line' } },
       'roots/list': { roots: [{ uri: 'file:///cranes' }] },
     };
-    const replicas = [b, a, b];
+    const runs = () => log.of('call', 'three_rounds').length;
+    const before = runs();
+    // A cancelled call's session stays out of use (not leased) for up to a second, then is closed
+    // and replaced; what counts is that none stays in use while the client decides.
+    const noneInUse = (gs: CliGateway[]) => eventually(async () => (await Promise.all(gs.map((g) => sessionsInUse(g)))).every((n) => n === 0), 10_000, 100);
+    let r = await call(a.base, 'three_rounds', {}, { caps });
+    expect(r.body.result.resultType).toBe('input_required');
+    expect(runs()).toBe(before + 1);
+    expect(await noneInUse([a])).toBe(true);
+    a.child.kill('SIGKILL');
+    await a.exited;
+    const replicas = [b, c, b];
     const keys: string[] = [];
     for (let round = 0; r.body.result?.resultType === 'input_required'; round++) {
       expect(round).toBeLessThan(3);
-      expect(await leased(a)).toBe(0);
-      expect(await leased(b)).toBe(0);
       const [key, request] = Object.entries(r.body.result.inputRequests as Record<string, { method: string }>)[0]!;
       keys.push(key);
-      r = await call(replicas[round]!, { requestState: r.body.result.requestState, inputResponses: { [key]: answers[request.method] } });
+      r = await call(replicas[round]!.base, 'three_rounds', { requestState: r.body.result.requestState, inputResponses: { [key]: answers[request.method] } }, { caps });
+      // Each retry ran the tool once more (replayed, not resumed from a parked call).
+      expect(runs()).toBe(before + round + 2);
+      if (r.body.result?.resultType === 'input_required') expect(await noneInUse([b, c])).toBe(true);
     }
     // Keys stay unique over the whole call.
     expect(new Set(keys).size).toBe(3);
     expect(JSON.parse(r.body.result.content[0].text)).toEqual({ topic: 'cranes', line: 'a line', roots: ['file:///cranes'] });
+  }, 90_000);
 
-    // drifting_ask: its first question changes between runs, so the recorded answer is not reused.
-    writeFileSync(questionFile, 'question one');
-    const drift = (g: CliGateway, params: Record<string, unknown>) => rpc(`${g.base}/mcp/f`, 'tools/call', { name: 'drifting_ask', arguments: {}, ...params }, { caps: ELICIT });
-    const q1 = await drift(a, {});
-    expect(q1.body.result.inputRequests['elicitation-1'].params.message).toBe('Answer question one');
-    const q2 = await drift(b, { requestState: q1.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { answer: 'one' } } } });
-    expect(q2.body.result.inputRequests['elicitation-2'].params.message).toBe('Who answered?');
-    writeFileSync(questionFile, 'question two');
-    const q3 = await drift(a, { requestState: q2.body.result.requestState, inputResponses: { 'elicitation-2': { action: 'accept', content: { name: 'Ann' } } } });
-    // The first question now reads differently: it is asked again, under a new key.
-    const asked = Object.values(q3.body.result.inputRequests) as { params: { message: string } }[];
-    expect(asked.map((x) => x.params.message)).toEqual(['Answer question two']);
-    const q4 = await drift(b, { requestState: q3.body.result.requestState, inputResponses: { [Object.keys(q3.body.result.inputRequests)[0]!]: { action: 'accept', content: { answer: 'two' } } } });
-    const done = q4.body.result.resultType === 'complete' ? q4 : await drift(a, { requestState: q4.body.result.requestState, inputResponses: { [Object.keys(q4.body.result.inputRequests)[0]!]: { action: 'accept', content: { name: 'Bo' } } } });
-    expect(done.body.result.content[0].text).toMatch(/^question two: two by (Ann|Bo)$/);
-  }, 120_000);
-
-  it('the replica holding a parked call stops: the retry gets a clear error at once, and its task reads failed with the reason', async () => {
-    const parked = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
+  it('the replica holding a parked call is killed: requests the balancer sends it go elsewhere, the retry through the balancer gets the clear error within a second of the heartbeat timeout, and its task reads failed with the reason', async () => {
+    const parked = await call(b.base, 'ask_name');
     expect(parked.body.result.resultType).toBe('input_required');
-    const task = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
+    const task = await call(b.base, 'slow', { arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
     const taskId = task.body.result.taskId as string;
-    // The other replica is warm (it knows the upstream's era), so what follows measures the failure only.
-    expect((await rpc(`${b.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } })).body.result.content[0].text).toBe('slept 5ms');
-    a.child.kill('SIGKILL');
-    await a.exited;
-    const started = Date.now();
-    const retry = await rpc(`${b.base}/mcp/f`, 'tools/call', {
-      name: 'ask_name',
-      arguments: {},
-      requestState: parked.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Late' } } },
-    }, { caps: ELICIT });
+    // c is warm (it knows the upstream's era), so what follows measures the failure only.
+    expect(await plainCall(`${c.base}/mcp/f`, ALICE)).toBe('slept 5ms');
+    b.child.kill('SIGKILL');
+    await b.exited;
+    const killed = Date.now();
+    const retry = await call(lb.base, 'ask_name', answering(parked, named('Late')));
+    // deadAfterMs (1 s) plus a second.
+    expect(Date.now() - killed).toBeLessThan(2000);
     expect(retry.body.error).toMatchObject({ code: -32603, data: { reason: 'replica-gone' } });
     expect(retry.body.error.message).toMatch(/stopped; start the call again/);
-    expect(Date.now() - started).toBeLessThan(2000);
-    // Once its heartbeat is gone (1 s), the task it ran reads failed, with the reason.
-    await new Promise((r) => setTimeout(r, 1200));
-    const got = await rpc(`${b.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+    // The balancer has not noticed yet (it checks every 2 s, and needs two failures): what lands on b is sent to c.
+    const through: string[] = [];
+    for (let i = 0; i < 4; i++) through.push(await plainCall(`${lb.base}/mcp/f`, ALICE));
+    expect(through).toEqual(Array(4).fill('slept 5ms'));
+    // Once its heartbeat is gone, the task it ran reads failed, with the reason.
+    await sleep(Math.max(0, killed + 1200 - Date.now()));
+    const got = await rpc(`${lb.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...ALICE, 'mcp-name': taskId } });
     expect(got.body.result).toMatchObject({ status: 'failed', error: { code: -32603, data: { reason: 'replica-gone' } } });
   }, 60_000);
 });
 
-describe.skipIf(!infraInstalled)('Redis stopped and started again', () => {
+describeWith(INFRA, 'Redis stopped and started again', () => {
   let redis: TestRedis;
   let a: CliGateway;
   let b: CliGateway;
+  let lb: TestBalancer;
 
   beforeAll(async () => {
     redis = await startRedis();
-    const cfg = replicaConfig(redis.url, fixtureStdio());
+    const cfg = replicaConfig(redis.url, { f: fixtureStdio() });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+    lb = await startHaproxy([a.port, b.port], 300);
   }, 60_000);
   afterAll(async () => {
+    await lb?.stop();
     for (const g of [a, b]) g?.child.kill('SIGKILL');
     await Promise.all([a?.exited, b?.exited]);
     await redis?.stop();
   });
 
-  it('plain calls keep working, readiness turns 503 and back, and tasks and forwarded retries work after the restart', async () => {
-    const plain = async (g: CliGateway) => (await rpc(`${g.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } })).body.result?.content?.[0]?.text;
-    expect(await plain(a)).toBe('slept 5ms');
-    expect((await fetch(`${a.base}/readyz`)).status).toBe(200);
+  it('plain calls through the balancer keep working throughout, readiness turns 503 and back on both replicas, and tasks and forwarded retries work after the restart', async () => {
+    const readiness = async () => Promise.all([a, b].map(async (g) => (await fetch(`${g.base}/readyz`)).status));
+    // Both replicas warm (an upstream session open), so the calls below take milliseconds.
+    for (const g of [a, b]) expect(await plainCall(`${g.base}/mcp/f`)).toBe('slept 5ms');
+    expect(await readiness()).toEqual([200, 200]);
+
+    // A plain call every 150 ms through the balancer, from before the outage until after it.
+    const plain: { at: number; text: string }[] = [];
+    let looping = true;
+    const loop = (async () => {
+      while (looping) {
+        const started = Date.now();
+        plain.push({ at: started, text: await plainCall(`${lb.base}/mcp/f`).catch((e: Error) => e.message) });
+        await sleep(Math.max(0, 150 - (Date.now() - started)));
+      }
+    })();
 
     await redis.stop();
-    expect(await eventually(() => false, 300)).toBe(false);
-    const down = await fetch(`${a.base}/readyz`);
-    expect(down.status).toBe(503);
-    expect((await down.json()).store).toMatch(/cannot be reached/);
-    expect(await plain(a)).toBe('slept 5ms');
-    expect(await plain(b)).toBe('slept 5ms');
+    const down = Date.now();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 503), 3000)).toBe(true);
+    const body = await (await fetch(`${b.base}/readyz`)).json();
+    expect(body.store).toMatch(/cannot be reached/);
     // What needs the store fails fast, with a clear error.
     const started = Date.now();
     const taskDown = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
     expect(taskDown.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
     expect(Date.now() - started).toBeLessThan(2000);
+    // Long enough for the balancer's checks (every 300 ms, 2 failures) to drain both replicas, were they checking readiness.
+    await sleep(Math.max(0, down + 2000 - Date.now()));
 
     await redis.start();
-    let ready = false;
-    for (let i = 0; i < 50 && !ready; i++) {
-      ready = (await fetch(`${a.base}/readyz`)).status === 200 && (await fetch(`${b.base}/readyz`)).status === 200;
-      if (!ready) await new Promise((r) => setTimeout(r, 200));
-    }
-    expect(ready).toBe(true);
-    const t = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 20, steps: 1 } }, { caps: TASKS });
+    const up = Date.now();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 200)).toBe(true);
+    await sleep(300);
+    looping = false;
+    await loop;
+    expect(plain.filter((p) => p.text !== 'slept 5ms')).toEqual([]);
+    expect(plain.filter((p) => p.at > down && p.at < up).length).toBeGreaterThanOrEqual(6);
+
+    // Tasks again: created, polled to completed.
+    const t = await rpc(`${lb.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 100, steps: 1 } }, { caps: TASKS });
     expect(t.body.result.resultType).toBe('task');
+    const taskId = t.body.result.taskId as string;
+    let status: string | undefined;
+    for (let i = 0; i < 60 && status !== 'completed'; i++) {
+      const got = await rpc(`${lb.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+      status = got.body.result?.status;
+      if (status !== 'completed') await sleep(50);
+    }
+    expect(status).toBe('completed');
+
+    // A retry for a call parked on a, sent to b, is forwarded again.
     const first = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
     // Let both replicas' heartbeats reach the restarted Redis.
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
+    const forwarded = forwardedIn(b);
     const viaB = await rpc(`${b.base}/mcp/f`, 'tools/call', {
       name: 'ask_name',
       arguments: {},
@@ -285,6 +493,7 @@ describe.skipIf(!infraInstalled)('Redis stopped and started again', () => {
       inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Back' } } },
     }, { caps: ELICIT });
     expect(viaB.body.result.content[0].text).toBe('Hello, Back!');
+    // b's request log line (read from its stdout) says so.
+    expect(await eventually(() => forwardedIn(b) === forwarded + 1, 2000)).toBe(true);
   }, 60_000);
 });
-

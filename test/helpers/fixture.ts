@@ -70,11 +70,11 @@ export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog): 
   return { ...srv, config };
 }
 
-/** Polls `check` until it returns true or `timeoutMs` passes. */
-export async function eventually(check: () => boolean, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
+/** Polls `check` (which may be async) until it returns true or `timeoutMs` passes. */
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
-    if (check()) return true;
+    if (await check()) return true;
     await new Promise((r) => setTimeout(r, stepMs));
   }
   return check();

@@ -3,10 +3,11 @@
  * (Debian's `redis-server`) and a round-robin load balancer (Debian's `haproxy`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ROOT } from './processes.js';
 
 /** A free TCP port on 127.0.0.1 (taken from the OS, then released). */
 export function freePort(): Promise<number> {
@@ -52,9 +53,6 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-/** True when Debian's redis-server and haproxy are installed (`.ci/run` installs them). */
-export const infraInstalled = existsSync('/usr/bin/redis-server') && existsSync('/usr/sbin/haproxy');
-
 /** Starts `redis-server` on a free port of 127.0.0.1, without persistence. */
 export async function startRedis(): Promise<TestRedis> {
   const port = await freePort();
@@ -82,31 +80,31 @@ export interface TestBalancer {
   stop(): Promise<void>;
 }
 
-/** Starts haproxy in HTTP mode on a free port of 127.0.0.1, balancing every request round robin over `backends` (ports). */
-export async function startHaproxy(backends: number[]): Promise<TestBalancer> {
+/** The balancer of the deployment recipe, which {@link startHaproxy} runs. */
+export const RECIPE_HAPROXY = join(ROOT, 'config/replicas/haproxy.cfg');
+
+/**
+ * Starts haproxy on a free port of 127.0.0.1 with the recipe's configuration
+ * (config/replicas/haproxy.cfg: round robin, health checks of /healthz, retries sent to another
+ * replica), in front of `backends` (ports) instead of the recipe's, checking each every
+ * `checkIntervalMs` instead of the recipe's interval.
+ * @throws Error when the recipe no longer has the lines this replaces.
+ */
+export async function startHaproxy(backends: number[], checkIntervalMs = 300): Promise<TestBalancer> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'mrtr-haproxy-'));
   const file = join(dir, 'haproxy.cfg');
-  writeFileSync(
-    file,
-    [
-      'global',
-      '  maxconn 512',
-      'defaults',
-      '  mode http',
-      '  option http-server-close',
-      '  timeout connect 2s',
-      '  timeout client 120s',
-      '  timeout server 120s',
-      'frontend gateway',
-      `  bind 127.0.0.1:${port}`,
-      '  default_backend replicas',
-      'backend replicas',
-      '  balance roundrobin',
-      ...backends.map((p, i) => `  server replica${i} 127.0.0.1:${p}`),
-      '',
-    ].join('\n'),
-  );
+  let cfg = readFileSync(RECIPE_HAPROXY, 'utf8');
+  const replace = (pattern: RegExp, by: string) => {
+    if (!pattern.test(cfg)) throw new Error(`${RECIPE_HAPROXY} has no line matching ${pattern}`);
+    cfg = cfg.replace(pattern, by);
+  };
+  replace(/^(\s*)bind \S+$/m, `$1bind 127.0.0.1:${port}`);
+  replace(/^(\s*default-server .*)\binter \S+/m, `$1inter ${checkIntervalMs}ms`);
+  replace(/^\s*server .*\n/gm, '');
+  // The backend is the file's last section: the test's replicas end it.
+  cfg = `${cfg.trimEnd()}\n${backends.map((p, i) => `  server replica${i} 127.0.0.1:${p}`).join('\n')}\n`;
+  writeFileSync(file, cfg);
   const child = spawn('haproxy', ['-db', '-f', file], { stdio: 'ignore' });
   await waitForPort(port);
   return { port, base: `http://127.0.0.1:${port}`, stop: () => stopChild(child) };
