@@ -8,7 +8,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually } from '../helpers/fixture.js';
+import { eventually, modernStdio } from '../helpers/fixture.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const gateways: TestGateway[] = [];
@@ -181,7 +181,7 @@ describe('legacy session rules', () => {
 
   async function post(url: string, body: unknown, headers: Record<string, string>) {
     const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
-    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id') };
+    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id'), retryAfter: res.headers.get('retry-after') };
   }
   const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
   const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
@@ -208,6 +208,44 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { ...alice, 'mcp-protocol-version': '2025-06-18', 'mcp-session-id': sid })).status).toBe(400);
     expect((await fetch(url, { method: 'DELETE', headers: { ...alice, ...v, 'mcp-session-id': sid } })).status).toBe(200);
     expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(404);
+  });
+
+  it('legacySessions bounds refuse new sessions per caller (429) and overall (503), naming the setting, even for initializes that arrive together; other callers go on', async () => {
+    const callers = ['alice', 'bob', 'carol'].map((principal) => ({ principal, key: `key-of-${principal}-0123456789abcdef` }));
+    const as = (principal: string) => ({ authorization: `Bearer key-of-${principal}-0123456789abcdef` });
+    // A 2026-07-28 upstream over stdio with protocol auto: each initialize first waits for the era probe.
+    const gw = await gateway({ auth: { mode: 'apiKeys', keys: callers }, legacySessions: { maxSessionsPerPrincipal: 2, maxSessions: 3 }, upstreams: { modern: modernStdio(), gone: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp' } } });
+    const url = gw.url('modern');
+    // An initialize that opens no session (its upstream cannot be reached) leaves no place taken.
+    for (let i = 0; i < 3; i++) expect((await post(gw.url('gone'), initialize, as('alice'))).status).toBe(502);
+    const burst = await Promise.all(Array.from({ length: 5 }, () => post(url, initialize, as('alice'))));
+    const opened = burst.filter((r) => r.status === 200);
+    expect(opened).toHaveLength(2);
+    expect(new Set(opened.map((r) => r.sessionId)).size).toBe(2);
+    for (const r of burst.filter((r) => r.status !== 200)) {
+      expect(r.status).toBe(429);
+      expect(r.retryAfter).toBe('1');
+      expect(r.sessionId).toBeNull();
+      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessionsPerPrincipal'), data: { reason: 'busy', upstream: 'modern' } });
+    }
+    expect(gw.legacy.size).toBe(2);
+    // Alice's sessions still work, and Bob gets one of his own.
+    const v = { 'mcp-protocol-version': '2025-11-25' };
+    expect((await post(url, ping, { ...as('alice'), ...v, 'mcp-session-id': opened[0]!.sessionId! })).status).toBe(200);
+    const bob = await post(url, initialize, as('bob'));
+    expect(bob.status).toBe(200);
+    // Three sessions in all: the gateway's bound refuses Carol, together or not.
+    const carol = await Promise.all([post(url, initialize, as('carol')), post(url, initialize, as('carol'))]);
+    for (const r of carol) {
+      expect(r.status).toBe(503);
+      expect(r.retryAfter).toBe('5');
+      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessions'), data: { reason: 'busy' } });
+    }
+    expect(gw.legacy.size).toBe(3);
+    // Ending one of Alice's sessions makes room for Carol.
+    expect((await fetch(url, { method: 'DELETE', headers: { ...as('alice'), ...v, 'mcp-session-id': opened[1]!.sessionId! } })).status).toBe(200);
+    expect(await eventually(() => gw.legacy.size === 2)).toBe(true);
+    expect((await post(url, initialize, as('carol'))).status).toBe(200);
   });
 
   it('an idle session ends after legacySessions.idleMs and its upstream session is closed', async () => {

@@ -8,6 +8,9 @@ export const FIXTURE = fileURLToPath(new URL('../fixtures/legacy-server.ts', imp
 /** The conformance fixture server (legacy, v1 SDK, stdio): the items the conformance scenarios name. */
 export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
 
+/** The 2026-07-28 fixture server (v2 SDK): stdio, or Streamable HTTP. */
+export const MODERN_FIXTURE = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
+
 /** A JSONL event log the fixture writes to (FIXTURE_LOG). */
 export class FixtureLog {
   readonly file: string;
@@ -34,6 +37,22 @@ export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {})
     args: ['--import', 'tsx', FIXTURE, 'stdio'],
     env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
   };
+}
+
+/** Upstream config for the 2026-07-28 fixture over stdio (spawned by the gateway). */
+export function modernStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
+  return {
+    transport: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', MODERN_FIXTURE, 'stdio'],
+    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
+  };
+}
+
+/** Starts the 2026-07-28 fixture over Streamable HTTP on 127.0.0.1 (`env.PORT` picks the port); `config` is its upstream config. */
+export async function startModernHttp(log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', MODERN_FIXTURE, 'http'], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
+  return { ...srv, config: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } };
 }
 
 /**
