@@ -5,10 +5,10 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, PingRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, modernStdio } from '../helpers/fixture.js';
+import { eventually, fixtureStdio, FixtureLog, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const gateways: TestGateway[] = [];
@@ -115,6 +115,42 @@ describe('the v1 SDK client through the gateway, in front of server-everything o
     expect(alive(pid)).toBe(true);
     await transport.terminateSession();
     expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+    await client.close();
+  });
+});
+
+describe('legacy client → legacy server: notifications and pings pass through', () => {
+  it("the client's notifications/cancelled reaches the upstream, the upstream's tools/list_changed reaches the client, and the upstream's ping is answered by the client", async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { fixture: fixtureStdio(log) } });
+    const { client, transport } = await v1Client(gw.url('fixture'), accept);
+    let pings = 0;
+    client.setRequestHandler(PingRequestSchema, async () => {
+      pings++;
+      return {};
+    });
+    const changed: unknown[] = [];
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n));
+
+    // Cancellation: the upstream gets notifications/cancelled for the call, under the client's own request id.
+    const abort = new AbortController();
+    const call = client.callTool({ name: 'slow', arguments: { ms: 20_000, steps: 20 } }, undefined, { signal: abort.signal });
+    expect(await eventually(() => log.of('call', 'slow').length === 1, 10_000)).toBe(true);
+    abort.abort('the user gave up');
+    await expect(call).rejects.toThrow();
+    expect(await eventually(() => log.of('cancelled', 'slow').length === 1, 5000)).toBe(true);
+    const requestId = log.of('call', 'slow')[0]!.requestId;
+    expect(log.of('notification-cancelled')).toEqual([expect.objectContaining({ requestId, reason: expect.stringContaining('the user gave up') })]);
+
+    // List changes: the client hears of the new tool and lists it.
+    expect(textOf((await client.callTool({ name: 'add_tool', arguments: {} })) as never)).toBe('added added_1');
+    expect(await eventually(() => changed.length >= 1, 5000)).toBe(true);
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('added_1');
+
+    // A ping from the upstream mid-call is answered by the client itself.
+    expect(textOf((await client.callTool({ name: 'ping_client', arguments: {} })) as never)).toBe('pong {}');
+    expect(pings).toBe(1);
+    await transport.terminateSession();
     await client.close();
   });
 });
@@ -268,6 +304,41 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(404);
   });
 
+  it('DELETE and idle expiry end the upstream session of a Streamable HTTP upstream too (it gets DELETE with its own session id)', async () => {
+    const log = new FixtureLog();
+    const upstream = await startFixtureHttp('http', log);
+    try {
+      const gw = await gateway({ legacySessions: { idleMs: 1000 }, upstreams: { fixture: upstream.config } });
+      const url = gw.url('fixture');
+      /** The upstream session id the fixture saw on the session's tools/list, and whether it got DELETE for it. */
+      const upstreamSession = () => log.of('http').find((e) => e.rpcMethod === 'tools/list' && e.sessionId !== undefined && !seen.has(e.sessionId))?.sessionId as string | undefined;
+      const deleted = (sid: string) => log.of('http').some((e) => e.httpMethod === 'DELETE' && e.sessionId === sid);
+      const seen = new Set<string>();
+
+      const first = await v1Client(url, accept);
+      await first.client.listTools();
+      const a = upstreamSession()!;
+      expect(a).toBeTruthy();
+      seen.add(a);
+      expect(deleted(a)).toBe(false);
+      await first.transport.terminateSession();
+      expect(await eventually(() => deleted(a), 5000)).toBe(true);
+      await first.client.close();
+
+      const second = await v1Client(url, accept);
+      await second.client.listTools();
+      const b = upstreamSession()!;
+      expect(b).toBeTruthy();
+      expect(b).not.toBe(a);
+      // Nothing more from the client: after idleMs the session ends, and the upstream's with it.
+      expect(await eventually(() => gw.legacy.size === 0, 5000)).toBe(true);
+      expect(await eventually(() => deleted(b), 5000)).toBe(true);
+      await second.client.close();
+    } finally {
+      await upstream.stop();
+    }
+  });
+
   it('an initialize with bad params → 400 / -32602 saying what is wrong, and no session', async () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
@@ -311,5 +382,15 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const pid = gw.legacy.list()[0]!.pid!;
     await client.close();
     expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+  });
+
+  it('a POST to /mcp/NAME/message with an unknown or missing sessionId gets 404 / -32001', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    for (const query of ['?sessionId=not-a-session', '']) {
+      const res = await fetch(`${gw.base}/mcp/everything/message${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) });
+      expect(res.status).toBe(404);
+      expect((await res.json()).error).toMatchObject({ code: -32001, message: expect.stringMatching(/Session not found/) });
+    }
+    expect(gw.legacy.size).toBe(0);
   });
 });
