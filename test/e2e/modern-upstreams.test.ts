@@ -28,7 +28,17 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
   const log = new FixtureLog();
   beforeAll(async () => {
     srv = await spawnListening(['--import', 'tsx', MODERN, 'http'], { FIXTURE_LOG: log.file });
-    gw = await startGateway({ auth: keys, upstreams: { modern: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } } });
+    const url = `http://127.0.0.1:${srv.port}/mcp`;
+    gw = await startGateway({
+      auth: keys,
+      upstreams: {
+        modern: { transport: 'streamable-http', url },
+        // The same server, given each caller's own bearer token.
+        forwarded: { transport: 'streamable-http', url, forwardAuthorization: true },
+        // The same server, without sampling relayed.
+        nosampling: { transport: 'streamable-http', url, input: { allow: ['elicitation', 'roots'] } },
+      },
+    });
   });
   afterAll(async () => {
     await gw?.close();
@@ -77,6 +87,62 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     expect(Object.keys(r1.body.result.inputRequests)).toEqual(['who']);
     const r2 = await rpc(url, 'tools/call', { name: 'ask_secret', arguments: {}, requestState: r1.body.result.requestState, inputResponses: { who: { action: 'accept', content: { name: 'Ada' } } } }, { caps: ELICIT, headers: ALICE });
     expect(r2.body.result.content[0].text).toBe('login=decline name=Ada');
+  });
+
+  it('keeps the upstream cacheScope "public", except where the upstream gets each caller own credentials (forwardAuthorization): "private"', async () => {
+    for (const [name, scope] of [
+      ['modern', 'public'],
+      ['forwarded', 'private'],
+    ] as const) {
+      const list = await rpc(gw.url(name), 'tools/list', {}, { headers: ALICE });
+      expect(list.body.result, name).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: scope });
+      expect(list.body.result.tools.map((t: { name: string }) => t.name)).toContain('two_round');
+      const read = await rpc(gw.url(name), 'resources/read', { uri: 'fixture://public/note' }, { headers: ALICE });
+      expect(read.body.result, name).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: scope, contents: [{ text: 'the same for everyone' }] });
+    }
+  });
+
+  it("relays the upstream's task: the client gets the gateway's bound taskId, another principal gets -32602, and tasks/get reaches the upstream with its own taskId (Mcp-Name too)", async () => {
+    const url = gw.url('modern');
+    const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+    const taskHeaders = (who: Record<string, string>, taskId: string) => ({ ...who, 'mcp-name': taskId });
+    const created = await rpc(url, 'tools/call', { name: 'start_task', arguments: {} }, { caps: TASKS, headers: ALICE });
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working', ttlMs: 60_000, pollIntervalMs: 100 });
+    const upstreamId = log.of('task-created').at(-1)!.taskId as string;
+    const shown = created.body.result.taskId as string;
+    expect(shown).not.toBe(upstreamId);
+    expect(shown.startsWith(`p1.${Buffer.from(upstreamId).toString('base64url')}.`)).toBe(true);
+
+    const asked = log.of('tasks/get').length;
+    const bob = await rpc(url, 'tasks/get', { taskId: shown }, { caps: TASKS, headers: taskHeaders(BOB, shown) });
+    expect(bob.body.error.code).toBe(-32602);
+    // The upstream's own id, or a bound id with its binding altered, is no id of Alice's either.
+    for (const forged of [upstreamId, `${shown.slice(0, -2)}xx`]) {
+      expect((await rpc(url, 'tasks/get', { taskId: forged }, { caps: TASKS, headers: taskHeaders(ALICE, forged) })).body.error.code).toBe(-32602);
+    }
+    expect(log.of('tasks/get')).toHaveLength(asked);
+
+    const got = await rpc(url, 'tasks/get', { taskId: shown }, { caps: TASKS, headers: taskHeaders(ALICE, shown) });
+    expect(got.body.result).toMatchObject({ resultType: 'complete', taskId: shown, status: 'completed', result: { content: [{ type: 'text', text: `task ${upstreamId} done` }] } });
+    expect(log.of('tasks/get').slice(asked)).toEqual([expect.objectContaining({ taskId: upstreamId, mcpNameHeader: upstreamId })]);
+
+    // A client without the extension gets the plain result.
+    const plain = await rpc(url, 'tools/call', { name: 'start_task', arguments: {} }, { headers: ALICE });
+    expect(plain.body.result).toMatchObject({ resultType: 'complete', content: [{ text: 'done at once (no task)' }] });
+  });
+
+  it("answers the upstream's -32021 as HTTP 400 / -32021 with its requiredCapabilities; when input.allow withholds that capability, -32603 saying so", async () => {
+    const call = (upstream: string, caps: Record<string, unknown>) => rpc(gw.url(upstream), 'tools/call', { name: 'ask_sample', arguments: {} }, { caps, headers: ALICE });
+    const missing = await call('modern', ELICIT);
+    expect(missing.status).toBe(400);
+    expect(missing.body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: expect.any(Object) } } });
+    // Declared: the upstream asks, in an input_required round.
+    const asked = await call('modern', { sampling: {} });
+    expect(asked.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { word: { method: 'sampling/createMessage' } } });
+    // Declared, but this upstream does not get sampling relayed: the client could not fix that by declaring it.
+    const withheld = await call('nosampling', { sampling: {} });
+    expect(withheld.status).toBe(200);
+    expect(withheld.body.error).toMatchObject({ code: -32603, message: expect.stringContaining('input.allow'), data: { upstream: 'nosampling', reason: 'protocol' } });
   });
 
   it('streams the upstream progress on the request SSE stream', async () => {
