@@ -58,6 +58,23 @@ export function allowedCapabilities(caps: Record<string, unknown>, allow: readon
 }
 
 /**
+ * The downstream error for a 2026-07-28 upstream's -32021 (MissingRequiredClientCapability), whose
+ * `data.requiredCapabilities` describe the gateway's hop: -32021 (HTTP 400) with those
+ * requiredCapabilities when the client did not declare them (`declaredIn` names where it would:
+ * a request's clientCapabilities, a legacy session's initialize), or -32603 `protocol` when it
+ * declared an input kind (elicitation, sampling, roots) that the upstream's `input.allow` withholds,
+ * which the client cannot fix.
+ */
+export function capabilityError(upstream: string, data: unknown, declared: Record<string, unknown>, declaredIn?: string): GatewayError {
+  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
+  const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && declared[k] !== undefined);
+  if (withheld.length) {
+    return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
+  }
+  return missingCapability(required, JSON.stringify(required), declaredIn);
+}
+
+/**
  * The client's `Mcp-Param-*` headers as they go on to the upstream: the validated request keys them
  * by the lower-cased name after the prefix; on the wire they carry the prefix again, values as sent.
  */
@@ -207,14 +224,7 @@ export class ModernPassThrough {
   /** The downstream error for the upstream's error answer. */
   private translate(up: PassThroughUpstream, req: ValidatedRequest, answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number }): GatewayError {
     const { code, message, data } = answer.error;
-    if (code === ErrorCode.MissingRequiredClientCapability) {
-      const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
-      const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && (req.clientCapabilities as Record<string, unknown>)[k] !== undefined);
-      if (withheld.length) {
-        return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
-      }
-      return missingCapability(required, JSON.stringify(required));
-    }
+    if (code === ErrorCode.MissingRequiredClientCapability) return capabilityError(up.name, data, req.clientCapabilities as Record<string, unknown>);
     if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
     if (code === ErrorCode.HeaderMismatch && req.method === 'tools/call') {
       // The hop derives MCP-Protocol-Version, Mcp-Method and Mcp-Name from the body it relays, which

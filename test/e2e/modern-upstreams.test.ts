@@ -6,10 +6,10 @@
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { FixtureLog, fixtureStdio, startModernHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
@@ -199,6 +199,79 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     await client.callTool({ name: 'slow', arguments: { steps: 2, ms: 30 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
     expect(progress).toEqual([1, 2]);
     expect(logs.length).toBeGreaterThanOrEqual(2);
+    await transport.terminateSession();
+    await client.close();
+  });
+});
+
+describe('the reverse bridge (a v1 SDK client in front of the 2026-07-28 upstream): outcomes and capabilities', () => {
+  let srv: Awaited<ReturnType<typeof startModernHttp>>;
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  beforeAll(async () => {
+    srv = await startModernHttp(log);
+    gw = await startGateway({ upstreams: { modern: srv.config, nosampling: { ...srv.config, input: { allow: ['elicitation', 'roots'] } } } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await srv?.stop();
+  });
+
+  /** A v1 client with `capabilities`; `bodies` collects the text of every response the gateway sent it. */
+  async function legacyClient(upstream: string, capabilities: Record<string, unknown>) {
+    const bodies: string[] = [];
+    const client = new Client({ name: 'legacy-outcomes', version: '1.0.0' }, { capabilities });
+    const fetchAndKeep: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init);
+      void res
+        .clone()
+        .text()
+        .then((t) => void bodies.push(t), () => {});
+      return res;
+    };
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url(upstream)), { fetch: fetchAndKeep });
+    await client.connect(transport);
+    return { client, transport, bodies };
+  }
+
+  it('a cancelled elicitation is an outcome the tool sees, not an error', async () => {
+    const { client, transport } = await legacyClient('modern', { elicitation: {} });
+    client.setRequestHandler(ElicitRequestSchema, async () => ({ action: 'cancel' }));
+    expect(textOf((await client.callTool({ name: 'two_round', arguments: { tag: 'cancel' } })) as never)).toBe('no name (cancel)');
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it('an input the client did not declare is not asked: the call gets -32021 naming it, and the client sees no request', async () => {
+    const { client, transport, bodies } = await legacyClient('modern', { elicitation: {} });
+    const before = log.of('call', 'ask_sample').length;
+    await expect(client.callTool({ name: 'ask_sample', arguments: {} })).rejects.toMatchObject({
+      code: -32021,
+      message: expect.stringContaining("this session's initialize capabilities do not declare"),
+      data: { requiredCapabilities: { sampling: expect.any(Object) } },
+    });
+    // The upstream was asked once, and no retry with answers followed.
+    expect(log.of('call', 'ask_sample').slice(before)).toEqual([expect.objectContaining({ answered: 'missing' })]);
+    expect(bodies.join('\n')).not.toContain('sampling/createMessage');
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it('list changes and resource subscriptions are not relayed, and the initialize result does not offer them', async () => {
+    const { client, transport } = await legacyClient('modern', {});
+    const caps = client.getServerCapabilities()!;
+    expect(caps.tools).toEqual({});
+    expect(caps.resources).toEqual({});
+    await expect(client.subscribeResource({ uri: 'fixture://public/note' })).rejects.toMatchObject({ code: -32601, message: expect.stringContaining('not relayed') });
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it('an input the client declared but input.allow withholds gets -32603 naming input.allow', async () => {
+    const { client, transport, bodies } = await legacyClient('nosampling', { elicitation: {}, sampling: {} });
+    client.setRequestHandler(CreateMessageRequestSchema, async () => ({ role: 'assistant', model: 'm', content: { type: 'text', text: 'never' } }));
+    await expect(client.callTool({ name: 'ask_sample', arguments: {} })).rejects.toMatchObject({ code: -32603, message: expect.stringContaining('input.allow'), data: { upstream: 'nosampling', reason: 'protocol' } });
+    expect(bodies.join('\n')).not.toContain('sampling/createMessage');
     await transport.terminateSession();
     await client.close();
   });
