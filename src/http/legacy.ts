@@ -357,6 +357,10 @@ export class LegacySessions {
       return this.session(upstream, who, transport, relay);
     }
     const up = this.gateway.upstreams.get(upstream)!;
+    const onRequest = (r: RelayedRequest) => {
+      this.record(upstream, who.principal, r);
+      up.noteFailure(r.reason);
+    };
     let session: LegacySession | undefined;
     const relay: LegacyRelay =
       era === 'modern'
@@ -366,7 +370,7 @@ export class LegacySessions {
             modern: up.modern!,
             downstream: transport,
             log: log.child({ component: 'reverse' }),
-            onRequest: (r) => this.record(upstream, who.principal, r),
+            onRequest,
           })
         : new PassThroughRelay({
       upstream,
@@ -376,7 +380,7 @@ export class LegacySessions {
       http: up.pool.http,
       extraHeaders: up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
-      onRequest: (r) => this.record(upstream, who.principal, r),
+      onRequest,
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,

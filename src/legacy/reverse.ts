@@ -138,7 +138,8 @@ export class ReverseRelay implements LegacyRelay {
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
-    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code });
+    const reason = (answer.error?.data as { reason?: string } | undefined)?.reason;
+    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code, ...(reason ? { reason } : {}) });
     await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
   }
 

@@ -3,17 +3,21 @@
  * (the upstream's own requestState inside the gateway's sealed one, no parked state), the reverse
  * bridge for legacy clients, and `protocol: "auto"` telling both eras apart.
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio, startModernHttp } from '../helpers/fixture.js';
+import { FixtureLog, fixtureStdio, startFixtureHttp, startModernHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
+const ERA_SWITCH = fileURLToPath(new URL('../fixtures/era-switch.ts', import.meta.url));
 const MODERN_CONFORMANCE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
 const ODD = 'round-2|name=Ada|  ü "quoted" \\ end ';
 
@@ -301,6 +305,92 @@ describe('protocol auto over stdio, both eras behind one gateway', () => {
     const legacy = await v2Client(gw.url('legacy'), { elicit: () => ({ action: 'accept', content: { name: 'Lin' } }) });
     expect(textOf((await legacy.client.callTool({ name: 'ask_name', arguments: {} })) as never)).toBe('Hello, Lin!');
     await legacy.client.close();
+  });
+});
+
+describe('protocol auto asks again after a failure, and serves the era that came back', () => {
+  const names = (r: { body: any }) => (r.body.result?.tools ?? []).map((t: { name: string }) => t.name) as string[];
+
+  it('over stdio: after the child crashed, a server that comes back in the other era is served in that era, both ways', async () => {
+    const eraFile = join(mkdtempSync(join(tmpdir(), 'era-switch-')), 'era');
+    writeFileSync(eraFile, 'legacy');
+    const gw = await startGateway({ upstreams: { u: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', ERA_SWITCH, 'stdio'], env: { FIXTURE_ERA_FILE: eraFile } } } });
+    try {
+      const url = gw.url('u');
+      const up = gw.gateway.upstreams.get('u')!;
+      expect(names(await rpc(url, 'tools/list'))).toContain('ask_name');
+      expect(up.knownEra).toBe('legacy');
+
+      // Upgraded: the next start runs the 2026-07-28 server.
+      writeFileSync(eraFile, 'modern');
+      expect((await rpc(url, 'tools/call', { name: 'crash', arguments: {} })).body.error.data.reason).toBe('crashed');
+      const modern = await rpc(url, 'tools/call', { name: 'two_round', arguments: {} }, { caps: ELICIT });
+      expect(modern.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { name: { method: 'elicitation/create' } } });
+      expect(up.knownEra).toBe('modern');
+      // Pass-through: nothing parked.
+      expect(gw.gateway.bridge.parkedCount).toBe(0);
+
+      // Rolled back: the next start runs the legacy server again. This time a legacy client's call
+      // (through the reverse bridge) sees the crash.
+      writeFileSync(eraFile, 'legacy');
+      const client = new Client({ name: 'legacy-sees-crash', version: '1.0.0' }, { capabilities: {} });
+      const transport = new StreamableHTTPClientTransport(new URL(url));
+      await client.connect(transport);
+      await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toMatchObject({ code: -32603, data: { reason: 'crashed' } });
+      await transport.terminateSession();
+      await client.close();
+      const legacy = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
+      expect(legacy.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { 'elicitation-1': { method: 'elicitation/create' } } });
+      expect(up.knownEra).toBe('legacy');
+      expect(gw.gateway.bridge.parkedCount).toBe(1);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('over HTTP: a server replaced on the same port by one of the other era is asked again after at most one failed request, both ways', async () => {
+    let srv: SpawnedServer & { config: Record<string, unknown> } = await startFixtureHttp('http');
+    const port = String(srv.port);
+    const gw = await startGateway({ upstreams: { u: srv.config } });
+    /** tools/list until it lists `tool`, at most twice: the failed answers before. */
+    const failuresBefore = async (tool: string) => {
+      const failed: any[] = [];
+      for (let i = 0; i < 2; i++) {
+        const r = await rpc(gw.url('u'), 'tools/list');
+        if (names(r).includes(tool)) return failed;
+        failed.push(r.body.error ?? r.body.result);
+      }
+      throw new Error(`${tool} not listed after two requests: ${JSON.stringify(failed)}`);
+    };
+    try {
+      const up = gw.gateway.upstreams.get('u')!;
+      expect(await failuresBefore('ask_name')).toEqual([]);
+      expect(up.knownEra).toBe('legacy');
+
+      // Replaced while idle by a 2026-07-28 server that refuses legacy requests: the pooled session is gone.
+      await srv.stop();
+      srv = await startModernHttp(undefined, { PORT: port, FIXTURE_LEGACY: 'reject' });
+      expect((await failuresBefore('two_round')).length).toBeLessThanOrEqual(1);
+      expect(up.knownEra).toBe('modern');
+
+      // Replaced while idle by the legacy server: its refusal of a request without its session (HTTP 400) is such a failure.
+      await srv.stop();
+      srv = await startFixtureHttp('http', undefined, { PORT: port });
+      expect(await failuresBefore('ask_name')).toEqual([
+        expect.objectContaining({ code: -32603, message: expect.stringContaining('legacy server that wants a session'), data: { upstream: 'u', reason: 'protocol' } }),
+      ]);
+      expect(up.knownEra).toBe('legacy');
+
+      // Gone for a while (a request fails: unreachable), then back as the 2026-07-28 server.
+      await srv.stop();
+      expect((await rpc(gw.url('u'), 'tools/list')).body.error).toMatchObject({ code: -32603, data: { reason: 'unreachable' } });
+      srv = await startModernHttp(undefined, { PORT: port, FIXTURE_LEGACY: 'reject' });
+      expect(await failuresBefore('two_round')).toEqual([]);
+      expect(up.knownEra).toBe('modern');
+    } finally {
+      await gw.close();
+      await srv.stop();
+    }
   });
 });
 

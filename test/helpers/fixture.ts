@@ -71,9 +71,9 @@ export function conformanceUpstream(extra: Record<string, unknown> = {}): Record
   };
 }
 
-/** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1. */
-export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog): Promise<SpawnedServer & { config: Record<string, unknown> }> {
-  const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], log ? { FIXTURE_LOG: log.file } : {});
+/** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1 (`env.PORT` picks the port). */
+export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
   const config = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
   return { ...srv, config };
 }
