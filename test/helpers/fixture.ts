@@ -29,24 +29,19 @@ export class FixtureLog {
   }
 }
 
+/** Upstream config for a fixture `script` over stdio (spawned by the gateway), logging to `log`. */
+function stdioOf(script: string, log: FixtureLog | undefined, env: Record<string, string>): Record<string, unknown> {
+  return { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', script, 'stdio'], env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env } };
+}
+
 /** Upstream config for the fixture over stdio (spawned by the gateway). */
 export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
-  return {
-    transport: 'stdio',
-    command: process.execPath,
-    args: ['--import', 'tsx', FIXTURE, 'stdio'],
-    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
-  };
+  return stdioOf(FIXTURE, log, env);
 }
 
 /** Upstream config for the 2026-07-28 fixture over stdio (spawned by the gateway). */
 export function modernStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
-  return {
-    transport: 'stdio',
-    command: process.execPath,
-    args: ['--import', 'tsx', MODERN_FIXTURE, 'stdio'],
-    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
-  };
+  return stdioOf(MODERN_FIXTURE, log, env);
 }
 
 /** Starts the 2026-07-28 fixture over Streamable HTTP on 127.0.0.1 (`env.PORT` picks the port); `config` is its upstream config. */
