@@ -1,7 +1,8 @@
 /**
  * 2026-07-28 upstreams behind the gateway (a v2 SDK server): pass-through for 2026-07-28 clients
- * (the upstream's own requestState inside the gateway's sealed one, no parked state), the reverse
- * bridge for legacy clients, and `protocol: "auto"` telling both eras apart.
+ * (the upstream's own requestState inside the gateway's sealed one, no parked state, its tasks,
+ * cache hints and -32021), the reverse bridge for legacy clients, and `protocol: "auto"` telling
+ * both eras apart, and asking again when an upstream comes back in the other era.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
