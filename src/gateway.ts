@@ -183,6 +183,16 @@ export class Upstream {
     if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
   }
 
+  /**
+   * A call to this upstream failed with `data.reason` `reason`. With `protocol: "auto"`, the era is
+   * asked again at next use after the failures that a replaced upstream shows: it cannot be reached
+   * (`unreachable`, which includes an `initialize` it refused), its process exited (`crashed`), or,
+   * taken for 2026-07-28, it broke that protocol (`protocol`).
+   */
+  noteFailure(reason: string | undefined): void {
+    if (reason === 'unreachable' || reason === 'crashed' || (reason === 'protocol' && this.detected === 'modern')) this.forgetEra();
+  }
+
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
   noteDropped(tool: string, reason: string): void {
     const k = `${tool}\u0000${reason}`;
@@ -343,8 +353,8 @@ export class Gateway {
       if (req.method === 'tools/list' && result.tools !== undefined) result.tools = servedToolList(up.cfg.tools, result.tools);
       return result;
     } catch (e) {
-      // An upstream that cannot be reached may come back as another era.
-      if (e instanceof GatewayError && (e.data as { reason?: string } | undefined)?.reason === 'unreachable') up.forgetEra();
+      // An upstream that failed this way may come back as another era.
+      if (e instanceof GatewayError) up.noteFailure((e.data as { reason?: string } | undefined)?.reason);
       throw e;
     }
   }

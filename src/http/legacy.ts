@@ -20,7 +20,8 @@
  * unknown id, or one presented by another principal or on another upstream's path, gets 404 so
  * the client initializes again. Sessions end on DELETE, when the upstream session ends, after
  * `legacySessions.idleMs` without a message from the client and with nothing in flight, and at
- * shutdown. Their number is bounded overall and per caller.
+ * shutdown. Their number is bounded overall and per caller, counted from the moment an
+ * `initialize` is admitted, so initializes that arrive together cannot exceed the bounds.
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -133,6 +134,8 @@ interface LegacySession {
   /** When the session was created (epoch ms). */
   openedAt: number;
   closing: boolean;
+  /** Whether the session holds its place in the bounds: from admission until it ends (or never registers). */
+  counted: boolean;
 }
 
 /** Who opens or uses a session, as the front door identified them. */
@@ -151,7 +154,10 @@ const jsonRpcError = (status: number, code: number, message: string, data?: unkn
 /** The legacy sessions of a gateway. */
 export class LegacySessions {
   private readonly sessions = new Map<string, LegacySession>();
+  /** Sessions each caller holds or is opening (admitted, not yet ended), by owner. */
   private readonly perOwner = new Map<string, number>();
+  /** Sessions admitted whose id is not registered yet (their `initialize` is being served). */
+  private admitted = 0;
   private readonly cfg: GatewayConfig['legacySessions'];
   private readonly sweeper: NodeJS.Timeout;
 
@@ -212,19 +218,25 @@ export class LegacySessions {
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
     const bad = badInitialize(body);
     if (bad) return bad;
-    const refused = this.refusal(upstream, who);
+    const refused = this.admit(upstream, who);
     if (refused) return refused;
-    const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);
-    if (era instanceof Response) return era;
     let session: LegacySession | undefined;
-    const transport = new DownstreamHttpTransport({
-      sessionIdGenerator: () => randomBytes(24).toString('base64url'),
-      ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs } : {}),
-      onsessioninitialized: (id) => this.register(session!, id),
-    });
-    session = this.create(upstream, who, transport, era);
-    await transport.start();
-    return transport.handleRequest(req, { parsedBody: body });
+    try {
+      const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);
+      if (era instanceof Response) return era;
+      const transport = new DownstreamHttpTransport({
+        sessionIdGenerator: () => randomBytes(24).toString('base64url'),
+        ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs } : {}),
+        onsessioninitialized: (id) => this.register(session!, id),
+      });
+      session = this.create(upstream, who, transport, era);
+      await transport.start();
+      return await transport.handleRequest(req, { parsedBody: body });
+    } finally {
+      // An initialize the transport refused (or that failed) opened no session: its place is free again.
+      if (!session) this.release(who.owner);
+      else if (!session.id) this.uncount(session);
+    }
   }
 
   /**
@@ -233,15 +245,21 @@ export class LegacySessions {
    * @returns undefined once the stream is open (written to `res`), or a refusal (429 / 503 / 404).
    */
   async openSse(upstream: string, who: SessionCaller, res: ServerResponse): Promise<Response | undefined> {
-    const refused = this.refusal(upstream, who);
+    const refused = this.admit(upstream, who);
     if (refused) return refused;
-    const era = await this.eraOf(upstream);
-    if (era instanceof Response) return era;
-    const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
-    const session = this.create(upstream, who, transport, era);
-    await transport.start();
-    this.register(session, transport.sessionId);
-    return undefined;
+    let session: LegacySession | undefined;
+    try {
+      const era = await this.eraOf(upstream);
+      if (era instanceof Response) return era;
+      const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
+      session = this.create(upstream, who, transport, era);
+      await transport.start();
+      this.register(session, transport.sessionId);
+      return undefined;
+    } finally {
+      if (!session) this.release(who.owner);
+      else if (!session.id) this.uncount(session);
+    }
   }
 
   /**
@@ -259,24 +277,53 @@ export class LegacySessions {
     return undefined;
   }
 
-  /** Why a new session may not open (a response to send), or undefined. */
-  private refusal(upstream: string, who: SessionCaller): Response | undefined {
+  /**
+   * Admits a new session within the bounds, or says why not (a response to send). An admitted
+   * session counts at once, before anything is awaited, so initializes that arrive together
+   * cannot open more than the bounds allow; {@link register} keeps the place, {@link release}
+   * or {@link uncount} gives it back.
+   */
+  private admit(upstream: string, who: SessionCaller): Response | undefined {
     if (!this.cfg.enabled) {
       return jsonRpcError(404, ErrorCode.MethodNotFound, 'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize');
     }
     if ((this.perOwner.get(who.owner) ?? 0) >= this.cfg.maxSessionsPerPrincipal) {
       return jsonRpcError(429, ErrorCode.InternalError, `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one with DELETE or let it go idle`, { upstream, reason: 'busy' }, { 'retry-after': '1' });
     }
-    if (this.sessions.size >= this.cfg.maxSessions) {
+    if (this.sessions.size + this.admitted >= this.cfg.maxSessions) {
       return jsonRpcError(503, ErrorCode.InternalError, `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`, { upstream, reason: 'busy' }, { 'retry-after': '5' });
     }
+    this.admitted++;
+    this.perOwner.set(who.owner, (this.perOwner.get(who.owner) ?? 0) + 1);
     return undefined;
   }
 
+  /** Gives back the place of an admitted session that never registered. */
+  private release(owner: string): void {
+    this.admitted--;
+    const n = (this.perOwner.get(owner) ?? 1) - 1;
+    if (n > 0) this.perOwner.set(owner, n);
+    else this.perOwner.delete(owner);
+  }
+
+  /** Gives back the place of session `s` once (it never registered, or it ended). */
+  private uncount(s: LegacySession): void {
+    if (!s.counted) return;
+    s.counted = false;
+    if (s.id && this.sessions.get(s.id) === s) {
+      this.sessions.delete(s.id);
+      const n = (this.perOwner.get(s.owner) ?? 1) - 1;
+      if (n > 0) this.perOwner.set(s.owner, n);
+      else this.perOwner.delete(s.owner);
+    } else this.release(s.owner);
+  }
+
+  /** The admitted session `session` has its id: it is open (its place stays taken). */
   private register(session: LegacySession, id: string): void {
     session.id = id;
+    if (!session.counted) return void this.end(session, 'opened after its initialize was answered');
+    this.admitted--;
     this.sessions.set(id, session);
-    this.perOwner.set(session.owner, (this.perOwner.get(session.owner) ?? 0) + 1);
     this.log.info({ upstream: session.upstream, session: id, transport: session.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http' }, 'legacy session opened');
   }
 
@@ -310,6 +357,10 @@ export class LegacySessions {
       return this.session(upstream, who, transport, relay);
     }
     const up = this.gateway.upstreams.get(upstream)!;
+    const onRequest = (r: RelayedRequest) => {
+      this.record(upstream, who.principal, r);
+      up.noteFailure(r.reason);
+    };
     let session: LegacySession | undefined;
     const relay: LegacyRelay =
       era === 'modern'
@@ -319,7 +370,7 @@ export class LegacySessions {
             modern: up.modern!,
             downstream: transport,
             log: log.child({ component: 'reverse' }),
-            onRequest: (r) => this.record(upstream, who.principal, r),
+            onRequest,
           })
         : new PassThroughRelay({
       upstream,
@@ -329,7 +380,7 @@ export class LegacySessions {
       http: up.pool.http,
       extraHeaders: up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
-      onRequest: (r) => this.record(upstream, who.principal, r),
+      onRequest,
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
@@ -342,7 +393,7 @@ export class LegacySessions {
 
   /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
   private session(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, relay: LegacyRelay): LegacySession {
-    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), openedAt: Date.now(), closing: false };
+    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), openedAt: Date.now(), closing: false, counted: true };
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
       void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream, headers: extra?.requestInfo?.headers });
@@ -374,13 +425,9 @@ export class LegacySessions {
   private async end(s: LegacySession, why: string): Promise<void> {
     if (s.closing) return;
     s.closing = true;
-    if (s.id && this.sessions.get(s.id) === s) {
-      this.sessions.delete(s.id);
-      const n = (this.perOwner.get(s.owner) ?? 1) - 1;
-      if (n > 0) this.perOwner.set(s.owner, n);
-      else this.perOwner.delete(s.owner);
-      this.log.info({ upstream: s.upstream, session: s.id, why }, 'legacy session closed');
-    }
+    if (s.id && this.sessions.get(s.id) === s) this.log.info({ upstream: s.upstream, session: s.id, why }, 'legacy session closed');
+    // A session that ends before it registered keeps its place until its initialize is answered.
+    if (s.id) this.uncount(s);
     await s.relay.close();
     await s.transport.close().catch(() => {});
   }

@@ -87,6 +87,8 @@ export interface RelayedRequest {
   durationMs: number;
   outcome: 'complete' | 'error';
   code?: number;
+  /** `data.reason` of an error the gateway answered for the upstream (`unreachable`, `crashed`, …). */
+  reason?: string;
 }
 
 /** What a pass-through relay needs. */
@@ -466,7 +468,8 @@ export class PassThroughRelay implements LegacyRelay {
     const req = this.inflight.get(id);
     this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
-    if (req) this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: 'error', code });
+    const reason = (data as { reason?: string } | undefined)?.reason;
+    if (req) this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: 'error', code, ...(reason ? { reason } : {}) });
     await this.init.downstream.send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage).catch(() => {});
   }
 

@@ -13,7 +13,11 @@
  * an answer like any other. Progress and `notifications/message` of a request reach the client on
  * that request's stream; `notifications/cancelled` from the client cancels the upstream request.
  * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`, and
- * a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
+ * a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream. The
+ * upstream's -32021 names a capability the client did not declare in `initialize` (-32021 to the
+ * client), or one `input.allow` withholds (-32603 `protocol`). List changes and resource
+ * subscriptions are not relayed: the `initialize` result offers neither, and `resources/subscribe`
+ * gets -32601.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
@@ -22,7 +26,7 @@ import { ErrorCode } from '../protocol/errors.js';
 import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, PROTOCOL_VERSION, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, within } from '../observability/tracing.js';
-import { allowedCapabilities } from '../modern/passthrough.js';
+import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
 import { servedToolList, toolAllowed, unknownTool, type ToolPolicyConfig } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
@@ -72,6 +76,8 @@ let nextId = 1;
 export class ReverseRelay implements LegacyRelay {
   negotiated: string | undefined;
   readonly pid = undefined;
+  /** The capabilities the client declared in `initialize` (without `tasks`), and those the upstream is told: limited by `input.allow`. */
+  private declared: Record<string, unknown> = {};
   private capabilities: Record<string, unknown> = {};
   private clientInfo: unknown;
   private logLevel: string | undefined;
@@ -132,7 +138,8 @@ export class ReverseRelay implements LegacyRelay {
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
-    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code });
+    const reason = (answer.error?.data as { reason?: string } | undefined)?.reason;
+    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code, ...(reason ? { reason } : {}) });
     await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
   }
 
@@ -159,12 +166,22 @@ export class ReverseRelay implements LegacyRelay {
         return { error: { code: ErrorCode.MethodNotFound, message: `${m.method} is not relayed to this 2026-07-28 upstream` } };
       default: {
         const r = await this.send(m.method!, params, m.id!, entry);
-        if ('error' in r) return { error: r.error };
+        if ('error' in r) return { error: this.upstreamError(r.error) };
         const result = legacyResult(r.result);
         if (m.method === 'tools/list') result.tools = servedToolList(this.init.tools, result.tools);
         return { result };
       }
     }
+  }
+
+  /**
+   * The upstream's error as the legacy client gets it: its own, except -32021, whose
+   * requiredCapabilities are the client's to declare in `initialize` (-32021), or the gateway's
+   * `input.allow` withholds (-32603 `protocol`).
+   */
+  private upstreamError(e: NonNullable<Message['error']>): NonNullable<Message['error']> {
+    if (e.code !== ErrorCode.MissingRequiredClientCapability) return e;
+    return capabilityError(this.init.upstream, e.data, this.declared, "this session's initialize capabilities").toJSON() as NonNullable<Message['error']>;
   }
 
   /** Answers `initialize` from the upstream's `server/discover`. */
@@ -173,6 +190,7 @@ export class ReverseRelay implements LegacyRelay {
     this.negotiated = (LEGACY_REVISIONS as readonly string[]).includes(requested) ? requested : LEGACY_REVISIONS[LEGACY_REVISIONS.length - 1];
     const caps = { ...((params.capabilities as Record<string, unknown> | undefined) ?? {}) };
     delete caps.tasks;
+    this.declared = caps;
     this.capabilities = allowedCapabilities(caps, this.init.inputAllow);
     this.clientInfo = params.clientInfo;
     const r = await this.send('server/discover', {}, undefined, undefined);
@@ -198,7 +216,7 @@ export class ReverseRelay implements LegacyRelay {
     let params: Record<string, unknown> = base;
     for (let round = 0; ; round++) {
       const r = await this.send(m.method!, params, m.id!, entry);
-      if ('error' in r) return { error: r.error };
+      if ('error' in r) return { error: this.upstreamError(r.error) };
       if (r.result.resultType !== 'input_required') return { result: legacyResult(r.result) };
       if (round >= MAX_ROUNDS) return { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' asked for input more than ${MAX_ROUNDS} times`, data: { upstream: this.init.upstream, reason: 'protocol' } } };
       const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;

@@ -19,6 +19,8 @@
  *   tools' `x-mcp-header` annotations); its `-32020` on a `tools/call` is answered as the client's
  *   own header mismatch (HTTP 400). Any other `-32020` or `-32022` means the upstream refused the
  *   gateway's hop: -32603.
+ * - An HTTP 4xx with -32000 or -32001 is how a session-based legacy server refuses a request
+ *   without its `Mcp-Session-Id`: -32603 `protocol` (with `protocol: "auto"`, the era is asked again).
  * - A `cacheScope: "public"` result becomes `"private"` when the upstream receives per-caller
  *   credentials (`forwardAuthorization`), so no cache shares it across principals.
  */
@@ -42,6 +44,13 @@ export interface PassThroughUpstream {
   readonly modern: ModernUpstream | undefined;
 }
 
+/**
+ * The codes a legacy Streamable HTTP server answers (with HTTP 400 / 404) to a request without a
+ * valid `Mcp-Session-Id`: -32000 "Bad Request: …" and -32001 "Session not found" (the v1 SDK's).
+ */
+const LEGACY_SESSION_REQUIRED = -32000;
+const LEGACY_SESSION_NOT_FOUND = -32001;
+
 /** Most rounds the gateway answers on its own (secret forms declined) before giving up. */
 const MAX_OWN_ROUNDS = 10;
 
@@ -55,6 +64,23 @@ export function allowedCapabilities(caps: Record<string, unknown>, allow: readon
   const out = { ...caps };
   for (const kind of ['elicitation', 'sampling', 'roots']) if (!allow.includes(kind)) delete out[kind];
   return out;
+}
+
+/**
+ * The downstream error for a 2026-07-28 upstream's -32021 (MissingRequiredClientCapability), whose
+ * `data.requiredCapabilities` describe the gateway's hop: -32021 (HTTP 400) with those
+ * requiredCapabilities when the client did not declare them (`declaredIn` names where it would:
+ * a request's clientCapabilities, a legacy session's initialize), or -32603 `protocol` when it
+ * declared an input kind (elicitation, sampling, roots) that the upstream's `input.allow` withholds,
+ * which the client cannot fix.
+ */
+export function capabilityError(upstream: string, data: unknown, declared: Record<string, unknown>, declaredIn?: string): GatewayError {
+  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
+  const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && declared[k] !== undefined);
+  if (withheld.length) {
+    return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
+  }
+  return missingCapability(required, JSON.stringify(required), declaredIn);
 }
 
 /**
@@ -207,15 +233,13 @@ export class ModernPassThrough {
   /** The downstream error for the upstream's error answer. */
   private translate(up: PassThroughUpstream, req: ValidatedRequest, answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number }): GatewayError {
     const { code, message, data } = answer.error;
-    if (code === ErrorCode.MissingRequiredClientCapability) {
-      const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
-      const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && (req.clientCapabilities as Record<string, unknown>)[k] !== undefined);
-      if (withheld.length) {
-        return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
-      }
-      return missingCapability(required, JSON.stringify(required));
-    }
+    if (code === ErrorCode.MissingRequiredClientCapability) return capabilityError(up.name, data, req.clientCapabilities as Record<string, unknown>);
     if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
+    if ((code === LEGACY_SESSION_REQUIRED || code === LEGACY_SESSION_NOT_FOUND) && answer.httpStatus !== undefined && answer.httpStatus >= 400 && answer.httpStatus < 500) {
+      // How a session-based (legacy) Streamable HTTP server refuses a request without its session:
+      // the upstream is not, or no longer, a 2026-07-28 server.
+      return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' answered as a legacy server that wants a session (HTTP ${answer.httpStatus}: ${message})`);
+    }
     if (code === ErrorCode.HeaderMismatch && req.method === 'tools/call') {
       // The hop derives MCP-Protocol-Version, Mcp-Method and Mcp-Name from the body it relays, which
       // keeps the client's method, name and arguments; the Mcp-Param-* headers are the client's own,

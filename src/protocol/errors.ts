@@ -57,11 +57,14 @@ export const invalidParams = (message: string, data?: unknown) => new GatewayErr
 /** 404 / -32601: removed or unknown method, or unknown upstream. */
 export const methodNotFound = (message: string, data?: unknown) => new GatewayError(ErrorCode.MethodNotFound, message, data, 404);
 
-/** 400 / -32021 with `data.requiredCapabilities` (a ClientCapabilities object). */
-export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string) =>
+/**
+ * 400 / -32021 with `data.requiredCapabilities` (a ClientCapabilities object); `what` names the
+ * capability in the message, `declaredIn` where the client declares its capabilities.
+ */
+export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string, declaredIn = "this request's clientCapabilities") =>
   new GatewayError(
     ErrorCode.MissingRequiredClientCapability,
-    `The upstream needs the client capability ${what}, which this request's clientCapabilities do not declare`,
+    `The upstream needs the client capability ${what}, which ${declaredIn} do not declare`,
     { requiredCapabilities },
     400,
   );

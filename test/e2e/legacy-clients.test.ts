@@ -5,10 +5,10 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, PingRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually } from '../helpers/fixture.js';
+import { eventually, fixtureStdio, FixtureLog, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
 
 const gateways: TestGateway[] = [];
@@ -97,10 +97,17 @@ describe('the v1 SDK client through the gateway, in front of server-everything o
     expect(textOf(long as never)).toContain('completed');
     expect(progress).toEqual([1, 2, 3]);
 
-    await client.setLoggingLevel('debug');
-    await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
-    expect(await eventually(() => seen.logs.length > 0, 8000)).toBe(true);
-    await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
+    // Each start of the simulated logging sends one message at a random level at once; the upstream
+    // drops those below the level the client set, so only error and above may arrive.
+    await client.setLoggingLevel('error');
+    seen.logs.length = 0;
+    for (let i = 0; i < 16; i++) {
+      await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
+      await client.callTool({ name: 'toggle-simulated-logging', arguments: {} });
+    }
+    expect(await eventually(() => seen.logs.length > 0, 5000)).toBe(true);
+    const severe = ['error', 'critical', 'alert', 'emergency'];
+    expect(seen.logs.filter((l) => !severe.includes(l.level))).toEqual([]);
 
     const [open] = gw.legacy.list();
     expect(open).toMatchObject({ upstream: 'everything', protocolVersion: '2025-11-25' });
@@ -108,6 +115,42 @@ describe('the v1 SDK client through the gateway, in front of server-everything o
     expect(alive(pid)).toBe(true);
     await transport.terminateSession();
     expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+    await client.close();
+  });
+});
+
+describe('legacy client → legacy server: notifications and pings pass through', () => {
+  it("the client's notifications/cancelled reaches the upstream, the upstream's tools/list_changed reaches the client, and the upstream's ping is answered by the client", async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { fixture: fixtureStdio(log) } });
+    const { client, transport } = await v1Client(gw.url('fixture'), accept);
+    let pings = 0;
+    client.setRequestHandler(PingRequestSchema, async () => {
+      pings++;
+      return {};
+    });
+    const changed: unknown[] = [];
+    client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => void changed.push(n));
+
+    // Cancellation: the upstream gets notifications/cancelled for the call, under the client's own request id.
+    const abort = new AbortController();
+    const call = client.callTool({ name: 'slow', arguments: { ms: 20_000, steps: 20 } }, undefined, { signal: abort.signal });
+    expect(await eventually(() => log.of('call', 'slow').length === 1, 10_000)).toBe(true);
+    abort.abort('the user gave up');
+    await expect(call).rejects.toThrow();
+    expect(await eventually(() => log.of('cancelled', 'slow').length === 1, 5000)).toBe(true);
+    const requestId = log.of('call', 'slow')[0]!.requestId;
+    expect(log.of('notification-cancelled')).toEqual([expect.objectContaining({ requestId, reason: expect.stringContaining('the user gave up') })]);
+
+    // List changes: the client hears of the new tool and lists it.
+    expect(textOf((await client.callTool({ name: 'add_tool', arguments: {} })) as never)).toBe('added added_1');
+    expect(await eventually(() => changed.length >= 1, 5000)).toBe(true);
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('added_1');
+
+    // A ping from the upstream mid-call is answered by the client itself.
+    expect(textOf((await client.callTool({ name: 'ping_client', arguments: {} })) as never)).toBe('pong {}');
+    expect(pings).toBe(1);
+    await transport.terminateSession();
     await client.close();
   });
 });
@@ -181,7 +224,7 @@ describe('legacy session rules', () => {
 
   async function post(url: string, body: unknown, headers: Record<string, string>) {
     const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
-    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id') };
+    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id'), retryAfter: res.headers.get('retry-after') };
   }
   const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
   const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
@@ -210,6 +253,44 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(404);
   });
 
+  it('legacySessions bounds refuse new sessions per caller (429) and overall (503), naming the setting, even for initializes that arrive together; other callers go on', async () => {
+    const callers = ['alice', 'bob', 'carol'].map((principal) => ({ principal, key: `key-of-${principal}-0123456789abcdef` }));
+    const as = (principal: string) => ({ authorization: `Bearer key-of-${principal}-0123456789abcdef` });
+    // A 2026-07-28 upstream over stdio with protocol auto: each initialize first waits for the era probe.
+    const gw = await gateway({ auth: { mode: 'apiKeys', keys: callers }, legacySessions: { maxSessionsPerPrincipal: 2, maxSessions: 3 }, upstreams: { modern: modernStdio(), gone: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp' } } });
+    const url = gw.url('modern');
+    // An initialize that opens no session (its upstream cannot be reached) leaves no place taken.
+    for (let i = 0; i < 3; i++) expect((await post(gw.url('gone'), initialize, as('alice'))).status).toBe(502);
+    const burst = await Promise.all(Array.from({ length: 5 }, () => post(url, initialize, as('alice'))));
+    const opened = burst.filter((r) => r.status === 200);
+    expect(opened).toHaveLength(2);
+    expect(new Set(opened.map((r) => r.sessionId)).size).toBe(2);
+    for (const r of burst.filter((r) => r.status !== 200)) {
+      expect(r.status).toBe(429);
+      expect(r.retryAfter).toBe('1');
+      expect(r.sessionId).toBeNull();
+      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessionsPerPrincipal'), data: { reason: 'busy', upstream: 'modern' } });
+    }
+    expect(gw.legacy.size).toBe(2);
+    // Alice's sessions still work, and Bob gets one of his own.
+    const v = { 'mcp-protocol-version': '2025-11-25' };
+    expect((await post(url, ping, { ...as('alice'), ...v, 'mcp-session-id': opened[0]!.sessionId! })).status).toBe(200);
+    const bob = await post(url, initialize, as('bob'));
+    expect(bob.status).toBe(200);
+    // Three sessions in all: the gateway's bound refuses Carol, together or not.
+    const carol = await Promise.all([post(url, initialize, as('carol')), post(url, initialize, as('carol'))]);
+    for (const r of carol) {
+      expect(r.status).toBe(503);
+      expect(r.retryAfter).toBe('5');
+      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessions'), data: { reason: 'busy' } });
+    }
+    expect(gw.legacy.size).toBe(3);
+    // Ending one of Alice's sessions makes room for Carol.
+    expect((await fetch(url, { method: 'DELETE', headers: { ...as('alice'), ...v, 'mcp-session-id': opened[1]!.sessionId! } })).status).toBe(200);
+    expect(await eventually(() => gw.legacy.size === 2)).toBe(true);
+    expect((await post(url, initialize, as('carol'))).status).toBe(200);
+  });
+
   it('an idle session ends after legacySessions.idleMs and its upstream session is closed', async () => {
     const gw = await gateway({ legacySessions: { idleMs: 1000 }, upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
@@ -221,6 +302,41 @@ describe('legacy session rules', () => {
     expect(await eventually(() => gw.legacy.size === 0, 4000)).toBe(true);
     expect(await eventually(() => !alive(pid), 4000)).toBe(true);
     expect((await post(url, ping, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(404);
+  });
+
+  it('DELETE and idle expiry end the upstream session of a Streamable HTTP upstream too (it gets DELETE with its own session id)', async () => {
+    const log = new FixtureLog();
+    const upstream = await startFixtureHttp('http', log);
+    try {
+      const gw = await gateway({ legacySessions: { idleMs: 1000 }, upstreams: { fixture: upstream.config } });
+      const url = gw.url('fixture');
+      /** The upstream session id the fixture saw on the session's tools/list, and whether it got DELETE for it. */
+      const upstreamSession = () => log.of('http').find((e) => e.rpcMethod === 'tools/list' && e.sessionId !== undefined && !seen.has(e.sessionId))?.sessionId as string | undefined;
+      const deleted = (sid: string) => log.of('http').some((e) => e.httpMethod === 'DELETE' && e.sessionId === sid);
+      const seen = new Set<string>();
+
+      const first = await v1Client(url, accept);
+      await first.client.listTools();
+      const a = upstreamSession()!;
+      expect(a).toBeTruthy();
+      seen.add(a);
+      expect(deleted(a)).toBe(false);
+      await first.transport.terminateSession();
+      expect(await eventually(() => deleted(a), 5000)).toBe(true);
+      await first.client.close();
+
+      const second = await v1Client(url, accept);
+      await second.client.listTools();
+      const b = upstreamSession()!;
+      expect(b).toBeTruthy();
+      expect(b).not.toBe(a);
+      // Nothing more from the client: after idleMs the session ends, and the upstream's with it.
+      expect(await eventually(() => gw.legacy.size === 0, 5000)).toBe(true);
+      expect(await eventually(() => deleted(b), 5000)).toBe(true);
+      await second.client.close();
+    } finally {
+      await upstream.stop();
+    }
   });
 
   it('an initialize with bad params → 400 / -32602 saying what is wrong, and no session', async () => {
@@ -266,5 +382,15 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const pid = gw.legacy.list()[0]!.pid!;
     await client.close();
     expect(await eventually(() => gw.legacy.size === 0 && !alive(pid), 5000)).toBe(true);
+  });
+
+  it('a POST to /mcp/NAME/message with an unknown or missing sessionId gets 404 / -32001', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    for (const query of ['?sessionId=not-a-session', '']) {
+      const res = await fetch(`${gw.base}/mcp/everything/message${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) });
+      expect(res.status).toBe(404);
+      expect((await res.json()).error).toMatchObject({ code: -32001, message: expect.stringMatching(/Session not found/) });
+    }
+    expect(gw.legacy.size).toBe(0);
   });
 });

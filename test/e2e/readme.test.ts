@@ -8,9 +8,14 @@
  * is the output the README shows for it; a ```sh block without one must print nothing. In a shown
  * output, `…` stands for any text within a line, and a line that is only `…` for any number of
  * lines. So the README and this test cannot drift apart: changing either breaks the other.
+ *
+ * The ```ts blocks under "## Connecting a client" (a 2026-07-28 client and a legacy one) are run the
+ * same way, each from a temporary file in the project (so their imports resolve) with tsx, against
+ * that gateway, and must print the answer their elicitation handler gave.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,6 +127,27 @@ function runSteps(steps: Step[], base: string, cwd: string): Promise<string[]> {
   });
 }
 
+/** Runs a TypeScript snippet as a file in the project with tsx; resolves with its output (stdout and stderr) and exit code. */
+function runSnippet(code: string, timeoutMs = 60_000): Promise<{ output: string; code: number | null }> {
+  const file = join(ROOT, 'test', `.readme-snippet-${randomUUID()}.ts`);
+  writeFileSync(file, code);
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`the snippet did not finish within ${timeoutMs} ms; output so far:\n${output}`));
+    }, timeoutMs);
+    child.once('exit', (exitCode) => {
+      clearTimeout(timer);
+      rmSync(file, { force: true });
+      resolve({ output, code: exitCode });
+    });
+  });
+}
+
 describe('matchesShown (the comparison the tour test relies on)', () => {
   it('matches literally, with … inside a line and … as whole lines', () => {
     expect(matchesShown('{"a":1}', '{"a":1}\n')).toBe(true);
@@ -152,6 +178,17 @@ describe('README.md', () => {
     for (const method of ['server/discover', 'tools/list', 'tools/call', 'subscriptions/listen', 'tasks/get']) expect(all).toContain(`Mcp-Method: ${method}`);
     expect(all).toContain(README_BASE);
     expect(steps.map((s) => s.expected).join('\n')).toContain('"resultType":"input_required"');
+  });
+
+  it('stays within 15,000 bytes', () => {
+    expect(Buffer.byteLength(README)).toBeLessThanOrEqual(15_000);
+  });
+
+  it('shows a client snippet for each client era, a 2026-07-28 (v2 SDK) one and a legacy (v1 SDK) one', () => {
+    const snippets = blocksOf(README, 'Connecting a client').filter((b) => b.lang === 'ts');
+    expect(snippets.map((b) => /from '(@modelcontextprotocol\/(?:client|sdk))/.exec(b.text)?.[1])).toEqual(['@modelcontextprotocol/client', '@modelcontextprotocol/sdk']);
+    expect(snippets[0]!.text).toContain("pin: '2026-07-28'");
+    for (const b of snippets) expect(b.text).toContain(`${README_BASE}/mcp/everything`);
   });
 
   it('its mcpServers example is a valid server list, and the example configs it starts exist', () => {
@@ -200,6 +237,16 @@ describe('README.md', () => {
     it('listens where the README says, on the port of the copy', () => {
       expect(gw!.logs.find((l) => /listening/.test(l.msg))?.endpoints).toEqual([`POST ${gw!.base}/mcp/everything`]);
     });
+
+    it.each(blocksOf(README, 'Connecting a client').filter((b) => b.lang === 'ts').map((b) => [b.line, b.text] as const))(
+      'the client snippet at README.md:%i completes its eliciting call against the gateway and prints the answer',
+      async (_line, code) => {
+        const { output, code: exitCode } = await runSnippet(code.split(README_BASE).join(gw!.base));
+        expect(exitCode, output).toBe(0);
+        expect(output).toContain('Name: Ada Lovelace');
+      },
+      90_000,
+    );
 
     it.each(steps.map((s, i) => [s.line, i] as const))('the block at README.md:%i prints what the README shows', (_line, i) => {
       const step = steps[i]!;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
-import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { CONCURRENT_INPUT, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { startHaproxy, startRedis, type TestBalancer, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
@@ -207,9 +207,9 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     const cfg = replicaConfig(
       redis.url,
       {
-        f: { ...fixtureStdio(log, { FIXTURE_QUESTION_FILE: questionFile }), input: { mode: 'park', tools: replayed } },
-        auto: { ...fixtureStdio(autoLog), input: { mode: 'auto' } },
-        tiny: { ...fixtureStdio(), input: { mode: 'replay', maxReplayStateBytes: 400 } },
+        f: { ...fixtureStdio(log, { FIXTURE_QUESTION_FILE: questionFile }), input: { ...CONCURRENT_INPUT, mode: 'park', tools: replayed } },
+        auto: { ...fixtureStdio(autoLog), input: { ...CONCURRENT_INPUT, mode: 'auto' } },
+        tiny: { ...fixtureStdio(), input: { ...CONCURRENT_INPUT, mode: 'replay', maxReplayStateBytes: 400 } },
       },
       {
         auth: {

@@ -8,6 +8,9 @@ export const FIXTURE = fileURLToPath(new URL('../fixtures/legacy-server.ts', imp
 /** The conformance fixture server (legacy, v1 SDK, stdio): the items the conformance scenarios name. */
 export const CONFORMANCE_FIXTURE = fileURLToPath(new URL('../fixtures/conformance-server.ts', import.meta.url));
 
+/** The 2026-07-28 fixture server (v2 SDK): stdio, or Streamable HTTP. */
+export const MODERN_FIXTURE = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
+
 /** A JSONL event log the fixture writes to (FIXTURE_LOG). */
 export class FixtureLog {
   readonly file: string;
@@ -34,15 +37,25 @@ export class FixtureLog {
  */
 export const CONCURRENT_INPUT = { batchQuietMs: 5 };
 
+/** Upstream config for a fixture `script` over stdio (spawned by the gateway), logging to `log`. */
+function stdioOf(script: string, log: FixtureLog | undefined, env: Record<string, string>): Record<string, unknown> {
+  return { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', script, 'stdio'], env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env } };
+}
+
 /** Upstream config for the fixture over stdio (spawned by the gateway). */
 export function fixtureStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
-  return {
-    transport: 'stdio',
-    command: process.execPath,
-    args: ['--import', 'tsx', FIXTURE, 'stdio'],
-    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
-    input: { ...CONCURRENT_INPUT },
-  };
+  return { ...stdioOf(FIXTURE, log, env), input: { ...CONCURRENT_INPUT } };
+}
+
+/** Upstream config for the 2026-07-28 fixture over stdio (spawned by the gateway). */
+export function modernStdio(log?: FixtureLog, env: Record<string, string> = {}): Record<string, unknown> {
+  return stdioOf(MODERN_FIXTURE, log, env);
+}
+
+/** Starts the 2026-07-28 fixture over Streamable HTTP on 127.0.0.1 (`env.PORT` picks the port); `config` is its upstream config. */
+export async function startModernHttp(log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', MODERN_FIXTURE, 'http'], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
+  return { ...srv, config: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } };
 }
 
 /**
@@ -62,9 +75,9 @@ export function conformanceUpstream(extra: Record<string, unknown> = {}): Record
   };
 }
 
-/** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1. */
-export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog): Promise<SpawnedServer & { config: Record<string, unknown> }> {
-  const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], log ? { FIXTURE_LOG: log.file } : {});
+/** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1 (`env.PORT` picks the port). */
+export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+  const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
   const endpoint = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
   const config = { ...endpoint, input: { ...CONCURRENT_INPUT } };
   return { ...srv, config };
