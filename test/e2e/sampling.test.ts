@@ -31,7 +31,7 @@ afterAll(async () => {
   await Promise.all(fakes.map((f) => f.close()));
 });
 
-async function fake(kind: 'openai' | 'anthropic', reply: (req: any, n: number) => Reply): Promise<FakeLlm> {
+async function fake(kind: 'openai' | 'anthropic', reply: (req: any, n: number) => Reply | Promise<Reply>): Promise<FakeLlm> {
   const f = await startFakeLlm(kind, reply);
   fakes.push(f);
   return f;
