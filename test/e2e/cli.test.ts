@@ -125,11 +125,18 @@ describe('mcpServers errors', () => {
 describe('envPassthrough', () => {
   let gw: CliGateway;
   const secret = 'not-listed-value-91d4';
+  const NODE_FLAGS = '--no-warnings';
   beforeAll(async () => {
     gw = await startCli(
-      { upstreams: { e: { ...everythingStdio, envPassthrough: ['MRTR_PASS_ONE', 'MRTR_GLOB_*'], env: { MRTR_GLOB_B: 'configured-b' } } } },
+      {
+        upstreams: {
+          e: { ...everythingStdio, envPassthrough: ['MRTR_PASS_ONE', 'MRTR_GLOB_*'], env: { MRTR_GLOB_B: 'configured-b' } },
+          withNodeOptions: { ...everythingStdio, envPassthrough: ['NODE_OPTIONS'] },
+        },
+      },
       undefined,
-      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret },
+      // NODE_OPTIONS holds a flag of the gateway's own (harmless here: it only silences warnings).
+      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret, NODE_OPTIONS: NODE_FLAGS },
     );
   }, 60_000);
   afterAll(() => stop(gw));
@@ -141,6 +148,11 @@ describe('envPassthrough', () => {
     expect(env.MRTR_GLOB_B).toBe('configured-b');
     expect(env.MRTR_NOT_LISTED).toBeUndefined();
     expect(env.PATH).toBe(process.env.PATH);
+  });
+
+  it("NODE_OPTIONS is not in the safe set: the gateway's Node flags reach a child only through envPassthrough", async () => {
+    expect((await childEnv(`${gw.base}/mcp/e`)).NODE_OPTIONS).toBeUndefined();
+    expect((await childEnv(`${gw.base}/mcp/withNodeOptions`)).NODE_OPTIONS).toBe(NODE_FLAGS);
   });
 
   it('logs the names the child gets beyond the safe set at start, without values', () => {
