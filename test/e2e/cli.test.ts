@@ -44,6 +44,22 @@ async function childEnv(url: string): Promise<Record<string, string>> {
   return JSON.parse(r.body.result.content[0].text);
 }
 
+/**
+ * Starts `bin` in a fresh working directory with a relative `--config` (an mcpServers file naming
+ * server-everything), echoes `message` through it, and checks that SIGTERM stops it with exit 0.
+ */
+async function serveFromElsewhere(bin: string, message: string): Promise<void> {
+  const cwd = mkdtempSync(join(dir, 'elsewhere-'));
+  writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
+  const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [bin], cwd });
+  try {
+    expect(await echo(`${gw.base}/mcp/everything`, message)).toBe(`Echo: ${message}`);
+  } finally {
+    gw.child.kill('SIGTERM');
+  }
+  expect(await gw.exited).toEqual({ code: 0, signal: null });
+}
+
 function expectNoStackTrace(stderr: string): void {
   expect(stderr).not.toContain('    at ');
 }
@@ -199,15 +215,7 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
   });
 
   it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
-    const cwd = mkdtempSync(join(dir, 'elsewhere-'));
-    writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
-    const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [BIN], cwd });
-    try {
-      expect(await echo(`${gw.base}/mcp/everything`, 'from elsewhere')).toBe('Echo: from elsewhere');
-    } finally {
-      gw.child.kill('SIGTERM');
-    }
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    await serveFromElsewhere(BIN, 'from elsewhere');
   }, 60_000);
 });
 
@@ -263,15 +271,7 @@ describe('the bin launcher in a production install (no tsx)', () => {
   });
 
   it('serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
-    const cwd = mkdtempSync(join(dir, 'prod-run-'));
-    writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
-    const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [join(prod, 'bin/mrtr-gateway.js')], cwd });
-    try {
-      expect(await echo(`${gw.base}/mcp/everything`, 'from dist')).toBe('Echo: from dist');
-    } finally {
-      gw.child.kill('SIGTERM');
-    }
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
   }, 60_000);
 
   it('neither dist/ nor tsx → exit 1 with one line on stderr saying what to run', async () => {
