@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # mrtr-gateway container: build stage compiles TypeScript; the runtime stage holds production
-# dependencies and dist/ only, and runs as the unprivileged "node" user.
+# dependencies, dist/ and the bin launcher (which runs dist/ there) only, and runs as the
+# unprivileged "node" user.
 # Config: mount yours at /etc/mrtr-gateway/gateway.config.json (the default there needs
 # MRTR_API_KEY; see docs/operations.md, "Running the container").
 
@@ -20,6 +21,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+COPY bin ./bin
 COPY config/gateway.schema.json ./config/gateway.schema.json
 COPY config/container.json /etc/mrtr-gateway/gateway.config.json
 USER node

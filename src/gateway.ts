@@ -266,7 +266,7 @@ export class Gateway {
     });
     for (const up of this.upstreams.values()) up.onSecretDeclined = () => this.metrics.secretDeclines.inc({ upstream: up.name });
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
-    this.census = new Census({ onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
+    this.census = new Census({ upstreams: [...this.upstreams.keys()], onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
     for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });

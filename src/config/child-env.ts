@@ -12,7 +12,9 @@
 /**
  * Variables every stdio child gets from the gateway's environment when they are set. The SDK's
  * stdio transports add their own defaults (on Unix `HOME`, `LOGNAME`, `PATH`, `SHELL`, `TERM`,
- * `USER`), which this list contains.
+ * `USER`), which this list contains. `NODE_OPTIONS` is left out: it carries the gateway's own Node
+ * flags (`--inspect`, `--require`/`--import` of an agent, heap limits) into every Node child; an
+ * upstream that needs it lists it in `envPassthrough` or sets it in `env`.
  */
 export const SAFE_CHILD_ENV: readonly string[] =
   process.platform === 'win32'
@@ -36,7 +38,7 @@ export const SAFE_CHILD_ENV: readonly string[] =
         'USERPROFILE',
         'WINDIR',
       ]
-    : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR', 'NODE_OPTIONS'];
+    : ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'TERM', 'USER', 'LANG', 'TMPDIR'];
 
 /** One `envPassthrough` entry: a variable name, or a name prefix followed by `*`. A bare `*` is not allowed. */
 export const ENV_PASSTHROUGH_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*\*?$/;

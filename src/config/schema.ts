@@ -287,7 +287,7 @@ const StdioUpstreamSchema = z
     env: z
       .record(z.string(), z.string())
       .default({})
-      .describe("Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR, NODE_OPTIONS) and envPassthrough; wins over both"),
+      .describe("Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR) and envPassthrough; wins over both"),
     envPassthrough: z
       .array(z.string().regex(ENV_PASSTHROUGH_PATTERN, 'give a variable name (GITHUB_TOKEN) or a name prefix followed by * (AWS_*)'))
       .default([])

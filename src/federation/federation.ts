@@ -398,7 +398,8 @@ export class Federation {
    * The upstream that serves resource `uri` for this principal: the one that listed it (or a
    * template matching it); on a miss, after listing every member's resources once; when none
    * lists it and exactly one member offers resources, that one.
-   * @throws GatewayError -32602 when no upstream or several do (`data.uri`, `data.candidates`).
+   * @throws GatewayError -32602 when no upstream or several do (`data.uri`, `data.candidates`, in
+   *   config order).
    */
   private async resolveUri(uri: string, req: ValidatedRequest, ctx: FederationContext): Promise<FederatedUpstream> {
     let found = this.uris.owners(ctx.principal, uri);
@@ -406,12 +407,14 @@ export class Federation {
       await this.refreshUris(req, ctx);
       found = this.uris.owners(ctx.principal, uri);
     }
-    const owners = found.owners.filter((n) => this.byName.has(n));
+    // In config order, whichever listing answered first.
+    const members = [...this.byName.keys()];
+    const owners = members.filter((n) => found.owners.includes(n));
     if (owners.length === 1) return this.byName.get(owners[0]!)!;
     if (owners.length > 1) {
       throw invalidParams(`Ambiguous resource URI '${uri}': upstreams ${owners.map((o) => `'${o}'`).join(' and ')} both list it (or a template matching it)`, { uri, candidates: owners });
     }
-    const offering = found.offering.filter((n) => this.byName.has(n));
+    const offering = members.filter((n) => found.offering.includes(n));
     if (offering.length === 1) return this.byName.get(offering[0]!)!;
     throw invalidParams(
       `Resource not found: no federated upstream lists '${uri}' or a template matching it (upstreams offering resources: ${offering.map((o) => `'${o}'`).join(', ') || 'none'})`,

@@ -23,14 +23,28 @@ import { AuthError, principalHash, type Authenticator } from '../security/auth.j
 import { isLoopback, type OriginGuard } from '../security/frontdoor.js';
 import type { LegacySessions } from './legacy.js';
 
-/** The client's address as a loopback check needs it (IPv4-mapped IPv6 unwrapped), or undefined when unknown. */
+/** The TCP peer address of the request as Node reports it, or undefined when unknown. */
 function remoteAddress(c: Context): string | undefined {
   try {
-    const a = getConnInfo(c).remote.address;
-    return a?.replace(/^::ffff:/i, '');
+    return getConnInfo(c).remote.address;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The admin's address rule. With `auth.mode: "none"` every caller is `anonymous`, so only a client
+ * connected from a loopback address (127.0.0.0/8 or `::1`, IPv4-mapped IPv6 forms such as
+ * `::ffff:127.0.0.1` included) may see the admin endpoints. The address is the TCP peer's;
+ * `X-Forwarded-For` and the like are not read. Other auth modes have no address rule.
+ * @param remote the peer address as Node reports it; undefined (unknown) is refused.
+ * @returns the message of the 403 refusal, or undefined when the address is allowed.
+ */
+export function adminAddressRefusal(authMode: string, remote: string | undefined): string | undefined {
+  if (authMode !== 'none') return undefined;
+  const address = remote?.replace(/^::ffff:/i, '');
+  if (address && address !== 'localhost' && isLoopback(address)) return undefined;
+  return 'Forbidden: without authentication the admin page is served to loopback clients only';
 }
 
 const SECURITY_HEADERS: Record<string, string> = {
@@ -72,12 +86,10 @@ export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authent
       const params = ['realm="mrtr-gateway admin"', ...(e.error ? [`error="${e.error}"`] : [])];
       return refusal(e.status, e.message, { 'www-authenticate': `Bearer ${params.join(', ')}` });
     }
-    if (cfg.auth.mode === 'none') {
-      const address = remoteAddress(c);
-      if (!address || !isLoopback(address)) {
-        log.warn({ admin: true }, 'admin refused: without authentication only loopback clients may see it');
-        return refusal(403, 'Forbidden: without authentication the admin page is served to loopback clients only');
-      }
+    const byAddress = adminAddressRefusal(cfg.auth.mode, remoteAddress(c));
+    if (byAddress) {
+      log.warn({ admin: true }, 'admin refused: without authentication only loopback clients may see it');
+      return refusal(403, byAddress);
     }
     if (allowed && !allowed.has(principal)) {
       log.warn({ admin: true, principal: principalHash(principal) }, 'admin refused: principal not in admin.principals');

@@ -22,7 +22,9 @@
  * `initialized`).
  *
  * The census is per process (per replica) and lives as long as it; it holds at most
- * `maxEntries` (upstream, tool, feature) rows, and counts further tools under {@link OTHER_TOOL}.
+ * `maxEntries` (upstream, tool, feature) rows, `(other)` rows included. One `(other)` row per
+ * configured upstream and feature is held back from that bound, so when tool rows fill the rest,
+ * further tools count under {@link OTHER_TOOL} of their upstream and feature (see {@link Census.count}).
  */
 
 /** One feature 2026-07-28 deprecated or removed; see the module comment. */
@@ -141,8 +143,10 @@ interface Row {
 export interface CensusOptions {
   /** Called with each count added (the Prometheus counter). */
   onCount?: (upstream: string, tool: string, feature: DeprecatedFeature) => void;
-  /** Most (upstream, tool, feature) rows kept; further tools count under `(other)`. Default 10,000. */
+  /** Most (upstream, tool, feature) rows kept, `(other)` rows included; further tools count under `(other)`. Default 10,000. */
   maxEntries?: number;
+  /** The configured upstreams: for each, one `(other)` row per feature is held back within `maxEntries`. */
+  upstreams?: readonly string[];
   /** Clock, epoch ms (tests). */
   now?: () => number;
 }
@@ -152,26 +156,42 @@ export class Census {
   private readonly rows = new Map<string, Row>();
   private readonly maxEntries: number;
   private readonly now: () => number;
+  private readonly configured: ReadonlySet<string>;
+  /** `(other)` rows of configured upstreams not made yet: rows held back within `maxEntries`. */
+  private heldBack: number;
 
   constructor(private readonly opts: CensusOptions = {}) {
     this.maxEntries = opts.maxEntries ?? MAX_ENTRIES;
     this.now = opts.now ?? Date.now;
+    this.configured = new Set(opts.upstreams ?? []);
+    this.heldBack = this.configured.size * DEPRECATED_FEATURES.length;
   }
 
-  /** Adds one use of `feature` by `tool` of `upstream` (no de-duplication). */
+  /**
+   * Adds one use of `feature` by `tool` of `upstream` (no de-duplication). A tool without a row
+   * gets one while rows plus the held-back `(other)` rows leave room; otherwise the use counts
+   * under `(other)` of its upstream and feature, whose row a configured upstream always gets
+   * (within `maxEntries`). Rows never exceed `maxEntries`: a use with no row to go to (an
+   * unconfigured upstream, or a `maxEntries` below 8 per upstream) reaches `onCount` only.
+   */
   count(upstream: string, tool: string, feature: DeprecatedFeature): void {
     let key = JSON.stringify([upstream, tool, feature]);
-    if (!this.rows.has(key) && this.rows.size >= this.maxEntries) {
+    const t = this.now();
+    let row = this.rows.get(key);
+    if (!row && tool !== OTHER_TOOL && this.rows.size + this.heldBack >= this.maxEntries) {
       tool = OTHER_TOOL;
       key = JSON.stringify([upstream, tool, feature]);
+      row = this.rows.get(key);
     }
-    const t = this.now();
-    const row = this.rows.get(key);
     if (row) {
       row.calls++;
       row.last = t;
     } else {
-      this.rows.set(key, { calls: 1, first: t, last: t });
+      const reserved = tool === OTHER_TOOL && this.configured.has(upstream);
+      if (this.rows.size + (reserved ? 0 : this.heldBack) < this.maxEntries) {
+        this.rows.set(key, { calls: 1, first: t, last: t });
+        if (reserved) this.heldBack--;
+      }
     }
     this.opts.onCount?.(upstream, tool, feature);
   }

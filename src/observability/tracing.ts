@@ -6,8 +6,9 @@
  * `OTEL_SDK_DISABLED` is not `true`. Then {@link startTracing} starts the official Node SDK
  * (`@opentelemetry/sdk-node`), which reads every other `OTEL_*` variable itself (exporter and its
  * protocol, endpoint, headers and timeout, sampler, batch sizes, resource attributes, propagators).
- * Otherwise nothing is loaded, not even `@opentelemetry/api`: the global tracer provider stays the
- * API's no-op one, and every hook below returns at once.
+ * Otherwise no SDK package is loaded and nothing registers with `@opentelemetry/api` (which the
+ * Anthropic SDK imports anyway): the global tracer provider stays the API's no-op one, and every
+ * hook below returns at once, making no span object.
  *
  * Spans (MCP semantic conventions, https://opentelemetry.io/docs/specs/semconv/gen-ai/mcp/, where
  * they have a name; `mcp.upstream`, `mcp.result.type`, `mcp.input.*`, `mcp.task.*` and

@@ -297,7 +297,7 @@ function anthropicImage(b: { data: string; mimeType: string }): ImageBlockParam 
 
 /**
  * The Messages request for `params` (non-streaming, API version 2026-10-21 as the official SDK
- * sends it). `temperature` is left out: that API version refuses it.
+ * sends it). `temperature` is left out: that API version has no sampling parameters.
  * @throws SamplingError `unsupported-content` for audio (the Messages API takes none), images
  *   outside user messages or of a type it does not take, audio or binary resources in tool results,
  *   images the model's config rules out; `invalid-request` for tool_use/tool_result in the wrong role.
@@ -306,8 +306,9 @@ export function toAnthropicRequest(params: SamplingParams, model: ModelChoice, m
   const messages: MessageParam[] = params.messages.map((m) => ({ role: m.role, content: blocksOf(m).map((b) => anthropicBlock(b, m.role, model)) }));
   const body: MessageCreateParamsNonStreaming = { model: model.model.model, max_tokens: maxTokens, messages, stream: false };
   if (params.systemPrompt !== undefined) body.system = params.systemPrompt;
-  // `temperature` is not sent: API version 2026-10-21, which the official SDK speaks, refuses it
-  // (and top_p/top_k) with a 400 on every model. MCP lets the client ignore it.
+  // `temperature` is not sent: in API version 2026-10-21, which @anthropic-ai/sdk 1.x sends,
+  // MessageCreateParams has no temperature, top_p or top_k, and Anthropic's migration guide to
+  // that version says a request carrying one gets 400, even at its default value.
   if (params.stopSequences?.length) body.stop_sequences = params.stopSequences;
   if (hasTools(params)) {
     body.tools = params.tools!.map(

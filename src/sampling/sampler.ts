@@ -103,7 +103,7 @@ export class Sampler {
       const body = adapter.build(params, choice, maxTokens);
       reservation = this.budgets.reserve(this.limits(req), maxTokens);
       releaseSlot = await slots.acquire(deadline, ctrl.signal).catch((e: SamplingError) => {
-        throw e.reason === 'cancelled' ? stopped() : e;
+        throw e.reason === 'cancelled' ? stopped() : new SamplingError(e.reason, e.message, { ...e.data, provider: name });
       });
       let response: unknown;
       for (;;) {

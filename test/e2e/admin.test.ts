@@ -14,7 +14,8 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { principalHash } from '../../src/security/auth.js';
 import { fixtureStdio } from '../helpers/fixture.js';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { createApp } from '../../src/http/app.js';
+import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
 import { describeWith, PROGRAMS } from '../helpers/installed.js';
 
@@ -170,6 +171,37 @@ describe('admin page: access and JSON', () => {
     expect((await fetch(`${gw.base}/admin`, { method: 'POST' })).status).toBe(401);
     const head = await fetch(`${gw.base}/admin/api/census`, { method: 'HEAD', headers: ops });
     expect(head.status).toBe(200);
+  });
+});
+
+describe('admin page with auth.mode "none": loopback clients only', () => {
+  let gw: TestGateway;
+  const mem = memoryLogger('info');
+  beforeAll(async () => {
+    gw = await startGateway({ admin: { enabled: true }, upstreams: { f: fixtureStdio() } }, { log: mem.log });
+  });
+  afterAll(() => gw?.close());
+
+  it('a client on 127.0.0.1 gets the page and the JSON', async () => {
+    for (const path of ['/admin', ...API]) expect((await get(gw.base + path)).status, path).toBe(200);
+  });
+
+  it('a client from a non-loopback address gets 403 saying why (through the front door, the peer address given as the Node server would)', async () => {
+    // This machine has no other network: the request goes through the real app, with the
+    // connection's peer address set as @hono/node-server passes it (env.incoming.socket).
+    const { app } = createApp(gw.gateway, mem.log);
+    const from = (remoteAddress: string, path = '/admin') => app.request(`http://127.0.0.1${path}`, { headers: { host: '127.0.0.1' } }, { incoming: { socket: { remoteAddress } }, outgoing: {} });
+    for (const address of ['203.0.113.9', '::ffff:198.51.100.7', '2001:db8::1', '10.0.0.1']) {
+      for (const path of ['/admin', ...API]) {
+        const res = await from(address, path);
+        expect(res.status, `${address} ${path}`).toBe(403);
+        expect(res.headers.get('cache-control')).toBe('no-store');
+        expect(await res.json()).toEqual({ error: 'Forbidden: without authentication the admin page is served to loopback clients only' });
+      }
+    }
+    expect(mem.lines().filter((l) => l.msg === 'admin refused: without authentication only loopback clients may see it')).toHaveLength(4 * (1 + API.length));
+    // The same path with a loopback peer address passes.
+    for (const address of ['127.0.0.1', '::ffff:127.0.0.1', '::1', '127.8.9.10']) expect((await from(address)).status, address).toBe(200);
   });
 });
 

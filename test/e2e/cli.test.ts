@@ -1,9 +1,11 @@
 /**
  * The real CLI started from an `mcpServers` file (as Claude and other editors write it), the
  * environment stdio children get (`envPassthrough`), and the package's `bin` launcher
- * (`npx mrtr-gateway`): `--help`, and a start from another working directory.
+ * (`npx mrtr-gateway`): `--help`, a start from another working directory, and a production
+ * install without tsx, where it runs `dist/`.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +14,8 @@ import { everythingStdio, rpc } from '../helpers/gateway.js';
 import { EVERYTHING, ROOT, startEverythingHttp, type SpawnedServer } from '../helpers/processes.js';
 
 const BIN = join(ROOT, 'bin/mrtr-gateway.js');
+/** The OpenTelemetry variables `--help` names. */
+const OTEL_VARS = ['OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_SERVICE_NAME', 'OTEL_TRACES_SAMPLER', 'OTEL_PROPAGATORS'];
 
 let dir: string;
 beforeAll(() => {
@@ -38,6 +42,22 @@ async function childEnv(url: string): Promise<Record<string, string>> {
   const r = await rpc(url, 'tools/call', { name: 'get-env', arguments: {} });
   expect(r.status).toBe(200);
   return JSON.parse(r.body.result.content[0].text);
+}
+
+/**
+ * Starts `bin` in a fresh working directory with a relative `--config` (an mcpServers file naming
+ * server-everything), echoes `message` through it, and checks that SIGTERM stops it with exit 0.
+ */
+async function serveFromElsewhere(bin: string, message: string): Promise<void> {
+  const cwd = mkdtempSync(join(dir, 'elsewhere-'));
+  writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
+  const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [bin], cwd });
+  try {
+    expect(await echo(`${gw.base}/mcp/everything`, message)).toBe(`Echo: ${message}`);
+  } finally {
+    gw.child.kill('SIGTERM');
+  }
+  expect(await gw.exited).toEqual({ code: 0, signal: null });
 }
 
 function expectNoStackTrace(stderr: string): void {
@@ -121,11 +141,18 @@ describe('mcpServers errors', () => {
 describe('envPassthrough', () => {
   let gw: CliGateway;
   const secret = 'not-listed-value-91d4';
+  const NODE_FLAGS = '--no-warnings';
   beforeAll(async () => {
     gw = await startCli(
-      { upstreams: { e: { ...everythingStdio, envPassthrough: ['MRTR_PASS_ONE', 'MRTR_GLOB_*'], env: { MRTR_GLOB_B: 'configured-b' } } } },
+      {
+        upstreams: {
+          e: { ...everythingStdio, envPassthrough: ['MRTR_PASS_ONE', 'MRTR_GLOB_*'], env: { MRTR_GLOB_B: 'configured-b' } },
+          withNodeOptions: { ...everythingStdio, envPassthrough: ['NODE_OPTIONS'] },
+        },
+      },
       undefined,
-      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret },
+      // NODE_OPTIONS holds a flag of the gateway's own (harmless here: it only silences warnings).
+      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret, NODE_OPTIONS: NODE_FLAGS },
     );
   }, 60_000);
   afterAll(() => stop(gw));
@@ -137,6 +164,11 @@ describe('envPassthrough', () => {
     expect(env.MRTR_GLOB_B).toBe('configured-b');
     expect(env.MRTR_NOT_LISTED).toBeUndefined();
     expect(env.PATH).toBe(process.env.PATH);
+  });
+
+  it("NODE_OPTIONS is not in the safe set: the gateway's Node flags reach a child only through envPassthrough", async () => {
+    expect((await childEnv(`${gw.base}/mcp/e`)).NODE_OPTIONS).toBeUndefined();
+    expect((await childEnv(`${gw.base}/mcp/withNodeOptions`)).NODE_OPTIONS).toBe(NODE_FLAGS);
   });
 
   it('logs the names the child gets beyond the safe set at start, without values', () => {
@@ -152,7 +184,7 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     const r = await runCli(['--help'], { entry: [BIN], cwd: dir });
     expect(r.code).toBe(0);
     for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '-h, --help']) expect(r.stdout).toContain(flag);
-    for (const name of ['PORT', 'HOST', 'LOG_LEVEL', '${NAME}', 'envPassthrough']) expect(r.stdout).toContain(name);
+    for (const name of ['PORT', 'HOST', 'LOG_LEVEL', '${NAME}', 'envPassthrough', ...OTEL_VARS]) expect(r.stdout).toContain(name);
     expect(r.stdout).toContain('mcpServers');
     expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
   });
@@ -183,14 +215,72 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
   });
 
   it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
-    const cwd = mkdtempSync(join(dir, 'elsewhere-'));
-    writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
-    const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [BIN], cwd });
-    try {
-      expect(await echo(`${gw.base}/mcp/everything`, 'from elsewhere')).toBe('Echo: from elsewhere');
-    } finally {
-      gw.child.kill('SIGTERM');
-    }
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    await serveFromElsewhere(BIN, 'from elsewhere');
   }, 60_000);
+});
+
+/**
+ * A production install: the package's files with `node_modules` lacking the development
+ * dependency tsx (every other installed package is linked in), as `npm ci --omit=dev` leaves it.
+ * `withDist` adds `dist/` compiled from the sources as `npm run build` does.
+ */
+function productionTree(parent: string, withDist: boolean): string {
+  const root = mkdtempSync(join(parent, withDist ? 'prod-' : 'prod-nodist-'));
+  for (const f of ['bin', 'src', 'config', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, f), join(root, f), { recursive: true });
+  mkdirSync(join(root, 'node_modules'));
+  for (const name of readdirSync(join(ROOT, 'node_modules'))) {
+    if (name !== 'tsx' && name !== '.bin') symlinkSync(join(ROOT, 'node_modules', name), join(root, 'node_modules', name));
+  }
+  if (withDist) {
+    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(root, 'dist')], { stdio: 'pipe', timeout: 150_000 });
+  }
+  return root;
+}
+
+/** Whether `specifier` resolves for a module in `dir`, as the launcher checks it. */
+function resolvesFrom(dir: string, specifier: string): boolean {
+  const probe = join(dir, 'probe.mjs');
+  writeFileSync(probe, `try { import.meta.resolve(${JSON.stringify(specifier)}); process.exit(0); } catch { process.exit(3); }`);
+  try {
+    execFileSync(process.execPath, [probe], { stdio: 'pipe' });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    rmSync(probe);
+  }
+}
+
+describe('the bin launcher in a production install (no tsx)', () => {
+  let prod: string;
+  beforeAll(() => {
+    prod = productionTree(dir, true);
+  }, 180_000);
+
+  it('tsx does not resolve there, as after npm ci --omit=dev (the dev checkout does resolve it)', () => {
+    expect(resolvesFrom(join(prod, 'bin'), 'tsx/esm/api')).toBe(false);
+    expect(resolvesFrom(join(ROOT, 'bin'), 'tsx/esm/api')).toBe(true);
+  });
+
+  it('--help runs from dist/ and lists the flags and the OTEL_* variables', async () => {
+    const r = await runCli(['--help'], { entry: [join(prod, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '-h, --help']) expect(r.stdout).toContain(flag);
+    for (const name of OTEL_VARS) expect(r.stdout).toContain(name);
+  });
+
+  it('serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
+    await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
+  }, 60_000);
+
+  it('neither dist/ nor tsx → exit 1 with one line on stderr saying what to run', async () => {
+    const bare = productionTree(dir, false);
+    const r = await runCli(['--help'], { entry: [join(bare, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(
+      `mrtr-gateway: cannot start: ${join(bare, 'dist/main.js')} is missing (build it with npm run build) and tsx is not installed to run the sources (install the development dependencies with npm ci)\n`,
+    );
+  });
 });

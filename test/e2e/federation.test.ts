@@ -10,7 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conformanceUpstream, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { conformanceUpstream, eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { everythingStdio, listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
@@ -519,6 +519,52 @@ describe('federation without prefixes', () => {
     expect(tag.body.result.resultType).toBe('input_required');
     const unknown = await rpc(fed, 'tools/call', { name: 'crash', arguments: {} });
     expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: crash' });
+  });
+});
+
+describe('a resource URI two upstreams list', () => {
+  let gw: TestGateway;
+  let fed: string;
+  let a: SpawnedServer & { config: Record<string, unknown> };
+  let b: SpawnedServer & { config: Record<string, unknown> };
+  const logA = new FixtureLog();
+  const logB = new FixtureLog();
+  /** The JSON-RPC methods that reached the upstream over HTTP, in order. */
+  const methods = (log: FixtureLog) => log.of('http').map((e) => e.rpcMethod);
+
+  beforeAll(async () => {
+    // The same fixture twice over Streamable HTTP: both list fixture://notes/secret and the
+    // template fixture://plain/{id}; each logs the method of every request it receives.
+    [a, b] = await Promise.all([startFixtureHttp('http', logA), startFixtureHttp('http', logB)]);
+    gw = await startGateway({ federation: { enabled: true }, upstreams: { a: a.config, b: b.config } });
+    fed = `${gw.base}/mcp`;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it('resources/read on /mcp → -32602 naming both upstreams (data.uri, data.candidates); the read reaches neither', async () => {
+    const listed = await listAll(fed, 'resources/list', 'resources');
+    expect(listed.items.filter((r) => r.uri === 'fixture://notes/secret')).toHaveLength(2);
+    for (const uri of ['fixture://notes/secret', 'fixture://plain/7']) {
+      const r = await rpc(fed, 'resources/read', { uri }, { caps: ELICIT });
+      expect(r.status).toBe(200);
+      expect(r.body.error).toEqual({
+        code: -32602,
+        message: `Ambiguous resource URI '${uri}': upstreams 'a' and 'b' both list it (or a template matching it)`,
+        data: { uri, candidates: ['a', 'b'] },
+      });
+    }
+    expect(methods(logA)).toContain('resources/list');
+    expect(methods(logB)).toContain('resources/list');
+    expect(methods(logA)).not.toContain('resources/read');
+    expect(methods(logB)).not.toContain('resources/read');
+    // The same read on one upstream's own endpoint is served, and its log shows it.
+    const direct = await rpc(gw.url('a'), 'resources/read', { uri: 'fixture://plain/7' });
+    expect(direct.body.result.contents[0].text).toBe('note 7');
+    expect(methods(logA)).toContain('resources/read');
+    expect(methods(logB)).not.toContain('resources/read');
   });
 });
 

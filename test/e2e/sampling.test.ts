@@ -10,7 +10,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { anthropicMessage, errorBody, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import type { Logger } from '../../src/observability/log.js';
@@ -31,7 +31,7 @@ afterAll(async () => {
   await Promise.all(fakes.map((f) => f.close()));
 });
 
-async function fake(kind: 'openai' | 'anthropic', reply: (req: any, n: number) => Reply): Promise<FakeLlm> {
+async function fake(kind: 'openai' | 'anthropic', reply: (req: any, n: number) => Reply | Promise<Reply>): Promise<FakeLlm> {
   const f = await startFakeLlm(kind, reply);
   fakes.push(f);
   return f;
@@ -360,6 +360,56 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const all = JSON.stringify(lines);
     expect(all).not.toContain(OPENAI_KEY);
     expect(all).not.toContain('confidential paragraph');
+  });
+
+  it('includeContext "thisServer": the upstream gets -32602 invalid-request (the gateway declared no sampling.context), the provider and the client are never asked', async () => {
+    const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'never' }) }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm) }, upstream(log));
+    // The client declares sampling with context; in provider mode the upstream is told sampling without it.
+    const r = await rpc(g.url('f'), 'tools/call', call('summarize', { text: 'x', includeContext: 'thisServer' }), { caps: { sampling: { context: {} } } });
+    expect(r.status).toBe(200);
+    expect(r.body.result.resultType).toBe('complete');
+    expect(r.body.result.inputRequests).toBeUndefined();
+    expect(r.body.result.isError).toBe(true);
+    expect(log.of('initialized').at(-1)!.capabilities.sampling).toEqual({ tools: {} });
+    expect(answers(log).at(-1)!.error).toEqual({
+      code: -32602,
+      message: 'includeContext "thisServer" is not served when the gateway answers sampling: it does not declare sampling.context (MCP 2025-11-25); omit includeContext or send "none"',
+      data: { reason: 'invalid-request' },
+    });
+    expect(llm.requests).toHaveLength(0);
+    expect(await metrics(g)).toContain('mrtr_sampling_requests_total{upstream="f",provider="p",outcome="invalid-request"} 1');
+    // includeContext "none" is served.
+    const none = await rpc(g.url('f'), 'tools/call', call('summarize', { text: 'x', includeContext: 'none' }), { caps: {} });
+    expect(resultText(none)).toContain('summary=never');
+    expect(llm.requests).toHaveLength(1);
+  });
+
+  it('maxConcurrent 1, maxQueued 0: while the provider holds the first request, a second is refused at once with busy; the first then completes', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const llm = await fake('openai', (_r, n) => (n === 1 ? held.then(() => ({ body: openaiCompletion({ content: 'first answer' }) })) : { body: openaiCompletion({ content: 'second answer' }) }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxConcurrent: 1, maxQueued: 0, timeoutMs: 30_000 }) }, upstream(log));
+    const first = summarize(g);
+    expect(await eventually(() => llm.requests.length === 1, 15_000)).toBe(true);
+    expect(await metrics(g)).toContain('mrtr_sampling_in_flight{provider="p"} 1');
+    const started = Date.now();
+    const second = await summarize(g);
+    // Refused without waiting for the held request (timeoutMs is 30 s).
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(second.body.result.isError).toBe(true);
+    expect(resultText(second)).toContain('The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)');
+    expect(answers(log).at(-1)!.error).toEqual({ code: -32603, message: 'The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)', data: { reason: 'busy', provider: 'p' } });
+    expect(llm.requests).toHaveLength(1);
+    release();
+    expect(resultText(await first)).toContain('summary=first answer');
+    expect(llm.requests).toHaveLength(1);
+    const m = await metrics(g);
+    expect(m).toContain('mrtr_sampling_requests_total{upstream="f",provider="p",outcome="busy"} 1');
+    expect(m).toContain('mrtr_sampling_requests_total{upstream="f",provider="p",outcome="complete"} 1');
+    expect(m).toContain('mrtr_sampling_in_flight{provider="p"} 0');
   });
 
   it('a successful answer is logged with tokens and model, and without the key or any content', async () => {

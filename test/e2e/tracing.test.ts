@@ -2,7 +2,7 @@
  * Traces in process, with the SDK's in-memory exporter: the spans of a call with an input round
  * (request, upstream call, round, then the retry), their links to the client's trace context
  * (HTTP headers and `_meta`), the trace context the upstreams receive (a legacy Streamable HTTP
- * upstream: headers; a 2026-07-28 upstream: headers and `_meta`), a task's span, and the spans of a
+ * or HTTP+SSE upstream: headers; a 2026-07-28 upstream: headers and `_meta`), a task's span, and the spans of a
  * legacy client's session. Then a gateway process configured by `OTEL_*` alone, exporting over
  * OTLP/HTTP (JSON and protobuf) to a collector stand-in on 127.0.0.1, and the same process with
  * tracing off.
@@ -36,9 +36,11 @@ describe('traces (in-memory exporter)', () => {
   const exporter = new InMemorySpanExporter();
   let tracing: Tracing | undefined;
   let legacy: SpawnedServer & { config: Record<string, unknown> };
+  let sse: SpawnedServer & { config: Record<string, unknown> };
   let modern: SpawnedServer;
   let gw: TestGateway;
   const legacyLog = new FixtureLog();
+  const sseLog = new FixtureLog();
   const modernLog = new FixtureLog();
 
   const spans = () => exporter.getFinishedSpans();
@@ -49,10 +51,15 @@ describe('traces (in-memory exporter)', () => {
 
   beforeAll(async () => {
     tracing = await startTracing({ env: {}, spanProcessors: [new SimpleSpanProcessor(exporter)] });
-    [legacy, modern] = await Promise.all([startFixtureHttp('http', legacyLog), spawnListening(['--import', 'tsx', MODERN, 'http'], { FIXTURE_LOG: modernLog.file })]);
+    [legacy, sse, modern] = await Promise.all([
+      startFixtureHttp('http', legacyLog),
+      startFixtureHttp('sse', sseLog),
+      spawnListening(['--import', 'tsx', MODERN, 'http'], { FIXTURE_LOG: modernLog.file }),
+    ]);
     gw = await startGateway({
       upstreams: {
         legacy: { ...legacy.config, protocol: 'legacy', tasks: { tools: { slow: { taskAfterMs: 0 } } } },
+        sse: { ...sse.config, protocol: 'legacy' },
         replay: { ...legacy.config, protocol: 'legacy', input: { mode: 'replay' } },
         modern: { transport: 'streamable-http', url: `http://127.0.0.1:${modern.port}/mcp`, protocol: '2026-07-28' },
       },
@@ -60,7 +67,7 @@ describe('traces (in-memory exporter)', () => {
   });
   afterAll(async () => {
     await gw?.close();
-    await Promise.all([legacy?.stop(), modern?.stop()]);
+    await Promise.all([legacy?.stop(), sse?.stop(), modern?.stop()]);
     await tracing?.shutdown();
   });
   beforeEach(() => exporter.reset());
@@ -141,6 +148,21 @@ describe('traces (in-memory exporter)', () => {
     expect(posted.at(-1)?.tracestate).toBe('vendor=1');
     // And in the call's params._meta (what a stdio upstream reads).
     expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(up)}-01`);
+  });
+
+  it('an HTTP+SSE upstream gets the upstream call span\'s context in the traceparent header of its POST', async () => {
+    const seen = sseLog.of('http').length;
+    const r = await rpc(gw.url('sse'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, { id: 'sse-1', headers: { traceparent: CLIENT.traceparent, tracestate: 'vendor=2' } });
+    expect(r.body.result.content[0].text).toBe('slept 10ms');
+    const req = named('tools/call slow').find((s) => s.kind === SpanKind.SERVER)!;
+    const up = await vitestEventually(() => named('tools/call slow').find((s) => s.kind === SpanKind.CLIENT));
+    expect(parentOf(req)).toBe(CLIENT.spanId);
+    expect(parentOf(up)).toBe(idOf(req));
+    expect(up.attributes).toMatchObject({ 'mcp.upstream': 'sse', 'server.address': '127.0.0.1', 'server.port': sse.port });
+    // The call went as a POST to the SSE transport's message endpoint, with the span's context.
+    const posted = sseLog.of('http').slice(seen).filter((e) => e.rpcMethod === 'tools/call');
+    expect(posted).toHaveLength(1);
+    expect(posted[0]).toMatchObject({ httpMethod: 'POST', traceparent: `00-${CLIENT.traceId}-${idOf(up)}-01`, tracestate: 'vendor=2' });
   });
 
   it('replay mode: each round is an upstream call of its own, ended as input_required, not as the cancellation it is', async () => {

@@ -25,8 +25,8 @@ export interface FakeLlm {
   /** The `baseUrl` to configure: `http://127.0.0.1:PORT/v1` (openai) or `http://127.0.0.1:PORT` (anthropic). */
   baseUrl: string;
   requests: ReceivedRequest[];
-  /** Decides the answer to the n-th request (from 1). */
-  reply: (req: ReceivedRequest, n: number) => Reply;
+  /** Decides the answer to the n-th request (from 1); a promise holds the answer until it settles. */
+  reply: (req: ReceivedRequest, n: number) => Reply | Promise<Reply>;
   close(): Promise<void>;
 }
 
@@ -63,13 +63,11 @@ export async function startFakeLlm(kind: 'openai' | 'anthropic', reply: FakeLlm[
         return send(res, 404, {}, errorBody(kind, 404, 'not_found_error', `No route ${req.method} ${req.url}`));
       }
       fake.requests.push(received);
-      const answer = fake.reply(received, fake.requests.length);
-      if (answer === 'hang') {
-        hanging.add(res);
-        res.on('close', () => hanging.delete(res));
-        return;
-      }
-      send(res, answer.status ?? 200, answer.headers ?? {}, answer.body);
+      hanging.add(res);
+      res.on('close', () => hanging.delete(res));
+      void Promise.resolve(fake.reply(received, fake.requests.length)).then((answer) => {
+        if (answer !== 'hang' && !res.destroyed) send(res, answer.status ?? 200, answer.headers ?? {}, answer.body);
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { duration, renderPage, type PageData } from '../../src/admin/page.js';
+import { adminAddressRefusal } from '../../src/http/admin.js';
 
 const EVIL = `<script>alert(1)</script><img src=x onerror="alert('x')">&amp;`;
 const ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&amp;amp;';
@@ -75,5 +76,18 @@ describe('admin page rendering', () => {
     expect(duration(12_000)).toBe('12 s');
     expect(duration(200_000)).toBe('3 min 20 s');
     expect(duration(7_500_000)).toBe('2 h 5 min');
+  });
+});
+
+describe('adminAddressRefusal (the admin address rule)', () => {
+  const REFUSED = 'Forbidden: without authentication the admin page is served to loopback clients only';
+  it('auth "none": loopback peers (IPv4, IPv4-mapped IPv6, ::1) pass; every other or unknown peer is refused', () => {
+    for (const a of ['127.0.0.1', '127.255.0.9', '::ffff:127.0.0.1', '::FFFF:127.0.0.2', '::1']) expect(adminAddressRefusal('none', a), a).toBeUndefined();
+    for (const a of ['203.0.113.9', '10.0.0.1', '192.168.1.2', '::ffff:198.51.100.7', '2001:db8::1', '0.0.0.0', '::', 'localhost', '', undefined]) {
+      expect(adminAddressRefusal('none', a), String(a)).toBe(REFUSED);
+    }
+  });
+  it('with authentication there is no address rule', () => {
+    for (const mode of ['apiKeys', 'jwt']) expect(adminAddressRefusal(mode, '203.0.113.9')).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Census, featureOf, OTHER_TOOL, toolLabel } from '../../src/observability/census.js';
+import { Census, DEPRECATED_FEATURES, featureOf, OTHER_TOOL, toolLabel } from '../../src/observability/census.js';
 
 describe('deprecation census', () => {
   it('classifies server-initiated messages by feature', () => {
@@ -41,17 +41,62 @@ describe('deprecation census', () => {
     expect(counted).toEqual(['up/ask_name/elicitation_form', 'up/ask_name/elicitation_form', 'up/(unknown)/logging', 'up/(unknown)/logging']);
   });
 
-  it('sorts features in report order and bounds its rows, counting further tools as (other)', () => {
-    const census = new Census({ maxEntries: 2 });
+  it('sorts features in report order', () => {
+    const census = new Census();
     census.count('up', 't1', 'roots_list');
     census.count('up', 't1', 'elicitation_url');
-    census.count('up', 't2', 'sampling');
-    census.count('up', 't3', 'sampling');
+    census.count('up', 't0', 'sampling');
     census.count('up', 't1', 'roots_list');
     expect(census.snapshot().map((e) => [e.tool, e.feature, e.calls])).toEqual([
-      [OTHER_TOOL, 'sampling', 2],
+      ['t0', 'sampling', 1],
       ['t1', 'elicitation_url', 1],
       ['t1', 'roots_list', 2],
     ]);
+  });
+
+  it('holds at most maxEntries rows, (other) rows included: one (other) row per configured upstream and feature is held back', () => {
+    const counted: string[] = [];
+    // 2 upstreams × 8 features held back: 4 rows left for tools.
+    const census = new Census({ maxEntries: 20, upstreams: ['a', 'b'], onCount: (u, t, f) => counted.push(`${u}/${t}/${f}`) });
+    for (const tool of ['t1', 't2', 't3', 't4', 't5', 't6']) census.count('a', tool, 'sampling');
+    census.count('a', 't1', 'sampling');
+    census.count('b', 'x1', 'roots_list');
+    census.count('b', 'x2', 'logging');
+    census.count('a', 't1', 'logging');
+    // An upstream the census was not given has no row held back: nowhere to count it.
+    census.count('zz', 'y', 'logging');
+    expect(census.snapshot().map((e) => [e.upstream, e.tool, e.feature, e.calls])).toEqual([
+      ['a', OTHER_TOOL, 'sampling', 2],
+      ['a', OTHER_TOOL, 'logging', 1],
+      ['a', 't1', 'sampling', 2],
+      ['a', 't2', 'sampling', 1],
+      ['a', 't3', 'sampling', 1],
+      ['a', 't4', 'sampling', 1],
+      ['b', OTHER_TOOL, 'roots_list', 1],
+      ['b', OTHER_TOOL, 'logging', 1],
+    ]);
+    expect(counted.slice(-5)).toEqual(['a/t1/sampling', `b/${OTHER_TOOL}/roots_list`, `b/${OTHER_TOOL}/logging`, `a/${OTHER_TOOL}/logging`, `zz/${OTHER_TOOL}/logging`]);
+    // Every configured upstream can still get every (other) row: 20 at most.
+    for (const u of ['a', 'b']) for (const f of DEPRECATED_FEATURES) census.count(u, 'late', f);
+    expect(census.snapshot()).toHaveLength(20);
+    expect(census.snapshot().filter((e) => e.tool === OTHER_TOOL)).toHaveLength(16);
+  });
+
+  it('never exceeds maxEntries, and counts every use of a configured upstream in its (upstream, feature) rows', () => {
+    const features = ['elicitation_form', 'sampling', 'roots_list', 'logging'] as const;
+    const census = new Census({ maxEntries: 40, upstreams: ['u0', 'u1', 'u2', 'u3'] });
+    const totals = new Map<string, number>();
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    for (let i = 0; i < 5000; i++) {
+      const upstream = `u${rand(4)}`;
+      const feature = features[rand(features.length)]!;
+      census.count(upstream, `tool-${rand(300)}`, feature);
+      totals.set(`${upstream}/${feature}`, (totals.get(`${upstream}/${feature}`) ?? 0) + 1);
+      expect(census.snapshot().length).toBeLessThanOrEqual(40);
+    }
+    const got = new Map<string, number>();
+    for (const e of census.snapshot()) got.set(`${e.upstream}/${e.feature}`, (got.get(`${e.upstream}/${e.feature}`) ?? 0) + e.calls);
+    expect(got).toEqual(totals);
   });
 });

@@ -3,6 +3,7 @@
  * from both provider APIs, budgets and the concurrency cap, provider error classification, modes
  * and capabilities, and the config rules.
  */
+import type { MessageCreateParamsNonStreaming } from '@anthropic-ai/sdk/resources/messages';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
@@ -188,6 +189,17 @@ describe('toAnthropicRequest', () => {
     });
     const none = params({ messages: [user(text('x'))], tools: [{ name: 't', inputSchema: { type: 'object' } }], toolChoice: { mode: 'none' } });
     expect(toAnthropicRequest(none, choice(), 5).tool_choice).toEqual({ type: 'none' });
+  });
+  it('the SDK\'s Messages params (API version 2026-10-21) have no temperature, top_p or top_k (checked by tsc)', () => {
+    const body: MessageCreateParamsNonStreaming = toAnthropicRequest(params({ messages: [user(text('x'))], temperature: 0.3 }), choice(), 5);
+    expect(Object.keys(body).sort()).toEqual(['max_tokens', 'messages', 'model', 'stream']);
+    // @ts-expect-error the field does not exist in this API version: a request carrying it gets a 400
+    const withTemperature: MessageCreateParamsNonStreaming = { ...body, temperature: 0.3 };
+    // @ts-expect-error likewise
+    const withTopP: MessageCreateParamsNonStreaming = { ...body, top_p: 0.9 };
+    // @ts-expect-error likewise
+    const withTopK: MessageCreateParamsNonStreaming = { ...body, top_k: 5 };
+    expect([withTemperature, withTopP, withTopK].map((b) => Object.keys(b).length)).toEqual([5, 5, 5]);
   });
   it('refuses audio and image types the Messages API does not take', () => {
     const e = failure(() => toAnthropicRequest(params({ messages: [user({ type: 'audio', data: 'eA==', mimeType: 'audio/wav' })] }), choice({ audio: true }), 5));

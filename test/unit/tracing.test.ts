@@ -1,7 +1,8 @@
 /**
  * Tracing's switch and names: when the `OTEL_*` environment turns traces on, what the start-up log
  * line says, that the attribute names are those of `@opentelemetry/semantic-conventions`, and that
- * with nothing set no SDK is started (checked in a fresh process, where nothing else registered one).
+ * with nothing set tracing costs nothing: no OpenTelemetry package is loaded, no SDK started, no
+ * span object made (checked in a fresh process, where nothing else registered one).
  */
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,8 @@ import { ATTR, describeTracing, tracingWanted } from '../../src/observability/tr
 import { ROOT } from '../helpers/processes.js';
 
 const TRACING = fileURLToPath(new URL('../../src/observability/tracing.ts', import.meta.url));
+const GATEWAY = fileURLToPath(new URL('../../src/gateway.ts', import.meta.url));
+const APP = fileURLToPath(new URL('../../src/http/app.ts', import.meta.url));
 
 describe('tracingWanted', () => {
   it.each([
@@ -89,30 +92,83 @@ describe('attribute names', () => {
 });
 
 describe('nothing set', () => {
-  /** Runs `startTracing` with `env` in a fresh Node process; says whether a tracer provider got registered globally. */
-  function probe(env: Record<string, string>): { started: boolean; active: boolean; globalApi: boolean; spanRecording: boolean } {
+  /** Resolve hook run in the loader thread: posts the name of every @opentelemetry package resolved. */
+  const HOOK = `
+    let port;
+    export function initialize(data) { port = data.port; }
+    export async function resolve(specifier, context, next) {
+      const r = await next(specifier, context);
+      const m = /node_modules\\/(@opentelemetry\\/[^/]+)\\//.exec(r.url);
+      if (m) port.postMessage(m[1]);
+      return r;
+    }`;
+
+  interface Probe {
+    started: boolean;
+    active: boolean;
+    /** The OpenTelemetry API registered a global (tracer provider, propagator, context manager). */
+    globalApi: boolean;
+    /** @opentelemetry packages loaded by the gateway's modules and startTracing. */
+    loaded: string[];
+    /** The span objects the tracing hooks made (server, client, task). */
+    spans: number;
+    spanRecording: boolean;
+    /** traceHeaders, addTraceHeaders and traceMeta gave back what they got. */
+    passThrough: boolean;
+    /** Afterwards, the API's global tracer provider: a tracer from it makes recording spans. */
+    providerRecords: boolean;
+  }
+
+  /**
+   * Imports the gateway's modules and runs `startTracing` with `env` in a fresh Node process, then
+   * calls the tracing hooks as a request would; says what got loaded, registered and made.
+   */
+  function probe(env: Record<string, string>): Probe {
     const script = `
+      import { register } from 'node:module';
+      import { MessageChannel } from 'node:worker_threads';
+      const { port1, port2 } = new MessageChannel();
+      const loaded = new Set();
+      port1.on('message', (name) => loaded.add(name));
+      port1.unref();
+      register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(HOOK)}), { data: { port: port2 }, transferList: [port2] });
+      await import(${JSON.stringify(GATEWAY)});
+      await import(${JSON.stringify(APP)});
       const t = await import(${JSON.stringify(TRACING)});
       const tracing = await t.startTracing({ env: ${JSON.stringify(env)} });
       const globalApi = Symbol.for('opentelemetry.js.api.1') in globalThis;
-      const span = t.startServerSpan({ method: 'tools/call', params: { name: 'x' }, upstream: 'u' });
-      const out = { started: tracing !== undefined, active: t.tracingActive(), globalApi, spanRecording: span?.span.isRecording() ?? false };
-      t.endSpan(span, { result: {} });
+      const server = t.startServerSpan({ method: 'tools/call', params: { name: 'x' }, upstream: 'u', headers: { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } });
+      const made = [server, t.within(server, () => t.startClientSpan({ method: 'tools/call', params: { name: 'x' }, upstream: 'u', endpoint: { transport: 'stdio' } })), t.within(server, () => t.startTaskSpan({ method: 'tools/call', name: 'x', upstream: 'u', taskId: 't', ttlMs: 1000 }))];
+      const headers = { a: '1' }, plain = { a: '1' }, meta = { m: 1 };
+      const passThrough = t.within(server, () => t.traceHeaders(headers) === headers && t.addTraceHeaders(plain) === plain && Object.keys(plain).length === 1 && t.traceMeta(meta) === meta);
+      const spanRecording = server?.span.isRecording() ?? false;
+      for (const m of made) t.endSpan(m, { result: {} });
       await tracing?.shutdown(1000);
+      // Let the loader thread's messages arrive before the API is imported here.
+      await new Promise((r) => setTimeout(r, 200));
+      const names = [...loaded].sort();
+      const api = await import('@opentelemetry/api');
+      const providerRecords = api.trace.getTracerProvider().getTracer('probe').startSpan('probe').isRecording();
+      const out = { started: tracing !== undefined, active: t.tracingActive(), globalApi, loaded: names, spans: made.filter(Boolean).length, spanRecording, passThrough, providerRecords };
       // An exporter still retrying an unreachable endpoint may hold the loop: leave as the CLI does.
       process.stdout.write(JSON.stringify(out), () => process.exit(0));
     `;
     const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_')));
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env: { ...clean, ...env }, encoding: 'utf8', timeout: 20_000 });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env: { ...clean, ...env }, encoding: 'utf8', timeout: 60_000 });
     return JSON.parse(out);
   }
 
-  it('starts no SDK and registers nothing with the API; spans are not even created', () => {
-    expect(probe({})).toEqual({ started: false, active: false, globalApi: false, spanRecording: false });
-  });
+  it('loads no OpenTelemetry SDK package, registers nothing with the API, makes no span object and adds no header; the global tracer provider stays the no-op one', () => {
+    // The API package is loaded only because the Anthropic SDK imports it (its client is made with
+    // openTelemetry: false); no SDK, exporter or resource package is.
+    expect(probe({})).toEqual({ started: false, active: false, globalApi: false, loaded: ['@opentelemetry/api'], spans: 0, spanRecording: false, passThrough: true, providerRecords: false });
+  }, 90_000);
 
   it('starts the SDK when an exporter is configured (same probe, so it can tell)', () => {
-    expect(probe({ OTEL_TRACES_EXPORTER: 'console', OTEL_TRACES_SAMPLER: 'always_off' })).toEqual({ started: true, active: true, globalApi: true, spanRecording: false });
-    expect(probe({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_EXPORT_TIMEOUT: '100' }).spanRecording).toBe(true);
-  });
+    const sampledOff = probe({ OTEL_TRACES_EXPORTER: 'console', OTEL_TRACES_SAMPLER: 'always_off' });
+    expect(sampledOff).toMatchObject({ started: true, active: false, globalApi: true, spans: 3, spanRecording: false });
+    expect(sampledOff.loaded).toEqual(expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/sdk-node', '@opentelemetry/resources']));
+    const on = probe({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_EXPORT_TIMEOUT: '100' });
+    expect(on).toMatchObject({ started: true, spans: 3, spanRecording: true, passThrough: false });
+  }, 90_000);
 });
