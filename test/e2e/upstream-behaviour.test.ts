@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { envelope, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, listen, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FIXTURE, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 
@@ -126,56 +126,106 @@ describe('a call waiting for a session', () => {
 });
 
 describe('sessions the upstream forgot', () => {
-  it('an upstream that reaps idle sessions after 1 s: calls before and after the reaping all succeed', async () => {
+  /**
+   * Calls `slow` (20 ms) with client capabilities `caps`, keeping its text (or its error). A
+   * capability set that was never used for a tools/call misses the tool cache, so the gateway
+   * lists the tools on its own first.
+   */
+  const caller = (url: string, texts: string[]) => async (caps: Record<string, unknown> = {}) => {
+    const r = await rpc(url, 'tools/call', slow(20), { caps });
+    texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
+  };
+  /** Opens an upstream session for the view of `caps` without filling the tool cache. */
+  const openView = async (url: string, caps: Record<string, unknown>) => {
+    expect((await rpc(url, 'server/discover', {}, { caps })).body.result?.resultType).toBe('complete');
+  };
+  const sampling = { sampling: {} };
+
+  it('an upstream that reaps idle sessions after 1 s: calls before and after the reaping all succeed, tool cache misses included', async () => {
     const log = new FixtureLog();
     const srv = await fixtureHttp({ FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_LOG: log.file });
-    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 4 } } });
+    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 6 } } });
     const url = gw.url('f');
     const texts: string[] = [];
-    const call = async () => {
-      const r = await rpc(url, 'tools/call', slow(20));
-      texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
-    };
+    const call = caller(url, texts);
     await Promise.all([call(), call(), call()]);
-    for (let round = 0; round < 2; round++) {
+    // Sessions of two more views, whose tool listings the gateway has not made yet.
+    await openView(url, elicit);
+    await openView(url, sampling);
+    const listings = () => log.events().filter((e) => e.event === 'http' && e.rpcMethod === 'tools/list').length;
+    expect(listings()).toBe(1);
+    for (const caps of [elicit, sampling]) {
       await sleep(1500);
-      await Promise.all([call(), call(), call()]);
+      // The first call of the view lists the tools on that view's reaped session, then runs on it.
+      await Promise.all([call(caps), call(), call()]);
       await call();
     }
     expect(texts).toHaveLength(11);
     expect(texts.filter((t) => t !== 'slept 20ms')).toEqual([]);
+    // Each of the two views listed its tools after the reaping.
+    expect(listings()).toBeGreaterThanOrEqual(3);
     // New upstream sessions were initialized after the reaping.
-    expect(log.of('initialized').length).toBeGreaterThan(3);
+    expect(log.of('initialized').length).toBeGreaterThan(5);
   });
 
-  it('an upstream without a GET stream that reaps sessions and then restarts on the same port: 0 calls fail', async () => {
+  it('an upstream without a GET stream that reaps sessions and then restarts on the same port: 0 calls fail, tool cache misses included', async () => {
     const log = new FixtureLog();
     const env = { FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_NO_GET: '1', FIXTURE_LOG: log.file };
     let srv = await fixtureHttp(env);
     const port = String(srv.port);
     const { log: gatewayLog, lines } = memoryLogger('info');
-    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 4 } } }, { log: gatewayLog });
+    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 6 } } }, { log: gatewayLog });
     const url = gw.url('f');
     const texts: string[] = [];
-    const call = async () => {
-      const r = await rpc(url, 'tools/call', slow(20));
-      texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
-    };
+    const call = caller(url, texts);
     await Promise.all([call(), call(), call()]);
+    await openView(url, elicit);
     await sleep(1500); // every session reaped: the next calls meet 404 on a known session id
-    await Promise.all([call(), call(), call()]);
+    await Promise.all([call(elicit), call(), call()]);
     await call();
+    await openView(url, sampling);
     await call();
     srv.child.kill('SIGKILL');
     await new Promise((r) => srv.child.once('exit', r));
     srv = await fixtureHttp(env, port);
-    await Promise.all([call(), call(), call()]);
-    for (let i = 0; i < 9; i++) await call();
+    await Promise.all([call(sampling), call(), call()]);
+    for (let i = 0; i < 8; i++) await call();
+    // A client's own tools/list after the restart, on the sampling view's session the restart made stale again.
+    await sleep(1500);
+    const listed = await rpc(url, 'tools/list', {}, { caps: sampling });
+    expect(listed.body.result?.tools?.some((t: { name: string }) => t.name === 'slow')).toBe(true);
+    await call(sampling);
     expect(texts).toHaveLength(20);
     expect(texts.filter((t) => t !== 'slept 20ms')).toEqual([]);
     // The 404s were answered by initializing again, not by failing calls.
-    expect(lines().filter((l) => /no longer knows the session \(404\)/.test(l.msg)).length).toBeGreaterThanOrEqual(2);
+    expect(lines().filter((l) => /no longer knows the session \(404\)/.test(l.msg)).length).toBeGreaterThanOrEqual(3);
     expect(log.of('initialized').length).toBeGreaterThan(6);
+  });
+
+  it('what the gateway sends on its own meets a forgotten session too: a listener\'s resources/subscribe and a 2025-11-25 upstream task', async () => {
+    const log = new FixtureLog();
+    const srv = await fixtureHttp({ FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_NO_GET: '1', FIXTURE_SUBSCRIBE: '1', FIXTURE_TASKS: '1', FIXTURE_LOG: log.file });
+    const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 1 } } });
+    const url = gw.url('f');
+    const task = () => rpc(url, 'tools/call', { name: 'slow_task', arguments: { ms: 50 } });
+    expect((await task()).body.result?.content).toEqual([{ type: 'text', text: 'task slept 50ms' }]);
+    await sleep(1500); // the one session is reaped: its next request meets 404
+    const second = await task();
+    expect(second.body.result?.content ?? second.body.error).toEqual([{ type: 'text', text: 'task slept 50ms' }]);
+    expect(log.of('task-created')).toHaveLength(2);
+
+    await sleep(1500);
+    const uri = 'fixture://plain/1';
+    const stream = await listen(url, { resourceSubscriptions: [uri] });
+    try {
+      const ack = await stream.next();
+      expect(ack?.params?.notifications, JSON.stringify(stream.messages)).toEqual({ resourceSubscriptions: [uri] });
+      expect(log.of('subscribe').map((e) => e.uri)).toEqual([uri]);
+    } finally {
+      stream.close();
+    }
+    expect(await eventually(() => log.of('unsubscribe').length === 1)).toBe(true);
+    expect(log.of('initialized')).toHaveLength(3);
   });
 });
 
