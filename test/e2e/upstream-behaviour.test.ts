@@ -7,7 +7,10 @@ import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Agent, getGlobalDispatcher, setGlobalDispatcher, type Dispatcher } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, listen, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FIXTURE, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
@@ -230,20 +233,53 @@ describe('sessions the upstream forgot', () => {
 });
 
 describe('the upstream HTTP hop takes its limits from config', () => {
-  it('an upstream silent for 1.5 s (a JSON response) fails at requestMs=500 and succeeds at requestMs=5000', async () => {
-    const srv = await fixtureHttp({ FIXTURE_JSON: '1' });
+  // undici's global dispatcher (what Node's fetch and undici's request use unless told otherwise)
+  // is made to cut any response silent for 1 s: the gateway's hop must not be subject to it.
+  let saved: Dispatcher;
+  let lowered: Agent;
+  /** The test client's own requests are not. */
+  const client = new Agent({ headersTimeout: 0, bodyTimeout: 0 });
+  beforeAll(() => {
+    saved = getGlobalDispatcher();
+    lowered = new Agent({ headersTimeout: 1000, bodyTimeout: 1000 });
+    setGlobalDispatcher(lowered);
+  });
+  afterAll(async () => {
+    setGlobalDispatcher(saved);
+    await Promise.all([lowered.close(), client.close()]);
+  });
+
+  it.each([
+    ['a JSON response: no headers for 2 s', { FIXTURE_JSON: '1' }],
+    ['an SSE response: headers at once, then a body silent for 2 s', {}],
+  ])('%s: cut at requestMs=500, complete at requestMs=5000 although the global dispatcher cuts at 1 s', async (_, env) => {
+    const srv = await fixtureHttp(env);
+    // The lowered limits are in force: the SDK's own transport on the global fetch is cut.
+    const sdk = new Client({ name: 'direct', version: '1' });
+    await sdk.connect(new StreamableHTTPClientTransport(new URL(String(srv.config.url))));
+    // (A cut SSE stream is not answered at all: the SDK's own 4 s limit ends the wait.)
+    const direct = await sdk.callTool({ name: 'slow', arguments: { ms: 2000, steps: 1 } }, undefined, { timeout: 4000 }).then(
+      () => 'completed',
+      (e: Error) => e.message,
+    );
+    await sdk.close().catch(() => {});
+    expect(direct).not.toBe('completed');
+
     const short = await gateway({ upstreams: { f: { ...srv.config, timeouts: { requestMs: 500 } } } });
+    // A warm session, so that the timing below is the call's alone.
+    expect((await rpc(short.url('f'), 'tools/call', slow(10), { dispatcher: client })).body.result?.content?.[0]?.text).toBe('slept 10ms');
     const started = Date.now();
-    const cut = await rpc(short.url('f'), 'tools/call', slow(1500));
+    const cut = await rpc(short.url('f'), 'tools/call', slow(2000), { dispatcher: client });
     const elapsed = Date.now() - started;
+    // The gateway's own limit, not the 1 s cut (which would be a lost session, not a timeout).
     expect(cut.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'timeout' } });
     expect(cut.body.error.message).toContain('requestMs=500');
     expect(elapsed).toBeGreaterThanOrEqual(450);
     expect(elapsed).toBeLessThan(1400);
 
     const long = await gateway({ upstreams: { f: { ...srv.config, timeouts: { requestMs: 5000 } } } });
-    const ok = await rpc(long.url('f'), 'tools/call', slow(1500));
-    expect(ok.body.result.content[0].text).toBe('slept 1500ms');
+    const ok = await rpc(long.url('f'), 'tools/call', slow(2000), { dispatcher: client });
+    expect(ok.body.result?.content?.[0]?.text ?? JSON.stringify(ok.body)).toBe('slept 2000ms');
   });
 });
 
