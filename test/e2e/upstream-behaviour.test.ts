@@ -46,28 +46,92 @@ function callAbortable(url: string, params: Record<string, unknown>, caps: Recor
   }).catch(() => undefined);
 }
 
+const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
+
+/**
+ * Ways a call ends at the gateway while its tool goes on upstream. `start` begins the call of
+ * `slow_then_ask` (it ignores cancellation and asks for a name about 500 ms after the call ended
+ * here, while the session that carried it is held out of use) and returns once the gateway ended the call.
+ */
+const CANCEL_TRIGGERS: {
+  name: string;
+  /** The upstream transports it runs on. */
+  on: ('stdio' | 'http')[];
+  gateway?: Record<string, unknown>;
+  upstream?: Record<string, unknown>;
+  start(url: string, gw: TestGateway): Promise<void>;
+}[] = [
+  {
+    name: 'the client closes the call',
+    on: ['stdio', 'http'],
+    async start(url) {
+      const ac = new AbortController();
+      const cancelled = callAbortable(url, { name: 'slow_then_ask', arguments: { ms: 700 } }, elicit, ac.signal);
+      await sleep(200);
+      ac.abort();
+      await cancelled;
+      // Long enough for the cancelled call's session to have come back to the pool, were it reused.
+      await sleep(250);
+    },
+  },
+  {
+    name: 'timeouts.requestMs fires',
+    on: ['http'],
+    upstream: { timeouts: { requestMs: 300 } },
+    async start(url) {
+      const r = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 800 } }, { caps: elicit });
+      expect(r.body.error).toMatchObject({ data: { reason: 'timeout' } });
+    },
+  },
+  {
+    name: 'the parked call expires',
+    on: ['stdio'],
+    gateway: { requestState: { ttlMs: 400 } },
+    async start(url, gw) {
+      // It asks first (the call parks, the client never answers), then works on after the expiry.
+      const r = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 500, askFirst: true } }, { caps: elicit });
+      expect(r.body.result.resultType).toBe('input_required');
+      expect(await eventually(() => gw.gateway.bridge.parkedCount === 0, 3000)).toBe(true);
+    },
+  },
+  {
+    name: 'tasks/cancel',
+    on: ['stdio'],
+    upstream: { tasks: { taskAfterMs: 100 } },
+    async start(url) {
+      const created = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 700 } }, { caps: { ...TASKS, ...elicit } });
+      const { taskId } = created.body.result;
+      expect(created.body.result.resultType).toBe('task');
+      const cancel = await rpc(url, 'tasks/cancel', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+      expect(cancel.body.result).toEqual({ resultType: 'complete' });
+    },
+  },
+];
+
 describe('a cancelled call that keeps running upstream', () => {
-  it.each(['stdio', 'http'] as const)('on %s: its later question never reaches the next call of the same principal', async (kind) => {
+  const cases = CANCEL_TRIGGERS.flatMap((trigger) => trigger.on.map((kind) => [trigger.name, kind, trigger] as const));
+  it.each(cases)('%s, on %s: its later question is refused upstream and never reaches the next call of the same principal', async (_, kind, trigger) => {
     const log = new FixtureLog();
     const srv = kind === 'http' ? await startFixtureHttp('http', log) : undefined;
     if (srv) servers.push(srv);
-    const gw = await gateway({ upstreams: { f: srv ? srv.config : fixtureStdio(log) } });
+    const gw = await gateway({ ...trigger.gateway, upstreams: { f: { ...(srv ? srv.config : fixtureStdio(log)), ...trigger.upstream } } });
     const url = gw.url('f');
+    // A warm session the cancelled call will run on.
     expect((await rpc(url, 'tools/call', slow(10), { caps: elicit })).body.result.content[0].text).toBe('slept 10ms');
 
-    // slow_then_ask ignores cancellation: it works 700 ms, then asks for a name.
-    const ac = new AbortController();
-    const cancelled = callAbortable(url, { name: 'slow_then_ask', arguments: { ms: 700 } }, elicit, ac.signal);
-    await sleep(200);
-    ac.abort();
-    await cancelled;
-    // Long enough for a cancelled session to have come back to the pool, were it reused.
-    await sleep(300);
-
-    const next = await rpc(url, 'tools/call', slow(1200), { caps: elicit });
-    expect(next.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1200ms' }] });
-    // The cancellation reached the upstream before its session was closed.
+    await trigger.start(url, gw);
+    // The next call runs while the cancelled tool asks (progress every 100 ms keeps a short requestMs alive).
+    const next = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 15 } }, { caps: elicit });
+    expect(next.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1500ms' }] });
+    // The cancellation reached the upstream, and the late question got an error there, never an
+    // answer: on stdio the gateway refuses it; over Streamable HTTP it goes on the POST stream of
+    // the cancelled request, which the gateway dropped with the cancellation, and fails when the
+    // gateway closes that upstream session.
     expect(log.of('notification-cancelled').length).toBeGreaterThan(0);
+    expect(await eventually(() => log.of('elicit-error', 'slow_then_ask').length === 1, 3000)).toBe(true);
+    const refused = /arrived outside any client request|client request already ended/;
+    expect(log.of('elicit-error', 'slow_then_ask')[0]!.message).toMatch(kind === 'stdio' ? refused : new RegExp(`${refused.source}|Connection closed`));
+    expect(log.of('elicit-result', 'slow_then_ask').filter((e) => e.result?.action !== 'cancel')).toEqual([]);
   });
 });
 
