@@ -1,7 +1,8 @@
 /**
  * Real upstream behaviour: a cancelled call that keeps running upstream, sessions the upstream
  * forgot (reaped, restarted), long silences, older revisions, a child that fails to start, an
- * upstream that dies under a parked call, and a server that asks for roots at session start.
+ * upstream that dies under a parked call, a server without listChanged or with the legacy
+ * resource-not-found code, and a server that asks for roots at session start.
  */
 import { mkdtempSync, realpathSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -391,28 +392,64 @@ describe('a stdio upstream that fails to start', () => {
 });
 
 describe('a parked call whose upstream dies', () => {
-  it('leaves the parked set at once, and its retry gets the failure', async () => {
+  it.each(['stdio', 'http'] as const)('on %s: leaves the parked set at once, and its retry gets the failure', async (kind) => {
     const log = new FixtureLog();
-    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxParked: 1 } } });
+    let srv = kind === 'http' ? await fixtureHttp({ FIXTURE_LOG: log.file }) : undefined;
+    const gw = await gateway({ upstreams: { f: { ...(srv ? srv.config : fixtureStdio(log)), maxParked: 1 } } });
     const url = gw.url('f');
     const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: elicit });
     expect(first.body.result.resultType).toBe('input_required');
     expect(gw.gateway.bridge.parkedCount).toBe(1);
-    const pid = log.of('call', 'ask_name')[0]!.pid as number;
-    process.kill(pid, 'SIGKILL');
-    expect(await eventually(() => gw.gateway.bridge.parkedCount === 0, 2000)).toBe(true);
+    if (srv) {
+      // The upstream restarts: the parked call's stream breaks and its session is gone there.
+      const port = String(srv.port);
+      srv.child.kill('SIGKILL');
+      await new Promise((r) => srv!.child.once('exit', r));
+      expect(await eventually(() => gw.gateway.bridge.parkedCount === 0, 2000)).toBe(true);
+      srv = await fixtureHttp({ FIXTURE_LOG: log.file }, port);
+    } else {
+      process.kill(log.of('call', 'ask_name')[0]!.pid as number, 'SIGKILL');
+      expect(await eventually(() => gw.gateway.bridge.parkedCount === 0, 2000)).toBe(true);
+    }
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     expect(metrics).toMatch(/mrtr_parked_calls\{upstream="f"\} 0/);
     // The slot is free: another eliciting call parks instead of getting parked-limit.
     const other = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: elicit });
-    expect(other.body.result.resultType).toBe('input_required');
+    expect(other.body.result?.resultType, JSON.stringify(other.body)).toBe('input_required');
     const retry = await rpc(url, 'tools/call', {
       name: 'ask_name',
       arguments: {},
       requestState: first.body.result.requestState,
       inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
     }, { caps: elicit });
-    expect(retry.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'crashed' } });
+    expect(retry.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: kind === 'stdio' ? 'crashed' : 'session-lost' } });
+  });
+});
+
+describe('what a legacy server declares and answers, as 2026-07-28 clients get it', () => {
+  it('a server that declares no listChanged: server/discover advertises none and subscriptions/listen acknowledges no list changes', async () => {
+    const gw = await gateway({ upstreams: { plain: fixtureStdio(undefined, { FIXTURE_NO_LIST_CHANGED: '1' }), usual: fixtureStdio() } });
+    const plain = (await rpc(gw.url('plain'), 'server/discover')).body.result.capabilities;
+    expect([plain.tools, plain.prompts, plain.resources]).toEqual([{}, {}, {}]);
+    // The same server declaring listChanged (the v1 SDK McpServer's default): passed on.
+    const usual = (await rpc(gw.url('usual'), 'server/discover')).body.result.capabilities;
+    expect([usual.tools, usual.prompts, usual.resources]).toEqual([{ listChanged: true }, { listChanged: true }, { listChanged: true }]);
+    const stream = await listen(gw.url('plain'), { toolsListChanged: true, promptsListChanged: true, resourcesListChanged: true });
+    try {
+      const ack = await stream.next();
+      expect(ack?.method, JSON.stringify(stream.messages)).toBe('notifications/subscriptions/acknowledged');
+      expect(ack.params.notifications).toEqual({});
+    } finally {
+      stream.close();
+    }
+  });
+
+  it('a legacy -32002 for an unknown resource reaches the client as -32602 with data.uri (SEP-2164)', async () => {
+    const gw = await gateway({ upstreams: { f: fixtureStdio() } });
+    const uri = 'fixture://plain/missing';
+    const r = await rpc(gw.url('f'), 'resources/read', { uri });
+    expect(r.body.error).toEqual({ code: -32602, message: 'Resource not found', data: { uri } });
+    expect((await rpc(gw.url('f'), 'resources/read', { uri: 'fixture://plain/7' })).body.result.contents[0].text).toBe('note 7');
   });
 });
 
