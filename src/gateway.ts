@@ -523,7 +523,7 @@ export class Gateway {
       const tools: ListedTool[] = [];
       let cursor: string | undefined;
       do {
-        const page = (await lease.session.client.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, LooseResult, {
+        const page = (await lease.session.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, LooseResult, {
           timeout: up.cfg.timeouts.requestMs,
           signal: ctx.signal,
         })) as { tools?: ListedTool[]; nextCursor?: string };

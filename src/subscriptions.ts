@@ -24,7 +24,7 @@ import { GatewayError, upstreamFailed } from './protocol/errors.js';
 import type { Logger } from './observability/log.js';
 import { detailedTask, tasksExtensionRequired, type TaskManager } from './tasks/manager.js';
 import { isTerminal, type TaskRecord } from './tasks/store.js';
-import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import { EmptyResultSchema, type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionLease, SessionPool } from './upstream/pool.js';
 import type { UpstreamNotification } from './upstream/session.js';
 import type { ModernUpstream } from './upstream/modern.js';
@@ -192,7 +192,7 @@ export class Subscription implements ListenHandle {
       stopRelay();
       await Promise.all(
         [...uris].map((uri) =>
-          session.client.unsubscribeResource({ uri }, { timeout: UNSUBSCRIBE_TIMEOUT_MS }).catch(() => {
+          session.request({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, { timeout: UNSUBSCRIBE_TIMEOUT_MS }).catch(() => {
             // A session that may still carry the subscription is not reused.
             reusable = false;
           }),
@@ -211,7 +211,7 @@ export class Subscription implements ListenHandle {
         const accepted = caps.resources?.subscribe
           ? await Promise.all(
               wanted.map((uri) =>
-                session.client.subscribeResource({ uri }, { timeout: up.cfg.timeouts.requestMs }).then(
+                session.request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: up.cfg.timeouts.requestMs }).then(
                   () => true,
                   (e) => {
                     log.debug({ upstream: up.name, uri, err: (e as Error).message }, 'upstream refused resources/subscribe');

@@ -11,7 +11,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { CallToolResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
@@ -352,10 +352,10 @@ export class Exchange implements CallHandlers {
     const { lease, params } = this.init;
     this.init.census?.note('legacy_tasks');
     try {
-      const stream = lease.session.client.experimental.tasks.callToolStream(
+      const stream = lease.session.callToolAsTask(
         { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
-        CallToolResultSchema,
-        { task: { ttl: this.init.legacyTask!.ttlMs }, signal: this.abort.signal, timeout: NO_SDK_TIMEOUT },
+        this.init.legacyTask!.ttlMs,
+        { signal: this.abort.signal, timeout: NO_SDK_TIMEOUT },
       );
       for await (const message of stream) {
         if (this.outcome) return;
@@ -543,7 +543,7 @@ export class Exchange implements CallHandlers {
     setImmediate(() => {
       this.abort.abort(error.message);
       const cancelTask = this.upstreamTaskId
-        ? this.init.lease.session.client.experimental.tasks.cancelTask(this.upstreamTaskId).then(
+        ? this.init.lease.session.request({ method: 'tasks/cancel', params: { taskId: this.upstreamTaskId } }, CancelTaskResultSchema).then(
             () => {},
             () => {},
           )

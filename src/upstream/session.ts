@@ -12,6 +12,7 @@
  * §Session Management: "the client MUST start a new session").
  */
 import { randomUUID } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -20,7 +21,12 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ResponseMessage } from '@modelcontextprotocol/sdk/shared/responseMessage.js';
 import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  ErrorCode,
+  GetTaskResultSchema,
   ListToolsResultSchema,
   LoggingMessageNotificationSchema,
   McpError,
@@ -29,6 +35,7 @@ import {
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
+  type CallToolResult,
   type ClientCapabilities as LegacyClientCapabilities,
   type ClientNotification,
   type ClientRequest,
@@ -116,6 +123,8 @@ const STDERR_LINE_CHARS = 500;
 
 /** Longest wait for the start barrier's `ping`, in ms (a server that ignores ping costs no more). */
 const BARRIER_PING_MS = 2000;
+/** Poll interval of an upstream task whose `tasks/get` names none, in ms (the v1 SDK's default). */
+const DEFAULT_TASK_POLL_MS = 1000;
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
@@ -314,11 +323,6 @@ export class UpstreamSession {
   get extraHeaders(): Record<string, string> {
     return this.opts.extraHeaders ?? {};
   }
-  /** The v1 SDK client of the current connection. */
-  get client(): Client {
-    return this.conn.client;
-  }
-
   /** The upstream's `initialize` result. */
   get info(): UpstreamInfo {
     const client = this.conn.client;
@@ -492,7 +496,9 @@ export class UpstreamSession {
   /**
    * Sends one request upstream. When a Streamable HTTP upstream answers 404 for the session (it
    * restarted or reaped the session, so the request was not processed), a new upstream session is
-   * initialized in place and the request is sent once more.
+   * initialized in place and the request is sent once more. Every request the gateway sends on a
+   * session goes through here (the calls of clients and the gateway's own: tool listings,
+   * `resources/subscribe`, upstream task polling and `tasks/cancel`).
    * @throws McpError from the upstream or the SDK (-32000 connection closed, -32001 timeout), or the
    *   transport's error when the upstream cannot be reached.
    */
@@ -504,6 +510,37 @@ export class UpstreamSession {
       if (!isSessionNotFound(e) || this.deadReason || options?.signal?.aborted) throw e;
       const fresh = await this.replace(conn);
       return fresh.client.request(request as never, schema as never, options);
+    }
+  }
+
+  /**
+   * Runs `tools/call` as a 2025-11-25 task upstream (`params.task` with `ttlMs`), then polls
+   * `tasks/get` (every `pollInterval` the upstream names, else 1 s) and fetches `tasks/result`
+   * once the task completed or needs input, as the v1 SDK's `callToolStream` does; each of these
+   * requests goes through {@link request}, so a session the upstream forgot is re-initialized and
+   * the request sent once more.
+   * @yields `taskCreated`, then `taskStatus` per poll, then one `result` or `error` (the task
+   *   failed or was cancelled upstream, -32603).
+   * @throws what {@link request} throws; the abort reason once `options.signal` aborts.
+   */
+  async *callToolAsTask(params: Record<string, unknown>, ttlMs: number, options: RequestOptions): AsyncGenerator<ResponseMessage<CallToolResult>> {
+    const created = await this.request({ method: 'tools/call', params }, CreateTaskResultSchema, { ...options, task: { ttl: ttlMs } });
+    const taskId = created.task.taskId;
+    yield { type: 'taskCreated', task: created.task };
+    for (;;) {
+      const task = await this.request({ method: 'tasks/get', params: { taskId } }, GetTaskResultSchema, options);
+      yield { type: 'taskStatus', task };
+      if (task.status === 'completed' || task.status === 'input_required') {
+        // tasks/result blocks until the task is terminal, delivering its queued requests meanwhile.
+        const result = await this.request({ method: 'tasks/result', params: { taskId } }, CallToolResultSchema, options);
+        yield { type: 'result', result };
+        return;
+      }
+      if (task.status === 'failed' || task.status === 'cancelled') {
+        yield { type: 'error', error: new McpError(ErrorCode.InternalError, `Task ${taskId} ${task.status === 'failed' ? 'failed' : 'was cancelled'}`) };
+        return;
+      }
+      await delay(task.pollInterval ?? DEFAULT_TASK_POLL_MS, undefined, { signal: options.signal });
     }
   }
 

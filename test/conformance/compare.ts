@@ -4,15 +4,16 @@
  */
 import type { Check } from './run.js';
 
-/** A check counts as passed when it is SUCCESS or INFO. */
+/** A check passed: it is SUCCESS (INFO is information, not a pass). */
 export function passed(c: Check): boolean {
-  return c.status === 'SUCCESS' || c.status === 'INFO';
+  return c.status === 'SUCCESS';
 }
 
-/** Counts of one run: checks in all, passed (SUCCESS or INFO), and the rest by status. */
+/** Counts of one run: checks in all, passed (SUCCESS), informational (INFO), and the rest by status. */
 export interface Tally {
   total: number;
   passed: number;
+  info: number;
   failed: number;
   warnings: number;
   skipped: number;
@@ -23,6 +24,7 @@ export function tally(checks: Check[]): Tally {
   return {
     total: checks.length,
     passed: checks.filter(passed).length,
+    info: checks.filter((c) => c.status === 'INFO').length,
     failed: checks.filter((c) => c.status === 'FAILURE').length,
     warnings: checks.filter((c) => c.status === 'WARNING').length,
     skipped: checks.filter((c) => c.status === 'SKIPPED').length,
@@ -30,10 +32,11 @@ export function tally(checks: Check[]): Tally {
 }
 
 /**
- * The checks that pass directly but not through the gateway. A scenario may emit one check id
+ * The checks that do worse through the gateway than directly. A scenario may emit one check id
  * several times (one per probe), so checks are grouped by id and name, and a group regresses when
- * fewer of its checks pass through the gateway than directly. Each entry names the check and says
- * what the gateway run reported for it.
+ * fewer of its checks are SUCCESS through the gateway than directly, or fewer are SUCCESS or INFO
+ * (an INFO directly may be INFO through the gateway too; a SUCCESS directly must stay SUCCESS).
+ * Each entry names the check and says what the gateway run reported for it.
  */
 export function regressions(direct: Check[], gateway: Check[]): string[] {
   const key = (c: Check) => `${c.id} (${c.name})`;
@@ -42,14 +45,16 @@ export function regressions(direct: Check[], gateway: Check[]): string[] {
     for (const c of checks) m.set(key(c), [...(m.get(key(c)) ?? []), c]);
     return m;
   };
+  const atLeastInfo = (c: Check) => c.status === 'SUCCESS' || c.status === 'INFO';
   const through = group(gateway);
   const out: string[] = [];
   for (const [k, checks] of group(direct)) {
-    const want = checks.filter(passed).length;
     const seen = through.get(k) ?? [];
-    if (seen.filter(passed).length >= want) continue;
-    const why = seen.filter((c) => !passed(c)).map((c) => `${c.status}: ${c.errorMessage ?? c.description}`);
-    out.push(`${k}: ${want} passed directly, ${seen.filter(passed).length} through the gateway${why.length ? ` (${why.join('; ')})` : ' (not reported)'}`);
+    const worse = [passed, atLeastInfo].find((ok) => seen.filter(ok).length < checks.filter(ok).length);
+    if (!worse) continue;
+    const why = seen.filter((c) => !worse(c)).map((c) => `${c.status}: ${c.errorMessage ?? c.description}`);
+    const label = worse === passed ? 'SUCCESS' : 'SUCCESS or INFO';
+    out.push(`${k}: ${checks.filter(worse).length} ${label} directly, ${seen.filter(worse).length} through the gateway${why.length ? ` (${why.join('; ')})` : ' (not reported)'}`);
   }
   return out;
 }

@@ -3,7 +3,7 @@
  * run by the conformance CLI at each revision a scenario is tagged with, against the gateway in
  * front of the legacy (v1 SDK) stdio conformance fixture. The CLI's client opens legacy sessions
  * (initialize, Mcp-Session-Id), each relayed onto an upstream session of its own. A check that is
- * not SUCCESS (or INFO) fails, unless test/conformance/expected.json lists it with the reason.
+ * not SUCCESS fails, unless test/conformance/expected.json lists it with its status and the reason.
  *
  * server-sse-polling (SEP-1699) runs on a second gateway with legacySessions.closeStreamAfterMs: a
  * stdio upstream cannot close its client's stream, so the gateway closes it mid-call by itself, and

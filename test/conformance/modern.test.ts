@@ -4,10 +4,11 @@
  * extension scenarios given a version) run twice, DIRECTLY against the v2 SDK conformance fixture
  * (test/fixtures/modern-conformance-server.ts, Streamable HTTP) and THROUGH the gateway in front of
  * it (one upstream, default `protocol: "auto"`, so the gateway's 2026-07-28 pass-through serves
- * them). Every check that passes directly (SUCCESS or INFO) must pass through the gateway. Every
- * 2026-07-28 scenario must pass in full directly too (the fixture implements what they name); the
- * tasks-* scenarios mostly fail directly, as the v2 SDK has no tasks-extension runtime, and only
- * what passes directly is required of the gateway. The per-scenario counts are printed at the end.
+ * them). Every check that is SUCCESS directly must be SUCCESS through the gateway, and one that is
+ * INFO directly at least INFO. Every 2026-07-28 scenario must pass in full directly too (every
+ * check SUCCESS, apart from what test/conformance/expected.json tolerates: the fixture implements
+ * what they name); the tasks-* scenarios mostly fail directly, as the v2 SDK has no
+ * tasks-extension runtime, and only what passes directly is required of the gateway. The per-scenario counts are printed at the end.
  *
  * The fixture and the gateway start once. The 2026-07-28 scenarios run one CLI at a time (several
  * have sub-second windows, and the CLI's start is CPU-bound); then the tasks-* scenarios, which
@@ -19,8 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
-import { passed, regressions, tally, type Tally } from './compare.js';
-import { runScenario, type Check } from './run.js';
+import { regressions, tally, type Tally } from './compare.js';
+import { runScenario, untolerated, type Check } from './run.js';
 import { MRTR_SCENARIOS, SERVER_SCENARIOS, SPEC_VERSION, TASKS_SCENARIOS } from './scenarios.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
@@ -76,9 +77,9 @@ describe('official conformance scenarios, directly and through the gateway, agai
       for (; !good(checks) && attempts <= RETRIES; attempts++) checks = await again();
       return { checks, attempts };
     };
-    const allPass = (checks: Check[]) => checks.length > 0 && checks.every(passed);
+    const allPass = (scenario: string, specVersion: string) => (checks: Check[]) => checks.length > 0 && untolerated(scenario, specVersion, checks).length === 0;
     const sequential = async (scenario: string, specVersion: string): Promise<Pair> => {
-      const d = await until(await run(direct, scenario, specVersion), () => run(direct, scenario, specVersion), allPass);
+      const d = await until(await run(direct, scenario, specVersion), () => run(direct, scenario, specVersion), allPass(scenario, specVersion));
       const g = await until(await run(through, scenario, specVersion), () => run(through, scenario, specVersion), (checks) => regressions(d.checks, checks).length === 0);
       return { direct: d.checks, gateway: g.checks, attempts: { direct: d.attempts, gateway: g.attempts } };
     };
@@ -101,7 +102,7 @@ describe('official conformance scenarios, directly and through the gateway, agai
     await gw?.close();
     await fixture?.stop();
     if (counts.length) {
-      const fmt = (t: Tally) => `${t.passed}/${t.total} passed${t.failed ? `, ${t.failed} failed` : ''}${t.warnings ? `, ${t.warnings} warnings` : ''}${t.skipped ? `, ${t.skipped} skipped` : ''}`;
+      const fmt = (t: Tally) => `${t.passed}/${t.total} passed${t.info ? `, ${t.info} info` : ''}${t.failed ? `, ${t.failed} failed` : ''}${t.warnings ? `, ${t.warnings} warnings` : ''}${t.skipped ? `, ${t.skipped} skipped` : ''}`;
       const width = Math.max(...counts.map((c) => c.scenario.length));
       const tries = (n: number) => (n > 1 ? ` (attempt ${n})` : '');
       const lines = counts.map((c) => `${c.scenario.padEnd(width)}  direct ${fmt(c.direct)}${tries(c.attempts.direct)}  |  gateway ${fmt(c.gateway)}${tries(c.attempts.gateway)}`);
@@ -119,7 +120,7 @@ describe('official conformance scenarios, directly and through the gateway, agai
     const { direct, gateway, attempts } = await results.get(scenario)!;
     counts.push({ scenario, direct: tally(direct), gateway: tally(gateway), attempts });
     expect(direct.length).toBeGreaterThan(0);
-    const failedDirectly = direct.filter((c) => !passed(c)).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+    const failedDirectly = untolerated(scenario, SPEC_VERSION, direct);
     expect(failedDirectly, `${scenario} directly:\n${failedDirectly.join('\n')}`).toEqual([]);
     const lost = regressions(direct, gateway);
     expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
@@ -140,7 +141,13 @@ describe('comparing direct and gateway runs', () => {
   it('reports a check that passes directly but fails, or is missing, through the gateway', () => {
     const direct = [check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'SUCCESS'), check('d', 'FAILURE')];
     const gateway = [check('a', 'SUCCESS'), check('b', 'FAILURE'), check('d', 'FAILURE')];
-    expect(regressions(direct, gateway)).toEqual(['b (b): 1 passed directly, 0 through the gateway (FAILURE: b)', 'c (c): 1 passed directly, 0 through the gateway (not reported)']);
+    expect(regressions(direct, gateway)).toEqual(['b (b): 1 SUCCESS or INFO directly, 0 through the gateway (FAILURE: b)', 'c (c): 1 SUCCESS directly, 0 through the gateway (not reported)']);
+  });
+
+  it('reports a SUCCESS directly that is only INFO through the gateway; an INFO may stay INFO', () => {
+    expect(regressions([check('a', 'SUCCESS')], [check('a', 'INFO')])).toEqual(['a (a): 1 SUCCESS directly, 0 through the gateway (INFO: a)']);
+    expect(regressions([check('b', 'INFO')], [check('b', 'INFO')])).toEqual([]);
+    expect(regressions([check('b', 'INFO')], [check('b', 'SUCCESS')])).toEqual([]);
   });
 
   it('counts repeated probes of one check id', () => {
@@ -150,6 +157,6 @@ describe('comparing direct and gateway runs', () => {
   });
 
   it('tallies a run by status', () => {
-    expect(tally([check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'FAILURE'), check('d', 'WARNING'), check('e', 'SKIPPED')])).toEqual({ total: 5, passed: 2, failed: 1, warnings: 1, skipped: 1 });
+    expect(tally([check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'FAILURE'), check('d', 'WARNING'), check('e', 'SKIPPED')])).toEqual({ total: 5, passed: 1, info: 1, failed: 1, warnings: 1, skipped: 1 });
   });
 });

@@ -3,7 +3,7 @@
  * (server-stateless, subscriptions/listen included), caching hints and header validation, run by
  * the conformance CLI at 2026-07-28 against the gateway in front of a legacy (v1 SDK) stdio
  * fixture implementing the scenarios' tools with legacy server-initiated requests. A check that is
- * not SUCCESS fails, unless test/conformance/expected.json lists it with the reason.
+ * not SUCCESS fails, unless test/conformance/expected.json lists it with its status and the reason.
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';

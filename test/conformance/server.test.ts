@@ -3,7 +3,7 @@
  * Schema 2020-12 keywords, Mcp-Param-* header validation, not-found resources, concurrent SSE
  * streams and DNS-rebinding protection, run by the conformance CLI at 2026-07-28 against the
  * gateway in front of the legacy (v1 SDK) stdio fixture. A check that is not SUCCESS fails, unless
- * test/conformance/expected.json lists it with the reason.
+ * test/conformance/expected.json lists it with its status and the reason.
  */
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';

@@ -45,6 +45,17 @@ function rawSend(port: number, payload: string, giveUpMs = 10_000): Promise<RawR
 
 const head = (port: number, extra: string) => `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n${extra}`;
 
+/** Calls the fixture's `slow` tool (`ms`, one step) over `agent`; resolves with the status and the JSON body. */
+async function callSlow(agent: Agent, url: string, ms: number, id: string | number): Promise<{ status: number; body: any }> {
+  const r = await undiciRequest(url, {
+    method: 'POST',
+    dispatcher: agent,
+    headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() } }),
+  });
+  return { status: r.statusCode, body: (await r.body.json()) as any };
+}
+
 /**
  * POSTs to `url` over `agent` (whose sockets may be bound to one source address) and resolves
  * with the status: a 2026-07-28 `server/discover` request, or a notification (202, which uses no
@@ -151,8 +162,8 @@ describe('request read timeout and broken uploads (CLI, limits.requestReadTimeou
 describe('limits with auth none: keyed by client address', () => {
   const agents: Agent[] = [];
   /** An HTTP client whose connections come from `localAddress`. */
-  const from = (localAddress: string) => {
-    const agent = new Agent({ localAddress, connections: 32 });
+  const from = (localAddress: string, connections = 32) => {
+    const agent = new Agent({ localAddress, connections });
     agents.push(agent);
     return agent;
   };
@@ -176,7 +187,39 @@ describe('limits with auth none: keyed by client address', () => {
       const statuses = await pool(300, 16, () => postVia(agent, gw.url('f'), 'discover'));
       const elapsed = performance.now() - started;
       expect(statuses.filter((s) => s !== 200), `${elapsed.toFixed(0)} ms for 300 requests`).toEqual([]);
+      // Fast enough that 50 per second with a burst of 100 would have refused some: it lets
+      // 300 through only over 4 s.
+      expect(elapsed).toBeLessThan(4000);
     });
+  });
+
+  describe('default concurrency limit (64 in flight per client address)', () => {
+    let gw: TestGateway;
+    const call = (agent: Agent, ms: number, id: string) => callSlow(agent, gw.url('f'), ms, id);
+    beforeAll(async () => {
+      // One upstream session: the calls after the first wait for it, in flight all the while.
+      gw = await startGateway({ upstreams: { f: { ...fixtureStdio(), maxSessions: 1, timeouts: { queueMs: 60_000 } } } });
+      expect(await postVia(from('127.0.0.3'), gw.url('f'), 'discover')).toBe(200);
+    });
+    afterAll(() => gw?.close());
+
+    it('64 requests in flight from one address are served, the 65th gets 429, another address is served meanwhile', async () => {
+      const a = from('127.0.0.1', 80);
+      const b = from('127.0.0.2');
+      const first = call(a, 2000, 'first');
+      const pool = gw.gateway.upstreams.get('f')!.pool;
+      expect(await eventually(() => pool.stats().leased === 1)).toBe(true);
+      const queued = Array.from({ length: 63 }, (_, i) => call(a, 10, `queued-${i}`));
+      expect(await eventually(() => pool.stats().waiting === 63)).toBe(true);
+      const beyond = await call(a, 10, 'beyond');
+      expect(beyond.status).toBe(429);
+      expect(beyond.body.error.message).toMatch(/in flight/);
+      const other = call(b, 10, 'other');
+      const answers = await Promise.all([first, ...queued, other]);
+      expect(answers.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+      expect(answers[0]!.body.result.content[0].text).toBe('slept 2000ms');
+      expect(answers.slice(1).filter((r) => r.body.result.content[0].text !== 'slept 10ms')).toEqual([]);
+    }, 60_000);
   });
 
   describe('a configured rate limit (1 per second, burst 5)', () => {
@@ -209,13 +252,7 @@ describe('limits with auth none: keyed by client address', () => {
     it('applies to each client address separately', async () => {
       const a = from('127.0.0.1');
       const b = from('127.0.0.2');
-      const post = (agent: Agent, ms: number) =>
-        undiciRequest(gw.url('f'), {
-          method: 'POST',
-          dispatcher: agent,
-          headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
-          body: JSON.stringify({ jsonrpc: '2.0', id: ms, method: 'tools/call', params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() } }),
-        }).then(async (r) => ({ status: r.statusCode, body: (await r.body.json()) as any }));
+      const post = (agent: Agent, ms: number) => callSlow(agent, gw.url('f'), ms, ms);
       const slow = post(a, 1500);
       await new Promise((r) => setTimeout(r, 300));
       const [secondFromA, fromB] = await Promise.all([post(a, 10), post(b, 10)]);

@@ -5,6 +5,7 @@ import { Gateway } from '../../src/gateway.js';
 import { createApp } from '../../src/http/app.js';
 import type { LegacySessions } from '../../src/http/legacy.js';
 import { pino } from 'pino';
+import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
 import { startTracing, tracingActive } from '../../src/observability/tracing.js';
@@ -77,6 +78,8 @@ export interface RpcOptions {
   headers?: Record<string, string | null>;
   id?: string | number;
   meta?: Record<string, unknown>;
+  /** Send with undici's fetch over this dispatcher instead of the global one. */
+  dispatcher?: Dispatcher;
 }
 
 /** Raw JSON-RPC POST with correct 2026-07-28 headers (override or drop any with `headers`, null drops). */
@@ -91,11 +94,12 @@ export async function rpc(url: string, method: string, params: Record<string, un
     ...(name !== undefined ? { 'mcp-name': name } : {}),
     ...opts.headers,
   };
-  const res = await fetch(url, {
+  const init = {
     method: 'POST',
     headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== null)) as Record<string, string>,
     body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: opts.meta ?? envelope(opts.caps ?? {}) } }),
-  });
+  };
+  const res = opts.dispatcher ? ((await undiciFetch(url, { ...init, dispatcher: opts.dispatcher })) as unknown as Response) : await fetch(url, init);
   const text = await res.text();
   let body: any = text;
   if ((res.headers.get('content-type') ?? '').includes('application/json')) body = JSON.parse(text);
