@@ -130,7 +130,7 @@ describe('bridge policy', () => {
     const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: { batchWindowMs: 1000 } } } });
     try {
       const url = learner.url('f');
-      const call = (extra: Record<string, unknown> = {}) => rpc(url, 'tools/call', { name: 'ask_two_apart', arguments: { gapMs: 20 }, ...extra }, { caps: CAPS });
+      const call = (extra: Record<string, unknown> = {}) => rpc(url, 'tools/call', { name: 'ask_two_apart', arguments: { gapMs: 100 }, ...extra }, { caps: CAPS });
       const answer = (name: string) => ({ action: 'accept', content: { name } });
       const batching = learner.gateway.upstreams.get('f')!.batching;
       expect(batching.quietMs).toBe(0);
@@ -138,12 +138,12 @@ describe('bridge policy', () => {
       const first = await call();
       expect(Object.keys(first.body.result.inputRequests)).toEqual(['first']);
       // The user takes a while: the second question arrives while the first round is with the client.
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, 600));
       const second = await call({ requestState: first.body.result.requestState, inputResponses: { first: answer('Ada') } });
       expect(Object.keys(second.body.result.inputRequests)).toEqual(['second']);
       const done = await call({ requestState: second.body.result.requestState, inputResponses: { second: answer('Alan') } });
       expect(done.body.result.content[0].text).toBe('Ada and Alan');
-      expect(batching.quietMs).toBeGreaterThanOrEqual(2 * 20 + 5);
+      expect(batching.quietMs).toBeGreaterThanOrEqual(2 * 100 + 5);
       // Later calls wait for the gap the upstream showed: both questions in one round.
       const again = await call();
       expect(Object.keys(again.body.result.inputRequests).sort()).toEqual(['first', 'second']);
