@@ -12,7 +12,7 @@ export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error }
 /**
  * Reads the whole body of `c`'s request as UTF-8, at most `maxBytes` bytes.
  * @returns `tooLarge` as soon as `Content-Length` or the bytes received pass `maxBytes` (reading
- *   stops); `broken` when the client aborted, stalled past the read timeout or sent a malformed
+ *   stops: the rest is never read, and the answer should close the connection); `broken` when the client aborted, stalled past the read timeout or sent a malformed
  *   chunked body.
  */
 export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> {
@@ -27,17 +27,32 @@ export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> 
       return { broken: e as Error };
     }
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of incoming) {
-      size += (chunk as Buffer).length;
-      if (size > maxBytes) return { tooLarge: true };
-      chunks.push(chunk as Buffer);
-    }
-  } catch (e) {
-    return { broken: e as Error };
-  }
-  if (!incoming.complete) return { broken: new Error('the request body ended early') };
-  return { text: chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8') };
+  // Read by someone else already: nothing is left to read.
+  if (incoming.readableEnded) return incoming.complete ? { text: '' } : { broken: new Error('the request body ended early') };
+  // Events rather than an async iterator: this is on the path of every request.
+  return new Promise<BodyRead>((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (r: BodyRead) => {
+      incoming.off('data', onData);
+      incoming.off('end', onEnd);
+      incoming.off('error', onError);
+      incoming.off('close', onClose);
+      resolve(r);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= maxBytes) return void chunks.push(chunk);
+      incoming.pause();
+      done({ tooLarge: true });
+    };
+    const onEnd = () =>
+      done(incoming.complete ? { text: chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8') } : { broken: new Error('the request body ended early') });
+    const onError = (e: Error) => done({ broken: e });
+    const onClose = () => done({ broken: incoming.errored ?? new Error('the request body ended early') });
+    incoming.on('data', onData);
+    incoming.on('end', onEnd);
+    incoming.on('error', onError);
+    incoming.on('close', onClose);
+  });
 }

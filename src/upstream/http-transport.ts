@@ -9,7 +9,8 @@
  * it can name). Each message from a POST's SSE stream reaches `onmessage` with
  * `extra.requestInfo.headers[RELATED_TOKEN_HEADER]` set to the `progressToken` of that POST's
  * request. It also skips web streams and per-request abort listeners on a long-lived signal, the
- * main costs of that transport on the hot path.
+ * main costs of that transport on the hot path: each HTTP exchange is one undici `dispatch` with a
+ * handler of its own (no body stream, no AbortSignal), the SSE body fed to the parser as it comes.
  *
  * Behaviour: `Mcp-Session-Id` from the `initialize` answer is sent on every later request, and
  * `MCP-Protocol-Version` once set; after `notifications/initialized` a standalone GET stream is
@@ -21,9 +22,8 @@
  * With tracing on, each POST (and the resumption of its stream) carries the W3C trace context of
  * the span active when it is sent (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
-import type { Readable } from 'node:stream';
 import { createParser } from 'eventsource-parser';
-import { request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
@@ -62,15 +62,20 @@ export class HttpClientTransport implements Transport {
   sessionId?: string;
   private protocolVersion: string | undefined;
   private closed = false;
-  private readonly inflight = new Set<AbortController>();
+  private readonly inflight = new Set<HttpExchange>();
   /** POST streams by the id of their request, so a cancelled request's stream can be dropped. */
-  private readonly streams = new Map<string | number, AbortController>();
+  private readonly streams = new Map<string | number, HttpExchange>();
+  private readonly origin: string;
+  private readonly path: string;
   private retryMs = RETRY_DELAY_MS;
 
   constructor(
-    private readonly url: URL,
+    url: URL,
     private readonly opts: HttpClientTransportOptions,
-  ) {}
+  ) {
+    this.origin = url.origin;
+    this.path = `${url.pathname}${url.search}`;
+  }
 
   async start(): Promise<void> {}
 
@@ -98,55 +103,57 @@ export class HttpClientTransport implements Transport {
       const id = (m.params as { requestId?: string | number } | undefined)?.requestId;
       if (id !== undefined) queueMicrotask(() => this.streams.get(id)?.abort());
     }
-    const ac = new AbortController();
-    this.inflight.add(ac);
-    let res: Dispatcher.ResponseData;
-    try {
-      res = await request(this.url, {
-        method: 'POST',
-        headers: addTraceHeaders({ ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' }),
-        body: JSON.stringify(message),
-        dispatcher: this.opts.dispatcher,
-        signal: ac.signal,
-      });
-    } catch (e) {
-      this.inflight.delete(ac);
-      this.onerror?.(e as Error);
-      throw e;
-    }
-    const sid = res.headers['mcp-session-id'];
-    if (typeof sid === 'string' && !this.sessionId) this.sessionId = sid;
-    if (res.statusCode === 202) {
-      this.inflight.delete(ac);
-      await res.body.dump();
+    const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, token: m.params?._meta?.progressToken } : {};
+    const ex = new HttpExchange(this, owner, false, 0);
+    this.inflight.add(ex);
+    const headers = addTraceHeaders({ ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' });
+    const head = await ex.start('POST', headers, JSON.stringify(message));
+    if (head.sessionId && !this.sessionId) this.sessionId = head.sessionId;
+    if (head.status === 202) {
       if (m.method === 'notifications/initialized') void this.openStandalone(0);
       return;
     }
-    if (res.statusCode >= 300) {
-      this.inflight.delete(ac);
-      const text = await res.body.text().catch(() => '');
-      const err = new StreamableHTTPError(res.statusCode, `Error POSTing to endpoint: ${text || res.statusCode}`);
+    if (head.status >= 300) {
+      const err = new StreamableHTTPError(head.status, `Error POSTing to endpoint: ${(await ex.text()) || head.status}`);
       this.onerror?.(err);
       throw err;
     }
-    const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, token: m.params?._meta?.progressToken } : {};
-    const type = String(res.headers['content-type'] ?? '');
-    if (type.includes('text/event-stream')) {
-      if (owner.id !== undefined) this.streams.set(owner.id, ac);
-      void this.readStream(res.body, owner, ac, false);
-      return;
-    }
-    try {
-      const text = await res.body.text();
-      if (type.includes('application/json') && text) {
-        const data = JSON.parse(text) as JSONRPCMessage | JSONRPCMessage[];
-        for (const msg of Array.isArray(data) ? data : [data]) this.deliver(msg, owner);
+    if (!head.sse) {
+      try {
+        const text = await ex.text();
+        if (head.json && text) {
+          const data = JSON.parse(text) as JSONRPCMessage | JSONRPCMessage[];
+          for (const msg of Array.isArray(data) ? data : [data]) this.deliver(msg, owner);
+        }
+      } catch (e) {
+        this.onerror?.(e as Error);
       }
-    } catch (e) {
-      this.onerror?.(e as Error);
-    } finally {
-      this.inflight.delete(ac);
     }
+  }
+
+  /** An exchange's answer is an SSE stream: a cancellation of its request drops it. */
+  streaming(ex: HttpExchange): void {
+    if (ex.owner.id !== undefined) this.streams.set(ex.owner.id, ex);
+  }
+
+  /** An HTTP exchange ended (answered, failed or aborted): it no longer needs aborting on close. */
+  forget(ex: HttpExchange): void {
+    this.inflight.delete(ex);
+    if (ex.owner.id !== undefined && this.streams.get(ex.owner.id) === ex) this.streams.delete(ex.owner.id);
+  }
+
+  /** Reports a transport failure (the SDK's `onerror`). */
+  fail(e: Error): void {
+    this.onerror?.(e);
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The dispatcher, origin and path every exchange of this transport goes to. */
+  get target(): { dispatcher: Dispatcher; origin: string; path: string } {
+    return { dispatcher: this.opts.dispatcher, origin: this.origin, path: this.path };
   }
 
   private deliver(message: JSONRPCMessage, owner: StreamOwner): void {
@@ -155,18 +162,17 @@ export class HttpClientTransport implements Transport {
   }
 
   /**
-   * Reads an SSE body, dispatching each `message` event. A POST stream that ends before its
-   * request's answer, after an event id, is resumed with a GET carrying `Last-Event-ID`; the GET
-   * stream is reopened when it drops.
+   * Dispatches the `message` events of an SSE body (`ex` is the exchange reading it) as they
+   * arrive. A POST stream that ends before its request's answer, after an event id, is resumed with
+   * a GET carrying `Last-Event-ID`; the GET stream is reopened when it drops.
    */
-  private async readStream(body: Readable, owner: StreamOwner, ac: AbortController, standalone: boolean, attempt = 0): Promise<void> {
-    let lastEventId: string | undefined;
-    let answered = false;
-    let heard = false;
+  sseParser(ex: HttpExchange): { feed(chunk: Buffer): void; done(failure: Error | undefined): void } {
+    const { owner } = ex;
+    const decoder = new TextDecoder();
     const parser = createParser({
       onEvent: (ev) => {
-        heard = true;
-        if (ev.id) lastEventId = ev.id;
+        ex.heard = true;
+        if (ev.id) ex.lastEventId = ev.id;
         if (!ev.data || (ev.event && ev.event !== 'message')) return;
         let msg: Msg;
         try {
@@ -175,38 +181,35 @@ export class HttpClientTransport implements Transport {
           this.onerror?.(e as Error);
           return;
         }
-        if (owner.id !== undefined && msg.method === undefined && msg.id === owner.id) answered = true;
+        if (owner.id !== undefined && msg.method === undefined && msg.id === owner.id) ex.answered = true;
         this.deliver(msg as JSONRPCMessage, owner);
       },
       onRetry: (ms) => (this.retryMs = ms),
     });
-    // Events rather than an async iterator: a parked call's stream stays open for minutes, and the
-    // iterator's generator, promises and state would be held all that time.
-    const decoder = new TextDecoder();
-    const failure = await new Promise<unknown>((resolve) => {
-      body.on('data', (chunk: Buffer) => parser.feed(decoder.decode(chunk, { stream: true })));
-      body.once('end', () => resolve(undefined));
-      body.once('error', (e) => resolve(e));
-      body.once('close', () => resolve(body.readableEnded ? undefined : new Error('the stream closed before its end')));
-    });
-    this.inflight.delete(ac);
-    if (owner.id !== undefined && this.streams.get(owner.id) === ac) this.streams.delete(owner.id);
-    if (this.closed || ac.signal.aborted || answered) return;
-    const resumable = standalone || lastEventId !== undefined;
+    return {
+      feed: (chunk) => parser.feed(decoder.decode(chunk, { stream: true })),
+      done: (failure) => void this.streamEnded(ex, failure),
+    };
+  }
+
+  /** After an SSE body ended (`failure`: how it broke): resumes it when it can be, else reports a broken one. */
+  private async streamEnded(ex: HttpExchange, failure: Error | undefined): Promise<void> {
+    if (this.closed || ex.aborted || ex.answered) return;
+    const resumable = ex.standalone || ex.lastEventId !== undefined;
     if (failure !== undefined && !resumable) {
-      this.onerror?.(new Error(`SSE stream disconnected: ${failure instanceof Error ? failure.message : String(failure)}`));
+      this.onerror?.(new Error(`SSE stream disconnected: ${failure.message}`));
       return;
     }
     if (!resumable) return;
     // A stream that carried something counts as a success: the next drop starts counting afresh.
-    if (heard) attempt = 0;
+    const attempt = ex.heard ? 0 : ex.attempt;
     if (attempt >= MAX_RETRIES) {
       this.onerror?.(new Error(`Maximum reconnection attempts (${MAX_RETRIES}) exceeded.`));
       return;
     }
     await new Promise((r) => setTimeout(r, this.retryMs * 2 ** attempt));
     if (this.closed) return;
-    await this.openStream(owner, standalone, lastEventId, attempt + 1);
+    await this.openStream(ex.owner, ex.standalone, ex.lastEventId, attempt + 1);
   }
 
   /** Opens the standalone GET stream (after `initialized`). A 405 means the server has none. */
@@ -215,50 +218,155 @@ export class HttpClientTransport implements Transport {
   }
 
   private async openStream(owner: StreamOwner, standalone: boolean, lastEventId: string | undefined, attempt: number): Promise<void> {
-    const ac = new AbortController();
-    this.inflight.add(ac);
-    if (owner.id !== undefined) this.streams.set(owner.id, ac);
+    const ex = new HttpExchange(this, owner, standalone, attempt);
+    this.inflight.add(ex);
     const headers = this.headers('text/event-stream');
     if (lastEventId) headers['last-event-id'] = lastEventId;
     // A POST stream resumed belongs to its request's span; the standalone stream to none.
     if (!standalone) addTraceHeaders(headers);
-    let res: Dispatcher.ResponseData;
+    let head: ResponseHead;
     try {
-      res = await request(this.url, { method: 'GET', headers, dispatcher: this.opts.dispatcher, signal: ac.signal });
+      head = await ex.start('GET', headers);
     } catch (e) {
-      this.inflight.delete(ac);
-      if (!this.closed && !ac.signal.aborted) this.onerror?.(new Error(`Failed to reconnect SSE stream: ${(e as Error).message}`));
+      if (!this.closed && !ex.aborted) this.onerror?.(new Error(`Failed to reconnect SSE stream: ${(e as Error).message}`));
       return;
     }
-    if (res.statusCode === 405 && standalone && attempt === 0) {
-      this.inflight.delete(ac);
-      await res.body.dump();
-      return;
+    if (head.status === 405 && standalone && attempt === 0) return;
+    if (head.status === 200 && !head.sse) ex.abort();
+    if ((head.status !== 200 || !head.sse) && !this.closed) {
+      this.onerror?.(new StreamableHTTPError(head.status, `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`));
     }
-    if (res.statusCode !== 200) {
-      this.inflight.delete(ac);
-      await res.body.dump();
-      if (!this.closed) this.onerror?.(new StreamableHTTPError(res.statusCode, `Failed to reconnect SSE stream: Failed to open SSE stream: ${res.statusCode}`));
-      return;
-    }
-    await this.readStream(res.body, owner, ac, standalone, attempt);
   }
 
   /** Sends the session's DELETE (a 405 or a failure is fine). */
   async terminateSession(): Promise<void> {
     if (!this.sessionId) return;
-    const res = await request(this.url, { method: 'DELETE', headers: this.headers('application/json'), dispatcher: this.opts.dispatcher });
-    await res.body.dump();
+    const ex = new HttpExchange(this, {}, false, 0);
+    await ex.start('DELETE', this.headers('application/json'));
+    await ex.text();
     this.sessionId = undefined;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const ac of this.inflight) ac.abort();
+    for (const ex of [...this.inflight]) ex.abort();
     this.inflight.clear();
     this.streams.clear();
     if (this.opts.ownsDispatcher) void this.opts.dispatcher.close().catch(() => {});
     this.onclose?.();
+  }
+}
+
+/** Status and headers of an HTTP answer, as the transport needs them. */
+interface ResponseHead {
+  status: number;
+  sessionId: string | undefined;
+  /** `text/event-stream`: the body is read as SSE, in the background. */
+  sse: boolean;
+  json: boolean;
+}
+
+/**
+ * One HTTP exchange with the upstream (a POST, a GET stream or the DELETE), as an undici
+ * `DispatchHandler`. {@link start} resolves with the answer's head; an SSE body then goes to the
+ * transport's parser as it arrives, any other body is collected for {@link text}. Aborting it
+ * (cancellation, close) ends the request or its stream at once.
+ */
+class HttpExchange implements Dispatcher.DispatchHandler {
+  heard = false;
+  answered = false;
+  lastEventId: string | undefined;
+  aborted = false;
+  private controller: Dispatcher.DispatchController | undefined;
+  private headResolve!: (head: ResponseHead) => void;
+  private headReject!: (err: Error) => void;
+  private headDone = false;
+  private sse: ReturnType<HttpClientTransport['sseParser']> | undefined;
+  private chunks: Buffer[] | undefined;
+  private bodyDone: Promise<string> | undefined;
+  private bodyResolve: ((text: string) => void) | undefined;
+  private finished = false;
+
+  constructor(
+    private readonly transport: HttpClientTransport,
+    readonly owner: StreamOwner,
+    readonly standalone: boolean,
+    readonly attempt: number,
+  ) {}
+
+  /**
+   * Sends the request.
+   * @returns the answer's status and the headers that matter.
+   * @throws the network error (refused, reset, the hop's timeouts), or an abort error.
+   */
+  start(method: 'POST' | 'GET' | 'DELETE', headers: Record<string, string>, body?: string): Promise<ResponseHead> {
+    const { dispatcher, origin, path } = this.transport.target;
+    const head = new Promise<ResponseHead>((resolve, reject) => {
+      this.headResolve = resolve;
+      this.headReject = reject;
+    });
+    dispatcher.dispatch({ origin, path, method, headers, body }, this);
+    return head;
+  }
+
+  /** The whole body of a non-SSE answer, as text ('' when it fails). */
+  text(): Promise<string> {
+    return (this.bodyDone ??= this.finished ? Promise.resolve(Buffer.concat(this.chunks ?? []).toString('utf8')) : new Promise((r) => (this.bodyResolve = r)));
+  }
+
+  /** Ends the request or its stream; nothing more of it reaches the transport. */
+  abort(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.controller?.abort(new Error('aborted'));
+    this.end(new Error('aborted'));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.controller = controller;
+    if (this.aborted) controller.abort(new Error('aborted'));
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    const sid = headers['mcp-session-id'];
+    const type = String(headers['content-type'] ?? '');
+    const sse = statusCode >= 200 && statusCode < 300 && statusCode !== 202 && type.includes('text/event-stream');
+    if (sse) {
+      this.sse = this.transport.sseParser(this);
+      this.transport.streaming(this);
+    } else this.chunks = [];
+    this.headDone = true;
+    this.headResolve({ status: statusCode, sessionId: typeof sid === 'string' ? sid : undefined, sse, json: type.includes('application/json') });
+  }
+
+  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.aborted) return;
+    if (this.sse) this.sse.feed(chunk);
+    else this.chunks!.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    this.end(undefined);
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+    this.end(err);
+  }
+
+  private end(failure: Error | undefined): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.transport.forget(this);
+    if (!this.headDone) {
+      this.headDone = true;
+      if (failure) {
+        if (!this.aborted) this.transport.fail(failure);
+        this.headReject(failure);
+      }
+      return;
+    }
+    if (this.sse) return this.sse.done(this.aborted ? undefined : (failure ?? undefined));
+    this.bodyResolve?.(failure ? '' : Buffer.concat(this.chunks ?? []).toString('utf8'));
   }
 }
