@@ -26,6 +26,7 @@ import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 import { readBody } from './body.js';
+import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
 import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
 import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
@@ -212,9 +213,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   }
 
   const frontDoor: MiddlewareHandler<{ Variables: RequestVars; Bindings: HttpBindings }> = async (c, next) => {
-    const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
+    const given = headerOf(c, 'x-request-id');
+    const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
     if (draining) return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
-    const refused = guard.check(c.req.header('host'), c.req.header('origin'));
+    const refused = guard.check(headerOf(c, 'host'), headerOf(c, 'origin'));
     if (refused) {
       log.warn({ requestId, reason: refused }, 'request refused by Host/Origin check');
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { 'x-request-id': requestId });
@@ -223,7 +225,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const name = c.req.param('name');
     let caller: Caller;
     try {
-      caller = await auth.authenticate(c.req.header('authorization'));
+      caller = await auth.authenticate(headerOf(c, 'authorization'));
     } catch (e) {
       if (!(e instanceof AuthError)) throw e;
       const params = [`resource_metadata="${metadataUrl(c, name)}"`];
@@ -248,9 +250,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     }
     c.set('caller', caller);
     c.set('requestId', requestId);
+    addResponseHeaders(c, { 'x-request-id': requestId });
     try {
       await next();
-      c.res.headers.set('x-request-id', requestId);
+      applyResponseHeaders(c);
     } finally {
       // A streamed response keeps its concurrency slot until the work behind it ends.
       const work = c.get('work');
@@ -494,7 +497,7 @@ async function handleMcp(
   if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
-  const era = eraOf(body, c.req.header('mcp-session-id'));
+  const era = eraOf(body, headerOf(c, 'mcp-session-id'));
   if (era !== 'modern') return legacy(era, body);
   let rpc;
   try {
@@ -511,7 +514,7 @@ async function handleMcp(
   if (tracingActive()) rl.trace = serverSpanOf(c, rpc, target.label);
   let validated;
   try {
-    validated = validateRequest({ ...rpc, id: reqId }, c.req.raw.headers);
+    validated = validateRequest({ ...rpc, id: reqId }, requestHeaders(c));
   } catch (e) {
     const g = asGatewayError(e, log);
     record(rl, rpc.method, undefined, { error: g });
@@ -529,7 +532,7 @@ async function handleMcp(
   }
 
   const progressToken = validated.progressToken;
-  const acceptsSse = (c.req.header('accept') ?? '').includes('text/event-stream');
+  const acceptsSse = (headerOf(c, 'accept') ?? '').includes('text/event-stream');
   const wantsSse = progressToken !== undefined && acceptsSse;
   // Log messages of the request (2026-07-28 `_meta` logLevel) go on its SSE stream too.
   const wantsLogs = validated.meta[META_LOG_LEVEL] !== undefined && acceptsSse;
@@ -589,7 +592,7 @@ async function handleMcp(
       if ('forwarded' in done && done.forwarded) return resolveResponse(done.forwarded);
       const { message, status } = done as { message: unknown; status: number };
       if (sse) sse.send(message).then(sse.end, () => {});
-      else resolveResponse(new Response(JSON.stringify(message), { status, headers: jsonHeaders }));
+      else resolveResponse(new Response(JSON.stringify(message), { status, headers: responseHeadersFor(c, jsonHeaders) }));
     });
   });
 }

@@ -5,6 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
+import { headerOf } from './headers.js';
 
 /** A body read whole, one over the limit (HTTP 413), or one that did not arrive (HTTP 400). */
 export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error };
@@ -16,7 +17,7 @@ export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error }
  *   chunked body.
  */
 export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> {
-  const declared = Number(c.req.header('content-length'));
+  const declared = Number(headerOf(c, 'content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) return { tooLarge: true };
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (!incoming) {

@@ -5,6 +5,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { OriginGuard } from './frontdoor.js';
+import { addResponseHeaders, applyResponseHeaders, headerOf } from '../http/headers.js';
 
 /** Methods a browser may use on `/mcp/NAME` (GET and DELETE are for legacy sessions). */
 export const CORS_ALLOWED_METHODS = ['POST', 'GET', 'DELETE'] as const;
@@ -56,28 +57,28 @@ export function allowedRequestHeaders(requested: string | null | undefined): str
  *   status. Every response carries `Vary: Origin`.
  * - An `OPTIONS` request that is not a preflight passes through (405 from the route).
  */
+const CORS_EXPOSED = CORS_EXPOSED_HEADERS.join(', ');
+const VARY_ORIGIN = { vary: 'Origin' };
+
 export function corsMiddleware(guard: OriginGuard, refuse: (c: Context, reason: string) => Response): MiddlewareHandler {
   return async (c, next) => {
-    const origin = c.req.header('origin');
-    if (c.req.method === 'OPTIONS' && origin && c.req.header('access-control-request-method')) {
-      const refused = guard.check(c.req.header('host'), origin);
+    const origin = headerOf(c, 'origin');
+    if (c.req.method === 'OPTIONS' && origin && headerOf(c, 'access-control-request-method')) {
+      const refused = guard.check(headerOf(c, 'host'), origin);
       if (refused) return refuse(c, refused);
       return new Response(null, {
         status: 204,
         headers: {
           'access-control-allow-origin': origin,
           'access-control-allow-methods': CORS_ALLOWED_METHODS.join(', '),
-          'access-control-allow-headers': allowedRequestHeaders(c.req.header('access-control-request-headers')),
+          'access-control-allow-headers': allowedRequestHeaders(headerOf(c, 'access-control-request-headers')),
           'access-control-max-age': String(CORS_MAX_AGE_SECONDS),
           vary: 'Origin, Access-Control-Request-Headers',
         },
       });
     }
+    addResponseHeaders(c, origin && guard.originAllowed(origin) ? { vary: 'Origin', 'access-control-allow-origin': origin, 'access-control-expose-headers': CORS_EXPOSED } : VARY_ORIGIN);
     await next();
-    c.res.headers.append('vary', 'Origin');
-    if (origin && guard.originAllowed(origin)) {
-      c.res.headers.set('access-control-allow-origin', origin);
-      c.res.headers.set('access-control-expose-headers', CORS_EXPOSED_HEADERS.join(', '));
-    }
+    applyResponseHeaders(c);
   };
 }
