@@ -48,11 +48,14 @@ export interface HeaderSource {
   forEach(callback: (value: string, name: string) => void): void;
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
 const JsonRpcRequestSchema = z.object({
   jsonrpc: z.literal('2.0'),
   id: z.union([z.string(), z.number().int()]).optional(),
   method: z.string().min(1),
-  params: z.record(z.string(), z.unknown()).optional(),
+  // An object, its members checked where they are used (a record schema would visit every key of every request).
+  params: z.custom<Record<string, unknown>>(isObject, { message: 'Invalid input: expected an object (JSON-RPC params by name)' }).optional(),
 });
 
 /** The JSON-RPC id of a body if it has a usable one, else null (for error responses). */
@@ -108,7 +111,6 @@ export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema
   return parsed.data;
 }
 
-const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
  * Type checks of the params the gateway forwards, so a malformed request gets -32602 here rather
