@@ -91,14 +91,17 @@ function uploadBroken(c: Context): boolean {
   return !!incoming && !incoming.complete && (incoming.destroyed || !!incoming.errored);
 }
 
-/** True when `value` nests arrays/objects deeper than `max`. */
-export function deeperThan(value: unknown, max: number): boolean {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length) {
-    const [v, d] = stack.pop()!;
-    if (v === null || typeof v !== 'object') continue;
-    if (d > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) if (child !== null && typeof child === 'object') stack.push([child, d + 1]);
+/** True when `value` nests arrays/objects deeper than `max` (the walk stops `max` levels down). */
+export function deeperThan(value: unknown, max: number, depth = 1): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  if (depth > max) return true;
+  if (Array.isArray(value)) {
+    for (const child of value) if (child !== null && typeof child === 'object' && deeperThan(child, max, depth + 1)) return true;
+    return false;
+  }
+  for (const key in value) {
+    const child = (value as Record<string, unknown>)[key];
+    if (child !== null && typeof child === 'object' && deeperThan(child, max, depth + 1)) return true;
   }
   return false;
 }
@@ -430,14 +433,14 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   const durationMs = Math.round(totalMs * 10) / 10;
   const upstreamMs = Math.round(r.timing.upstreamMs * 10) / 10;
   const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
-  r.log.info(
-    { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, ...traceIds(r.trace) },
-    'request',
-  );
+  if (r.log.isLevelEnabled('info')) {
+    r.log.info(
+      { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, ...traceIds(r.trace) },
+      'request',
+    );
+  }
   const known = (SERVED_METHODS as readonly string[]).includes(method) ? method : 'other';
-  r.gateway.metrics.requests.inc({ upstream: r.upstream, method: known, outcome: outcome.error ? String(outcome.error.code) : result });
-  r.gateway.metrics.upstreamSeconds.observe({ upstream: r.upstream, method: known }, r.timing.upstreamMs / 1000);
-  r.gateway.metrics.gatewaySeconds.observe({ upstream: r.upstream, method: known }, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
+  r.gateway.metrics.observeRequest(r.upstream, known, outcome.error ? String(outcome.error.code) : result, r.timing.upstreamMs / 1000, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
 }
 
 /** Who serves the MCP requests of a route: one upstream's router, or the federation layer. */

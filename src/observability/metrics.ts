@@ -26,6 +26,30 @@ export class Metrics {
   readonly registry = new Registry();
   /** Requests by upstream, method and outcome (complete, input_required, task, error code). */
   readonly requests = new Counter({ name: 'mrtr_requests_total', help: 'Downstream requests by upstream, method and outcome', labelNames: ['upstream', 'method', 'outcome'] as const, registers: [this.registry] });
+  /** Label children of {@link requests}, {@link upstreamSeconds} and {@link gatewaySeconds} by upstream, method and outcome. */
+  private readonly requestChildren = new Map<string, { count: { inc(): void }; upstream: { observe(v: number): void }; gateway: { observe(v: number): void } }>();
+
+  /**
+   * Counts one downstream request in {@link requests} and observes its times (seconds) in
+   * {@link upstreamSeconds} and {@link gatewaySeconds}, through label children kept per upstream,
+   * method and outcome (no label hashing per request).
+   */
+  observeRequest(upstream: string, method: string, outcome: string, upstreamSeconds: number, gatewaySeconds: number): void {
+    const key = `${upstream}\n${method}\n${outcome}`;
+    let c = this.requestChildren.get(key);
+    if (!c) {
+      c = {
+        count: this.requests.labels(upstream, method, outcome),
+        upstream: this.upstreamSeconds.labels(upstream, method),
+        gateway: this.gatewaySeconds.labels(upstream, method),
+      };
+      this.requestChildren.set(key, c);
+    }
+    c.count.inc();
+    c.upstream.observe(upstreamSeconds);
+    c.gateway.observe(gatewaySeconds);
+  }
+
   /** Time the gateway itself added to a request (total minus upstream time). */
   readonly gatewaySeconds = new Histogram({ name: 'mrtr_gateway_added_seconds', help: 'Time added by the gateway per request (total minus upstream time)', labelNames: ['upstream', 'method'] as const, buckets: BUCKETS, registers: [this.registry] });
   /** Time spent waiting on the upstream per request. */
