@@ -7,7 +7,7 @@
  * a digest of the canonical arguments, the parked Exchange, the replica, the round and the
  * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
  */
-import { createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual, webcrypto } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import { EncryptJWT, jwtDecrypt, errors as joseErrors } from 'jose';
 import { invalidParams } from '../protocol/errors.js';
@@ -140,13 +140,17 @@ export const INVALID_STATE = 'Invalid or expired requestState; start the request
 
 /** Seals and opens requestState values. */
 export class StateSealer {
-  private readonly keys: Map<string, Uint8Array>;
+  /**
+   * The derived keys by kid, imported once as Web Crypto keys (jose encrypts with Web Crypto: a raw
+   * key would be imported again on every seal and open).
+   */
+  private readonly keys: Map<string, Promise<CryptoKey>>;
   private readonly sealKid: string;
 
   /** @param keys at least one; the first seals. */
   constructor(keys: StateKey[]) {
     if (keys.length === 0) throw new Error('StateSealer needs at least one key');
-    this.keys = new Map(keys.map((k) => [k.kid, deriveKey(k.secret)]));
+    this.keys = new Map(keys.map((k) => [k.kid, webcrypto.subtle.importKey('raw', deriveKey(k.secret), 'AES-GCM', false, ['encrypt', 'decrypt'])]));
     this.sealKid = keys[0]!.kid;
   }
 
@@ -158,7 +162,7 @@ export class StateSealer {
       .setJti(jti)
       .setIssuedAt()
       .setExpirationTime(Math.ceil(expMs / 1000))
-      .encrypt(this.keys.get(this.sealKid)!);
+      .encrypt(await this.keys.get(this.sealKid)!);
   }
 
   /**
@@ -170,7 +174,7 @@ export class StateSealer {
     try {
       const { payload } = await jwtDecrypt(
         token,
-        (header) => {
+        async (header) => {
           const key = header.kid ? this.keys.get(header.kid) : undefined;
           if (!key) throw new joseErrors.JWEDecryptionFailed();
           return key;
