@@ -6,6 +6,7 @@
  * schema (src/protocol/param-headers.ts).
  */
 import { z } from 'zod';
+import { LRUCache } from 'lru-cache';
 import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound } from './errors.js';
 import {
   ClientCapabilitiesSchema,
@@ -154,6 +155,33 @@ function paramHeadersOf(headers: HeaderSource): Record<string, string> {
 }
 
 /**
+ * Parsed `clientCapabilities` by their JSON text: a client sends the same capabilities with every
+ * request, and parsing them is the largest part of checking an envelope. The parsed values are
+ * frozen, since requests share them.
+ */
+const parsedCapabilities = new LRUCache<string, ClientCapabilities>({ max: 256 });
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const v of Object.values(value)) deepFreeze(v);
+  }
+  return value;
+}
+
+/** `value` parsed as ClientCapabilities (MCP 2026-07-28 schema), or undefined when it is not one. */
+function parseClientCapabilities(value: unknown): ClientCapabilities | undefined {
+  const key = JSON.stringify(value);
+  const known = parsedCapabilities.get(key);
+  if (known) return known;
+  const parsed = ClientCapabilitiesSchema.safeParse(value);
+  if (!parsed.success) return undefined;
+  const caps = deepFreeze(parsed.data as ClientCapabilities);
+  parsedCapabilities.set(key, caps);
+  return caps;
+}
+
+/**
  * Validates one JSON-RPC request against the 2026-07-28 rules, in this order:
  * method (404/-32601), `_meta` envelope (400/-32602), `MCP-Protocol-Version` header equal to the
  * envelope's version (400/-32020), version supported (400/-32022), `Mcp-Method` and `Mcp-Name`
@@ -177,8 +205,8 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   if (typeof version !== 'string' || version.length === 0) {
     throw badEnvelope(`params._meta["${META_PROTOCOL_VERSION}"] is required (a protocol version string such as "${PROTOCOL_VERSION}")`);
   }
-  const capsParsed = ClientCapabilitiesSchema.safeParse(m[META_CLIENT_CAPABILITIES]);
-  if (m[META_CLIENT_CAPABILITIES] === undefined || !capsParsed.success) {
+  const clientCapabilities = m[META_CLIENT_CAPABILITIES] === undefined ? undefined : parseClientCapabilities(m[META_CLIENT_CAPABILITIES]);
+  if (!clientCapabilities) {
     throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] is required and must be a ClientCapabilities object ({} declares none)`);
   }
   const headerVersion = headers.get('mcp-protocol-version');
@@ -230,7 +258,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     params: rest,
     meta: m,
     protocolVersion: version,
-    clientCapabilities: capsParsed.data,
+    clientCapabilities,
     progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
     paramHeaders: method === 'tools/call' ? paramHeadersOf(headers) : {},
   };
