@@ -14,7 +14,7 @@ import { openLegacySession } from './lib/mcp.js';
 import { DEFAULT_BASELINE, prepareBaseline, type Baseline } from './lib/baseline.js';
 import { startOtlpSink, tracingEnv } from './lib/otlp-sink.js';
 import { freePort } from '../test/helpers/infra.js';
-import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startSupergateway, stopAll, stopChild, type Stoppable } from './lib/procs.js';
+import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startRelay, startSupergateway, stopAll, stopChild, type Stoppable } from './lib/procs.js';
 import { waitForPort } from '../test/helpers/infra.js';
 import { bytes, fmt, fmtBytes, num, ratio, table, type Figure } from './lib/stats.js';
 import { benchLimits, sessions } from './sections/config.js';
@@ -53,10 +53,10 @@ const settings = quick
       startupDist: false,
     }
   : {
-      plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 2, runSeconds: 3.4, runs: 3 },
+      plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 1.5, runSeconds: 3, runs: 3 },
       slowAmount: 8,
-      mrtrCalls: 200,
-      mrtrRuns: 3,
+      mrtrCalls: 150,
+      mrtrRuns: 5,
       completedCalls: 4000,
       parkedLevels: [100, 1000],
       parkedRuns: 3,
@@ -145,6 +145,7 @@ async function main(): Promise<Results> {
   const fixture = await startEchoHttp();
   // Every process of sections 1-3 starts at once; each section's gateway stays idle until its turn.
   const sink = await startOtlpSink();
+  const relay = await startRelay(fixture.url);
   const [gw, gwStdio, gw3, mcpProxy, supergateway, gwBase, gwStdioBase, gw3Base, gwTraced] = await Promise.all([
     gateway('gateway (HTTP upstream)', { http: httpUpstream(fixture.url) }),
     gateway('gateway (stdio upstream)', { stdio: stdioUpstream }),
@@ -168,6 +169,7 @@ async function main(): Promise<Results> {
   const [c1, c16] = [settings.plan.concurrencies[0]!, settings.plan.concurrencies[1]!];
   const httpTargets: Target[] = [
     { key: 'direct', label: 'direct (legacy client, one session)', request: legacyEcho(fixture.url, directSession), check: legacyEchoCheck },
+    { key: 'relay', label: 'minimal relay (node:http and an undici Pool, no MCP work) in front of the direct session', request: legacyEcho(relay.url, directSession), check: legacyEchoCheck, concurrencies: [c1, c16] },
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gw.url('http')), check: modernEchoCheck() },
     ...(gwBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwBase.url('http')), check: modernEchoCheck(), concurrencies: [c1, c16] }] : []),
     { key: 'legacy', label: 'legacy client through mrtr-gateway (2025-11-25 session)', request: legacyEcho(gw.url('http'), gatewaySession), check: legacyEchoCheck, concurrencies: [c1, c16] },
@@ -176,7 +178,7 @@ async function main(): Promise<Results> {
   const http = await measure(httpTargets, settings.plan, log);
   const httpMemory = await gw.memory();
   const spans = sink.spans;
-  await Promise.all([gw.stop(), gwBase?.stop(), gwTraced.stop(), sink.stop()]);
+  await Promise.all([gw.stop(), gwBase?.stop(), gwTraced.stop(), sink.stop(), relay.stop()]);
   if (spans === 0) throw new Error('the gateway with tracing on exported no span to the OTLP sink');
 
   // 2. stdio upstream.
@@ -186,8 +188,8 @@ async function main(): Promise<Results> {
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gwStdio.url('stdio')), check: modernEchoCheck() },
     ...(gwStdioBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwStdioBase.url('stdio')), check: modernEchoCheck(), concurrencies: [settings.plan.concurrencies.at(-1)!] }] : []),
     { key: 'mcp-proxy', label: 'mcp-proxy (2026-07-28)', request: modernEcho(mcpProxy.url), check: modernEchoCheck() },
-    { key: 'mcp-proxy-legacy', label: 'mcp-proxy (2025-11-25 session)', request: legacyEcho(mcpProxy.url, proxySession), check: legacyEchoCheck },
-    { key: 'supergateway-legacy', label: 'supergateway (2025-11-25 session)', request: legacyEcho(supergateway.url, sgSession), check: legacyEchoCheck },
+    { key: 'mcp-proxy-legacy', label: 'mcp-proxy (2025-11-25 session)', request: legacyEcho(mcpProxy.url, proxySession), check: legacyEchoCheck, concurrencies: [c1, settings.plan.concurrencies.at(-1)!] },
+    { key: 'supergateway-legacy', label: 'supergateway (2025-11-25 session)', request: legacyEcho(supergateway.url, sgSession), check: legacyEchoCheck, concurrencies: [c1, settings.plan.concurrencies.at(-1)!] },
     {
       key: 'supergateway',
       label: 'supergateway (2026-07-28, one child per request)',
@@ -299,7 +301,9 @@ function summary(r: Results): string {
   const round = (k: string) => r.rounds.get(k)?.median;
   const rows: string[][] = [
     [`Streamable HTTP upstream, \`echo\`, concurrency ${c1}, p50`, ms(p50(r.http, 'baseline', c1)), ms(p50(r.http, 'gateway', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'gateway', c1), p50(r.http, 'direct', c1)), '≤ direct + 0.4 ms'],
+    [`minimal relay (no MCP work), concurrency ${c1}, p50: the floor of any gateway here`, '—', ms(p50(r.http, 'relay', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'relay', c1), p50(r.http, 'direct', c1)), '—'],
     [`Streamable HTTP upstream, concurrency ${c16}, requests/s`, perSec(rps(r.http, 'baseline', c16)), perSec(rps(r.http, 'gateway', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'gateway', c16), rps(r.http, 'direct', c16)), '≥ 0.5× direct'],
+    [`minimal relay (no MCP work), concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'relay', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'relay', c16), rps(r.http, 'direct', c16)), '—'],
     ['one `input_required` round, default config', ms(round('baseline')), ms(round('gateway')), `direct ${ms(round('direct'))}`, x(round('gateway'), round('direct')), '≤ 1.5× direct'],
     [`heap per parked call (Streamable HTTP upstream, ${top} parked)`, kib(r.parkedBaseline?.heapPerCall.get(top)), kib(r.parked.heapPerCall.get(top)), '—', '—', '≤ 24 KiB'],
     [`${r.tasks.count} tasks created`, ms(r.tasksBaseline?.createMs.median, 0), ms(r.tasks.createMs.median, 0), `${r.tasks.count} \`echo\` calls ${ms(r.tasks.echoMs.median, 0)}`, x(r.tasks.createMs.median, r.tasks.echoMs.median), r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)'],

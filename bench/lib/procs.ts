@@ -13,6 +13,7 @@ import { ROOT, spawnListening, type SpawnedServer } from '../../test/helpers/pro
 export { ROOT };
 
 export const ECHO_FIXTURE = fileURLToPath(new URL('../fixtures/echo-server.ts', import.meta.url));
+const RELAY = fileURLToPath(new URL('../fixtures/relay.ts', import.meta.url));
 const GATEWAY_PROCESS = fileURLToPath(new URL('../gateway-process.ts', import.meta.url));
 const MCP_PROXY_BIN = fileURLToPath(new URL('../../node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs', import.meta.url));
 const SUPERGATEWAY_BIN = fileURLToPath(new URL('../../node_modules/supergateway/dist/index.js', import.meta.url));
@@ -57,6 +58,11 @@ function server(label: string, srv: SpawnedServer, path: string): HttpServer {
 /** The bench fixture over Streamable HTTP (stateful), endpoint http://127.0.0.1:PORT/mcp. */
 export async function startEchoHttp(): Promise<HttpServer> {
   return server('echo fixture (Streamable HTTP)', await spawnListening(['--import', 'tsx', ECHO_FIXTURE, 'http'], {}, 30_000), '/mcp');
+}
+
+/** The minimal relay (bench/fixtures/relay.ts) in front of `target`, endpoint http://127.0.0.1:PORT/mcp. */
+export async function startRelay(target: string): Promise<HttpServer> {
+  return server('minimal relay', await spawnListening(['--import', 'tsx', RELAY], { RELAY_TARGET: target }, 30_000), '/mcp');
 }
 
 /**
