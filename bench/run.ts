@@ -53,11 +53,11 @@ const settings = quick
       startupDist: false,
     }
   : {
-      plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 1.5, runSeconds: 3, runs: 3 },
+      plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 1.5, runSeconds: 2.5, runs: 3 },
       slowAmount: 8,
       mrtrCalls: 150,
       mrtrRuns: 5,
-      completedCalls: 4000,
+      completedCalls: 3000,
       parkedLevels: [100, 1000],
       parkedRuns: 3,
       tasks: 1000,
