@@ -46,6 +46,7 @@ const settings = quick
       completedCalls: 200,
       parkedLevels: [100],
       parkedRuns: 1,
+      baselineRuns: 1,
       tasks: 100,
       taskSleepMs: 400,
       taskRuns: 1,
@@ -60,6 +61,8 @@ const settings = quick
       completedCalls: 3000,
       parkedLevels: [100, 1000],
       parkedRuns: 3,
+      // The baseline's memory and task figures are the "before" of the summary: one run each.
+      baselineRuns: 1,
       tasks: 1000,
       taskSleepMs: 3000,
       taskRuns: 3,
@@ -228,12 +231,12 @@ async function main(): Promise<Results> {
   // 4. Parked calls.
   log('4. memory of parked calls');
   const parked = await measureParked(settings.parkedLevels, settings.parkedRuns, settings.completedCalls, log);
-  const parkedBaseline = baseRoot ? await measureParked([Math.max(...settings.parkedLevels)], settings.parkedRuns, 0, log, { root: baseRoot, label: baseLabel }) : undefined;
+  const parkedBaseline = baseRoot ? await measureParked([Math.max(...settings.parkedLevels)], settings.baselineRuns, 0, log, { root: baseRoot, label: baseLabel }) : undefined;
 
   // 5. Tasks.
   log('5. tasks');
   const tasks = await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log);
-  const tasksBaseline = baseRoot ? await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log, { root: baseRoot, label: baseLabel }) : undefined;
+  const tasksBaseline = baseRoot ? await measureTasks(settings.tasks, settings.taskSleepMs, settings.baselineRuns, log, { root: baseRoot, label: baseLabel }) : undefined;
 
   // 6. Start-up.
   log('6. start-up');
@@ -416,7 +419,7 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '',
     ...(r.parkedBaseline
       ? [
-          `The baseline gateway, same method (${r.parkedBaseline.levels[0]} parked calls):`,
+          `The baseline gateway, same method (${r.parkedBaseline.levels[0]} parked calls, ${settings.baselineRuns === 1 ? 'one run' : `${settings.baselineRuns} runs`}):`,
           '',
           table(
             ['parked calls', 'RSS', 'heap used', 'RSS per parked call', 'heap per parked call'],
