@@ -1,15 +1,17 @@
 /**
  * Sealed `requestState` (DESIGN decision 3; MCP 2026-07-28 basic/patterns/mrtr §Server rules 3-4).
  *
- * A state is a JWE in compact form (`alg: dir`, `enc: A256GCM`, `kid` in the protected header),
- * made with jose. Keys are derived from configured secrets with HKDF-SHA256; the first key seals,
+ * A state is a JWT in JWE compact form (RFC 7516 §3.1, §7.1; `alg: dir`, `enc: A256GCM`, `kid` in
+ * the protected header; claims `jti`, `iat`, `exp`), encrypted with Node's AES-256-GCM (OpenSSL),
+ * in the process and at once: a state is sealed and opened on every input round, and Web Crypto
+ * (jose's engine) makes each operation a trip to the thread pool. jose reads and writes the same
+ * tokens, which the tests check both ways. Keys are derived from configured secrets with HKDF-SHA256; the first key seals,
  * every key opens, so keys rotate. Claims bind the state to upstream, principal, method, name,
  * a digest of the canonical arguments, the parked Exchange, the replica, the round and the
  * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
  */
-import { createHash, createHmac, hkdfSync, randomBytes, randomUUID, timingSafeEqual, webcrypto } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, hkdfSync, randomBytes, randomUUID, timingSafeEqual, type KeyObject } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
-import { EncryptJWT, jwtDecrypt, errors as joseErrors } from 'jose';
 import { invalidParams } from '../protocol/errors.js';
 
 /** What a sealed requestState asserts. */
@@ -138,54 +140,83 @@ export const MAX_STATE_CHARS = 65_536;
 /** The message every rejected state gets, so callers learn nothing about why. */
 export const INVALID_STATE = 'Invalid or expired requestState; start the request again without requestState';
 
-/** Seals and opens requestState values. */
+/** JWE protected header fields a state may carry (RFC 7516 §4.1): exactly these, no `zip` or `crit`. */
+const HEADER_FIELDS = ['alg', 'enc', 'kid'];
+/** AES-GCM initialization vector and authentication tag lengths of A256GCM, in bytes (RFC 7518 §5.3). */
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+/** One key: the AES-256 key and the base64url protected header that names it (the AAD of every state it seals). */
+interface SealKey {
+  key: KeyObject;
+  header: string;
+}
+
+/**
+ * Seals and opens requestState values (MCP 2026-07-28 basic/patterns/mrtr §Server rules 3-4: the
+ * state is opaque to the client and integrity-protected by the server).
+ */
 export class StateSealer {
-  /**
-   * The derived keys by kid, imported once as Web Crypto keys (jose encrypts with Web Crypto: a raw
-   * key would be imported again on every seal and open).
-   */
-  private readonly keys: Map<string, Promise<CryptoKey>>;
-  private readonly sealKid: string;
+  /** The derived keys by kid. */
+  private readonly keys: Map<string, SealKey>;
+  private readonly sealKey: SealKey;
 
   /** @param keys at least one; the first seals. */
   constructor(keys: StateKey[]) {
     if (keys.length === 0) throw new Error('StateSealer needs at least one key');
-    this.keys = new Map(keys.map((k) => [k.kid, webcrypto.subtle.importKey('raw', deriveKey(k.secret), 'AES-GCM', false, ['encrypt', 'decrypt'])]));
-    this.sealKid = keys[0]!.kid;
-  }
-
-  /** Seals `claims` (jti and exp included) into an opaque string. */
-  async seal(claims: StateClaims): Promise<string> {
-    const { jti, expMs, ...rest } = claims;
-    return new EncryptJWT({ ...rest, expMs })
-      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: this.sealKid })
-      .setJti(jti)
-      .setIssuedAt()
-      .setExpirationTime(Math.ceil(expMs / 1000))
-      .encrypt(await this.keys.get(this.sealKid)!);
+    this.keys = new Map(
+      keys.map((k) => [k.kid, { key: createSecretKey(deriveKey(k.secret)), header: Buffer.from(JSON.stringify({ alg: 'dir', enc: 'A256GCM', kid: k.kid })).toString('base64url') }]),
+    );
+    this.sealKey = this.keys.get(keys[0]!.kid)!;
   }
 
   /**
-   * Opens a state: decrypts, authenticates and checks expiry.
+   * Seals `claims` into an opaque string: the claims with `jti`, `iat` and `exp` (seconds, RFC 7519
+   * §4.1), encrypted and authenticated with a fresh 96-bit IV, the protected header as AAD.
+   */
+  async seal(claims: StateClaims): Promise<string> {
+    const { jti, expMs, ...rest } = claims;
+    const payload = JSON.stringify({ ...rest, expMs, jti, iat: Math.floor(Date.now() / 1000), exp: Math.ceil(expMs / 1000) });
+    const { key, header } = this.sealKey;
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', key, iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(Buffer.from(header, 'ascii'));
+    const ciphertext = Buffer.concat([cipher.update(payload, 'utf8'), cipher.final()]);
+    return `${header}..${iv.toString('base64url')}.${ciphertext.toString('base64url')}.${cipher.getAuthTag().toString('base64url')}`;
+  }
+
+  /**
+   * Opens a state: checks its form and header, decrypts and authenticates it, and checks expiry.
    * @throws GatewayError -32602 (HTTP 200) with {@link INVALID_STATE} for anything not genuine and current.
    */
   async open(token: unknown, now = Date.now()): Promise<StateClaims> {
     if (typeof token !== 'string' || token.length === 0 || token.length > MAX_STATE_CHARS || !isCanonicalCompactJwe(token)) throw invalidParams(INVALID_STATE);
+    const [headerPart, encryptedKey, ivPart, ciphertextPart, tagPart] = token.split('.') as [string, string, string, string, string];
+    let payload: Record<string, unknown>;
     try {
-      const { payload } = await jwtDecrypt(
-        token,
-        async (header) => {
-          const key = header.kid ? this.keys.get(header.kid) : undefined;
-          if (!key) throw new joseErrors.JWEDecryptionFailed();
-          return key;
-        },
-        { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'], currentDate: new Date(now) },
-      );
-      const c = payload as unknown as StateClaims;
-      if (typeof payload.jti !== 'string' || typeof c.expMs !== 'number' || c.expMs <= now) throw invalidParams(INVALID_STATE);
-      return { ...c, jti: payload.jti };
+      const header: unknown = JSON.parse(Buffer.from(headerPart, 'base64url').toString('utf8'));
+      if (!isPlainObject(header) || Object.keys(header).some((f) => !HEADER_FIELDS.includes(f)) || header.alg !== 'dir' || header.enc !== 'A256GCM' || typeof header.kid !== 'string') throw new Error('header');
+      const sealKey = this.keys.get(header.kid);
+      const iv = Buffer.from(ivPart, 'base64url');
+      const tag = Buffer.from(tagPart, 'base64url');
+      // `dir`: no encrypted key (RFC 7518 §4.5).
+      if (!sealKey || encryptedKey !== '' || iv.length !== IV_BYTES || tag.length !== TAG_BYTES) throw new Error('key');
+      const decipher = createDecipheriv('aes-256-gcm', sealKey.key, iv, { authTagLength: TAG_BYTES });
+      decipher.setAAD(Buffer.from(headerPart, 'ascii'));
+      decipher.setAuthTag(tag);
+      const plaintext = Buffer.concat([decipher.update(Buffer.from(ciphertextPart, 'base64url')), decipher.final()]);
+      const parsed: unknown = JSON.parse(plaintext.toString('utf8'));
+      if (!isPlainObject(parsed)) throw new Error('payload');
+      payload = parsed;
     } catch {
       throw invalidParams(INVALID_STATE);
     }
+    const c = payload as unknown as StateClaims;
+    if (typeof c.jti !== 'string' || typeof c.expMs !== 'number' || c.expMs <= now) throw invalidParams(INVALID_STATE);
+    return c;
   }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
