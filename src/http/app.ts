@@ -26,6 +26,7 @@ import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 import { readBody } from './body.js';
+import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
 import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
 import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
@@ -279,9 +280,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
         void tracked.then(() => inflight.delete(tracked));
       }, (era, body) => {
         const sessionId = c.req.header('mcp-session-id');
-        if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), c.req.raw, body);
-        if (!sessionId) return errorResponse(null, { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
-        return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, c.req.raw, body);
+        if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
+        if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+        return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
       }),
   );
   if (federation) {
@@ -302,9 +303,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
           },
           (era, body) => {
             const sessionId = c.req.header('mcp-session-id');
-            if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), c.req.raw, body);
-            if (!sessionId) return errorResponse(null, { code: -32000, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
-            return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw, body);
+            if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
+            if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+            return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
           },
           false,
           federation,
@@ -314,7 +315,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     app.all('/mcp', (c) => {
       const sessionId = c.req.header('mcp-session-id');
       if (sessionId && (c.req.method === 'GET' || c.req.method === 'DELETE')) return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw);
-      return errorResponse(null, { code: ErrorCode.MethodNotFound, message: 'Method not allowed: the federated endpoint /mcp takes POST (and GET or DELETE within a legacy session)' }, 405, { allow: 'POST' });
+      return methodNotAllowed(c.req.method, '/mcp');
     });
   }
   // A legacy session's standalone SSE stream (GET) and its end (DELETE).
@@ -372,11 +373,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       return (await legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming, c.env.outgoing, body)) ?? RESPONSE_ALREADY_SENT;
     },
   );
-  app.all('/mcp/:name', (c) =>
-    gateway.upstreams.has(c.req.param('name'))
-      ? errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported without a legacy session (Mcp-Session-Id); MCP 2026-07-28 uses POST only` }, 405, { allow: 'POST' })
-      : unknownUpstream(gateway, c.req.param('name'), null),
-  );
+  app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(gateway, c.req.param('name'), null)));
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.
   for (const path of ['/healthz', '/readyz', '/metrics']) {
@@ -384,7 +381,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   }
   app.notFound((c) => {
     const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
-    return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}; this gateway serves ${names}` }, 404);
+    const adminOff = !cfg.admin.enabled && (c.req.path === '/admin' || c.req.path.startsWith('/admin/')) ? ' (the admin page is off: set admin.enabled to true to serve it)' : '';
+    return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}${adminOff}; this gateway serves ${names}` }, 404);
   });
   app.onError((e, c) => {
     if (uploadBroken(c)) {
@@ -487,16 +485,30 @@ async function handleMcp(
     log.debug({ requestId, err: read.broken.message }, 'request body not received');
     return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
   }
+  if (!target) {
+    let id: RequestId | null = null;
+    if ('text' in read) {
+      try {
+        id = idOf(JSON.parse(read.text));
+      } catch {
+        // No usable id.
+      }
+    }
+    return unknownUpstream(gateway, name ?? '', id);
+  }
+  const refused = checkPostMedia({ accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') });
+  if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
+  if ('notUtf8' in read) {
+    return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
+  }
   const text = read.text;
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch (e) {
-    if (!target) return unknownUpstream(gateway, name ?? '', null);
     return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
   }
   const id = idOf(body);
-  if (!target) return unknownUpstream(gateway, name ?? '', id);
   if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
@@ -535,10 +547,10 @@ async function handleMcp(
   }
 
   const progressToken = validated.progressToken;
-  const acceptsSse = (headerOf(c, 'accept') ?? '').includes('text/event-stream');
-  const wantsSse = progressToken !== undefined && acceptsSse;
-  // Log messages of the request (2026-07-28 `_meta` logLevel) go on its SSE stream too.
-  const wantsLogs = validated.meta[META_LOG_LEVEL] !== undefined && acceptsSse;
+  // The client accepts SSE (checked above): progress goes on an SSE stream when it sent a progressToken,
+  // and so do the log messages of the request (2026-07-28 `_meta` logLevel).
+  const wantsSse = progressToken !== undefined;
+  const wantsLogs = validated.meta[META_LOG_LEVEL] !== undefined;
   const callName = (validated.params.name ?? validated.params.uri) as string | undefined;
 
   return new Promise<Response>((resolveResponse) => {
@@ -625,6 +637,18 @@ async function forwardHeld(gateway: Gateway, replica: string, name: string | und
   const owner = secret ? await gateway.replicaInfo(replica).catch(() => undefined) : undefined;
   if (!owner || !secret || owner.id === gateway.replica) return undefined;
   return forwardToReplica(owner, name, body, headers, principal, secret);
+}
+
+/**
+ * 405 / -32601 with `Allow: POST` for a method the MCP endpoint `path` does not serve: GET and
+ * DELETE need a legacy session's `Mcp-Session-Id`; any other method is not served at all.
+ */
+function methodNotAllowed(method: string, path: string): Response {
+  const message =
+    method === 'GET' || method === 'DELETE'
+      ? `${method} on ${path} needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only`
+      : `${method} is not supported on ${path}; it serves POST, and GET and DELETE within a legacy session (Mcp-Session-Id)`;
+  return errorResponse(null, { code: ErrorCode.MethodNotFound, message }, 405, { allow: 'POST' });
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {

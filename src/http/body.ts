@@ -3,16 +3,27 @@
  * the app runs on @hono/node-server (no web stream in between: this is on the path of every
  * request), else through the web `Request`.
  */
+import { isUtf8 } from 'node:buffer';
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
 import { headerOf } from './headers.js';
 
-/** A body read whole, one over the limit (HTTP 413), or one that did not arrive (HTTP 400). */
-export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error };
+/**
+ * A body read whole, one over the limit (HTTP 413), one that did not arrive (HTTP 400), or one
+ * whose bytes are not UTF-8 (JSON must be UTF-8, RFC 8259 §8.1: HTTP 400, -32700).
+ */
+export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error } | { notUtf8: true };
+
+/** The read of `bytes`: their text, or `notUtf8` when they are not valid UTF-8. */
+function decoded(bytes: Buffer | Uint8Array): BodyRead {
+  if (!isUtf8(bytes)) return { notUtf8: true };
+  return { text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8') };
+}
 
 /**
  * Reads the whole body of `c`'s request as UTF-8, at most `maxBytes` bytes.
- * @returns `tooLarge` as soon as `Content-Length` or the bytes received pass `maxBytes` (reading
+ * @returns `text`; `notUtf8` when the bytes are not valid UTF-8 (nothing is replaced);
+ *   `tooLarge` as soon as `Content-Length` or the bytes received pass `maxBytes` (reading
  *   stops: the rest is never read, and the answer should close the connection); `broken` when the client aborted, stalled past the read timeout or sent a malformed
  *   chunked body.
  */
@@ -22,8 +33,8 @@ export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> 
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (!incoming) {
     try {
-      const text = await c.req.text();
-      return Buffer.byteLength(text) > maxBytes ? { tooLarge: true } : { text };
+      const bytes = new Uint8Array(await c.req.arrayBuffer());
+      return bytes.byteLength > maxBytes ? { tooLarge: true } : decoded(bytes);
     } catch (e) {
       return { broken: e as Error };
     }
@@ -48,7 +59,7 @@ export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> 
       done({ tooLarge: true });
     };
     const onEnd = () =>
-      done(incoming.complete ? { text: chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks, size).toString('utf8') } : { broken: new Error('the request body ended early') });
+      done(incoming.complete ? decoded(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)) : { broken: new Error('the request body ended early') });
     const onError = (e: Error) => done({ broken: e });
     const onClose = () => done({ broken: incoming.errored ?? new Error('the request body ended early') });
     incoming.on('data', onData);

@@ -27,7 +27,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { ErrorCode } from '../protocol/errors.js';
@@ -96,10 +96,13 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
  * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
  * it carries (an `Mcp-Session-Id` on it is ignored), and so is a batch of such requests (which
  * 2026-07-28 then refuses); otherwise `initialize` opens a legacy session and an `Mcp-Session-Id`
- * header (or a batch, which only legacy revisions allow) puts it in one.
+ * header (or a batch, which only legacy revisions allow) puts it in one. An empty batch is
+ * 'modern', so it gets the 2026-07-28 -32600 Invalid Request.
  */
 export function eraOf(body: unknown, sessionId: string | undefined): Era {
   const messages = Array.isArray(body) ? body : [body];
+  // An empty batch is an Invalid Request in every era (JSON-RPC 2.0 §6).
+  if (messages.length === 0) return 'modern';
   const enveloped = (m: unknown) => isObject(m) && isObject(m.params) && isObject(m.params._meta) && META_PROTOCOL_VERSION in m.params._meta;
   if (messages.length > 0 && messages.every(enveloped)) return 'modern';
   if (messages.some((m) => isObject(m) && m.method === 'initialize')) return 'legacy-initialize';
@@ -406,7 +409,8 @@ export class LegacySessions {
    * A request inside a session (POST, the GET stream, DELETE).
    * @returns the transport's response; 404 with -32001 "Session not found" for an unknown id, or an
    *   id of another principal or upstream; 400 with -32000 when `MCP-Protocol-Version` differs from
-   *   the revision negotiated for the session.
+   *   the revision negotiated for the session; 400 with -32600 when a message of the body is not a
+   *   JSON-RPC 2.0 message (the SDK's transport would call that a parse error).
    */
   async handle(upstream: string, who: SessionCaller, sessionId: string, req: Request, body?: unknown): Promise<Response> {
     const s = this.sessions.get(sessionId);
@@ -416,6 +420,11 @@ export class LegacySessions {
     const version = req.headers.get('mcp-protocol-version');
     if (version !== null && s.relay.negotiated && version.trim() !== s.relay.negotiated) {
       return jsonRpcError(400, -32000, `Bad Request: MCP-Protocol-Version ${version.trim()} differs from the revision negotiated for this session (${s.relay.negotiated})`);
+    }
+    if (body !== undefined) {
+      if ((Array.isArray(body) ? body : [body]).some((m) => !JSONRPCMessageSchema.safeParse(m).success)) {
+        return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")');
+      }
     }
     s.lastActive = Date.now();
     return s.transport.handleRequest(req, body === undefined ? undefined : { parsedBody: body });

@@ -6,11 +6,13 @@
  * schema (src/protocol/param-headers.ts).
  */
 import { z } from 'zod';
+import { LoggingLevelSchema } from '@modelcontextprotocol/core';
 import { LRUCache } from 'lru-cache';
 import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound } from './errors.js';
 import {
   ClientCapabilitiesSchema,
   META_CLIENT_CAPABILITIES,
+  META_LOG_LEVEL,
   META_PROTOCOL_VERSION,
   PARAM_HEADER_PREFIX,
   PROTOCOL_VERSION,
@@ -98,8 +100,23 @@ export function decodeHeaderValue(raw: string, header = 'Mcp-Name'): string {
   }
 }
 
-/** Parses the JSON-RPC framing. @throws GatewayError -32600 (HTTP 400). */
+/**
+ * Parses the JSON-RPC framing. @throws GatewayError -32600 (HTTP 400): for an empty batch, any
+ * batch, a JSON-RPC response (accepted only within a legacy session), or a body that is not a
+ * request or notification (the message names the first bad field).
+ */
 export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema> {
+  if (Array.isArray(body) && body.length === 0) {
+    throw new GatewayError(ErrorCode.InvalidRequest, 'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST', undefined, 400);
+  }
+  if (isObject(body) && body.method === undefined && ('result' in body || 'error' in body)) {
+    throw new GatewayError(
+      ErrorCode.InvalidRequest,
+      'Invalid Request: a JSON-RPC response is accepted only within a legacy session (Mcp-Session-Id); MCP 2026-07-28 clients POST requests and notifications only',
+      undefined,
+      400,
+    );
+  }
   if (Array.isArray(body)) {
     throw new GatewayError(ErrorCode.InvalidRequest, 'JSON-RPC batches are not supported; send one request per POST', undefined, 400);
   }
@@ -169,21 +186,41 @@ function deepFreeze<T>(value: T): T {
   return value;
 }
 
-/** `value` parsed as ClientCapabilities (MCP 2026-07-28 schema), or undefined when it is not one. */
-function parseClientCapabilities(value: unknown): ClientCapabilities | undefined {
+/**
+ * `value` parsed as ClientCapabilities (MCP 2026-07-28 schema).
+ * @throws GatewayError 400 / -32602 naming the first bad field (its path and zod's message).
+ */
+function parseClientCapabilities(value: unknown): ClientCapabilities {
   const key = JSON.stringify(value);
   const known = parsedCapabilities.get(key);
   if (known) return known;
   const parsed = ClientCapabilitiesSchema.safeParse(value);
-  if (!parsed.success) return undefined;
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const where = issue.path.length ? `: ${issue.path.map(String).join('.')}` : '';
+    throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] must be a ClientCapabilities object ({} declares none)${where}: ${issue.message}`);
+  }
   const caps = deepFreeze(parsed.data as ClientCapabilities);
   parsedCapabilities.set(key, caps);
   return caps;
 }
 
+/** The `_meta` logging levels (MCP LoggingLevel, RFC 5424 severities). */
+const LOG_LEVELS: readonly string[] = LoggingLevelSchema.options;
+
+/**
+ * The 400 / -32602 for a request without the 2026-07-28 envelope and without a legacy session:
+ * it may come from either era, so the message says what each must do.
+ */
+const noEnvelope = (method: string) =>
+  badEnvelope(
+    `${method}: no _meta envelope and no session: a 2026-07-28 client must send params._meta with "${META_PROTOCOL_VERSION}" and "${META_CLIENT_CAPABILITIES}"; a 2025-era client must call initialize first`,
+  );
+
 /**
  * Validates one JSON-RPC request against the 2026-07-28 rules, in this order:
- * method (404/-32601), `_meta` envelope (400/-32602), `MCP-Protocol-Version` header equal to the
+ * method (404/-32601), `_meta` envelope and its `progressToken` (string or number) and `logLevel`
+ * (a LoggingLevel) (400/-32602), `MCP-Protocol-Version` header equal to the
  * envelope's version (400/-32020), version supported (400/-32022), `Mcp-Method` and `Mcp-Name`
  * headers (400/-32020), `params.name`/`params.uri` presence (400/-32602), types of forwarded
  * params (200/-32602).
@@ -195,19 +232,28 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   if (!(SERVED_METHODS as readonly string[]).includes(method)) throw methodNotFound(`Method not found: ${method}`);
 
   const params = req.params;
-  if (!params) throw badEnvelope(`${method}: params with the _meta envelope is required`);
+  if (!params || params._meta === undefined) throw noEnvelope(method);
   const meta = params._meta;
-  if (!meta || typeof meta !== 'object' || Array.isArray(meta)) {
-    throw badEnvelope(`${method}: params._meta is required and must carry "${META_PROTOCOL_VERSION}" and "${META_CLIENT_CAPABILITIES}"`);
+  if (!isObject(meta)) {
+    throw badEnvelope(`${method}: params._meta must be an object carrying "${META_PROTOCOL_VERSION}" and "${META_CLIENT_CAPABILITIES}"`);
   }
-  const m = meta as Record<string, unknown>;
+  const m = meta;
+  if (m[META_PROTOCOL_VERSION] === undefined && m[META_CLIENT_CAPABILITIES] === undefined) throw noEnvelope(method);
   const version = m[META_PROTOCOL_VERSION];
   if (typeof version !== 'string' || version.length === 0) {
     throw badEnvelope(`params._meta["${META_PROTOCOL_VERSION}"] is required (a protocol version string such as "${PROTOCOL_VERSION}")`);
   }
-  const clientCapabilities = m[META_CLIENT_CAPABILITIES] === undefined ? undefined : parseClientCapabilities(m[META_CLIENT_CAPABILITIES]);
-  if (!clientCapabilities) {
+  if (m[META_CLIENT_CAPABILITIES] === undefined) {
     throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] is required and must be a ClientCapabilities object ({} declares none)`);
+  }
+  const clientCapabilities = parseClientCapabilities(m[META_CLIENT_CAPABILITIES]);
+  const progressToken = m.progressToken;
+  if (progressToken !== undefined && typeof progressToken !== 'string' && typeof progressToken !== 'number') {
+    throw badEnvelope(`params._meta.progressToken must be a string or a number (got ${progressToken === null ? 'null' : Array.isArray(progressToken) ? 'an array' : typeof progressToken})`);
+  }
+  const logLevel = m[META_LOG_LEVEL];
+  if (logLevel !== undefined && (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel))) {
+    throw badEnvelope(`params._meta["${META_LOG_LEVEL}"] must be one of ${LOG_LEVELS.join(', ')} (got ${JSON.stringify(logLevel)})`);
   }
   const headerVersion = headers.get('mcp-protocol-version');
   if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
@@ -251,7 +297,6 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
 
   checkParamTypes(method, params);
   const { _meta: _ignored, ...rest } = params;
-  const progressToken = m.progressToken;
   return {
     id: req.id,
     method: method as ServedMethod,
@@ -259,7 +304,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     meta: m,
     protocolVersion: version,
     clientCapabilities,
-    progressToken: typeof progressToken === 'string' || typeof progressToken === 'number' ? progressToken : undefined,
+    progressToken,
     paramHeaders: method === 'tools/call' ? paramHeadersOf(headers) : {},
   };
 }

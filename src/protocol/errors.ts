@@ -9,6 +9,12 @@ export const ErrorCode = {
   MethodNotFound: -32601,
   InvalidParams: -32602,
   InternalError: -32603,
+  /**
+   * JSON-RPC "Server error" (implementation-defined): the HTTP-level refusals of the Streamable
+   * HTTP transport (406 Not Acceptable, 415 Unsupported Media Type, a legacy request without its
+   * `Mcp-Session-Id`), as the MCP SDK's server transport answers them.
+   */
+  ServerError: -32000,
   /** Headers missing, malformed, or mismatched with the body (SEP-2243). HTTP 400. */
   HeaderMismatch: -32020,
   /** The call needs a client capability the request did not declare. HTTP 400. */

@@ -21,6 +21,9 @@ export const CORS_ALLOWED_HEADERS = [
   'mcp-session-id',
   'last-event-id',
   'x-request-id',
+  // W3C Trace Context (https://www.w3.org/TR/trace-context/), as OpenTelemetry in a browser sends it.
+  'traceparent',
+  'tracestate',
 ] as const;
 
 /** Response headers a browser script may read. */

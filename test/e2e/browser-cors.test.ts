@@ -1,6 +1,7 @@
 /**
  * CORS with a real browser: Debian's chromium (headless, driven by playwright-core) loads a page
- * from one origin whose script POSTs a 2026-07-28 `server/discover` with the Mcp-* headers to the
+ * from one origin whose script POSTs a 2026-07-28 `server/discover` with the Mcp-* headers (and
+ * the W3C Trace Context headers browser OpenTelemetry adds) to the
  * gateway on another port. The headers force a preflight; the call must pass from an allowed
  * origin and be blocked from any other.
  */
@@ -30,6 +31,8 @@ const PAGE = `<!doctype html>
         'mcp-protocol-version': '2026-07-28',
         'mcp-method': 'server/discover',
         'mcp-param-region': 'eu-west',
+        traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+        tracestate: 'vendor=opaque',
       },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover', params: { _meta: meta } }),
     });

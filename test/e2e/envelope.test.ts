@@ -3,6 +3,7 @@
  * result-shape rules, exercised over real HTTP against a gateway in front of server-everything (stdio).
  */
 import { request as httpRequest } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 
@@ -92,6 +93,16 @@ describe('routing', () => {
     expect(err.message).toContain('everything');
   });
 
+  it('GET /admin with the admin page off → 404, -32601 naming admin.enabled', async () => {
+    const res = await fetch(`${gw.base}/admin`);
+    expect(res.status).toBe(404);
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32601, message: 'No endpoint at /admin (the admin page is off: set admin.enabled to true to serve it); this gateway serves /mcp/everything' },
+    });
+  });
+
   it('GET on /mcp/everything → 405 with Allow: POST and a JSON-RPC error body', async () => {
     const res = await fetch(url, { method: 'GET', headers: { accept: 'application/json, text/event-stream' } });
     expect(res.status).toBe(405);
@@ -104,7 +115,102 @@ describe('routing', () => {
   });
 });
 
+describe('media types: Accept, Content-Type, Content-Encoding (Streamable HTTP §Sending Messages)', () => {
+  const discover = { jsonrpc: '2.0', id: 'media', method: 'server/discover', params: { _meta: envelope() } };
+  const headers = { ...baseHeaders, 'mcp-method': 'server/discover' };
+  const notAcceptable = (got: string) => ({ jsonrpc: '2.0', id: null, error: { code: -32000, message: `Not Acceptable: the Accept header must list application/json and text/event-stream (${got})` } });
+
+  it('no Accept, Accept: application/json only, or text/event-stream given q=0 → 406, -32000 naming the header and what it must list', async () => {
+    // fetch would send Accept: */* when none is given; node:http sends none.
+    const { accept: _dropped, ...withoutAccept } = headers;
+    const missing = await rawPost(url, discover, Object.entries(withoutAccept));
+    expect(missing.status).toBe(406);
+    expect(missing.json).toEqual(notAcceptable('it is missing'));
+    for (const accept of ['application/json', 'application/json, text/event-stream;q=0']) {
+      const res = await post(url, discover, { ...headers, accept });
+      expect(res.status, accept).toBe(406);
+      expect(res.json).toEqual(notAcceptable(`got '${accept}'`));
+    }
+  });
+
+  it('Accept: */* (or text/*, application/* together) accepts both → served', async () => {
+    for (const accept of ['*/*', 'application/*, text/*', 'text/event-stream;q=0.5, application/json']) {
+      const res = await post(url, discover, { ...headers, accept });
+      expect(res.status, accept).toBe(200);
+      expect(res.json.result.resultType).toBe('complete');
+    }
+  });
+
+  it('subscriptions/listen with Accept: application/json only → 406 as JSON, no event stream', async () => {
+    const listen = { jsonrpc: '2.0', id: 'listen-json', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: envelope() } };
+    const res = await post(url, listen, { ...baseHeaders, accept: 'application/json', 'mcp-method': 'subscriptions/listen' });
+    expect(res.status).toBe(406);
+    expect(res.headers.get('content-type')).toBe('application/json');
+    expect(res.json).toEqual(notAcceptable(`got 'application/json'`));
+  });
+
+  it('Content-Type text/plain, or none → 415, -32000 naming the header; application/json; charset=utf-8 is served', async () => {
+    const plain = await post(url, discover, { ...headers, 'content-type': 'text/plain' });
+    expect(plain.status).toBe(415);
+    expect(plain.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" } });
+    const { 'content-type': _dropped, ...withoutType } = headers;
+    const none = await rawPost(url, discover, Object.entries(withoutType));
+    expect(none.status).toBe(415);
+    expect(none.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Unsupported Media Type: the Content-Type header must be application/json (it is missing)' } });
+    const latin1 = await post(url, discover, { ...headers, 'content-type': 'application/json; charset=iso-8859-1' });
+    expect(latin1.status).toBe(415);
+    expect(latin1.json.error).toEqual({ code: -32000, message: "Unsupported Media Type: the body must be UTF-8 JSON (Content-Type charset 'iso-8859-1')" });
+    const utf8 = await post(url, discover, { ...headers, 'content-type': 'application/json; charset=utf-8' });
+    expect(utf8.status).toBe(200);
+  });
+
+  it('Content-Encoding: gzip → 415, -32000 naming the coding, with Accept-Encoding: identity', async () => {
+    const res = await fetch(url, { method: 'POST', headers: { ...headers, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify(discover)) });
+    expect(res.status).toBe(415);
+    expect(res.headers.get('accept-encoding')).toBe('identity');
+    expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: Content-Encoding 'gzip' is not supported; send the body uncompressed" } });
+  });
+
+  it('a body that is not valid UTF-8 → 400, -32700 saying so (nothing is replaced)', async () => {
+    const bytes = Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":"'), Buffer.from([0xff, 0xfe]), Buffer.from(`","_meta":${JSON.stringify(envelope())}}}`)]);
+    const res = await fetch(url, { method: 'POST', headers, body: bytes });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' } });
+  });
+});
+
 describe('JSON-RPC framing', () => {
+  it('an empty batch [] → 400, -32600 Invalid Request, with or without an Mcp-Session-Id', async () => {
+    for (const extra of [{}, { 'mcp-session-id': 'any-session' }] as Record<string, string>[]) {
+      const res = await post(url, [], { ...baseHeaders, 'mcp-method': 'tools/list', ...extra });
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST' } });
+    }
+  });
+
+  it('a JSON-RPC response without a session → 400, -32600 saying responses are accepted only within a legacy session', async () => {
+    const res = await post(url, { jsonrpc: '2.0', id: 7, result: {} }, baseHeaders);
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32600, message: 'Invalid Request: a JSON-RPC response is accepted only within a legacy session (Mcp-Session-Id); MCP 2026-07-28 clients POST requests and notifications only' },
+    });
+  });
+
+  it('a 2025-era request without a session or the envelope → 400, -32602 saying initialize comes first (and what a 2026-07-28 client must send)', async () => {
+    const res = await post(url, { jsonrpc: '2.0', id: 'legacy-no-session', method: 'tools/list' }, { ...baseHeaders, 'mcp-protocol-version': '2025-06-18', 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({
+      jsonrpc: '2.0',
+      id: 'legacy-no-session',
+      error: {
+        code: -32602,
+        message: `tools/list: no _meta envelope and no session: a 2026-07-28 client must send params._meta with "${PV}" and "${CC}"; a 2025-era client must call initialize first`,
+      },
+    });
+  });
+
   it('a body that is not JSON → 400, -32700 with id null', async () => {
     const res = await post(url, '{"jsonrpc":"2.0","id":1,', { ...baseHeaders, 'mcp-method': 'tools/list' });
     expect(res.status).toBe(400);
@@ -180,6 +286,24 @@ describe('_meta envelope', () => {
     const res = await rpc(url, 'tools/list', {}, { id: 'no-caps', meta: { [PV]: V } });
     const err = expectError(res, 400, -32602, 'no-caps');
     expect(err.message).toContain(CC);
+  });
+
+  it('clientCapabilities with a bad member → 400, -32602 naming the member', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'bad-caps', meta: { [PV]: V, [CC]: { elicitation: true } } });
+    const err = expectError(res, 400, -32602, 'bad-caps');
+    expect(err.message).toBe(`params._meta["${CC}"] must be a ClientCapabilities object ({} declares none): elicitation: Invalid input: expected object, received boolean`);
+  });
+
+  it('a progressToken that is not a string or number → 400, -32602 naming it', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'bad-token', meta: envelope({}, { progressToken: { a: 1 } }) });
+    const err = expectError(res, 400, -32602, 'bad-token');
+    expect(err.message).toBe('params._meta.progressToken must be a string or a number (got object)');
+  });
+
+  it('a logLevel that is not an MCP logging level → 400, -32602 naming it and the levels', async () => {
+    const res = await rpc(url, 'tools/list', {}, { id: 'bad-level', meta: envelope({}, { 'io.modelcontextprotocol/logLevel': 'verbose' }) });
+    const err = expectError(res, 400, -32602, 'bad-level');
+    expect(err.message).toBe('params._meta["io.modelcontextprotocol/logLevel"] must be one of debug, info, notice, warning, error, critical, alert, emergency (got "verbose")');
   });
 
   it('_meta without io.modelcontextprotocol/clientInfo is served (tools/list → 200, resultType complete)', async () => {

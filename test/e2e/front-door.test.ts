@@ -43,14 +43,14 @@ function rawSend(port: number, payload: string, giveUpMs = 10_000): Promise<RawR
   });
 }
 
-const head = (port: number, extra: string) => `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n${extra}`;
+const head = (port: number, extra: string) => `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n${extra}`;
 
 /** Calls the fixture's `slow` tool (`ms`, one step) over `agent`; resolves with the status and the JSON body. */
 async function callSlow(agent: Agent, url: string, ms: number, id: string | number): Promise<{ status: number; body: any }> {
   const r = await undiciRequest(url, {
     method: 'POST',
     dispatcher: agent,
-    headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
     body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() } }),
   });
   return { status: r.statusCode, body: (await r.body.json()) as any };
@@ -67,7 +67,7 @@ async function postVia(agent: Agent, url: string, kind: 'discover' | 'notificati
   const res = await undiciRequest(url, {
     method: 'POST',
     dispatcher: agent,
-    headers: { 'content-type': 'application/json', accept: 'application/json', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(authorization ? { authorization } : {}) },
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(authorization ? { authorization } : {}) },
     body: JSON.stringify(message),
   });
   await res.body.text();
@@ -347,13 +347,13 @@ describe('CORS preflights over plain HTTP', () => {
   const preflight = (origin: string, requestHeaders = 'content-type,mcp-method,mcp-protocol-version') =>
     fetch(gw.url('f'), { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': requestHeaders } });
 
-  it('an allowed origin gets 204 with the methods, the MCP headers and the requested Mcp-Param-* headers', async () => {
-    const res = await preflight(ALLOWED, 'content-type,mcp-method,mcp-param-region,x-other');
+  it('an allowed origin gets 204 with the methods, the MCP and W3C Trace Context headers and the requested Mcp-Param-* headers', async () => {
+    const res = await preflight(ALLOWED, 'content-type,mcp-method,mcp-param-region,traceparent,tracestate,x-other');
     expect(res.status).toBe(204);
     expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     expect(res.headers.get('access-control-allow-methods')).toBe('POST, GET, DELETE');
     const allowed = res.headers.get('access-control-allow-headers')!.split(', ');
-    for (const h of ['content-type', 'accept', 'authorization', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id', 'mcp-param-region']) expect(allowed).toContain(h);
+    for (const h of ['content-type', 'accept', 'authorization', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id', 'traceparent', 'tracestate', 'mcp-param-region']) expect(allowed).toContain(h);
     expect(allowed).not.toContain('x-other');
     expect(res.headers.get('vary')).toMatch(/Origin/);
   });
@@ -376,8 +376,23 @@ describe('CORS preflights over plain HTTP', () => {
     expect(no.headers.get('access-control-allow-origin')).toBeNull();
   });
 
-  it('OPTIONS that is not a preflight still gets 405', async () => {
-    const res = await fetch(gw.url('f'), { method: 'OPTIONS' });
+  it('OPTIONS that is not a preflight, or PUT, gets 405 / -32601 saying which methods the endpoint serves', async () => {
+    for (const method of ['OPTIONS', 'PUT']) {
+      const res = await fetch(gw.url('f'), { method });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow')).toBe('POST');
+      const body = (await res.json()) as any;
+      expect(body).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32601, message: `${method} is not supported on /mcp/f; it serves POST, and GET and DELETE within a legacy session (Mcp-Session-Id)` },
+      });
+    }
+  });
+
+  it('GET without a session gets 405 / -32601 saying it needs a legacy session', async () => {
+    const res = await fetch(gw.url('f'), { method: 'GET', headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);
+    expect(((await res.json()) as any).error).toEqual({ code: -32601, message: 'GET on /mcp/f needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only' });
   });
 });

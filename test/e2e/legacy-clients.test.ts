@@ -357,6 +357,43 @@ describe('legacy session rules', () => {
     expect(gw.legacy.size).toBe(0);
   });
 
+  it('the media checks are those of 2026-07-28 requests: Accept application/json only → 406, text/plain → 415; Accept */* opens a session', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const json = await post(url, initialize, { accept: 'application/json' });
+    expect(json.status).toBe(406);
+    expect(JSON.parse(json.text)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Not Acceptable: the Accept header must list application/json and text/event-stream (got 'application/json')" } });
+    const plain = await post(url, initialize, { 'content-type': 'text/plain' });
+    expect(plain.status).toBe(415);
+    expect(JSON.parse(plain.text)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" } });
+    expect(gw.legacy.size).toBe(0);
+    const any = await post(url, initialize, { accept: '*/*' });
+    expect(any.status).toBe(200);
+    expect(any.sessionId).toBeTruthy();
+    const v = { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': any.sessionId! };
+    expect((await post(url, ping, { ...v, accept: '*/*' })).status).toBe(200);
+    expect((await fetch(url, { method: 'DELETE', headers: v })).status).toBe(200);
+  });
+
+  it('a JSON value that is not a JSON-RPC message, inside a session → 400, -32600 Invalid Request (not a parse error)', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const opened = await post(url, initialize, {});
+    expect(opened.status).toBe(200);
+    const v = { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': opened.sessionId! };
+    for (const body of [{ foo: 1 }, [ping, { foo: 1 }]]) {
+      const res = await post(url, body, v);
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.text)).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32600, message: 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")' },
+      });
+    }
+    expect((await post(url, ping, v)).status).toBe(200);
+    expect((await fetch(url, { method: 'DELETE', headers: v })).status).toBe(200);
+  });
+
   it('GET and DELETE without a session keep their 2026-07-28 answer: 405', async () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     expect((await fetch(gw.url('everything'))).status).toBe(405);

@@ -21,11 +21,12 @@ describe('eraOf: which era serves a POST body', () => {
     expect(eraOf(legacy(1), undefined)).toBe('modern');
   });
 
-  it('a batch is legacy unless every message carries the envelope: 2026-07-28 then refuses it as a batch', () => {
+  it('a batch is legacy unless every message carries the envelope: 2026-07-28 then refuses it as a batch; an empty batch is 2026-07-28 (an Invalid Request there)', () => {
     expect(eraOf([legacy(1), legacy(2)], 'sid')).toBe('legacy-session');
     expect(eraOf([legacy(1), legacy(2)], undefined)).toBe('legacy-session');
     expect(eraOf([modern(1), legacy(2)], undefined)).toBe('legacy-session');
     expect(eraOf([modern(1), modern(2)], undefined)).toBe('modern');
-    expect(eraOf([], undefined)).toBe('legacy-session');
+    expect(eraOf([], undefined)).toBe('modern');
+    expect(eraOf([], 'sid')).toBe('modern');
   });
 });
