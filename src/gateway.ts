@@ -7,10 +7,10 @@ import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
 import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession, type BatchLearning } from './exchange/exchange.js';
-import { MrtrBridge, type CallContext, type TaskEscalation } from './exchange/mrtr.js';
+import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
-import { GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { ErrorCode, GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
@@ -92,6 +92,24 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
   if (upstream.completions) out.completions = {};
   return out;
 }
+
+/**
+ * The bounds on parked calls of upstream `cfg` that hold a session of their own: `maxParkedSessions`
+ * (default half of `maxSessions`, at least 1) and, when auth identifies callers (`perPrincipal`),
+ * `maxParkedSessionsPerPrincipal` (default half of `maxSessionsPerPrincipal`, at least 1).
+ * An unknown upstream (undefined) has none.
+ */
+export function parkedSessionLimits(cfg: Pick<UpstreamConfig, 'maxSessions' | 'maxSessionsPerPrincipal' | 'maxParkedSessions' | 'maxParkedSessionsPerPrincipal'> | undefined, perPrincipal: boolean): ParkedSessionLimits | undefined {
+  if (!cfg) return undefined;
+  const half = (n: number) => Math.max(1, Math.floor(n / 2));
+  return {
+    max: cfg.maxParkedSessions ?? half(cfg.maxSessions),
+    ...(perPrincipal ? { perPrincipal: cfg.maxParkedSessionsPerPrincipal ?? half(cfg.maxSessionsPerPrincipal) } : {}),
+  };
+}
+
+/** -32603 "gateway shutting down" with HTTP 503: during the drain, a request that starts new work here. */
+const shuttingDown = (upstream: string) => new GatewayError(ErrorCode.InternalError, 'gateway shutting down', { upstream, reason: 'shutting-down' }, 503);
 
 /** The era an upstream speaks. */
 export type UpstreamEra = 'legacy' | 'modern';
@@ -229,6 +247,8 @@ export class Gateway {
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
+  /** Set by {@link drain}: only work already held here is served. */
+  private draining = false;
   private readonly closers: (() => Promise<void>)[] = [];
   /** Open `subscriptions/listen` subscriptions, ended gracefully at shutdown. */
   private readonly subscriptions = new Set<Subscription>();
@@ -256,6 +276,7 @@ export class Gateway {
     this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.store.spent, this.replica, this.store.kind !== 'memory', {
       total: cfg.limits.maxParked,
       perUpstream: (name) => cfg.upstreams[name]?.maxParked ?? Infinity,
+      sessions: (name) => parkedSessionLimits(cfg.upstreams[name], cfg.auth.mode !== 'none'),
     });
     this.metrics = new Metrics({
       sessions: () => [...this.upstreams.values()].map((u) => ({ upstream: u.name, ...u.pool.stats() })),
@@ -346,6 +367,7 @@ export class Gateway {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    if (this.draining && !Gateway.drainAdmits(req)) throw shuttingDown(name);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     if (req.method === 'tools/call' && !toolAllowed(up.cfg.tools, String(req.params.name))) throw unknownTool(String(req.params.name));
     try {
@@ -361,7 +383,11 @@ export class Gateway {
 
   /** Serves one request of upstream `up` by the era it speaks and the method. */
   private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
-    if ((await this.eraOf(up)) === 'modern') return this.modern.handle(up, req, ctx);
+    if ((await this.eraOf(up)) === 'modern') {
+      // A 2026-07-28 upstream's retry is a new request upstream: nothing of it is held here.
+      if (this.draining && !(TASK_METHODS as readonly string[]).includes(req.method)) throw shuttingDown(up.name);
+      return this.modern.handle(up, req, ctx);
+    }
     if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
     if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
     return this.simple(up, req, ctx);
@@ -586,7 +612,8 @@ export class Gateway {
       throw tasksExtensionRequired(`tool '${name}' runs only as a task`);
     }
     const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
-    const escalation: TaskEscalation | undefined = tasksDeclared
+    // During the drain a resumed call is answered in this request; a task would be cancelled at the end.
+    const escalation: TaskEscalation | undefined = tasksDeclared && !this.draining
       ? {
           afterMs: taskAfterMs,
           create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),
@@ -596,6 +623,8 @@ export class Gateway {
     let replay: { entries: ReplayEntry[]; round: number } | undefined;
     if (requestState !== undefined) {
       const claims = await this.bridge.open(binding, requestState);
+      // A replay-mode retry runs the call again: during the drain another replica does that, and its state stays unspent.
+      if (this.draining && claims.rp) throw shuttingDown(up.name);
       noteInputRound(claims.rnd);
       if (claims.rp) replay = { entries: await this.bridge.replayAnswers(claims, inputResponses), round: claims.rnd };
       else return this.completed(up, method, true, await this.bridge.resume(claims, binding, inputResponses, ctx, window, escalation));
@@ -655,6 +684,36 @@ export class Gateway {
       out.cacheScope = retried ? 'private' : up.cfg.cache.scope;
     }
     return out;
+  }
+
+  /**
+   * Whether a request may be served during the drain: the retry of a parked call (a call with
+   * `requestState`; the router then refuses one that is not parked here, or is a replay-mode
+   * state) and `tasks/get|update|cancel`, which start no upstream call.
+   */
+  private static drainAdmits(req: ValidatedRequest): boolean {
+    if ((TASK_METHODS as readonly string[]).includes(req.method)) return true;
+    return (EXCHANGE_METHODS as readonly string[]).includes(req.method) && req.params.requestState !== undefined;
+  }
+
+  /**
+   * Begins shutdown (before {@link close}): new calls get 503 / -32603 "gateway shutting down";
+   * retries of calls parked here and `tasks/*` requests are still served, and a call that asks
+   * for input is answered -32603 `shutting-down` instead of being parked.
+   */
+  drain(): void {
+    this.draining = true;
+    this.bridge.drain();
+  }
+
+  /** True once {@link drain} was called. */
+  get isDraining(): boolean {
+    return this.draining;
+  }
+
+  /** Work held here that a retry or `tasks/update` may still need: parked calls and tasks running here. */
+  get heldWork(): number {
+    return this.bridge.parkedCount + this.tasks.running;
   }
 
   /**

@@ -156,9 +156,9 @@ server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.li
 
 let stopping = false;
 /**
- * Graceful stop. While requests are in flight, for up to shutdownGraceMs (ms), the gateway keeps
- * listening: new MCP requests get 503 / -32603 "gateway shutting down", `/readyz` 503 and
- * `/healthz` 200. Then it stops listening, answers calls still running with -32603 "gateway
+ * Graceful stop. While requests, parked calls or tasks are in flight, for up to shutdownGraceMs
+ * (ms), the gateway keeps listening: new MCP calls get 503 / -32603 "gateway shutting down" (retries
+ * of parked calls and tasks/* are still served), `/readyz` 503 and `/healthz` 200. Then it stops listening, answers calls still running with -32603 "gateway
  * shutting down", ends upstream sessions and children, and exits 0.
  */
 async function stop(signal: string): Promise<void> {

@@ -247,6 +247,20 @@ const upstreamCommon = {
     .positive()
     .default(8)
     .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
+  maxParkedSessions: z
+    .number()
+    .int()
+    .nonnegative()
+    .optional()
+    .describe(
+      'Most parked calls of this upstream that hold an upstream session of their own (stdio, or Streamable HTTP calls not on a shared session), so the other sessions stay free for other calls; beyond it a call that asks for input gets -32603 parked-limit at once. Default: half of maxSessions (at least 1)',
+    ),
+  maxParkedSessionsPerPrincipal: z
+    .number()
+    .int()
+    .nonnegative()
+    .optional()
+    .describe('With auth apiKeys or jwt: most such parked calls of one principal. Default: half of maxSessionsPerPrincipal (at least 1)'),
   maxCallsPerSession: z
     .number()
     .int()

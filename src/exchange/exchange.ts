@@ -295,6 +295,14 @@ export class Exchange implements CallHandlers {
   get upstream(): string {
     return this.init.upstream;
   }
+  /** The principal the call runs for. */
+  get principal(): string {
+    return this.init.principal;
+  }
+  /** True when the call holds an upstream session of its own (an exclusive lease), not a place on a shared one. */
+  get holdsSession(): boolean {
+    return !this.init.lease.shared;
+  }
   get method(): ExchangeMethod {
     return this.init.method;
   }

@@ -87,6 +87,16 @@ interface Ended {
 /** Most ended-while-parked outcomes kept for their retries. */
 const MAX_ENDED = 10_000;
 
+/**
+ * Bounds on the parked calls of one upstream that hold an upstream session of their own (stdio,
+ * or Streamable HTTP without shared sessions): at most `max` of them, and `perPrincipal` for one
+ * principal (undefined: no per-principal bound, as with `auth.mode: "none"`).
+ */
+export interface ParkedSessionLimits {
+  max: number;
+  perPrincipal?: number;
+}
+
 /** Replay mode for one drive: the round number so far and the bound on the state's answers, in bytes. */
 export interface ReplayMode {
   round: number;
@@ -100,9 +110,17 @@ export class MrtrBridge {
   private readonly driving = new Set<Exchange>();
   private readonly parkedPerUpstream = new Map<string, number>();
   private readonly ended: LRUCache<string, Ended>;
+  /**
+   * Exchanges that parked while holding a session of their own, until they end (answered rounds
+   * included, so a call being resumed keeps its place), with their upstream and principal.
+   */
+  private readonly holding = new Map<string, { upstream: string; principal: string }>();
+  /** Set by {@link drain}: no new park-mode state is issued. */
+  private draining = false;
 
   /**
-   * @param limits.total most parked Exchanges overall; limits.perUpstream(name) most for one upstream.
+   * @param limits.total most parked Exchanges overall; limits.perUpstream(name) most for one
+   *   upstream; limits.sessions(name) the bounds on parked calls holding sessions of their own.
    */
   constructor(
     private readonly sealer: StateSealer,
@@ -113,7 +131,10 @@ export class MrtrBridge {
     readonly replica: string,
     /** Whether other replicas share the store: a park-mode retry for another replica is forwarded there. */
     private readonly forwarding: boolean,
-    private readonly limits: { total: number; perUpstream: (upstream: string) => number } = { total: Infinity, perUpstream: () => Infinity },
+    private readonly limits: { total: number; perUpstream: (upstream: string) => number; sessions?: (upstream: string) => ParkedSessionLimits | undefined } = {
+      total: Infinity,
+      perUpstream: () => Infinity,
+    },
   ) {
     this.ended = new LRUCache<string, Ended>({ max: MAX_ENDED, ttl: ttlMs, ttlAutopurge: true });
   }
@@ -191,14 +212,18 @@ export class MrtrBridge {
     }
     const inputRequests = exchange.outstanding();
     if (replay) return this.replayRound(exchange, binding, inputRequests, replay, waitStart);
+    if (this.draining) {
+      // A parked call would only be cancelled at the end of the grace period: say so now.
+      const err = upstreamFailed(
+        binding.upstream,
+        'shutting-down',
+        'The call asks for client input, but the gateway is shutting down and parks no new calls; the call was cancelled upstream, start it again',
+      );
+      exchange.cancel(err);
+      throw err;
+    }
     if (!this.parked.has(exchange.id) && exchange.round === 0) {
-      const limit = this.limits.perUpstream(binding.upstream);
-      const full =
-        this.parkedFor(binding.upstream) >= limit
-          ? `${limit} for upstream '${binding.upstream}'`
-          : this.parked.size >= this.limits.total
-            ? `${this.limits.total} over all upstreams`
-            : undefined;
+      const full = this.parkingFull(exchange, binding);
       if (full) {
         const err = upstreamFailed(binding.upstream, 'parked-limit', `Too many calls are waiting for client input (limit ${full}); this call was cancelled upstream, retry later`);
         this.log.warn({ upstream: binding.upstream, limit: full }, 'parked-call limit reached');
@@ -208,11 +233,48 @@ export class MrtrBridge {
     }
     const claims = this.claimsFor(binding, inputRequests, { ex: exchange.id, rep: this.replica, rnd: exchange.round + 1 });
     const requestState = await this.sealer.seal(claims);
+    this.hold(exchange, binding);
     this.park(exchange, binding);
     this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
     recordInputRound({ start: waitStart, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'park' });
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
+  }
+
+  /**
+   * Which parking limit a first round of `exchange` would exceed (as words for the error), or
+   * undefined: `maxParked` for the upstream, `limits.maxParked` overall, and for a call holding a
+   * session of its own `maxParkedSessions` for the upstream and `maxParkedSessionsPerPrincipal`.
+   */
+  private parkingFull(exchange: Exchange, binding: RetryBinding): string | undefined {
+    const limit = this.limits.perUpstream(binding.upstream);
+    if (this.parkedFor(binding.upstream) >= limit) return `${limit} for upstream '${binding.upstream}'`;
+    if (this.parked.size >= this.limits.total) return `${this.limits.total} over all upstreams`;
+    const sessions = exchange.holdsSession ? this.limits.sessions?.(binding.upstream) : undefined;
+    if (!sessions) return undefined;
+    let upstream = 0;
+    let principal = 0;
+    for (const h of this.holding.values()) {
+      if (h.upstream !== binding.upstream) continue;
+      upstream++;
+      if (h.principal === binding.principal) principal++;
+    }
+    if (upstream >= sessions.max) return `maxParkedSessions=${sessions.max} for upstream '${binding.upstream}': the rest of its sessions stay free for other calls`;
+    if (sessions.perPrincipal !== undefined && principal >= sessions.perPrincipal) {
+      return `maxParkedSessionsPerPrincipal=${sessions.perPrincipal} for this caller on upstream '${binding.upstream}'`;
+    }
+    return undefined;
+  }
+
+  /** Counts `exchange` against the parked-session bounds until it ends. */
+  private hold(exchange: Exchange, binding: RetryBinding): void {
+    if (!exchange.holdsSession || this.holding.has(exchange.id) || exchange.outcome) return;
+    this.holding.set(exchange.id, { upstream: binding.upstream, principal: binding.principal });
+    const stop = exchange.onChange(() => {
+      if (!exchange.outcome) return;
+      this.holding.delete(exchange.id);
+      stop();
+    });
   }
 
   /**
@@ -398,6 +460,15 @@ export class MrtrBridge {
     exchange.round = claims.rnd;
     for (const [key, value] of deliver) exchange.answer(key, value);
     return this.drive(exchange, binding, ctx, batchWindowMs, task);
+  }
+
+  /**
+   * Shutdown has begun: retries of parked calls are still served, but a call that asks for input
+   * is cancelled with -32603 `shutting-down` instead of being parked (replay-mode rounds, which
+   * hold nothing here, go on).
+   */
+  drain(): void {
+    this.draining = true;
   }
 
   /**

@@ -123,8 +123,10 @@ export interface FrontDoor {
   /** The federation layer behind `POST /mcp` (undefined unless `federation.enabled`). */
   federation: Federation | undefined;
   /**
-   * Stops taking MCP requests (new ones get 503 / -32603 "gateway shutting down") and waits up to
-   * `graceMs` for requests in flight to finish. Resolves with how many are still in flight.
+   * Stops taking new MCP work (new calls get 503 / -32603 "gateway shutting down"; retries of calls
+   * parked here and `tasks/*` requests are still served, see {@link Gateway.drain}) and waits up to
+   * `graceMs` for requests in flight, parked calls and tasks running here to finish. Resolves
+   * with how many are still in flight or held.
    */
   drain(graceMs: number): Promise<number>;
   /** Waits up to `ms` for requests in flight to finish. */
@@ -219,7 +221,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const frontDoor: MiddlewareHandler<{ Variables: RequestVars; Bindings: HttpBindings }> = async (c, next) => {
     const given = headerOf(c, 'x-request-id');
     const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
-    if (draining) return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
+    // During the drain only what may resume work held here goes on (the router decides from the body).
+    if (draining && !(c.req.method === 'POST' && DRAIN_METHODS.has(headerOf(c, 'mcp-method') ?? ''))) return refuseDraining(requestId);
     const refused = guard.check(headerOf(c, 'host'), headerOf(c, 'origin'));
     if (refused) {
       log.warn({ requestId, reason: refused }, 'request refused by Host/Origin check');
@@ -406,11 +409,27 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     legacy,
     federation,
     settle,
-    drain: (graceMs) => {
+    drain: async (graceMs) => {
       draining = true;
-      return settle(graceMs);
+      gateway.drain();
+      // Parked calls and tasks held here are work in flight too: their retries may still come.
+      const deadline = Date.now() + graceMs;
+      while ((inflight.size || gateway.heldWork) && Date.now() < deadline) {
+        // Polled: held work ends without a promise to wait on.
+        const tick = new Promise((r) => setTimeout(r, Math.min(50, Math.max(0, deadline - Date.now()))));
+        await (inflight.size ? Promise.race([Promise.all([...inflight]), tick]) : tick);
+      }
+      return inflight.size + gateway.heldWork;
     },
   };
+}
+
+/** Methods (by the `Mcp-Method` header) that may resume work held here, so the drain lets them reach the router. */
+const DRAIN_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read', 'tasks/get', 'tasks/update', 'tasks/cancel']);
+
+/** 503 / -32603 "gateway shutting down" with `Connection: close`: the answer to new work during the drain. */
+function refuseDraining(requestId: string): Response {
+  return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
 }
 
 /** What the request log line and the metrics need to know about one request. */
@@ -513,6 +532,7 @@ async function handleMcp(
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
   const era = eraOf(body, headerOf(c, 'mcp-session-id'));
+  if (era !== 'modern' && gateway.isDraining) return refuseDraining(requestId);
   if (era !== 'modern') return legacy(era, body);
   let rpc;
   try {

@@ -1,7 +1,10 @@
 /**
  * Bridge policy: partial retries, parked-call bounds, and many concurrent eliciting calls.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ROOT } from '../helpers/processes.js';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
@@ -13,7 +16,8 @@ describe('bridge policy', () => {
   let bounded: TestGateway;
   const log = new FixtureLog();
   beforeAll(async () => {
-    gw = await startGateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 8 } } });
+    // Every session may carry a parked call here: the test is about attribution under concurrency.
+    gw = await startGateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 8, maxParkedSessions: 8 } } });
     bounded = await startGateway({ upstreams: { f: { ...fixtureStdio(), maxParked: 2 } } });
   });
   afterAll(async () => {
@@ -153,4 +157,33 @@ describe('bridge policy', () => {
       await learner.close();
     }
   });
+});
+
+describe('parked calls leave sessions for other calls (default gateway.config.json: server-everything over stdio)', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    const defaults = JSON.parse(readFileSync(join(ROOT, 'gateway.config.json'), 'utf8'));
+    gw = await startGateway({ requestState: defaults.requestState, upstreams: defaults.upstreams });
+  });
+  afterAll(() => gw?.close());
+
+  it('10 abandoned eliciting calls: half of maxSessions park, the rest get parked-limit at once, and plain calls are still served', async () => {
+    const url = gw.url('everything');
+    const started = Date.now();
+    const asks = await Promise.all(Array.from({ length: 10 }, () => rpc(url, 'tools/call', { name: 'trigger-elicitation-request', arguments: {} }, { caps: { elicitation: { form: {} } } })));
+    const parked = asks.filter((r) => r.body.result?.resultType === 'input_required');
+    const refused = asks.filter((r) => r.body.error);
+    // maxSessions is 8 in the default config: 4 parked calls at most.
+    expect(parked.length).toBe(4);
+    expect(refused.length).toBe(6);
+    for (const r of refused) {
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'everything', reason: 'parked-limit' } });
+      expect(r.body.error.message).toContain('maxParkedSessions=4');
+    }
+    // Refused when they asked, not after waiting queueMs (10 s) for a session.
+    expect(Date.now() - started).toBeLessThan(8000);
+    expect(gw.gateway.bridge.parkedCount).toBe(4);
+    const plain = await Promise.all(Array.from({ length: 4 }, (_, i) => rpc(url, 'tools/call', { name: 'echo', arguments: { message: `m${i}` } })));
+    plain.forEach((r, i) => expect(r.body.result?.content?.[0]?.text).toBe(`Echo: m${i}`));
+  }, 60_000);
 });

@@ -334,6 +334,65 @@ describe('shutdown (CLI)', () => {
     expect(r.body.result.content[0].text).toBe('slept 2500ms');
     expect(await gw.exited).toEqual({ code: 0, signal: null });
   }, 30_000);
+
+  it('during the drain a retry of a parked call is accepted and completes, one needing a new round gets shutting-down, new calls get 503', async () => {
+    const CAPS = { elicitation: {}, sampling: {} };
+    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio() } });
+    const url = `${gw.base}/mcp/f`;
+    const asked = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+    const rounds = await rpc(url, 'tools/call', { name: 'three_rounds', arguments: {} }, { caps: CAPS });
+    expect([asked.body.result.resultType, rounds.body.result.resultType]).toEqual(['input_required', 'input_required']);
+    gw.child.kill('SIGTERM');
+    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+
+    const fresh = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+    expect(fresh.status).toBe(503);
+    expect(fresh.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
+
+    const answered = await rpc(url, 'tools/call', {
+      name: 'ask_name',
+      arguments: {},
+      requestState: asked.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Kim' } } },
+    }, { caps: CAPS });
+    expect(answered.status).toBe(200);
+    expect(answered.body.result.content[0].text).toBe('Hello, Kim!');
+
+    // three_rounds asks a sample next: no new parked state during the drain.
+    const next = await rpc(url, 'tools/call', {
+      name: 'three_rounds',
+      arguments: {},
+      requestState: rounds.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { topic: 'tea' } } },
+    }, { caps: CAPS });
+    expect(next.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'shutting-down' } });
+    expect(next.body.error.message).toMatch(/asks for client input.*shutting down/);
+    // Nothing is parked any more: the drain ends without waiting out the grace period.
+    const exited = Date.now();
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - exited).toBeLessThan(8000);
+  }, 40_000);
+
+  it('during the drain tasks/update answers a task held here; the task completes upstream before the process exits 0', async () => {
+    const TASKS_AND_ELICIT = { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} };
+    const log = new FixtureLog();
+    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 200 } } } });
+    const url = `${gw.base}/mcp/f`;
+    const created = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 300 } }, { caps: TASKS_AND_ELICIT });
+    const { taskId } = created.body.result;
+    expect(created.body.result.resultType).toBe('task');
+    const status = async () => (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } })).body.result;
+    expect(await eventually(async () => (await status()).status === 'input_required', 10_000)).toBe(true);
+    gw.child.kill('SIGTERM');
+    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+
+    const upd = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } } } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
+    expect(upd.body.result).toEqual({ resultType: 'complete' });
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(log.of('elicit-result', 'slow_then_ask').map((e) => e.result)).toEqual([{ action: 'accept', content: { name: 'Marie' } }]);
+    // The drain ended when the task did, not with the grace period (which would cancel it).
+    expect(gw.logs.some((l) => /grace period over/.test(l.msg))).toBe(false);
+  }, 40_000);
 });
 
 describe('CORS preflights over plain HTTP', () => {
