@@ -32,7 +32,7 @@ import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './o
 import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
-import { SessionPool } from './upstream/pool.js';
+import { SessionPool, type AcquireOptions } from './upstream/pool.js';
 import { stderrSummary } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
@@ -169,19 +169,21 @@ export class Upstream {
   /**
    * The era the upstream speaks: configured, or (with `protocol: "auto"`) learned once by asking
    * `server/discover` (2026-07-28 basic/versioning: a legacy server answers with an error, or an
-   * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}.
+   * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}. The probe waits at
+   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy.
    * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask.
    */
   era(): Promise<UpstreamEra> {
     if (!this.modern) return Promise.resolve('legacy');
     if (this.cfg.protocol === '2026-07-28') return Promise.resolve('modern');
-    this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs, PROBE_MS)).then(
+    // Half of connectMs at most: what the probe leaves of it is the first session's start budget.
+    this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs / 2, PROBE_MS)).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
         this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
-        // A stdio child started only to ask is not needed by a legacy upstream.
-        if (era === 'legacy') await this.modern!.close();
+        // A stdio child started only to ask is not needed by a legacy upstream (it ends in the background).
+        if (era === 'legacy') void this.modern!.close();
         return era;
       },
       (e: Error) => {
@@ -218,6 +220,28 @@ export class Upstream {
     this.droppedLogged.add(k);
     this.log.warn({ upstream: this.name, tool, reason }, 'tool left out of tools/list: invalid x-mcp-header annotation');
   }
+}
+
+/** A request to a legacy upstream: what is left of `timeouts.connectMs` for a session it opens, in ms. */
+type LegacyContext = CallContext & { startMs?: number };
+
+/** The pool options of a request's session acquisition: its abort signal, timing and start budget. */
+function acquireOptions(ctx: LegacyContext): AcquireOptions {
+  return { signal: ctx.signal, timing: ctx.timing, startMs: ctx.startMs };
+}
+
+/**
+ * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
+ * released at once, and `work` goes on for whoever else waits on it.
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined, upstream: string): Promise<T> {
+  if (!signal) return work;
+  return new Promise<T>((resolve, reject) => {
+    const gone = () => reject(upstreamFailed(upstream, 'cancelled', `The client went away while upstream '${upstream}' was starting`));
+    if (signal.aborted) return gone();
+    signal.addEventListener('abort', gone, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', gone));
+  });
 }
 
 /** Longest wait for the `server/discover` that tells an upstream's era, in ms. */
@@ -383,14 +407,20 @@ export class Gateway {
 
   /** Serves one request of upstream `up` by the era it speaks and the method. */
   private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
-    if ((await this.eraOf(up)) === 'modern') {
+    const asked = performance.now();
+    const era = await untilAborted(this.eraOf(up), ctx.signal, up.name);
+    // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
+    const probeMs = performance.now() - asked;
+    if (ctx.timing) ctx.timing.upstreamMs += probeMs;
+    if (era === 'modern') {
       // A 2026-07-28 upstream's retry is a new request upstream: nothing of it is held here.
       if (this.draining && !(TASK_METHODS as readonly string[]).includes(req.method)) throw shuttingDown(up.name);
       return this.modern.handle(up, req, ctx);
     }
-    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, ctx);
+    const legacy: LegacyContext = { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
+    if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, legacy);
     if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
-    return this.simple(up, req, ctx);
+    return this.simple(up, req, legacy);
   }
 
   /**
@@ -464,9 +494,9 @@ export class Gateway {
     }
   }
 
-  private async simple(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+  private async simple(up: Upstream, req: ValidatedRequest, ctx: LegacyContext): Promise<Record<string, unknown>> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
     try {
@@ -539,8 +569,8 @@ export class Gateway {
   }
 
   /** Every tool the upstream lists for this caller (all pages), on a shared session. */
-  private async listTools(up: Upstream, ctx: CallContext, caps: ReturnType<typeof mirrorCapabilities>): Promise<ListedTool[]> {
-    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token);
+  private async listTools(up: Upstream, ctx: LegacyContext, caps: ReturnType<typeof mirrorCapabilities>): Promise<ListedTool[]> {
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
     try {
@@ -578,7 +608,7 @@ export class Gateway {
    * @returns what the gateway knows of the tool (undefined when the listing has no such tool).
    * @throws GatewayError -32020 (HTTP 400) for a missing or mismatched header; -32602 for a tool left out of tools/list.
    */
-  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: CallContext, name: string, args: unknown): Promise<ToolHeaders | undefined> {
+  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): Promise<ToolHeaders | undefined> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
     const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
     if (!tool) return undefined;
@@ -598,7 +628,7 @@ export class Gateway {
     return method !== 'tools/call' || tool?.replayable === true;
   }
 
-  private async exchange(up: Upstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
+  private async exchange(up: Upstream, req: ValidatedRequest, ctx: LegacyContext): Promise<Record<string, unknown>> {
     // A legacy `task` param from the client is ignored: the gateway alone decides about tasks.
     const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
@@ -632,7 +662,7 @@ export class Gateway {
       replay = { entries: [], round: 0 };
     }
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token, ctx.signal);
+    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.info.capabilities[needed]) {
@@ -647,7 +677,7 @@ export class Gateway {
     if (legacyTask && lease.shared) {
       // What an upstream task asks comes on the streams of its tasks/* requests: the call needs a session of its own.
       lease.release(true);
-      lease = await up.pool.acquire(ctx.principal, caps, ctx.token);
+      lease = await up.pool.acquire(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     }
     const census = this.census.call(up.name, toolLabel(method, name));
     const ex = new Exchange({

@@ -154,12 +154,16 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
 });
 server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
 
+/** Longest wait for the gateway's upstream sessions to close at shutdown, in ms. */
+const CLOSE_MS = 10_000;
+
 let stopping = false;
 /**
  * Graceful stop. While requests, parked calls or tasks are in flight, for up to shutdownGraceMs
  * (ms), the gateway keeps listening: new MCP calls get 503 / -32603 "gateway shutting down" (retries
- * of parked calls and tasks/* are still served), `/readyz` 503 and `/healthz` 200. Then it stops listening, answers calls still running with -32603 "gateway
- * shutting down", ends upstream sessions and children, and exits 0.
+ * of parked calls and tasks/* are still served), `/readyz` 503 and `/healthz` 200. Then it stops
+ * listening, answers calls still running with -32603 "gateway shutting down", ends upstream
+ * sessions and children (waiting at most 10 s for them), and exits 0.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
@@ -169,7 +173,17 @@ async function stop(signal: string): Promise<void> {
   if (left) log.warn({ inFlight: left }, 'grace period over: answering the rest with gateway shutting down');
   // Stop accepting connections; idle keep-alive connections are closed now, busy ones below.
   server.close();
-  await gateway.close();
+  // Bounded: shutdown never waits on an upstream for ever.
+  let closeTimer: NodeJS.Timeout | undefined;
+  const closed = await Promise.race([
+    gateway.close().then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((r) => (closeTimer = setTimeout(() => r(false), CLOSE_MS))),
+  ]);
+  clearTimeout(closeTimer);
+  if (!closed) log.warn({ waitedMs: CLOSE_MS }, 'upstream sessions did not all close in time: exiting without them');
   await front.settle(2000);
   (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
   // The spans of the last requests are still buffered: export them (bounded).

@@ -29,9 +29,12 @@ export interface HttpHop {
    * connection to the upstream (long-lived streams included). Close it with the session.
    */
   sessionPool(origin: string): Dispatcher;
-  /** Closes the pool's connections. */
+  /** Closes the pool's connections: gracefully, then (after 1 s) cutting what is still open. Never throws. */
   close(): Promise<void>;
 }
+
+/** Longest wait for the requests in flight when the hop closes, in ms; then their connections are cut. */
+const CLOSE_MS = 1000;
 
 /** Keep-alive time of an idle upstream connection, in ms. */
 const KEEP_ALIVE_MS = 30_000;
@@ -47,5 +50,17 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
   };
   const agent = new Agent(options);
   const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), headers: traceHeaders(init?.headers) as never, dispatcher: agent }) as unknown as Promise<Response>;
-  return { fetch, sessionPool: (origin) => new Pool(origin, options), close: () => agent.close().catch(() => {}) };
+  const close = async () => {
+    // Closing waits for requests in flight; a stream the upstream never ends is cut after CLOSE_MS.
+    const closed = agent.close().then(
+      () => true,
+      () => true,
+    );
+    let timer: NodeJS.Timeout | undefined;
+    const cut = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), CLOSE_MS)));
+    const done = await Promise.race([closed, cut]);
+    clearTimeout(timer);
+    if (!done) await agent.destroy().catch(() => {});
+  };
+  return { fetch, sessionPool: (origin) => new Pool(origin, options), close };
 }

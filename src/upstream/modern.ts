@@ -22,7 +22,8 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
-import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
+import { StderrTail, UpstreamStartError, childOf, defaultChildEnv } from './session.js';
+import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
 export interface ModernError {
@@ -202,6 +203,14 @@ class ModernStdioUpstream implements ModernUpstream {
       t.onmessage = (message) => this.receive(message as Incoming);
       t.onerror = (e) => this.log.debug({ err: e.message }, 'modern upstream transport error');
       t.onclose = () => this.lost(t);
+      guardStdout(t, (reason) => {
+        this.log.warn({ pid: t.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
+        childOf(t)?.kill('SIGTERM');
+        for (const [id, p] of this.pending) {
+          this.forget(id);
+          p.reject(new ModernHopError('protocol', reason, stderr.get()));
+        }
+      });
       try {
         await t.start();
       } catch (e) {

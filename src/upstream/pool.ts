@@ -34,6 +34,20 @@ export interface PoolObserver {
   unclaimed?(message: ServerInitiatedRequest): void;
 }
 
+/** How one caller acquires a session. */
+export interface AcquireOptions {
+  /**
+   * The caller's abort signal (its client went away): a caller waiting in the queue leaves it, one
+   * waiting for a new session to open stops waiting (the session, once open, stays warm in the
+   * pool); either gets -32603 `cancelled`.
+   */
+  signal?: AbortSignal;
+  /** Gets the time this caller spent opening a new session (backoff, spawn or connect, `initialize`) added to `upstreamMs`, in ms. */
+  timing?: { upstreamMs: number };
+  /** The start budget of a new session, in ms (default `timeouts.connectMs`): what is left of it after the era probe. */
+  startMs?: number;
+}
+
 /** A hold on one session; give it back with {@link SessionLease.release}. */
 export interface SessionLease {
   readonly session: UpstreamSession;
@@ -120,6 +134,14 @@ export function fitCapabilities(caps: LegacyClientCapabilities, revision: string
   return out;
 }
 
+/**
+ * The message of a start that ran out of `timeouts.connectMs` (`connectMs`, in ms): it names the
+ * upstream, the setting, and what the start was doing (`detail`).
+ */
+export function startTimeoutMessage(upstream: string, connectMs: number, detail: string): string {
+  return `Upstream '${upstream}' did not start within timeouts.connectMs=${connectMs} ms (${detail}); check that it starts and answers initialize, or raise timeouts.connectMs`;
+}
+
 /** Backoff before opening a session after `failures` consecutive failures, in ms. */
 export function backoffMs(failures: number): number {
   return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
@@ -136,6 +158,8 @@ export class SessionPool {
   private leased = 0;
   private failures = 0;
   private closedPool = false;
+  /** Aborted by {@link close}: sessions still starting stop. */
+  private readonly closing = new AbortController();
   private live = new Set<UpstreamSession>();
   /** The upstream's HTTP hop (HTTP transports), shared by its sessions and its legacy pass-through sessions. */
   readonly http: HttpHop | undefined;
@@ -210,9 +234,9 @@ export class SessionPool {
    * shared session when the upstream allows it (see the module comment), else as {@link acquire}.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string, signal?: AbortSignal): Promise<SessionLease> {
+  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
-    if (!this.sharable) return this.acquire(principal, mirrored, token, false, signal);
+    if (!this.sharable) return this.acquire(principal, mirrored, token, opts);
     const { key } = this.keyAndHeaders(principal, mirrored, token);
     const place = this.sharedPlace(key);
     if (place) return this.shareLease(place);
@@ -222,13 +246,13 @@ export class SessionPool {
       forming.joiners++;
       const session = await forming.ready;
       if (session && this.hasRoom(session)) return this.shareLease(session);
-      return this.acquireCall(principal, mirrored, token, signal);
+      return this.acquireCall(principal, mirrored, token, opts);
     }
     let formed!: (s: UpstreamSession | undefined) => void;
     const entry = { ready: new Promise<UpstreamSession | undefined>((r) => (formed = r)), joiners: 0 };
     this.forming.set(key, entry);
     try {
-      const lease = this.toShared(await this.acquire(principal, mirrored, token, true, signal));
+      const lease = this.toShared(await this.acquire(principal, mirrored, token, { ...opts, call: true }));
       formed(lease.shared ? lease.session : undefined);
       return lease;
     } catch (e) {
@@ -311,17 +335,19 @@ export class SessionPool {
    * `signal` aborts (its client went away), so no session is spent on a call nobody waits for.
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
    *   "busy" when no session frees up in time, "cancelled" when `signal` aborted while queued,
-   *   "shutting-down" after {@link close}).
+   *   "shutting-down" after {@link close}, "timeout" when a new session did not start within
+   *   `timeouts.connectMs` or `opts.startMs`).
    */
-  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, call = false, signal?: AbortSignal): Promise<SessionLease> {
+  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions & { call?: boolean } = {}): Promise<SessionLease> {
     if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+    const { signal, call = false } = opts;
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
     const warm = this.takeIdle(key);
     if (warm) return this.lease(warm);
     const capped = this.atPrincipalCap(key) && !this.evictIdle(principal);
     if (!capped) {
       if (this.count >= this.cfg.maxSessions) this.evictIdle();
-      if (this.count < this.cfg.maxSessions) return this.openNew(key, caps, headers);
+      if (this.count < this.cfg.maxSessions) return this.openFor(key, caps, headers, opts);
     }
     if (signal?.aborted) throw upstreamFailed(this.name, 'cancelled', 'The client went away before a session was free');
     return new Promise<SessionLease>((resolve, reject) => {
@@ -368,14 +394,50 @@ export class SessionPool {
    * legacy protocol allows concurrent requests on a session) instead of queueing.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string): Promise<SessionLease> {
+  async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
     const { key } = this.keyAndHeaders(principal, caps, token);
     if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
       for (const session of this.live) {
         if (session.key === key && !session.deadReason) return { session, release: () => {}, releaseWhen: () => {} };
       }
     }
-    return this.acquire(principal, caps, token);
+    return this.acquire(principal, caps, token, opts);
+  }
+
+  /**
+   * Opens a new session for one caller: its time goes to `opts.timing`, and when `opts.signal`
+   * aborts first the caller gets -32603 `cancelled` at once while the open goes on; a session that
+   * opens then is put back warm.
+   */
+  private openFor(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, opts: AcquireOptions): Promise<SessionLease> {
+    const { signal, timing } = opts;
+    const started = performance.now();
+    const opening = this.openNew(key, caps, headers, opts.startMs);
+    const charge = () => {
+      if (timing) timing.upstreamMs += performance.now() - started;
+    };
+    if (!signal) return opening.finally(charge);
+    return new Promise<SessionLease>((resolve, reject) => {
+      const gone = () => {
+        charge();
+        reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
+        opening.then((lease) => lease.release(true), () => {});
+      };
+      if (signal.aborted) return gone();
+      signal.addEventListener('abort', gone, { once: true });
+      opening.then(
+        (lease) => {
+          signal.removeEventListener('abort', gone);
+          charge();
+          resolve(lease);
+        },
+        (e: unknown) => {
+          signal.removeEventListener('abort', gone);
+          charge();
+          reject(e);
+        },
+      );
+    });
   }
 
   /** True when the principal of `key` holds maxSessionsPerPrincipal sessions. */
@@ -447,7 +509,8 @@ export class SessionPool {
     );
   }
 
-  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>): Promise<SessionLease> {
+  /** Opens a new session of `key`; `startMs`: its start budget (default `timeouts.connectMs`). */
+  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, startMs?: number): Promise<SessionLease> {
     this.slot(key, 1);
     try {
       const delay = backoffMs(this.failures);
@@ -466,6 +529,8 @@ export class SessionPool {
         http: this.http,
         onAttribution: (seen) => this.noteAttribution(seen),
         onUnclaimed: (m) => this.observer.unclaimed?.(m),
+        startMs,
+        signal: this.closing.signal,
       });
       this.observer.opened?.();
       this.lastError = undefined;
@@ -483,12 +548,17 @@ export class SessionPool {
       this.failures++;
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
+      if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
       const msg = (e as Error).message;
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
       this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
-      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
+      const extra = stderr.length ? { stderr } : undefined;
+      if (e instanceof UpstreamStartError && e.reason === 'timeout') {
+        throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, this.cfg.timeouts.connectMs, msg), extra);
+      }
+      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, extra);
     }
   }
 
@@ -558,9 +628,13 @@ export class SessionPool {
     this.openNew(w.key, w.caps, w.headers).then(w.resolve, w.reject);
   }
 
-  /** Closes every idle session, fails waiters, and refuses new leases. Leased sessions close on release. */
+  /**
+   * Closes every idle session, stops the sessions still starting (their callers get -32603
+   * `shutting-down`), fails waiters, and refuses new leases. Leased sessions close on release.
+   */
   async close(): Promise<void> {
     this.closedPool = true;
+    this.closing.abort('gateway shutting down');
     for (const w of this.waiters.splice(0)) {
       clearTimeout(w.timer);
       w.reject(upstreamFailed(this.name, 'shutting-down', 'gateway shutting down'));

@@ -52,6 +52,7 @@ import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
 import { errorText } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
+import { guardStdout } from './stdout-guard.js';
 
 /** A server-initiated request as it arrives from the upstream. */
 export interface ServerInitiatedRequest {
@@ -167,9 +168,14 @@ export class StderrTail {
  */
 export class UpstreamStartError extends Error {
   override name = 'UpstreamStartError';
+  /**
+   * @param reason `timeout` when the start did not finish within its budget (`timeouts.connectMs`),
+   *   else `unreachable` (the `data.reason` of the -32603 the caller gets).
+   */
   constructor(
     message: string,
     readonly stderr: string[],
+    readonly reason: 'unreachable' | 'timeout' = 'unreachable',
   ) {
     const said = stderrSummary(stderr);
     super(said ? `${message}; the process said: ${said}` : message);
@@ -272,6 +278,22 @@ export interface SessionOptions {
   onAttribution?: (seen: Attribution) => void;
   /** Sees each server-initiated request and `notifications/message` that arrives outside any call (read-only). */
   onUnclaimed?: (message: ServerInitiatedRequest) => void;
+  /** The whole start's budget (spawn or connect, `initialize`, start barrier), in ms; default `timeouts.connectMs`. */
+  startMs?: number;
+  /** Aborts the start (the pool closes): the open fails with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** The child process of a stdio transport (v1 or v2 SDK), while it runs. */
+export function childOf(transport: object): import('node:child_process').ChildProcess | undefined {
+  return (transport as { _process?: import('node:child_process').ChildProcess })._process;
+}
+
+/** What a start was doing, for the message of a start that took too long. */
+function firstStage(cfg: UpstreamConfig): string {
+  if (cfg.transport === 'stdio') return `spawning '${cfg.command}'`;
+  if (cfg.transport === 'sse') return 'waiting for the endpoint event on the HTTP+SSE stream';
+  return 'connecting';
 }
 
 /**
@@ -339,17 +361,21 @@ export class UpstreamSession {
    * pinned when the upstream's config says so), sends `notifications/initialized`, then waits for a
    * `ping` answer so that what the server asks right after `initialized` (for example `roots/list`)
    * is answered from config before any call can be charged with it.
-   * @throws UpstreamStartError when the connection or initialize fails or exceeds `timeouts.connectMs`.
+   * The whole start is bounded by `opts.startMs` (default `timeouts.connectMs`): past it the
+   * transport is closed (a stdio child is sent SIGTERM) and the open fails with reason `timeout`.
+   * A stdio child that floods stdout with lines that are not JSON-RPC fails it as well
+   * (src/upstream/stdout-guard.ts).
+   * @throws UpstreamStartError when the connection or initialize fails or exceeds its budget.
    */
   static async open(opts: SessionOptions): Promise<UpstreamSession> {
     const session = new UpstreamSession(opts);
-    session.conn = await session.connect();
+    session.conn = await session.connect(opts.startMs ?? opts.cfg.timeouts.connectMs);
     const pid = session.conn.transport instanceof StdioClientTransport ? (session.conn.transport.pid ?? undefined) : undefined;
     session.log.info({ session: session.id, pid, protocolVersion: session.info.protocolVersion }, 'upstream session opened');
     return session;
   }
 
-  private async connect(): Promise<Connection> {
+  private async connect(startMs: number = this.opts.cfg.timeouts.connectMs): Promise<Connection> {
     const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities, jsonSchemaValidator: SCHEMA_VALIDATOR });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
@@ -405,37 +431,69 @@ export class UpstreamSession {
         this.fail(err.message);
       }
     };
+    // The start ends early when it runs out of time or the child floods stdout.
+    let stopStart!: (e: Error) => void;
+    const stopped = new Promise<never>((_, reject) => (stopStart = reject));
+    stopped.catch(() => {});
+    if (transport instanceof StdioClientTransport) {
+      guardStdout(transport, (reason) => {
+        this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
+        childOf(transport)?.kill('SIGTERM');
+        if (!conn.ready) stopStart(new Error(reason));
+        else if (this.conn === conn) this.fail(reason);
+      });
+    }
+    let stage = firstStage(cfg);
+    const start = transport.start.bind(transport);
+    transport.start = async () => {
+      await start();
+      stage = 'waiting for the initialize result';
+    };
+    const timer = setTimeout(() => stopStart(new UpstreamStartError('', [], 'timeout')), startMs);
+    const abort = () => stopStart(new Error(String(this.opts.signal?.reason ?? 'aborted')));
+    if (this.opts.signal?.aborted) abort();
+    this.opts.signal?.addEventListener('abort', abort, { once: true });
     try {
-      await client.connect(transport, { timeout: cfg.timeouts.connectMs });
-      const deliver = transport.onmessage;
-      transport.onmessage = (message, extra) => {
-        this.received++;
-        this.lastReceivedAt = performance.now();
-        const r = message as { id?: string | number; method?: string };
-        if (r.method === undefined && r.id !== undefined) {
-          const token = conn.tokenOf.get(r.id);
-          if (token !== undefined) {
-            conn.tokenOf.delete(r.id);
-            if (conn.idOf.get(token) === r.id) conn.idOf.delete(token);
-            this.answered.get(token)?.();
-          }
-        }
-        deliver?.(message, extra);
-      };
-      await this.barrier(conn);
+      await Promise.race([this.handshake(conn, startMs), stopped]);
     } catch (e) {
-      await client.close().catch(() => {});
+      childOf(transport)?.kill('SIGTERM');
+      await Promise.race([client.close().catch(() => {}), delay(250)]);
       // Let the child's last words arrive before reporting.
-      if (stderr) await Promise.race([stderr.ended, new Promise((r) => setTimeout(r, 500))]);
-      throw new UpstreamStartError(errorText(e), stderr?.get() ?? []);
+      if (stderr) await Promise.race([stderr.ended, delay(500)]);
+      const timedOut = (e instanceof UpstreamStartError && e.reason === 'timeout') || (e instanceof McpError && e.code === ErrorCode.RequestTimeout);
+      throw new UpstreamStartError(timedOut ? `${stage} took longer than ${Math.round(startMs)} ms` : errorText(e), stderr?.get() ?? [], timedOut ? 'timeout' : 'unreachable');
+    } finally {
+      clearTimeout(timer);
+      this.opts.signal?.removeEventListener('abort', abort);
     }
     conn.ready = true;
     if (transport instanceof StdioClientTransport) {
       const pid = transport.pid ?? undefined;
-      const child = (transport as unknown as { _process?: import('node:child_process').ChildProcess })._process;
-      child?.once('exit', (code, signal) => this.log.info({ session: this.id, pid, code, signal }, 'upstream process exited'));
+      childOf(transport)?.once('exit', (code, signal) => this.log.info({ session: this.id, pid, code, signal }, 'upstream process exited'));
     }
     return conn;
+  }
+
+  /** `initialize` (the SDK starts the transport first), then the start barrier, within `startMs`. */
+  private async handshake(conn: Connection, startMs: number): Promise<void> {
+    const { client, transport } = conn;
+    await client.connect(transport, { timeout: startMs });
+    const deliver = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      this.received++;
+      this.lastReceivedAt = performance.now();
+      const r = message as { id?: string | number; method?: string };
+      if (r.method === undefined && r.id !== undefined) {
+        const token = conn.tokenOf.get(r.id);
+        if (token !== undefined) {
+          conn.tokenOf.delete(r.id);
+          if (conn.idOf.get(token) === r.id) conn.idOf.delete(token);
+          this.answered.get(token)?.();
+        }
+      }
+      deliver?.(message, extra);
+    };
+    await this.barrier(conn);
   }
 
   /**

@@ -1,0 +1,84 @@
+/**
+ * A bound on what a stdio child may write to stdout that is not JSON-RPC (MCP basic/transports
+ * §stdio: "The server MUST NOT write anything to its stdout that is not a valid MCP message").
+ * A stray banner line is tolerated; a flood (a child that prints text in a loop, or one endless
+ * line of text) fails the connection instead of costing the gateway CPU and memory while the SDK
+ * parses every line.
+ */
+
+/** Lines in a row on stdout that cannot be JSON-RPC messages tolerated before the connection fails. */
+export const MAX_NON_JSON_LINES = 1000;
+/** Longest line of text (not starting with `{`) tolerated on stdout, in bytes. */
+export const MAX_TEXT_LINE_BYTES = 1024 * 1024;
+
+/** The line buffer both SDKs' `StdioClientTransport` keep in `_readBuffer` (v1 and v2 alike). */
+interface ReadBufferLike {
+  append(chunk: Buffer): void;
+  readMessage(): unknown;
+  clear(): void;
+}
+
+const NL = 0x0a;
+/** Bytes a JSON-RPC line may start with: `{`, or whitespace before it. */
+const JSON_START = new Set([0x7b, 0x20, 0x09, 0x0d]);
+
+/**
+ * Wraps the stdout line buffer of `transport` (a v1 or v2 SDK `StdioClientTransport`, before its
+ * `start()`): lines that cannot be a JSON-RPC message (they do not start with `{`) are dropped
+ * before the SDK parses them, and counted. Once {@link MAX_NON_JSON_LINES} came in a row (a
+ * message in between resets the count), or one grew past {@link MAX_TEXT_LINE_BYTES}, the rest of
+ * the output is dropped unread and `onFlood` is called once with a message saying so.
+ */
+export function guardStdout(transport: object, onFlood: (message: string) => void): void {
+  const holder = transport as { _readBuffer?: ReadBufferLike };
+  const inner = holder._readBuffer;
+  if (!inner) return;
+  /** What the current line is: undecided at its start, JSON (handed on), or text (dropped). */
+  let line: 'start' | 'json' | 'text' = 'start';
+  let textBytes = 0;
+  let bad = 0;
+  let first = '';
+  let flooded = false;
+  const flood = (what: string) => {
+    flooded = true;
+    inner.clear();
+    onFlood(`the process wrote ${what} on stdout (the first: ${JSON.stringify(first)}); stdout must carry only MCP messages, logs go to stderr`);
+  };
+  holder._readBuffer = {
+    append(chunk) {
+      let from = 0;
+      while (!flooded && from < chunk.length) {
+        if (line === 'start') {
+          if (chunk[from] === NL) {
+            from++;
+            continue;
+          }
+          line = JSON_START.has(chunk[from]!) ? 'json' : 'text';
+          if (line === 'text' && bad === 0) first = chunk.toString('utf8', from, Math.min(chunk.length, from + 80)).split('\n')[0]!.trimEnd();
+        }
+        const nl = chunk.indexOf(NL, from);
+        const end = nl < 0 ? chunk.length : nl + 1;
+        if (line === 'json') {
+          inner.append(chunk.subarray(from, end));
+          if (nl >= 0) bad = 0;
+        } else {
+          textBytes += end - from;
+          if (nl >= 0) bad++;
+          if (textBytes > MAX_TEXT_LINE_BYTES) flood(`a line of more than ${MAX_TEXT_LINE_BYTES} bytes that is not a JSON-RPC message`);
+          else if (bad >= MAX_NON_JSON_LINES) flood(`${MAX_NON_JSON_LINES} lines in a row that are not JSON-RPC messages`);
+        }
+        if (nl >= 0) {
+          line = 'start';
+          textBytes = 0;
+        }
+        from = end;
+      }
+    },
+    readMessage() {
+      return flooded ? null : inner.readMessage();
+    },
+    clear() {
+      inner.clear();
+    },
+  };
+}

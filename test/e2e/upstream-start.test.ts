@@ -1,0 +1,178 @@
+/**
+ * Starting an upstream is bounded by `timeouts.connectMs`: an HTTP+SSE upstream that never sends
+ * its `endpoint` event, a stdio child that never answers or floods stdout with text, an HTTP
+ * upstream that accepts connections and never answers. Also: a client that goes away while the
+ * upstream starts is released, shutdown never waits on a starting upstream, and start-up time is
+ * upstream time in the request log.
+ */
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createNetServer, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { eventually, fixtureStdio } from '../helpers/fixture.js';
+import { alive, startCli } from '../helpers/cli.js';
+
+const gateways: TestGateway[] = [];
+const servers: { close(): void }[] = [];
+async function gateway(raw: Record<string, unknown>, opts: Parameters<typeof startGateway>[1] = {}): Promise<TestGateway> {
+  const g = await startGateway(raw, opts);
+  gateways.push(g);
+  return g;
+}
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+  for (const s of servers) s.close();
+});
+
+/** An HTTP+SSE upstream that opens `GET /sse`, writes a comment, and then never sends the `endpoint` event. */
+async function stalledSse(): Promise<{ url: string; open: () => number }> {
+  const sockets = new Set<Socket>();
+  let streams = 0;
+  const srv: Server = createHttpServer((req, res) => {
+    if (req.method === 'GET' && req.url === '/sse') {
+      streams++;
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      res.write(': hi\n\n');
+      req.on('close', () => streams--);
+      return;
+    }
+    res.writeHead(404).end();
+  });
+  srv.on('connection', (s) => (sockets.add(s), s.on('close', () => sockets.delete(s))));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  servers.push({ close: () => (sockets.forEach((s) => s.destroy()), srv.close()) });
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/sse`, open: () => streams };
+}
+
+/** A TCP server on 127.0.0.1 that accepts connections and never writes a byte. */
+async function silentTcp(): Promise<number> {
+  const sockets = new Set<Socket>();
+  const srv = createNetServer((s) => (sockets.add(s), s.on('close', () => sockets.delete(s)), s.on('error', () => {})));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  servers.push({ close: () => (sockets.forEach((s) => s.destroy()), srv.close()) });
+  return (srv.address() as AddressInfo).port;
+}
+
+async function timed<T>(work: Promise<T>): Promise<{ value: T; ms: number }> {
+  const t0 = performance.now();
+  const value = await work;
+  return { value, ms: performance.now() - t0 };
+}
+
+describe('upstream start bounded by timeouts.connectMs', () => {
+  it('an HTTP+SSE upstream that never sends its endpoint event: -32603 timeout after about connectMs, and not ready', async () => {
+    const sse = await stalledSse();
+    const gw = await gateway({ upstreams: { s: { transport: 'sse', url: sse.url, required: true, timeouts: { connectMs: 1500 } } } });
+    const { value: r, ms } = await timed(rpc(gw.url('s'), 'tools/list'));
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 's', reason: 'timeout' } });
+    expect(r.body.error.message).toContain("Upstream 's' did not start within timeouts.connectMs=1500 ms");
+    expect(r.body.error.message).toContain('endpoint event');
+    expect(ms).toBeGreaterThanOrEqual(1400);
+    expect(ms).toBeLessThan(6000);
+    const ready = await timed(fetch(`${gw.base}/readyz`));
+    expect(ready.value.status).toBe(503);
+    const body = (await ready.value.json()) as { ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[] };
+    expect(body.ready).toBe(false);
+    expect(body.upstreams).toEqual([{ name: 's', ready: false, reason: expect.stringContaining('took longer than 1500 ms') }]);
+    expect(ready.ms).toBeLessThan(6000);
+    // The stalled streams were closed, not left open.
+    expect(await eventually(() => sse.open() === 0, 3000)).toBe(true);
+  }, 30_000);
+
+  it('a stdio child that never answers (protocol auto): timeout within connectMs in total, with a message naming the setting', async () => {
+    const gw = await gateway({ upstreams: { z: { transport: 'stdio', command: 'sleep', args: ['100'], timeouts: { connectMs: 2000 } } } });
+    const { value: r, ms } = await timed(rpc(gw.url('z'), 'tools/list'));
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
+    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than \d+ ms\)/);
+    expect(r.body.error.message).not.toContain('MCP error');
+    // Era probe and initialize share the 2 s (before: 2 s probe, 2 s closing its child, 2 s initialize).
+    expect(ms).toBeLessThan(4500);
+  }, 30_000);
+
+  it('an HTTP upstream that accepts connections and never answers (protocol auto): timeout within connectMs in total', async () => {
+    const port = await silentTcp();
+    const gw = await gateway({ upstreams: { h: { transport: 'streamable-http', url: `http://127.0.0.1:${port}/mcp`, timeouts: { connectMs: 3000 } } } });
+    const { value: r, ms } = await timed(rpc(gw.url('h'), 'tools/list'));
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'timeout' } });
+    expect(r.body.error.message).toContain("Upstream 'h' did not start within timeouts.connectMs=3000 ms");
+    expect(r.body.error.message).not.toContain('MCP error');
+    expect(ms).toBeLessThan(5000);
+  }, 30_000);
+
+  for (const protocol of ['auto', 'legacy'] as const) {
+    it(`a stdio child that floods stdout with text (protocol ${protocol}) fails fast and is stopped, never taken for an era`, async () => {
+      const mem = memoryLogger('info');
+      const gw = await gateway({ upstreams: { y: { transport: 'stdio', command: 'yes', protocol, timeouts: { connectMs: 4000 } } } }, { log: mem.log });
+      const { value: r, ms } = await timed(rpc(gw.url('y'), 'tools/list'));
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'y', reason: 'unreachable' } });
+      expect(r.body.error.message).toContain('1000 lines in a row that are not JSON-RPC messages on stdout');
+      // Well before connectMs: the flood itself ends the start.
+      expect(ms).toBeLessThan(3500);
+      expect(mem.lines().filter((l) => l.msg === 'upstream era detected')).toEqual([]);
+      const stopped = mem.lines().filter((l) => l.msg === 'upstream stdout is not JSON-RPC: stopping the process');
+      expect(stopped).toHaveLength(1);
+      expect(await eventually(() => !alive(stopped[0]!.pid), 3000)).toBe(true);
+    }, 30_000);
+  }
+});
+
+describe('text on a stdio child\'s stdout', () => {
+  it('a banner line before the first message is tolerated: the upstream serves', async () => {
+    const f = fixtureStdio() as { command: string; args: string[] };
+    const banner = { ...f, command: 'sh', args: ['-c', 'echo "server ready on stdio"; exec "$0" "$@"', f.command, ...f.args] };
+    const gw = await gateway({ upstreams: { b: banner } });
+    const r = await rpc(gw.url('b'), 'tools/list');
+    expect(r.body.result.tools.length).toBeGreaterThan(0);
+  }, 30_000);
+});
+
+describe('client disconnect and shutdown while an upstream starts', () => {
+  it('a client that goes away is released at once; SIGTERM then exits 0 without waiting for the upstream', async () => {
+    const sse = await stalledSse();
+    const gw = await startCli({ shutdownGraceMs: 500, upstreams: { s: { transport: 'sse', url: sse.url, required: true, timeouts: { connectMs: 120_000 } } } });
+    try {
+      const ac = new AbortController();
+      const gone = fetch(`${gw.base}/mcp/s`, {
+        method: 'POST',
+        signal: ac.signal,
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+      }).catch((e: Error) => e);
+      expect(await eventually(() => gw.logs.some((l) => l.msg === 'request') || sse.open() >= 2, 10_000)).toBe(true);
+      ac.abort();
+      await gone;
+      expect(await eventually(() => gw.logs.some((l) => l.msg === 'request' && l.method === 'tools/list'), 5000)).toBe(true);
+      expect(gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/list')).toMatchObject({ outcome: 'error', code: -32603 });
+      // A second client still waiting when SIGTERM comes.
+      const waiting = rpc(`${gw.base}/mcp/s`, 'tools/list').catch((e: Error) => e);
+      await new Promise((r) => setTimeout(r, 300));
+      const t0 = performance.now();
+      gw.child.kill('SIGTERM');
+      const answer = await waiting;
+      expect(answer).toMatchObject({ body: { error: { code: -32603, message: 'gateway shutting down' } } });
+      expect(await gw.exited).toEqual({ code: 0, signal: null });
+      expect(performance.now() - t0).toBeLessThan(8000);
+      const over = gw.logs.find((l) => /grace period over/.test(l.msg));
+      expect(over?.inFlight).toBe(1);
+    } finally {
+      if (gw.child.exitCode === null) gw.child.kill('SIGKILL');
+    }
+  }, 40_000);
+});
+
+describe('start-up time is upstream time', () => {
+  it('the first server/discover of a stdio upstream logs the spawn and initialize as upstreamMs', async () => {
+    const mem = memoryLogger('info');
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(), protocol: 'legacy' } } }, { log: mem.log });
+    const r = await rpc(gw.url('f'), 'server/discover');
+    expect(r.body.result.resultType).toBe('complete');
+    const line = mem.lines().find((l) => l.msg === 'request' && l.method === 'server/discover')!;
+    expect(line.durationMs).toBeGreaterThan(100);
+    // Nearly all of it was the child starting.
+    expect(line.upstreamMs).toBeGreaterThan(line.durationMs * 0.8);
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const added = Number(/mrtr_gateway_added_seconds_sum\{[^}]*upstream="f"[^}]*\} ([\d.e+-]+)/.exec(metrics)?.[1]);
+    expect(added).toBeLessThan((line.durationMs / 1000) * 0.2);
+  }, 30_000);
+});
