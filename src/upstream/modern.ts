@@ -20,7 +20,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
-import { errorText } from '../protocol/errors.js';
+import { errorText, validationProblem } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
 import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
 
@@ -160,7 +160,8 @@ class ModernHttpUpstream implements ModernUpstream {
               }
               return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
             }
-            fail(new ModernHopError('unreachable', errorText(e)));
+            const problem = validationProblem(e) ?? (e instanceof SyntaxError ? `not JSON (${e.message})` : undefined);
+            fail(problem ? new ModernHopError('protocol', `the upstream returned an invalid JSON-RPC message: ${problem}`) : new ModernHopError('unreachable', errorText(e)));
           });
       });
     } finally {

@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
-import { upstreamFailed, GatewayError } from '../protocol/errors.js';
+import { upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
 import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
@@ -310,7 +310,7 @@ export class SessionPool {
    * next one freed within `timeouts.queueMs`. A caller that waits in the queue leaves it when
    * `signal` aborts (its client went away), so no session is spent on a call nobody waits for.
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
-   *   "busy" when no session frees up in time, "cancelled" when `signal` aborted while queued,
+   *   "protocol" when it answered `initialize` with something that is not JSON-RPC, "busy" when no session frees up in time, "cancelled" when `signal` aborted while queued,
    *   "shutting-down" after {@link close}).
    */
   async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, call = false, signal?: AbortSignal): Promise<SessionLease> {
@@ -488,6 +488,7 @@ export class SessionPool {
       this.lastError = msg;
       this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
+      if (e instanceof UpstreamStartError && e.fault) throw upstreamProtocolFault(this.name, e.fault.what, e.fault.problem);
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, stderr.length ? { stderr } : undefined);
     }
   }

@@ -50,7 +50,7 @@ import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
-import { errorText } from '../protocol/errors.js';
+import { UpstreamProtocolError, errorText, withoutMcpPrefix } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
 
 /** A server-initiated request as it arrives from the upstream. */
@@ -163,13 +163,15 @@ export class StderrTail {
 
 /**
  * The upstream could not be started or reached. `stderr` holds the last lines a stdio child wrote
- * before it failed (empty for HTTP upstreams).
+ * before it failed (empty for HTTP upstreams); `fault` is set when it was reached but answered
+ * `initialize` with something that breaks the protocol.
  */
 export class UpstreamStartError extends Error {
   override name = 'UpstreamStartError';
   constructor(
     message: string,
     readonly stderr: string[],
+    readonly fault?: UpstreamProtocolError,
   ) {
     const said = stderrSummary(stderr);
     super(said ? `${message}; the process said: ${said}` : message);
@@ -427,7 +429,7 @@ export class UpstreamSession {
       await client.close().catch(() => {});
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, new Promise((r) => setTimeout(r, 500))]);
-      throw new UpstreamStartError(errorText(e), stderr?.get() ?? []);
+      throw new UpstreamStartError(withoutMcpPrefix(errorText(e)), stderr?.get() ?? [], e instanceof UpstreamProtocolError ? e : undefined);
     }
     conn.ready = true;
     if (transport instanceof StdioClientTransport) {
