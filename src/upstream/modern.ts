@@ -22,7 +22,7 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
-import { StderrTail, UpstreamStartError, defaultChildEnv } from './session.js';
+import { StderrTail, UpstreamStartError, defaultChildEnv, startFailureText } from './session.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
 export interface ModernError {
@@ -206,7 +206,7 @@ class ModernStdioUpstream implements ModernUpstream {
       try {
         await t.start();
       } catch (e) {
-        throw new UpstreamStartError((e as Error).message, stderr.get());
+        throw new UpstreamStartError(startFailureText(e, this.cfg), stderr.get());
       } finally {
         this.starting = undefined;
       }

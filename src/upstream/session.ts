@@ -46,7 +46,7 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { safeChildEnv } from '../config/child-env.js';
+import { cwdProblem, safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
@@ -176,6 +176,18 @@ export class UpstreamStartError extends Error {
     const said = stderrSummary(stderr);
     super(said ? `${message}; the process said: ${said}` : message);
   }
+}
+
+/**
+ * The message of a failure to start or reach the upstream, without the SDK's `MCP error <code>: `
+ * prefixes. For a stdio child that could not be spawned because its `cwd` is gone, it says so:
+ * Node reports that as `spawn COMMAND ENOENT`, as if the command were missing.
+ */
+export function startFailureText(e: unknown, cfg: UpstreamConfig): string {
+  const text = withoutMcpPrefix(errorText(e));
+  if (cfg.transport !== 'stdio' || !cfg.cwd || (e as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') return text;
+  const problem = cwdProblem(cfg.cwd);
+  return problem ? `${problem} (${text})` : text;
 }
 
 /** The stderr line that most likely says what went wrong: the first that reads like an error, else the last. */
@@ -429,7 +441,7 @@ export class UpstreamSession {
       await client.close().catch(() => {});
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, new Promise((r) => setTimeout(r, 500))]);
-      throw new UpstreamStartError(withoutMcpPrefix(errorText(e)), stderr?.get() ?? [], e instanceof UpstreamProtocolError ? e : undefined);
+      throw new UpstreamStartError(startFailureText(e, cfg), stderr?.get() ?? [], e instanceof UpstreamProtocolError ? e : undefined);
     }
     conn.ready = true;
     if (transport instanceof StdioClientTransport) {
