@@ -191,6 +191,7 @@ export class Upstream {
         const stderr = e instanceof ModernHopError ? e.stderr : [];
         this.health.noteProbeFailed(e.message, stderr);
         this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
+        if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
         const said = stderrSummary(stderr);
         throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
       },
@@ -568,14 +569,17 @@ export class Gateway {
     });
   }
 
-  /** Every tool the upstream lists for this caller (all pages), on a shared session. */
+  /**
+   * Every tool the upstream lists for this caller (all pages), on a shared session.
+   * @throws GatewayError -32601 (HTTP 404) when the upstream offers no tools; the upstream's failure.
+   */
   private async listTools(up: Upstream, ctx: LegacyContext, caps: ReturnType<typeof mirrorCapabilities>): Promise<ListedTool[]> {
     const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
     try {
       up.tools.watch(lease.session);
-      if (!lease.session.info.capabilities.tools) return [];
+      if (!lease.session.info.capabilities.tools) throw methodNotFound(`Method not found: tools/call (upstream '${up.name}' does not offer tools)`);
       const tools: ListedTool[] = [];
       let cursor: string | undefined;
       do {
@@ -597,21 +601,20 @@ export class Gateway {
   }
 
   /**
-   * Checks a `tools/call`'s `Mcp-Param-*` headers against the tool's `x-mcp-header` annotations
-   * (MCP 2026-07-28 Streamable HTTP §"Server Behavior for Custom Headers"). The annotations come
-   * from the upstream's cached `tools/list` for this caller's view, listed once on a miss.
-   * @throws GatewayError -32020 (HTTP 400) on a missing, malformed or mismatched header; -32602
-   *   for a tool left out of `tools/list` for its invalid annotations.
+   * Checks that the upstream lists the tool of a `tools/call` (MCP 2026-07-28 basic §Error Codes:
+   * an unknown tool is -32602 Invalid params), and its `Mcp-Param-*` headers against
+   * the tool's `x-mcp-header` annotations (Streamable HTTP §"Server Behavior for Custom Headers").
+   * Both come from the upstream's cached `tools/list` for this caller's view, listed on a miss and
+   * listed again before a tool missing from it is refused.
+   * @returns what the gateway knows of the tool.
+   * @throws GatewayError -32602 "Unknown tool: NAME" for a tool the upstream does not list, or one
+   *   left out of tools/list for its invalid annotations; -32020 (HTTP 400) for a missing, malformed
+   *   or mismatched header; -32601 (HTTP 404) when the upstream offers no tools.
    */
-  /**
-   * Checks a `tools/call`'s `Mcp-Param-*` headers against the tool's annotations.
-   * @returns what the gateway knows of the tool (undefined when the listing has no such tool).
-   * @throws GatewayError -32020 (HTTP 400) for a missing or mismatched header; -32602 for a tool left out of tools/list.
-   */
-  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): Promise<ToolHeaders | undefined> {
+  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): Promise<ToolHeaders> {
     const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
     const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
-    if (!tool) return undefined;
+    if (!tool) throw unknownTool(name);
     if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
     checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
     return tool;

@@ -13,7 +13,7 @@ import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js
 import { Gateway } from './gateway.js';
 import { createApp } from './http/app.js';
 import { httpServerOptions } from './http/server.js';
-import { createLogger, isLogLevel, LOG_LEVELS } from './observability/log.js';
+import { createLogger, LOG_LEVELS, toLogLevel } from './observability/log.js';
 import { describeTracing, startTracing } from './observability/tracing.js';
 import { isLoopback } from './security/frontdoor.js';
 
@@ -39,7 +39,7 @@ Flags:
 Environment:
   PORT       port to listen on when --port is not given
   HOST       address to bind when --host is not given
-  LOG_LEVEL  ${LOG_LEVELS.join(', ')} (default: logLevel of the config, else info)
+  LOG_LEVEL  ${LOG_LEVELS.join(', ')}, in any case (default: logLevel of the config, else info)
   OTEL_*     OpenTelemetry traces: on when OTEL_TRACES_EXPORTER (not none),
              OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the other
              standard variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
@@ -85,7 +85,7 @@ if (args.help) {
 
 // An empty LOG_LEVEL counts as unset.
 const envLogLevel = process.env.LOG_LEVEL || undefined;
-if (envLogLevel !== undefined && !isLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got '${envLogLevel}'`);
+if (envLogLevel !== undefined && !toLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${envLogLevel}'`);
 
 function load(file: string): LoadedConfig {
   try {

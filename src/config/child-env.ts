@@ -7,7 +7,10 @@
  * 3. its configured `env`, which wins over both.
  *
  * Nothing else of the gateway's environment (its own secrets included) reaches a child.
+ *
+ * Its working directory is its `cwd` ({@link cwdProblem} says when that cannot be one).
  */
+import { statSync } from 'node:fs';
 
 /**
  * Variables every stdio child gets from the gateway's environment when they are set. The SDK's
@@ -73,4 +76,17 @@ export function safeChildEnv(env: NodeJS.ProcessEnv = process.env): Record<strin
   const out: Record<string, string> = {};
   for (const k of SAFE_CHILD_ENV) if (env[k] !== undefined) out[k] = env[k]!;
   return out;
+}
+
+/**
+ * Why `dir` cannot be a child's working directory (`does not exist: DIR`, `is not a directory:
+ * DIR`), or undefined when it can. Checked at config load, and again when a child fails to spawn
+ * (Node then reports `spawn COMMAND ENOENT`, as for a missing command).
+ */
+export function cwdProblem(dir: string): string | undefined {
+  try {
+    return statSync(dir).isDirectory() ? undefined : `the working directory ${dir} is not a directory`;
+  } catch {
+    return `the working directory ${dir} does not exist`;
+  }
 }

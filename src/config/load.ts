@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import { passthroughEnv } from './child-env.js';
-import { convertMcpServers, type ConfigWarning } from './mcp-servers.js';
+import { cwdProblem, passthroughEnv } from './child-env.js';
+import { convertMcpServers, upstreamNameProblem, type ConfigWarning } from './mcp-servers.js';
 import { GatewayConfigSchema, type GatewayConfig } from './schema.js';
 import { ConfigError, formatPath, substituteEnv } from './substitute.js';
 
@@ -40,15 +40,27 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function validate(raw: unknown, fromMcpServers: boolean): GatewayConfig {
+/**
+ * Validates against {@link GatewayConfigSchema}; `earlier` are problems already found (servers of
+ * an `mcpServers` file that could not be converted), reported with the schema's.
+ * @throws ConfigError listing every problem, one line each.
+ */
+function validate(raw: unknown, fromMcpServers: boolean, earlier: readonly string[] = []): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(raw);
-  if (!parsed.success) {
-    // Problems of converted servers are reported at their place in the file: mcpServers.NAME….
-    const where = (path: ReadonlyArray<PropertyKey>) => (fromMcpServers && path[0] === 'upstreams' ? ['mcpServers', ...path.slice(1)] : path);
-    const lines = parsed.error.issues.map((i) => `  ${formatPath(where(i.path))}: ${i.message}`);
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
-  }
+  // Problems of converted servers are reported at their place in the file: mcpServers.NAME….
+  const where = (path: ReadonlyArray<PropertyKey>) => (fromMcpServers && path[0] === 'upstreams' ? ['mcpServers', ...path.slice(1)] : path);
+  // Servers left out for their problems leave the list short: that is not a problem of its own.
+  const issues = parsed.success ? [] : parsed.error.issues.filter((i) => !(earlier.length && i.path.length === 1 && i.path[0] === 'upstreams'));
+  const lines = [...earlier, ...issues.map((i) => `${formatPath(where(i.path))}: ${issueMessage(i)}`)];
+  if (lines.length || !parsed.success) throw new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
   return parsed.data;
+}
+
+/** The message of one schema issue; an invalid upstream name (a record key) says which characters are allowed. */
+function issueMessage(issue: z.core.$ZodIssue): string {
+  const upstreamKey = issue.path[0] === 'upstreams' || (issue.path[0] === 'federation' && issue.path[1] === 'prefixes');
+  if (issue.code !== 'invalid_key' || !upstreamKey) return issue.message;
+  return upstreamNameProblem(String(issue.path[issue.path.length - 1]), 'the upstream');
 }
 
 /**
@@ -84,7 +96,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
     const conversion = convertMcpServers(raw.mcpServers, env);
     const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
-    loaded = { config: validate({ upstreams: conversion.upstreams }, true), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
+    loaded = { config: validate({ upstreams: conversion.upstreams }, true, conversion.problems), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
   }
 
   const cfg = loaded.config;
@@ -141,7 +153,23 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
 }
 
 /**
- * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file.
+ * Checks that every stdio upstream's `cwd` is an existing directory, so that the start fails
+ * rather than every call with `spawn COMMAND ENOENT`.
+ * @throws ConfigError listing every such upstream as `upstreams.NAME.cwd: …` (`mcpServers.NAME.cwd` for a server list).
+ */
+function checkWorkingDirectories(loaded: LoadedConfig): LoadedConfig {
+  const problems: string[] = [];
+  for (const [name, u] of Object.entries(loaded.config.upstreams)) {
+    const problem = u.transport === 'stdio' && u.cwd ? cwdProblem(u.cwd) : undefined;
+    if (problem) problems.push(`  ${formatPath([loaded.format === 'mcpServers' ? 'mcpServers' : 'upstreams', name, 'cwd'])}: ${problem}`);
+  }
+  if (problems.length) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
+  return loaded;
+}
+
+/**
+ * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file. A
+ * stdio upstream's `cwd` must be an existing directory.
  * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
  */
 export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
@@ -158,7 +186,7 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
     throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
   }
   try {
-    return interpretConfig(raw, env, dirname(resolve(file)));
+    return checkWorkingDirectories(interpretConfig(raw, env, dirname(resolve(file))));
   } catch (e) {
     if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
     throw e;

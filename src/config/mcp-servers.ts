@@ -36,6 +36,8 @@ export interface McpServersConversion {
   /** Servers skipped because of `disabled: true`. */
   disabled: string[];
   warnings: ConfigWarning[];
+  /** Servers that cannot be used, one line each as `path: message` (left out of `upstreams`). */
+  problems: string[];
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -51,6 +53,18 @@ export function suggestUpstreamName(name: string): string {
     .replace(/-+$/, '');
 }
 
+/**
+ * Why `name` cannot be an upstream name, with the allowed characters and a close valid name;
+ * `what` is what the user renames (`the server`, `the upstream`).
+ */
+export function upstreamNameProblem(name: string, what: string): string {
+  const suggestion = suggestUpstreamName(name);
+  return (
+    `${JSON.stringify(name)} cannot be an upstream name (it becomes the path /mcp/NAME): use letters, digits, ".", "_" and "-", starting with a letter or digit` +
+    (suggestion ? `; rename ${what}, for example to ${JSON.stringify(suggestion)}` : '')
+  );
+}
+
 function urlTransport(url: unknown): 'streamable-http' | 'sse' {
   if (typeof url !== 'string') return 'streamable-http';
   try {
@@ -62,13 +76,16 @@ function urlTransport(url: unknown): 'streamable-http' | 'sse' {
 
 /**
  * Converts the `mcpServers` object to gateway upstreams, with `${NAME}` substituted from `env` in
- * the keys the gateway uses (ignored keys and disabled servers are not substituted).
- * @throws ConfigError listing every server that cannot be used, as `path: message`.
+ * the keys the gateway uses (ignored keys and disabled servers are not substituted). A server that
+ * cannot be used is left out and reported in `problems`, so that every one is reported together
+ * with what the gateway schema finds in the others.
+ * @throws ConfigError when `mcpServers` is not an object, or when no server is left and none has a
+ *   problem (none at all, or every one disabled).
  */
 export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): McpServersConversion {
   if (!isObject(servers)) throw new ConfigError('invalid configuration:\n  mcpServers: expected an object of servers by name');
-  const problems: string[] = [];
-  const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [] };
+  const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [], problems: [] };
+  const problems = out.problems;
   for (const [name, entry] of Object.entries(servers)) {
     const base = ['mcpServers', name];
     const at = (...rest: string[]) => formatPath([...base, ...rest]);
@@ -85,11 +102,7 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
       continue;
     }
     if (!UpstreamNameSchema.safeParse(name).success) {
-      const suggestion = suggestUpstreamName(name);
-      problems.push(
-        `${at()}: ${JSON.stringify(name)} cannot be an upstream name (it becomes the path /mcp/NAME): use letters, digits, ".", "_" and "-", starting with a letter or digit` +
-          (suggestion ? `; rename the server, for example to ${JSON.stringify(suggestion)}` : ''),
-      );
+      problems.push(`${at()}: ${upstreamNameProblem(name, 'the server')}`);
       continue;
     }
     const ignored = Object.keys(entry).filter((k) => k !== 'type' && k !== 'disabled' && !(USED_KEYS as readonly string[]).includes(k));
@@ -131,8 +144,7 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
     }
     out.upstreams[name] = { transport, ...used };
   }
-  if (problems.length) throw new ConfigError(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
-  if (Object.keys(out.upstreams).length === 0) {
+  if (!problems.length && Object.keys(out.upstreams).length === 0) {
     throw new ConfigError(
       out.disabled.length ? `invalid configuration:\n  mcpServers: every server is disabled (${out.disabled.join(', ')})` : 'invalid configuration:\n  mcpServers: no servers',
     );

@@ -14,6 +14,12 @@ export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', '
 /** One of {@link LOG_LEVELS}. */
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
+/** The level `value` names, in any case (`DEBUG` is `debug`); undefined when it names none. */
+export function toLogLevel(value: string): LogLevel | undefined {
+  const level = value.toLowerCase();
+  return (LOG_LEVELS as readonly string[]).includes(level) ? (level as LogLevel) : undefined;
+}
+
 /** Refill rate of the per-caller rate limit when auth identifies callers and none is configured. */
 export const DEFAULT_REQUESTS_PER_SECOND = 50;
 
@@ -306,7 +312,7 @@ const StdioUpstreamSchema = z
       .array(z.string().regex(ENV_PASSTHROUGH_PATTERN, 'give a variable name (GITHUB_TOKEN) or a name prefix followed by * (AWS_*)'))
       .default([])
       .describe("Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*); the rest of it is not passed"),
-    cwd: z.string().optional().describe('Working directory of the child; relative paths are resolved against the config file'),
+    cwd: z.string().optional().describe('Working directory of the child; relative paths are resolved against the config file; must be an existing directory at start'),
     ...upstreamCommon,
   })
   .strict();
@@ -438,7 +444,10 @@ export const GatewayConfigSchema = z
       .prefault({})
       .describe('Front door: DNS-rebinding protection, CORS and public URL'),
     shutdownGraceMs: z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
-    logLevel: z.enum(LOG_LEVELS).optional().describe('Log level (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
+    logLevel: z
+      .preprocess((v) => (typeof v === 'string' ? (toLogLevel(v) ?? v) : v), z.enum(LOG_LEVELS))
+      .optional()
+      .describe('Log level, in any case (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z
       .object({
         keys: z

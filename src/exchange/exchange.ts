@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, UpstreamProtocolError, missingCapability, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
@@ -210,7 +210,7 @@ export function downstreamError(
   session?: { deadReason?: string; transportKind: string },
   request?: { method: string; params: Record<string, unknown> },
 ): GatewayError {
-  const mapped = mapUpstreamError(upstream, err, session);
+  const mapped = mapUpstreamError(upstream, err, session, request);
   if (request?.method !== 'resources/read' || mapped.code !== ErrorCode.InvalidParams || !(err instanceof McpError)) return mapped;
   const data = mapped.data;
   if (data !== undefined && (data === null || typeof data !== 'object' || Array.isArray(data))) return mapped;
@@ -218,7 +218,7 @@ export function downstreamError(
   return typeof d.uri === 'string' ? mapped : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
 }
 
-function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }): GatewayError {
+function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }, request?: { method: string }): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof McpError) {
     if (err.code === -32000) {
@@ -231,19 +231,23 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
     if (err.code === -32002) {
       return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
     }
+    // McpError prefixes "MCP error N: " (once per SDK it crossed); relay the upstream's own message.
+    const message = withoutMcpPrefix(err.message);
     if (err.code === URL_ELICITATION_REQUIRED) {
       // 2025-11-25 only; MUST NOT be sent to 2026-07-28 clients.
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' kept requiring URL elicitation: ${err.message.replace(/^MCP error -?\d+: /, '')}`);
+      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' kept requiring URL elicitation: ${message}`);
     }
-    // McpError prefixes "MCP error N: "; relay the upstream's own message.
-    const message = err.message.replace(/^MCP error -?\d+: /, '');
-    if (err.code === ErrorCode.InvalidParams && /^Invalid [\w/]+ result/.test(message)) {
-      // A v1-SDK upstream rejected its own tool's malformed result and said so with -32602; the
-      // client's request was fine, so this is reported as the upstream's protocol failure.
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' sent a malformed result: ${message.split('\n')[0]}`);
+    const invalid = err.code === ErrorCode.InvalidParams ? /^Invalid ([\w/ ]+ result): /.exec(message) : null;
+    if (invalid) {
+      // A v1-SDK upstream rejected its own tool's malformed result and said so with -32602 and the
+      // validator's issues; the client's request was fine, so this is the upstream's protocol fault.
+      return upstreamProtocolFault(upstream, invalid[1]!, validationProblem(message) ?? message.slice(invalid[0].length).split('\n')[0]!);
     }
     return new GatewayError(err.code, message, err.data);
   }
+  if (err instanceof UpstreamProtocolError) return upstreamProtocolFault(upstream, err.what, err.problem);
+  const problem = validationProblem(err);
+  if (problem) return upstreamProtocolFault(upstream, request ? `${request.method} result` : 'answer', problem);
   const msg = err instanceof Error ? err.message : String(err);
   if (/\b404\b/.test(msg) || /session/i.test(msg)) {
     return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);

@@ -46,7 +46,7 @@ import { endSpan, startClientSpan, startServerSpan, tracingActive, within, type 
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
-import { createLegacyTransport, isSessionNotFound, StderrTail, stderrSummary } from '../upstream/session.js';
+import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../upstream/session.js';
 import { INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
 import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
@@ -268,8 +268,9 @@ export class PassThroughRelay implements LegacyRelay {
     if (this.stderr) await Promise.race([this.stderr.ended, new Promise((r) => setTimeout(r, 500))]);
     const stderr = this.stderr?.get() ?? [];
     const said = stderrSummary(stderr);
-    this.init.log.warn({ err: e.message, ...(stderr.length ? { stderr } : {}) }, 'legacy session: upstream could not be started');
-    await this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, {
+    const why = startFailureText(e, this.init.cfg);
+    this.init.log.warn({ err: why, ...(stderr.length ? { stderr } : {}) }, 'legacy session: upstream could not be started');
+    await this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' could not be started or reached: ${why}${said ? `; the process said: ${said}` : ''}`, {
       upstream: this.init.upstream,
       reason: 'unreachable',
       ...(stderr.length ? { stderr } : {}),

@@ -27,7 +27,7 @@
 import type { UpstreamConfig } from '../config/schema.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../exchange/seal.js';
 import type { CallContext } from '../exchange/mrtr.js';
-import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed, withoutMcpPrefix } from '../protocol/errors.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
@@ -232,7 +232,8 @@ export class ModernPassThrough {
 
   /** The downstream error for the upstream's error answer. */
   private translate(up: PassThroughUpstream, req: ValidatedRequest, answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number }): GatewayError {
-    const { code, message, data } = answer.error;
+    const { code, data } = answer.error;
+    const message = withoutMcpPrefix(String(answer.error.message));
     if (code === ErrorCode.MissingRequiredClientCapability) return capabilityError(up.name, data, req.clientCapabilities as Record<string, unknown>);
     if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
     if ((code === LEGACY_SESSION_REQUIRED || code === LEGACY_SESSION_NOT_FOUND) && answer.httpStatus !== undefined && answer.httpStatus >= 400 && answer.httpStatus < 500) {

@@ -2,10 +2,10 @@
  * Structured JSON logs (pino). Level from `LOG_LEVEL`, else the config's `logLevel`, else `info`.
  */
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { LOG_LEVELS, type LogLevel } from '../config/schema.js';
+import { LOG_LEVELS, toLogLevel, type LogLevel } from '../config/schema.js';
 
 export type { Logger, LogLevel };
-export { LOG_LEVELS };
+export { LOG_LEVELS, toLogLevel };
 
 /**
  * Fields whose values never reach the log: requestState secrets, the callers' and the upstreams'
@@ -24,17 +24,14 @@ export const REDACTED_PATHS = [
   '*.headers["x-api-key"]',
 ];
 
-/** True when `value` is one of {@link LOG_LEVELS}. */
-export function isLogLevel(value: string): value is LogLevel {
-  return (LOG_LEVELS as readonly string[]).includes(value);
-}
-
 /**
- * Creates the process logger: JSON lines to stdout, or to `destination` (tests).
- * @throws Error when `level` is not one of {@link LOG_LEVELS} (check with {@link isLogLevel} first).
+ * Creates the process logger: JSON lines to stdout, or to `destination` (tests). `name` is one of
+ * {@link LOG_LEVELS} in any case.
+ * @throws Error when `name` is not a level (check with {@link toLogLevel} first).
  */
-export function createLogger(level: string = process.env.LOG_LEVEL || 'info', destination?: DestinationStream): Logger {
-  if (!isLogLevel(level)) throw new Error(`unknown log level '${level}'; expected one of ${LOG_LEVELS.join(', ')}`);
+export function createLogger(name: string = process.env.LOG_LEVEL || 'info', destination?: DestinationStream): Logger {
+  const level = toLogLevel(name);
+  if (!level) throw new Error(`unknown log level '${name}'; expected one of ${LOG_LEVELS.join(', ')}`);
   const options = {
     level,
     base: { service: 'mrtr-gateway' },

@@ -107,3 +107,81 @@ export function errorText(e: unknown): string {
   const said = cause instanceof Error ? cause.message || (cause as { code?: string }).code : typeof cause === 'string' ? cause : undefined;
   return said && !e.message.includes(said) ? `${e.message} (${said})` : e.message;
 }
+
+/** The `MCP error <code>: ` prefix the v1 SDK's `McpError` puts on its message (once per hop it crossed). */
+const MCP_ERROR_PREFIX = /^(?:MCP error -?\d+: )+/;
+
+/** `message` without the SDK's `MCP error <code>: ` prefixes, so the upstream's own words are relayed. */
+export function withoutMcpPrefix(message: string): string {
+  return message.replace(MCP_ERROR_PREFIX, '');
+}
+
+/** One schema validation issue (zod's shape: `path` and `message`, `errors` for a union's branches). */
+interface Issue {
+  path?: unknown[];
+  message?: string;
+  errors?: Issue[][];
+}
+
+function isIssueList(v: unknown): v is Issue[] {
+  return Array.isArray(v) && v.length > 0 && v.every((i) => i && typeof i === 'object' && typeof (i as Issue).message === 'string');
+}
+
+/**
+ * The first problem of a list of schema validation issues, on one line: its path (dotted) and
+ * message, for example `content: expected array, received string`. For a union that no branch
+ * matched, the first issue of the first branch is shown, under the union's path.
+ */
+export function firstIssue(issues: readonly Issue[]): string {
+  let issue = issues[0]!;
+  let path = [...(issue.path ?? [])];
+  while (issue.errors?.[0]?.[0]) {
+    issue = issue.errors[0][0];
+    path = [...path, ...(issue.path ?? [])];
+  }
+  const message = String(issue.message).replace(/^Invalid input: /, '').split('\n')[0]!;
+  return path.length ? `${path.join('.')}: ${message}` : message;
+}
+
+/**
+ * The first validation problem `e` reports, on one line (see {@link firstIssue}), when `e` is a
+ * schema validation error: a ZodError (its `issues`), or an error whose message is a JSON list
+ * of issues, after an optional lead-in such as the SDK's `Invalid tools/call result: `.
+ * @returns undefined for any other error.
+ */
+export function validationProblem(e: unknown): string | undefined {
+  const issues = (e as { issues?: unknown } | undefined)?.issues;
+  if (isIssueList(issues)) return firstIssue(issues);
+  const message = e instanceof Error ? e.message : typeof e === 'string' ? e : undefined;
+  const start = message?.indexOf('[') ?? -1;
+  if (start < 0) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(message!.slice(start));
+    return isIssueList(parsed) ? firstIssue(parsed) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * 200 / -32603, `data.reason: "protocol"`: the upstream answered with something its protocol
+ * does not allow. The message names the upstream, what it sent (`what`, for example
+ * `tools/call result`) and the first problem found (`problem`, one line).
+ */
+export const upstreamProtocolFault = (upstream: string, what: string, problem: string) =>
+  upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' returned an invalid ${what}: ${problem}`);
+
+/**
+ * The upstream sent a message that breaks its protocol (a body that is not JSON-RPC, say);
+ * `problem` is the first problem found, on one line. The router answers it as -32603
+ * `data.reason: "protocol"`.
+ */
+export class UpstreamProtocolError extends Error {
+  override name = 'UpstreamProtocolError';
+  constructor(
+    readonly what: string,
+    readonly problem: string,
+  ) {
+    super(`invalid ${what}: ${problem}`);
+  }
+}

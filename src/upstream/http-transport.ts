@@ -26,7 +26,8 @@ import { createParser } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
+import { UpstreamProtocolError, firstIssue } from '../protocol/errors.js';
 import { addTraceHeaders } from '../observability/tracing.js';
 
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
@@ -52,6 +53,36 @@ export interface HttpClientTransportOptions {
   ownsDispatcher?: boolean;
   /** Headers sent on every request (configured headers, a forwarded Authorization). */
   headers: Record<string, string>;
+}
+
+/** True when `m` has the shape of a JSON-RPC 2.0 request, notification or response. */
+function isJsonRpc(m: unknown): m is JSONRPCMessage {
+  if (!m || typeof m !== 'object' || Array.isArray(m)) return false;
+  const r = m as Record<string, unknown>;
+  if (r.jsonrpc !== '2.0') return false;
+  if (typeof r.method === 'string') return true;
+  return (typeof r.id === 'string' || typeof r.id === 'number') && ('result' in r || 'error' in r);
+}
+
+/**
+ * The JSON-RPC messages of a JSON response body (one message or a batch).
+ * @throws UpstreamProtocolError when the body is not JSON, or holds something that is not a
+ *   JSON-RPC message (the first problem as the SDK's message schema sees it).
+ */
+export function jsonRpcMessages(text: string): JSONRPCMessage[] {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (e) {
+    throw new UpstreamProtocolError('JSON-RPC message', `not JSON (${(e as Error).message})`);
+  }
+  const messages = Array.isArray(data) ? data : [data];
+  for (const m of messages) {
+    if (isJsonRpc(m)) continue;
+    const parsed = JSONRPCMessageSchema.safeParse(m);
+    throw new UpstreamProtocolError('JSON-RPC message', parsed.success ? 'not a JSON-RPC 2.0 message' : firstIssue(parsed.error.issues));
+  }
+  return messages as JSONRPCMessage[];
 }
 
 /** A legacy Streamable HTTP client transport; see the module comment. */
@@ -93,7 +124,8 @@ export class HttpClientTransport implements Transport {
   /**
    * POSTs one message. Resolves once the server accepted it (a JSON answer is dispatched first; an
    * SSE answer is read on in the background).
-   * @throws StreamableHTTPError with the HTTP status for a refusal; the network error otherwise.
+   * @throws StreamableHTTPError with the HTTP status for a refusal; UpstreamProtocolError when a
+   *   request is answered with a JSON body that is not JSON-RPC; the network error otherwise.
    */
   async send(message: JSONRPCMessage, _options?: TransportSendOptions): Promise<void> {
     if (this.closed) throw new Error('Not connected');
@@ -119,15 +151,16 @@ export class HttpClientTransport implements Transport {
       throw err;
     }
     if (!head.sse) {
+      let messages: JSONRPCMessage[] = [];
       try {
         const text = await ex.text();
-        if (head.json && text) {
-          const data = JSON.parse(text) as JSONRPCMessage | JSONRPCMessage[];
-          for (const msg of Array.isArray(data) ? data : [data]) this.deliver(msg, owner);
-        }
+        if (head.json && text) messages = jsonRpcMessages(text);
       } catch (e) {
+        // The answer to a request breaks the protocol: the request fails with it (no answer will come).
+        if (e instanceof UpstreamProtocolError && owner.id !== undefined) throw e;
         this.onerror?.(e as Error);
       }
+      for (const msg of messages) this.deliver(msg, owner);
     }
   }
 

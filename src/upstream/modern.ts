@@ -20,9 +20,9 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
-import { errorText } from '../protocol/errors.js';
+import { errorText, validationProblem } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
-import { StderrTail, UpstreamStartError, childOf, defaultChildEnv } from './session.js';
+import { StderrTail, UpstreamStartError, childOf, defaultChildEnv, startFailureText } from './session.js';
 import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
@@ -161,7 +161,8 @@ class ModernHttpUpstream implements ModernUpstream {
               }
               return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
             }
-            fail(new ModernHopError('unreachable', errorText(e)));
+            const problem = validationProblem(e) ?? (e instanceof SyntaxError ? `not JSON (${e.message})` : undefined);
+            fail(problem ? new ModernHopError('protocol', `the upstream returned an invalid JSON-RPC message: ${problem}`) : new ModernHopError('unreachable', errorText(e)));
           });
       });
     } finally {
@@ -214,7 +215,7 @@ class ModernStdioUpstream implements ModernUpstream {
       try {
         await t.start();
       } catch (e) {
-        throw new UpstreamStartError((e as Error).message, stderr.get());
+        throw new UpstreamStartError(startFailureText(e, this.cfg), stderr.get());
       } finally {
         this.starting = undefined;
       }

@@ -17,7 +17,7 @@ import { createHash } from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
-import { upstreamFailed, GatewayError } from '../protocol/errors.js';
+import { upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
 import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
@@ -334,8 +334,9 @@ export class SessionPool {
    * next one freed within `timeouts.queueMs`. A caller that waits in the queue leaves it when
    * `signal` aborts (its client went away), so no session is spent on a call nobody waits for.
    * @throws GatewayError -32603 (`data.reason` "unreachable" when the upstream cannot be started,
-   *   "busy" when no session frees up in time, "cancelled" when `signal` aborted while queued,
-   *   "shutting-down" after {@link close}, "timeout" when a new session did not start within
+   *   "protocol" when it answered `initialize` with something that is not JSON-RPC, "busy" when no
+   *   session frees up in time, "cancelled" when `signal` aborted while queued, "shutting-down"
+   *   after {@link close}, "timeout" when a new session did not start within
    *   `timeouts.connectMs` or `opts.startMs`).
    */
   async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions & { call?: boolean } = {}): Promise<SessionLease> {
@@ -558,6 +559,7 @@ export class SessionPool {
       if (e instanceof UpstreamStartError && e.reason === 'timeout') {
         throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, this.cfg.timeouts.connectMs, msg), extra);
       }
+      if (e instanceof UpstreamStartError && e.fault) throw upstreamProtocolFault(this.name, e.fault.what, e.fault.problem);
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, extra);
     }
   }

@@ -46,11 +46,11 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { safeChildEnv } from '../config/child-env.js';
+import { cwdProblem, safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
-import { errorText } from '../protocol/errors.js';
+import { UpstreamProtocolError, errorText, withoutMcpPrefix } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
 import { guardStdout } from './stdout-guard.js';
 
@@ -164,7 +164,8 @@ export class StderrTail {
 
 /**
  * The upstream could not be started or reached. `stderr` holds the last lines a stdio child wrote
- * before it failed (empty for HTTP upstreams).
+ * before it failed (empty for HTTP upstreams); `fault` is set when it was reached but answered
+ * `initialize` with something that breaks the protocol.
  */
 export class UpstreamStartError extends Error {
   override name = 'UpstreamStartError';
@@ -176,10 +177,23 @@ export class UpstreamStartError extends Error {
     message: string,
     readonly stderr: string[],
     readonly reason: 'unreachable' | 'timeout' = 'unreachable',
+    readonly fault?: UpstreamProtocolError,
   ) {
     const said = stderrSummary(stderr);
     super(said ? `${message}; the process said: ${said}` : message);
   }
+}
+
+/**
+ * The message of a failure to start or reach the upstream, without the SDK's `MCP error <code>: `
+ * prefixes. For a stdio child that could not be spawned because its `cwd` is gone, it says so:
+ * Node reports that as `spawn COMMAND ENOENT`, as if the command were missing.
+ */
+export function startFailureText(e: unknown, cfg: UpstreamConfig): string {
+  const text = withoutMcpPrefix(errorText(e));
+  if (cfg.transport !== 'stdio' || !cfg.cwd || (e as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') return text;
+  const problem = cwdProblem(cfg.cwd);
+  return problem ? `${problem} (${text})` : text;
 }
 
 /** The stderr line that most likely says what went wrong: the first that reads like an error, else the last. */
@@ -461,7 +475,12 @@ export class UpstreamSession {
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, delay(500)]);
       const timedOut = (e instanceof UpstreamStartError && e.reason === 'timeout') || (e instanceof McpError && e.code === ErrorCode.RequestTimeout);
-      throw new UpstreamStartError(timedOut ? `${stage} took longer than ${Math.round(startMs)} ms` : errorText(e), stderr?.get() ?? [], timedOut ? 'timeout' : 'unreachable');
+      throw new UpstreamStartError(
+        timedOut ? `${stage} took longer than ${Math.round(startMs)} ms` : startFailureText(e, cfg),
+        stderr?.get() ?? [],
+        timedOut ? 'timeout' : 'unreachable',
+        e instanceof UpstreamProtocolError ? e : undefined,
+      );
     } finally {
       clearTimeout(timer);
       this.opts.signal?.removeEventListener('abort', abort);

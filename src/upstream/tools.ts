@@ -5,9 +5,10 @@
  * listing the tools again.
  *
  * Entries are keyed by the view of the upstream a caller has (principal and mirrored client
- * capabilities). An entry is filled on a miss, or whenever a client lists the tools in one page;
- * every entry of the upstream is dropped when any of its sessions sends
- * `notifications/tools/list_changed`, and entries expire after a while regardless.
+ * capabilities). An entry is filled on a miss, or whenever a client lists the tools in one page,
+ * and listed again when a call names a tool it does not have; every entry of the upstream is
+ * dropped when any of its sessions sends `notifications/tools/list_changed`, and entries expire
+ * after a while regardless.
  */
 import { LRUCache } from 'lru-cache';
 import { headerParams, type ParamHeader } from '../protocol/param-headers.js';
@@ -55,30 +56,37 @@ export class ToolCatalog {
   /**
    * The annotations of tool `name` in view `key`: from the cache, or from `list` (a complete
    * `tools/list` of the upstream, all pages) on a miss. Concurrent misses of one view share one
-   * listing.
-   * @returns undefined when the listing has no tool of that name.
+   * listing. A cached listing without the tool may be stale (a tool added without
+   * `notifications/tools/list_changed`): the view is then listed once more before the tool is
+   * taken as absent.
+   * @returns undefined when a fresh listing has no tool of that name.
    * @throws whatever `list` throws.
    */
   async lookup(key: string, name: string, list: () => Promise<ListedTool[]>): Promise<ToolHeaders | undefined> {
-    let index = this.entries.get(key);
-    if (!index) {
-      let pending = this.loading.get(key);
-      if (!pending) {
-        const generation = this.generation;
-        const loaded: Promise<ToolIndex> = list()
-          .then((tools) => {
-            const built = indexTools(tools);
-            if (generation === this.generation) this.entries.set(key, built);
-            return built;
-          })
-          .finally(() => {
-            if (this.loading.get(key) === loaded) this.loading.delete(key);
-          });
-        this.loading.set(key, (pending = loaded));
-      }
-      index = await pending;
+    const cached = this.entries.get(key);
+    const found = cached?.get(name);
+    if (found) return found;
+    if (cached) this.entries.delete(key);
+    return (await this.load(key, list)).get(name);
+  }
+
+  /** The listing of view `key` from `list`, shared by concurrent callers, stored unless invalidated meanwhile. */
+  private load(key: string, list: () => Promise<ListedTool[]>): Promise<ToolIndex> {
+    let pending = this.loading.get(key);
+    if (!pending) {
+      const generation = this.generation;
+      const loaded: Promise<ToolIndex> = list()
+        .then((tools) => {
+          const built = indexTools(tools);
+          if (generation === this.generation) this.entries.set(key, built);
+          return built;
+        })
+        .finally(() => {
+          if (this.loading.get(key) === loaded) this.loading.delete(key);
+        });
+      this.loading.set(key, (pending = loaded));
     }
-    return index.get(name);
+    return pending;
   }
 
   /** Stores a complete listing for view `key` (a `tools/list` a client made, in one page). */

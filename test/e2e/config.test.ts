@@ -7,7 +7,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { everythingStdio } from '../helpers/gateway.js';
+import { everythingStdio, rpc, startGateway } from '../helpers/gateway.js';
+import { startCli } from '../helpers/cli.js';
+import { eventually } from '../helpers/fixture.js';
 import { ROOT } from '../helpers/processes.js';
 
 let dir: string;
@@ -102,11 +104,57 @@ describe('CLI config errors', () => {
     expectNoStackTrace(r.stderr);
   });
 
+  it('a stdio cwd that does not exist → exit 2, stderr names the upstream and the path', async () => {
+    const missing = join(dir, 'no-such-dir');
+    const file = writeConfig('missing-cwd.json', { upstreams: { everything: { ...everythingStdio, cwd: missing } } });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`upstreams.everything.cwd: the working directory ${missing} does not exist`);
+    expectNoStackTrace(r.stderr);
+  });
+
+  it('a stdio cwd that is a file → exit 2, stderr says it is not a directory', async () => {
+    const notDir = writeConfig('plain-file', 'x');
+    const file = writeConfig('file-cwd.json', { mcpServers: { srv: { command: 'node', cwd: notDir } } });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`mcpServers.srv.cwd: the working directory ${notDir} is not a directory`);
+  });
+
   it('a missing config file → exit 2, stderr names the file', async () => {
     const file = join(dir, 'does-not-exist.json');
     const r = await runCli(file);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(file);
     expectNoStackTrace(r.stderr);
+  });
+});
+
+describe('log levels', () => {
+  it('LOG_LEVEL=DEBUG is accepted as debug (any case), and the gateway logs at debug', async () => {
+    const gw = await startCli({ upstreams: { everything: everythingStdio } }, undefined, { LOG_LEVEL: 'DEBUG' });
+    try {
+      // The child's stderr lines are logged at debug only.
+      expect((await rpc(`${gw.base}/mcp/everything`, 'tools/list', {})).body.result.tools.length).toBeGreaterThan(0);
+      expect(await eventually(() => gw.logs.some((l) => l.level === 20 && l.msg === 'upstream stderr'))).toBe(true);
+    } finally {
+      gw.child.kill('SIGTERM');
+      await gw.exited;
+    }
+  });
+});
+
+describe('a stdio cwd removed after the start', () => {
+  it('the call fails saying the working directory is gone, not only spawn ENOENT', async () => {
+    const cwd = mkdtempSync(join(dir, 'cwd-'));
+    const gw = await startGateway({ upstreams: { everything: { ...everythingStdio, cwd } } });
+    try {
+      rmSync(cwd, { recursive: true });
+      const r = await rpc(gw.url('everything'), 'tools/list', {});
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'everything', reason: 'unreachable' } });
+      expect(r.body.error.message).toContain(`the working directory ${cwd} does not exist`);
+    } finally {
+      await gw.close();
+    }
   });
 });

@@ -102,6 +102,35 @@ describe('mcpServers files', () => {
     expect(message).toContain('mcpServers.badDisabled.disabled: expected true or false');
   });
 
+  it('a server that cannot be converted and one the schema refuses are both reported, one line each', () => {
+    const problems = (raw: unknown) => {
+      try {
+        parseConfig(raw, {});
+      } catch (e) {
+        expect(e).toBeInstanceOf(ConfigError);
+        return (e as Error).message.split('\n').slice(1);
+      }
+      return [];
+    };
+    expect(problems({ mcpServers: { a: { url: 'http://127.0.0.1/mcp', type: 'bad' }, b: { command: 'node', env: { A: 1 } } } })).toEqual([
+      '  mcpServers.a.type: expected "http", "streamable-http", "streamableHttp" or "sse" for a server with "url", got "bad"',
+      '  mcpServers.b.env.A: Invalid input: expected string, received number',
+    ]);
+    // No server left is no problem of its own beside the servers' problems.
+    expect(problems({ mcpServers: { 'a b': { command: 'x' }, c: {} } })).toEqual([expect.stringMatching(/^  mcpServers\["a b"\]: /), '  mcpServers.c: needs "command" (a stdio server) or "url" (an HTTP server)']);
+  });
+
+  it('an invalid upstream name in a gateway config says which characters are allowed, with a suggestion', () => {
+    expect(() => parseConfig({ upstreams: { 'a/b c': { transport: 'stdio', command: 'node' } } }, {})).toThrow(
+      'upstreams["a/b c"]: "a/b c" cannot be an upstream name (it becomes the path /mcp/NAME): use letters, digits, ".", "_" and "-", starting with a letter or digit; rename the upstream, for example to "a-b-c"',
+    );
+  });
+
+  it('logLevel is accepted in any case', () => {
+    expect(parseConfig({ logLevel: 'DEBUG', upstreams: { a: { transport: 'stdio', command: 'node' } } }, {}).logLevel).toBe('debug');
+    expect(() => parseConfig({ logLevel: 'LOUD', upstreams: { a: { transport: 'stdio', command: 'node' } } }, {})).toThrow(/logLevel/);
+  });
+
   it('schema problems of a converted server name the mcpServers path', () => {
     expect(() => parseConfig({ mcpServers: { s: { command: 'node', headers: { a: 'b' } } } }, {})).toThrow(/mcpServers\.s: Unrecognized key: "headers"/);
     expect(() => parseConfig({ mcpServers: { s: { url: 'not a url' } } }, {})).toThrow(/mcpServers\.s\.url:/);

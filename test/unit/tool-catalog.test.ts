@@ -27,10 +27,27 @@ describe('ToolCatalog', () => {
     expect(await catalog.lookup('view-a', 'annotated', list)).toEqual({ params: [{ name: 'Region', path: ['r'], type: 'string' }], replayable: false });
     expect(await catalog.lookup('view-a', 'plain', list)).toEqual({ params: [], replayable: false });
     expect(await catalog.lookup('view-a', 'broken', list)).toMatchObject({ invalid: expect.stringContaining('Ratio') });
-    expect(await catalog.lookup('view-a', 'unknown', list)).toBeUndefined();
     expect(listings).toBe(1);
     await catalog.lookup('view-b', 'plain', list);
     expect(listings).toBe(2);
+  });
+
+  it('a name missing from a cached listing is listed once more before it is taken as absent; the fresh listing is kept', async () => {
+    const catalog = new ToolCatalog();
+    let listings = 0;
+    let current: ListedTool[] = [{ name: 'plain' }];
+    const list = async () => (listings++, current);
+    await catalog.lookup('v', 'plain', list);
+    expect(listings).toBe(1);
+    // Not in the cached listing: listed again once, still absent.
+    expect(await catalog.lookup('v', 'unknown', list)).toBeUndefined();
+    expect(listings).toBe(2);
+    // A tool added upstream without notifications/tools/list_changed is found by that listing.
+    current = [{ name: 'plain' }, { name: 'added' }];
+    expect(await catalog.lookup('v', 'added', list)).toEqual({ params: [], replayable: false });
+    expect(listings).toBe(3);
+    expect(await catalog.lookup('v', 'added', list)).toEqual({ params: [], replayable: false });
+    expect(listings).toBe(3);
   });
 
   it('concurrent misses of one view share one listing; a failed listing is not cached', async () => {

@@ -1,0 +1,103 @@
+/**
+ * How upstream faults and refusals reach a 2026-07-28 client: a result or message that breaks the
+ * protocol is the upstream's -32603 `protocol` fault on one line, a tool the upstream does not list
+ * is -32602 "Unknown tool" (after one fresh listing), and relayed upstream errors lose the SDK's
+ * `MCP error <code>: ` prefixes.
+ */
+import { writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+
+const gateways: TestGateway[] = [];
+const servers: Server[] = [];
+afterAll(async () => {
+  await Promise.all(gateways.map((g) => g.close()));
+  await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
+});
+async function gateway(upstreams: Record<string, unknown>): Promise<TestGateway> {
+  const g = await startGateway({ upstreams });
+  gateways.push(g);
+  return g;
+}
+
+/** A real HTTP server on 127.0.0.1 answering every POST with `body` as application/json. */
+async function answering(body: string): Promise<string> {
+  const srv = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(req.method === 'POST' ? 200 : 405, { 'content-type': 'application/json' });
+      res.end(req.method === 'POST' ? body : '');
+    });
+  });
+  servers.push(srv);
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  return `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`;
+}
+
+describe('an upstream that breaks the protocol', () => {
+  it('a legacy tool result the server SDK refuses (content not an array) is -32603 protocol, one line naming the upstream and the first problem', async () => {
+    const gw = await gateway({ x: fixtureStdio() });
+    const r = await rpc(gw.url('x'), 'tools/call', { name: 'bad_result', arguments: {} });
+    expect(r.status).toBe(200);
+    expect(r.body.error).toEqual({
+      code: -32603,
+      message: "Upstream 'x' returned an invalid tools/call result: content: expected array, received string",
+      data: { upstream: 'x', reason: 'protocol' },
+    });
+  });
+
+  it.each(['auto', 'legacy'] as const)('a Streamable HTTP upstream answering {"not":"jsonrpc"} (protocol %s) is -32603 protocol with a one-line message, at once', async (protocol) => {
+    const url = await answering('{"not":"jsonrpc"}');
+    // requestMs far above the bound below: an answer ignored until the timeout would fail the test.
+    const gw = await gateway({ h: { transport: 'streamable-http', url, protocol, timeouts: { connectMs: 30_000, requestMs: 30_000 } } });
+    const started = Date.now();
+    const r = await rpc(gw.url('h'), 'tools/list', {});
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
+    expect(r.body.error.message).toMatch(/^Upstream 'h' .*invalid JSON-RPC message: jsonrpc: expected "2\.0"$/);
+    expect(r.body.error.message).not.toContain('\n');
+  });
+});
+
+describe('a tool the upstream does not list', () => {
+  let log: FixtureLog;
+  let hidden: string;
+  let gw: TestGateway;
+  beforeAll(async () => {
+    log = new FixtureLog();
+    hidden = join(log.file, '..', 'unlisted');
+    writeFileSync(hidden, 'unlisted_tool\n');
+    gw = await gateway({ x: { ...fixtureStdio(log, { FIXTURE_UNLISTED_FILE: hidden }), maxSessions: 1 } });
+  });
+
+  it('is -32602 "Unknown tool: NAME" (not the legacy server\'s isError result)', async () => {
+    const r = await rpc(gw.url('x'), 'tools/call', { name: 'nope', arguments: {} });
+    expect(r.status).toBe(200);
+    expect(r.body.error).toEqual({ code: -32602, message: 'Unknown tool: nope' });
+    expect(r.body.result).toBeUndefined();
+  });
+
+  it('is refused only after the cached listing was refreshed once, and a tool that appears without a list change is then served', async () => {
+    const before = log.of('tools-list').length;
+    const refused = await rpc(gw.url('x'), 'tools/call', { name: 'unlisted_tool', arguments: {} });
+    expect(refused.body.error).toEqual({ code: -32602, message: 'Unknown tool: unlisted_tool' });
+    // The listing cached by the previous call was stale for all the gateway knew: listed once more.
+    expect(log.of('tools-list').length - before).toBe(1);
+    writeFileSync(hidden, '');
+    const served = await rpc(gw.url('x'), 'tools/call', { name: 'unlisted_tool', arguments: {} });
+    expect(served.body.error).toBeUndefined();
+    expect(served.body.result.content[0].text).toBe('unlisted_tool ran');
+  });
+});
+
+describe('relayed upstream errors', () => {
+  it("lose the SDK's 'MCP error <code>: ' prefixes (a legacy -32602 for a bad cursor)", async () => {
+    const gw = await gateway({ x: fixtureStdio(undefined, { FIXTURE_PAGE_SIZE: '2' }) });
+    const r = await rpc(gw.url('x'), 'tools/list', { cursor: 'bogus' });
+    expect(r.body.error).toEqual({ code: -32602, message: 'Invalid cursor: bogus' });
+  });
+});
