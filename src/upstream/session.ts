@@ -453,7 +453,7 @@ export class UpstreamSession {
       guardStdout(transport, (reason) => {
         this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
         childOf(transport)?.kill('SIGTERM');
-        if (!conn.ready) stopStart(new Error(reason));
+        if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
         else if (this.conn === conn) this.fail(reason);
       });
     }

@@ -105,7 +105,7 @@ describe('upstream start bounded by timeouts.connectMs', () => {
       const mem = memoryLogger('info');
       const gw = await gateway({ upstreams: { y: { transport: 'stdio', command: 'yes', protocol, timeouts: { connectMs: 4000 } } } }, { log: mem.log });
       const { value: r, ms } = await timed(rpc(gw.url('y'), 'tools/list'));
-      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'y', reason: 'unreachable' } });
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'y', reason: 'protocol' } });
       expect(r.body.error.message).toContain('1000 lines in a row that are not JSON-RPC messages on stdout');
       // Well before connectMs: the flood itself ends the start.
       expect(ms).toBeLessThan(3500);
