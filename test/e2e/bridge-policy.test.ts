@@ -148,7 +148,9 @@ describe('bridge policy', () => {
       expect(Object.keys(second.body.result.inputRequests)).toEqual(['second']);
       const done = await call({ requestState: second.body.result.requestState, inputResponses: { second: answer('Alan') } });
       expect(done.body.result.content[0].text).toBe('Ada and Alan');
-      expect(batching.quietMs).toBeGreaterThanOrEqual(2 * 100 + 5);
+      // Twice the gap seen plus 5 ms; the gap as seen here may be a little shorter than the
+      // upstream's 100 ms timer when its first message was read late.
+      expect(batching.quietMs).toBeGreaterThanOrEqual(2 * 90 + 5);
       // Later calls wait for the gap the upstream showed: both questions in one round.
       const again = await call();
       expect(Object.keys(again.body.result.inputRequests).sort()).toEqual(['first', 'second']);
