@@ -33,7 +33,7 @@ import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool, type AcquireOptions } from './upstream/pool.js';
-import { stderrSummary } from './upstream/session.js';
+import { unreachableText } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
@@ -192,8 +192,7 @@ export class Upstream {
         this.health.noteProbeFailed(e.message, stderr);
         this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
         if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
-        const said = stderrSummary(stderr);
-        throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${e.message}${said ? `; the process said: ${said}` : ''}`, stderr.length ? { stderr } : undefined);
+        throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), stderr.length ? { stderr } : undefined);
       },
     );
     return this.eraKnown;

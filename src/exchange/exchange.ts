@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, GatewayError, UpstreamProtocolError, missingCapability, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
@@ -22,7 +22,7 @@ import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
-import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../upstream/session.js';
+import { NO_TIMEOUT, type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../upstream/session.js';
 import { asRpcError, SamplingError } from '../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
@@ -34,9 +34,6 @@ export const INPUT_KIND_OF: Record<string, InputKind> = {
   'sampling/createMessage': 'sampling',
   'roots/list': 'roots',
 };
-
-/** Largest value Node timers accept, in ms: used to switch off the SDK's own request timeout. */
-const NO_SDK_TIMEOUT = 2_147_483_647;
 
 /** Accepts any result object: the gateway relays upstream results as they are. */
 export const LooseResult = z.looseObject({});
@@ -181,11 +178,11 @@ export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
 
 /**
  * Whether the upstream session is still fit for reuse after `err` ended a request on it: an error
- * the upstream itself answered leaves it usable; a transport failure or a closed connection
- * (-32000) or an SDK-side timeout (-32001) does not.
+ * the upstream itself answered (an McpError, whatever its code) leaves it usable; a transport
+ * failure, a closed connection, a timeout or a cancellation ({@link UpstreamRequestLost}) does not.
  */
 export function keepsSession(err: unknown): boolean {
-  return err instanceof McpError && err.code !== -32000 && err.code !== -32001;
+  return err instanceof McpError;
 }
 
 /** A result without the 2025-11-25 `_meta["io.modelcontextprotocol/related-task"]` (not used in 2026-07-28). */
@@ -220,14 +217,15 @@ export function downstreamError(
 
 function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }, request?: { method: string }): GatewayError {
   if (err instanceof GatewayError) return err;
+  if (err instanceof UpstreamRequestLost) {
+    if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
+    const reason = session?.deadReason ?? 'connection closed';
+    return session?.transportKind === 'stdio'
+      ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
+      : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);
+  }
   if (err instanceof McpError) {
-    if (err.code === -32000) {
-      const reason = session?.deadReason ?? 'connection closed';
-      return session?.transportKind === 'stdio'
-        ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
-        : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);
-    }
-    if (err.code === -32001) return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
+    // Past this point the error is the upstream's own answer: its code is relayed, -32000 and -32001 included.
     if (err.code === -32002) {
       return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
     }
@@ -342,7 +340,7 @@ export class Exchange implements CallHandlers {
       // The upstream span's context goes in `_meta` too (read there on stdio), while tracing.
       lease.session.request({ method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } }, LooseResult, {
         signal: this.abort.signal,
-        timeout: NO_SDK_TIMEOUT,
+        timeout: NO_TIMEOUT,
       }),
     ).then(
       (result) => this.finish({ result: result as Record<string, unknown> }, true),
@@ -367,7 +365,7 @@ export class Exchange implements CallHandlers {
       const stream = lease.session.callToolAsTask(
         { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
         this.init.legacyTask!.ttlMs,
-        { signal: this.abort.signal, timeout: NO_SDK_TIMEOUT },
+        { signal: this.abort.signal, timeout: NO_TIMEOUT },
       );
       for await (const message of stream) {
         if (this.outcome) return;

@@ -36,6 +36,7 @@ import type { SpentStates } from '../store/shared.js';
 import { secretFields } from '../security/secrets.js';
 import { TASK_NOT_FOUND } from '../tasks/manager.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../upstream/modern.js';
+import { unreachableText } from '../upstream/session.js';
 
 /** The upstream a pass-through request goes to (the router's `Upstream` fits). */
 export interface PassThroughUpstream {
@@ -207,7 +208,9 @@ export class ModernPassThrough {
             ? 'The client closed the request; the upstream call was cancelled'
             : e.reason === 'timeout'
               ? `Upstream '${up.name}' timed out: ${e.message}`
-              : `Upstream '${up.name}' failed: ${e.message}`;
+              : e.reason === 'unreachable'
+                ? unreachableText(up.name, e.message, e.stderr)
+                : `Upstream '${up.name}' failed: ${e.message}`;
         throw upstreamFailed(up.name, e.reason, what, e.stderr.length ? { stderr: e.stderr } : undefined);
       }
       throw e;

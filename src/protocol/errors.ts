@@ -176,6 +176,26 @@ export const upstreamProtocolFault = (upstream: string, what: string, problem: s
  * `problem` is the first problem found, on one line. The router answers it as -32603
  * `data.reason: "protocol"`.
  */
+/**
+ * A request to a legacy upstream that ended without the upstream's answer, as the gateway saw it
+ * end: `closed` when the session's connection closed (the stdio child exited, the HTTP session was
+ * lost, or the gateway closed it), `timeout` when the request's own timer (`timeoutMs`, ms) fired,
+ * `aborted` when its abort signal did. The v1 SDK reports all three as McpError -32000
+ * (ConnectionClosed) or -32001 (RequestTimeout), the same codes a server may send as its own
+ * error; `UpstreamSession.request` (src/upstream/session.ts) throws this instead, so only an error
+ * the upstream answered stays an McpError. The router answers it as -32603 with
+ * `data.reason` `crashed` / `session-lost` (closed) or `timeout`.
+ */
+export class UpstreamRequestLost extends Error {
+  override name = 'UpstreamRequestLost';
+  constructor(
+    readonly kind: 'closed' | 'timeout' | 'aborted',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 export class UpstreamProtocolError extends Error {
   override name = 'UpstreamProtocolError';
   constructor(

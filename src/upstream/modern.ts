@@ -189,6 +189,8 @@ class ModernStdioUpstream implements ModernUpstream {
   private readonly byToken = new Map<string | number, string>();
   private stderr = new StderrTail();
   private closed = false;
+  /** Whether the running child has sent any message yet. */
+  private heard = false;
 
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
@@ -199,6 +201,7 @@ class ModernStdioUpstream implements ModernUpstream {
     if (this.transport) return Promise.resolve(this.transport);
     this.starting ??= (async () => {
       const stderr = (this.stderr = new StderrTail());
+      this.heard = false;
       const t = new StdioClientTransport({ command: this.cfg.command, args: this.cfg.args, env: { ...defaultChildEnv(), ...this.cfg.env }, cwd: this.cfg.cwd, stderr: 'pipe' });
       t.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8'), (line) => this.log.debug({ stderr: line }, 'upstream stderr')));
       t.onmessage = (message) => this.receive(message as Incoming);
@@ -231,13 +234,18 @@ class ModernStdioUpstream implements ModernUpstream {
     this.transport = undefined;
     const stderr = this.stderr.get();
     if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
+    // A child that exits before it ever answered did not start: unreachable, as in the legacy era.
+    const failure = this.heard
+      ? () => new ModernHopError('crashed', 'the upstream process exited during the request', stderr)
+      : () => new ModernHopError('unreachable', 'the process exited before it answered', stderr);
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
-      p.reject(new ModernHopError('crashed', 'the upstream process exited during the request', stderr));
+      p.reject(failure());
     }
   }
 
   private receive(m: Incoming): void {
+    this.heard = true;
     if (m.id !== undefined && m.method === undefined) {
       const p = this.pending.get(String(m.id));
       if (!p) return;

@@ -20,7 +20,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import type { RequestOptions, RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { DEFAULT_REQUEST_TIMEOUT_MSEC, type RequestOptions, type RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ResponseMessage } from '@modelcontextprotocol/sdk/shared/responseMessage.js';
 import {
   CallToolResultSchema,
@@ -50,7 +50,7 @@ import { cwdProblem, safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
-import { UpstreamProtocolError, errorText, withoutMcpPrefix } from '../protocol/errors.js';
+import { UpstreamProtocolError, UpstreamRequestLost, errorText, withoutMcpPrefix } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
 import { guardStdout } from './stdout-guard.js';
 
@@ -126,6 +126,8 @@ const STDERR_LINE_CHARS = 500;
 const BARRIER_PING_MS = 2000;
 /** Poll interval of an upstream task whose `tasks/get` names none, in ms (the v1 SDK's default). */
 const DEFAULT_TASK_POLL_MS = 1000;
+/** A request timeout (ms) that never fires: the largest delay `setTimeout` takes. */
+export const NO_TIMEOUT = 2_147_483_647;
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
@@ -202,6 +204,15 @@ export function stderrSummary(lines: string[]): string | undefined {
   return telling ?? lines[lines.length - 1];
 }
 
+/**
+ * The message of a -32603 `unreachable`: `Upstream 'NAME' could not be started or reached: WHY`,
+ * followed by the stderr line that most likely says why (see {@link stderrSummary}).
+ */
+export function unreachableText(upstream: string, why: string, stderr: string[]): string {
+  const said = stderrSummary(stderr);
+  return `Upstream '${upstream}' could not be started or reached: ${why}${said ? `; the process said: ${said}` : ''}`;
+}
+
 /** Configured headers with `extra` replacing any of the same name (header names are case-insensitive). */
 function mergeHeaders(configured: Record<string, string>, extra: Record<string, string>): Record<string, string> {
   const h = new Headers(configured);
@@ -265,6 +276,8 @@ interface Connection {
   stderr?: StderrTail;
   /** False until the start barrier passed: server-initiated requests before then belong to no call. */
   ready: boolean;
+  /** True once the client's transport closed (set before the SDK fails the requests in flight). */
+  closed: boolean;
   /** Server-initiated requests answered while the connection was starting, and when the last came (epoch ms). */
   startRequests: number;
   lastStartRequestAt: number;
@@ -394,7 +407,7 @@ export class UpstreamSession {
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities, jsonSchemaValidator: SCHEMA_VALIDATOR });
     const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
-    const conn: Connection = { client, transport, stderr, ready: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
+    const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -435,6 +448,7 @@ export class UpstreamSession {
       });
     }
     client.onclose = () => {
+      conn.closed = true;
       if (this.conn === conn) this.markDead(this.closing ? 'closed by the gateway' : 'connection closed');
     };
     client.onerror = (err) => {
@@ -474,7 +488,8 @@ export class UpstreamSession {
       await Promise.race([client.close().catch(() => {}), delay(250)]);
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, delay(500)]);
-      const timedOut = (e instanceof UpstreamStartError && e.reason === 'timeout') || (e instanceof McpError && e.code === ErrorCode.RequestTimeout);
+      // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
+      const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
         timedOut ? `${stage} took longer than ${Math.round(startMs)} ms` : startFailureText(e, cfg),
         stderr?.get() ?? [],
@@ -496,7 +511,8 @@ export class UpstreamSession {
   /** `initialize` (the SDK starts the transport first), then the start barrier, within `startMs`. */
   private async handshake(conn: Connection, startMs: number): Promise<void> {
     const { client, transport } = conn;
-    await client.connect(transport, { timeout: startMs });
+    // The start's own timer (in connect) bounds the handshake; the SDK's is a backstop behind it.
+    await client.connect(transport, { timeout: startMs * 2 });
     const deliver = transport.onmessage;
     transport.onmessage = (message, extra) => {
       this.received++;
@@ -528,7 +544,8 @@ export class UpstreamSession {
       conn.client.ping({ timeout }).then(
         () => true,
         (e) => {
-          if (e instanceof McpError && e.code !== -32000) return false;
+          // A server that does not answer ping (its own error, or the SDK's timeout) is let through.
+          if (e instanceof McpError && !conn.closed) return false;
           throw e;
         },
       );
@@ -576,17 +593,52 @@ export class UpstreamSession {
    * initialized in place and the request is sent once more. Every request the gateway sends on a
    * session goes through here (the calls of clients and the gateway's own: tool listings,
    * `resources/subscribe`, upstream task polling and `tasks/cancel`).
-   * @throws McpError from the upstream or the SDK (-32000 connection closed, -32001 timeout), or the
-   *   transport's error when the upstream cannot be reached.
+   * @throws McpError with the upstream's own error (any code, -32000 and -32001 included);
+   *   UpstreamRequestLost when the connection closed, `options.timeout` (ms) passed or
+   *   `options.signal` aborted before it answered; the transport's error when the upstream cannot
+   *   be reached.
    */
   async request<S extends z.ZodType>(request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
     const conn = this.conn;
     try {
-      return await conn.client.request(request as never, schema as never, options);
+      return await this.send(conn, request, schema, options);
     } catch (e) {
       if (!isSessionNotFound(e) || this.deadReason || options?.signal?.aborted) throw e;
       const fresh = await this.replace(conn);
-      return fresh.client.request(request as never, schema as never, options);
+      return this.send(fresh, request, schema, options);
+    }
+  }
+
+  /**
+   * One request on `conn`, timed by the session rather than the SDK (`options.timeout`, ms; the
+   * SDK's 60 s when absent), so that a failure of the gateway's side is told from an error the
+   * upstream answered with the same code.
+   * @throws UpstreamRequestLost when the connection closed, the timer fired or `options.signal`
+   *   aborted before the upstream answered; otherwise what the SDK throws (an McpError is then the
+   *   upstream's own error).
+   */
+  private async send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
+    const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
+    const ac = new AbortController();
+    // An McpError reason reaches the caller as is (the SDK wraps any other), so it is recognised below.
+    const timedOut = new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout });
+    const timer = timeout < NO_TIMEOUT ? setTimeout(() => ac.abort(timedOut), timeout) : undefined;
+    const outer = options?.signal;
+    const forward = () => ac.abort(outer?.reason);
+    if (outer?.aborted) forward();
+    else outer?.addEventListener('abort', forward, { once: true });
+    try {
+      return await conn.client.request(request as never, schema as never, { ...options, signal: ac.signal, timeout: NO_TIMEOUT });
+    } catch (e) {
+      if (e === timedOut) throw new UpstreamRequestLost('timeout', `${request.method} got no answer within ${timeout} ms`);
+      if (outer?.aborted) throw new UpstreamRequestLost('aborted', `${request.method} was cancelled: ${String(outer.reason)}`);
+      if (conn.closed && ((e instanceof McpError && e.code === ErrorCode.ConnectionClosed) || (e instanceof Error && e.message === 'Not connected'))) {
+        throw new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${request.method} (${this.deadReason ?? 'connection closed'})`);
+      }
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      outer?.removeEventListener('abort', forward);
     }
   }
 

@@ -2,7 +2,8 @@
  * How upstream faults and refusals reach a 2026-07-28 client: a result or message that breaks the
  * protocol is the upstream's -32603 `protocol` fault on one line, a tool the upstream does not list
  * is -32602 "Unknown tool" (after one fresh listing), and relayed upstream errors lose the SDK's
- * `MCP error <code>: ` prefixes.
+ * `MCP error <code>: ` prefixes and keep their code, -32000 and -32001 included, on a session that
+ * stays in use.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -99,5 +100,44 @@ describe('relayed upstream errors', () => {
     const gw = await gateway({ x: fixtureStdio(undefined, { FIXTURE_PAGE_SIZE: '2' }) });
     const r = await rpc(gw.url('x'), 'tools/list', { cursor: 'bogus' });
     expect(r.body.error).toEqual({ code: -32602, message: 'Invalid cursor: bogus' });
+  });
+});
+
+/**
+ * A legacy (2025-06-18) stdio server written out raw: tool `fail` answers the JSON-RPC error given
+ * in its arguments (`code`, `message`), tool `pid` answers the server's process id.
+ */
+const RAW_SERVER = `
+const rl = require('node:readline').createInterface({ input: process.stdin });
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\\n');
+rl.on('line', (line) => {
+  const m = JSON.parse(line);
+  if (m.id === undefined || m.method === undefined) return;
+  if (m.method === 'initialize') return send({ id: m.id, result: { protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } } });
+  if (m.method === 'ping') return send({ id: m.id, result: {} });
+  if (m.method === 'tools/list') return send({ id: m.id, result: { tools: ['fail', 'pid'].map((name) => ({ name, inputSchema: { type: 'object' } })) } });
+  if (m.method === 'tools/call' && m.params.name === 'pid') return send({ id: m.id, result: { content: [{ type: 'text', text: String(process.pid) }] } });
+  if (m.method === 'tools/call') return send({ id: m.id, error: { code: m.params.arguments.code, message: m.params.arguments.message } });
+  send({ id: m.id, error: { code: -32601, message: 'Method not found' } });
+});
+`;
+
+describe("an upstream's own -32000 or -32001 error", () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    // One session at most: a session dropped after the error would show as a new process id.
+    gw = await gateway({ raw: { transport: 'stdio', command: process.execPath, args: ['-e', RAW_SERVER], protocol: 'legacy', maxSessions: 1 } });
+  });
+  const pid = async () => (await rpc(gw.url('raw'), 'tools/call', { name: 'pid', arguments: {} })).body.result.content[0].text as string;
+
+  it.each([
+    [-32000, 'Database is locked'],
+    [-32001, 'Auth required'],
+  ])('%i is relayed with its code and message, and the session (the same process) serves the next call', async (code, message) => {
+    const before = await pid();
+    const r = await rpc(gw.url('raw'), 'tools/call', { name: 'fail', arguments: { code, message } });
+    expect(r.status).toBe(200);
+    expect(r.body.error).toEqual({ code, message });
+    expect(await pid()).toBe(before);
   });
 });

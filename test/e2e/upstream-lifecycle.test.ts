@@ -116,6 +116,15 @@ describe('upstream sessions', () => {
     expect(r.body.error.message).toContain("'f'");
   });
 
+  it.each(['legacy', 'auto', '2026-07-28'] as const)('a stdio child that exits at once (protocol %s) is -32603 unreachable, the message quoting its stderr', async (protocol) => {
+    const script = "process.stderr.write('Error: missing API_KEY\\n'); process.exit(3)";
+    const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['-e', script], protocol } } });
+    const r = await rpc(gw.url('f'), 'tools/list');
+    expect(r.body.error.code).toBe(-32603);
+    expect(r.body.error.data).toMatchObject({ upstream: 'f', reason: 'unreachable', stderr: ['Error: missing API_KEY'] });
+    expect(r.body.error.message).toMatch(/^Upstream 'f' could not be started or reached: .*; the process said: Error: missing API_KEY$/);
+  });
+
   it('notices a lost Streamable HTTP upstream: the call in flight fails at once, and after a restart the next call gets a fresh session', async () => {
     const log = new FixtureLog();
     const srv = await startFixtureHttp('http', log);
