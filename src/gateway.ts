@@ -183,7 +183,7 @@ export class Upstream {
         this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
         // A stdio child started only to ask is not needed by a legacy upstream (it ends in the background).
-        if (era === 'legacy') void this.modern!.close();
+        if (era === 'legacy') void this.modern!.close({ reopen: true });
         return era;
       },
       (e: Error) => {
@@ -752,7 +752,9 @@ export class Gateway {
    * Stops serving: open `subscriptions/listen` streams end gracefully, work registered with
    * {@link onClose} runs (legacy sessions end), calls still waiting get -32603 "gateway shutting
    * down" and are cancelled upstream, as are running tasks and parked calls; then every upstream
-   * session closes (stdio children end).
+   * session closes, and so does every 2026-07-28 hop: its requests in flight are cancelled upstream
+   * and answered -32603 "gateway shutting down" (`shutting-down`), and stdio children end (SIGTERM,
+   * then SIGKILL after `KILL_AFTER_MS`, 2 s).
    */
   async close(): Promise<void> {
     this.closing = true;
@@ -762,7 +764,7 @@ export class Gateway {
     this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
     // Let the cancellations reach the upstreams before their sessions close.
     await new Promise((r) => setTimeout(r, 20));
-    await Promise.all([...this.upstreams.values()].map((u) => u.pool.close()));
+    await Promise.all([...this.upstreams.values()].flatMap((u) => [u.pool.close(), u.modern?.close()]));
     clearInterval(this.heartbeat);
     await this.store.replicas.leave(this.replica).catch(() => {});
     await this.store.close();

@@ -427,9 +427,15 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 /** Methods (by the `Mcp-Method` header) that may resume work held here, so the drain lets them reach the router. */
 const DRAIN_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read', 'tasks/get', 'tasks/update', 'tasks/cancel']);
 
-/** 503 / -32603 "gateway shutting down" with `Connection: close`: the answer to new work during the drain. */
-function refuseDraining(requestId: string): Response {
-  return errorResponse(null, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { connection: 'close', 'x-request-id': requestId });
+/** The header that ends the connection after the response: every 503 of the drain carries it, so clients reconnect elsewhere. */
+const CLOSE = { connection: 'close' } as const;
+
+/**
+ * 503 / -32603 "gateway shutting down" with `Connection: close`: the answer to new work during the
+ * drain, with the request's JSON-RPC `id` when the body was read (else null).
+ */
+function refuseDraining(requestId: string, id: RequestId | null = null): Response {
+  return errorResponse(id, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { ...CLOSE, 'x-request-id': requestId });
 }
 
 /** What the request log line and the metrics need to know about one request. */
@@ -532,7 +538,7 @@ async function handleMcp(
     return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
   }
   const era = eraOf(body, headerOf(c, 'mcp-session-id'));
-  if (era !== 'modern' && gateway.isDraining) return refuseDraining(requestId);
+  if (era !== 'modern' && gateway.isDraining) return refuseDraining(requestId, id);
   if (era !== 'modern') return legacy(era, body);
   let rpc;
   try {
@@ -627,7 +633,7 @@ async function handleMcp(
       if ('forwarded' in done && done.forwarded) return resolveResponse(done.forwarded);
       const { message, status } = done as { message: unknown; status: number };
       if (sse) sse.send(message).then(sse.end, () => {});
-      else resolveResponse(new Response(JSON.stringify(message), { status, headers: responseHeadersFor(c, jsonHeaders) }));
+      else resolveResponse(new Response(JSON.stringify(message), { status, headers: responseHeadersFor(c, status === 503 && gateway.isDraining ? { ...jsonHeaders, ...CLOSE } : jsonHeaders) }));
     });
   });
 }

@@ -206,11 +206,13 @@ export class ModernPassThrough {
         const what =
           e.reason === 'cancelled'
             ? 'The client closed the request; the upstream call was cancelled'
-            : e.reason === 'timeout'
-              ? `Upstream '${up.name}' timed out: ${e.message}`
-              : e.reason === 'unreachable'
-                ? unreachableText(up.name, e.message, e.stderr)
-                : `Upstream '${up.name}' failed: ${e.message}`;
+            : e.reason === 'shutting-down'
+              ? 'gateway shutting down'
+              : e.reason === 'timeout'
+                ? `Upstream '${up.name}' timed out: ${e.message}`
+                : e.reason === 'unreachable'
+                  ? unreachableText(up.name, e.message, e.stderr)
+                  : `Upstream '${up.name}' failed: ${e.message}`;
         throw upstreamFailed(up.name, e.reason, what, e.stderr.length ? { stderr: e.stderr } : undefined);
       }
       throw e;

@@ -22,7 +22,7 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
 import type { HttpHop } from './http.js';
-import { StderrTail, UpstreamStartError, childOf, defaultChildEnv, startFailureText } from './session.js';
+import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, defaultChildEnv, endStdioChild, startFailureText } from './session.js';
 import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
@@ -59,7 +59,7 @@ export interface ModernCallOptions {
 export class ModernHopError extends Error {
   override name = 'ModernHopError';
   constructor(
-    readonly reason: 'unreachable' | 'crashed' | 'timeout' | 'cancelled' | 'protocol',
+    readonly reason: 'unreachable' | 'crashed' | 'timeout' | 'cancelled' | 'protocol' | 'shutting-down',
     message: string,
     readonly stderr: string[] = [],
   ) {
@@ -74,8 +74,13 @@ export interface ModernUpstream {
    * @throws ModernHopError when no answer arrives (unreachable, crashed, timeout, cancelled).
    */
   request(method: string, params: Record<string, unknown>, opts?: ModernCallOptions): Promise<ModernResponse>;
-  /** Ends the connection (a stdio child exits). */
-  close(): Promise<void>;
+  /**
+   * Ends the connection: requests in flight fail with ModernHopError `shutting-down` and are
+   * cancelled upstream (their HTTP streams close; a stdio child gets `notifications/cancelled`),
+   * and a stdio child ends (SIGTERM, then SIGKILL after {@link KILL_AFTER_MS} ms). Requests made
+   * afterwards fail the same way, except after the close of a probe-only child (`reopen`).
+   */
+  close(opts?: { reopen?: boolean }): Promise<void>;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -86,6 +91,10 @@ export function gatewayEnvelope(clientCapabilities: Record<string, unknown> = {}
     'io.modelcontextprotocol/clientInfo': { name: 'mrtr-gateway', version: '0.1.0' },
   };
 }
+
+/** The abort reason of the requests the gateway's shutdown ends. */
+const SHUTTING_DOWN = 'shutting-down';
+const shuttingDownError = () => new ModernHopError('shutting-down', 'gateway shutting down');
 
 let nextId = 1;
 const newId = () => `gw-${nextId++}`;
@@ -107,6 +116,10 @@ function idleTimer(ms: number | undefined, onIdle: () => void): { touch: () => v
 
 /** Streamable HTTP: one SDK transport per request over the upstream's keep-alive pool. */
 class ModernHttpUpstream implements ModernUpstream {
+  /** The abort controllers of the requests in flight. */
+  private readonly inFlight = new Set<AbortController>();
+  private closed = false;
+
   constructor(
     private readonly url: URL,
     private readonly http: HttpHop,
@@ -114,12 +127,14 @@ class ModernHttpUpstream implements ModernUpstream {
   ) {}
 
   async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
+    if (this.closed) throw shuttingDownError();
     const id = newId();
     const transport = new StreamableHTTPClientTransport(this.url, { fetch: this.http.fetch as never, requestInit: { headers: { ...this.headers, ...opts.hopHeaders } } });
     await transport.start();
     const abort = new AbortController();
     const onAbort = () => abort.abort(opts.signal?.reason);
     opts.signal?.addEventListener('abort', onAbort, { once: true });
+    this.inFlight.add(abort);
     try {
       return await new Promise<ModernResponse>((resolve, reject) => {
         const idle = idleTimer(opts.idleMs, () => {
@@ -142,7 +157,14 @@ class ModernHttpUpstream implements ModernUpstream {
           }
         };
         transport.onerror = () => {};
-        abort.signal.addEventListener('abort', () => fail(new ModernHopError(abort.signal.reason === 'timeout' ? 'timeout' : 'cancelled', 'the request was cancelled')), { once: true });
+        abort.signal.addEventListener(
+          'abort',
+          () => {
+            const why = abort.signal.reason;
+            fail(why === SHUTTING_DOWN ? shuttingDownError() : new ModernHopError(why === 'timeout' ? 'timeout' : 'cancelled', 'the request was cancelled'));
+          },
+          { once: true },
+        );
         transport
           .send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage, {
             requestSignal: abort.signal,
@@ -166,11 +188,15 @@ class ModernHttpUpstream implements ModernUpstream {
           });
       });
     } finally {
+      this.inFlight.delete(abort);
       opts.signal?.removeEventListener('abort', onAbort);
     }
   }
 
-  async close(): Promise<void> {}
+  async close(opts: { reopen?: boolean } = {}): Promise<void> {
+    if (!opts.reopen) this.closed = true;
+    for (const abort of [...this.inFlight]) abort.abort(SHUTTING_DOWN);
+  }
 }
 
 interface Pending {
@@ -178,6 +204,8 @@ interface Pending {
   reject: (e: Error) => void;
   onNotification?: (n: ModernNotification) => void;
   progressToken?: string | number;
+  /** The request's `_meta` envelope, for its `notifications/cancelled`. */
+  meta: unknown;
   touch: () => void;
 }
 
@@ -191,6 +219,8 @@ class ModernStdioUpstream implements ModernUpstream {
   private closed = false;
   /** Whether the running child has sent any message yet. */
   private heard = false;
+  /** Set by a close that is not `reopen`: no request goes upstream any more. */
+  private shutDown = false;
 
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
@@ -284,6 +314,7 @@ class ModernStdioUpstream implements ModernUpstream {
   }
 
   async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
+    if (this.shutDown) throw shuttingDownError();
     let t: StdioClientTransport;
     try {
       t = await this.start();
@@ -291,6 +322,7 @@ class ModernStdioUpstream implements ModernUpstream {
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       throw new ModernHopError('unreachable', errorText(e), stderr);
     }
+    if (this.shutDown) throw shuttingDownError();
     const id = newId();
     const progressToken = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     return new Promise<ModernResponse>((resolve, reject) => {
@@ -312,6 +344,7 @@ class ModernStdioUpstream implements ModernUpstream {
         reject: (e) => (done(), reject(e)),
         onNotification: opts.onNotification,
         progressToken,
+        meta: params._meta,
         touch: idle.touch,
       });
       if (progressToken !== undefined) this.byToken.set(progressToken, id);
@@ -323,11 +356,18 @@ class ModernStdioUpstream implements ModernUpstream {
     });
   }
 
-  async close(): Promise<void> {
+  async close(opts: { reopen?: boolean } = {}): Promise<void> {
     this.closed = true;
-    const t = this.transport;
+    if (!opts.reopen) this.shutDown = true;
+    const t = this.transport ?? (await this.starting?.catch(() => undefined));
     this.transport = undefined;
-    await t?.close().catch(() => {});
+    if (!t) return;
+    for (const [id, p] of [...this.pending]) {
+      this.forget(id);
+      void t.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'gateway shutting down', _meta: p.meta } } as JSONRPCMessage).catch(() => {});
+      p.reject(shuttingDownError());
+    }
+    await endStdioChild(t, () => t.close());
   }
 }
 
@@ -361,7 +401,7 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
         throw e;
       }
     },
-    close: () => up.close(),
+    close: (opts) => up.close(opts),
   };
 }
 

@@ -316,6 +316,31 @@ export function childOf(transport: object): import('node:child_process').ChildPr
   return (transport as { _process?: import('node:child_process').ChildProcess })._process;
 }
 
+/** How long a stdio child may run on after the gateway sent it SIGTERM at close before it gets SIGKILL, in ms. */
+export const KILL_AFTER_MS = 2000;
+
+/**
+ * Closes a stdio transport (v1 or v2 SDK) and makes sure its child ends: `close` runs the SDK's
+ * close (stdin ends, then SIGTERM), the child gets SIGTERM at once as well, and SIGKILL when it
+ * still runs `killAfterMs` (ms) later. Resolves when the child has exited (or at once without
+ * one) and `close` has settled. Never throws.
+ */
+export async function endStdioChild(transport: object, close: () => Promise<unknown>, killAfterMs = KILL_AFTER_MS): Promise<void> {
+  const child = childOf(transport);
+  const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
+  if (!running()) {
+    await close().catch(() => {});
+    return;
+  }
+  const exited = new Promise<void>((r) => child!.once('exit', () => r()));
+  child!.kill('SIGTERM');
+  const timer = setTimeout(() => {
+    if (running()) child!.kill('SIGKILL');
+  }, killAfterMs);
+  await Promise.all([exited, close().catch(() => {})]);
+  clearTimeout(timer);
+}
+
 /** What a start was doing, for the message of a start that took too long. */
 function firstStage(cfg: UpstreamConfig): string {
   if (cfg.transport === 'stdio') return `spawning '${cfg.command}'`;
@@ -821,7 +846,8 @@ export class UpstreamSession {
       if (conn && (conn.transport instanceof StreamableHTTPClientTransport || conn.transport instanceof HttpClientTransport) && conn.transport.sessionId && !this.deadReason) {
         await Promise.race([conn.transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
       }
-      await conn?.client.close();
+      if (conn?.transport instanceof StdioClientTransport) await endStdioChild(conn.transport, () => conn.client.close());
+      else await conn?.client.close();
     } catch {
       /* already closed */
     }
