@@ -145,23 +145,19 @@ describe('CLI config errors', () => {
     expect(parseConfigFileProblem(equal)).toBeUndefined();
   });
 
-  it('an mcpServers file with a bad cwd and a bad server name → exit 2, stderr lists both', async () => {
-    const file = writeConfig('cwd-and-name.json', { mcpServers: { badcwd: { command: 'node', cwd: 'nope' }, 'a b': { command: 'node' } } });
-    const r = await runCli(file);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`mcpServers.badcwd.cwd: the working directory ${join(dir, 'nope')} does not exist`);
-    expect(r.stderr).toContain('"a b" cannot be an upstream name');
-    expectNoStackTrace(r.stderr);
-  });
-
-  it('a gateway config with a bad cwd and a schema problem elsewhere → exit 2, stderr lists both', async () => {
-    const file = writeConfig('cwd-and-schema.json', { upstreams: { everything: { ...everythingStdio, cwd: 'nope' }, other: { ...everythingStdio, maxSessions: 0 } } });
-    const r = await runCli(file);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`upstreams.everything.cwd: the working directory ${join(dir, 'nope')} does not exist`);
-    expect(r.stderr).toContain('upstreams.other.maxSessions');
-    expectNoStackTrace(r.stderr);
-  });
+  const cwdWithOthers = [
+    ['an mcpServers file with a bad cwd and a bad server name', 'cwd-and-name.json', { mcpServers: { badcwd: { command: 'node', cwd: 'nope' }, 'a b': { command: 'node' } } }, 'mcpServers.badcwd.cwd', '"a b" cannot be an upstream name'],
+    ['a gateway config with a bad cwd and a schema problem elsewhere', 'cwd-and-schema.json', { upstreams: { badcwd: { ...everythingStdio, cwd: 'nope' }, other: { ...everythingStdio, maxSessions: 0 } } }, 'upstreams.badcwd.cwd', 'upstreams.other.maxSessions'],
+  ] as const;
+  for (const [what, name, content, cwdPath, other] of cwdWithOthers) {
+    it(`${what} → exit 2, stderr lists both`, async () => {
+      const r = await runCli(writeConfig(name, content));
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`${cwdPath}: the working directory ${join(dir, 'nope')} does not exist`);
+      expect(r.stderr).toContain(other);
+      expectNoStackTrace(r.stderr);
+    });
+  }
 
   it('a missing config file → exit 2, stderr names the file', async () => {
     const file = join(dir, 'does-not-exist.json');
