@@ -32,9 +32,9 @@ import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './o
 import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
-import { SessionPool, type AcquireOptions } from './upstream/pool.js';
+import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
 import { unreachableText } from './upstream/session.js';
-import { createModernUpstream, ModernHopError, probeModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
+import { createModernUpstream, ModernHopError, probeModern, startModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
@@ -126,6 +126,8 @@ export class Upstream {
   /** Sessions opened, died and failed, and the last failure (the admin view). */
   readonly health = new UpstreamHealth();
   private eraKnown: Promise<UpstreamEra> | undefined;
+  /** With `protocol: "2026-07-28"`: the start (first answer) of the upstream, until it fails or its child exits. */
+  private started: Promise<UpstreamEra> | undefined;
   /** The era `protocol: "auto"` detected, until forgotten. */
   private detected: UpstreamEra | undefined;
   /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
@@ -156,6 +158,7 @@ export class Upstream {
       openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
     };
     const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+    if (modern && cfg.protocol === '2026-07-28') modern.onLost = () => (this.started = undefined);
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
 
@@ -170,12 +173,29 @@ export class Upstream {
    * The era the upstream speaks: configured, or (with `protocol: "auto"`) learned once by asking
    * `server/discover` (2026-07-28 basic/versioning: a legacy server answers with an error, or an
    * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}. The probe waits at
-   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy.
-   * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask.
+   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy. With
+   * `protocol: "2026-07-28"`, the upstream is started first (see {@link startModern}: its first
+   * answer, to a `server/discover`, within `timeouts.connectMs`), once until a call fails with
+   * `unreachable`, `crashed` or `protocol`, or its stdio child exits.
+   * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask (or to
+   *   start); `timeout` when a pinned 2026-07-28 upstream did not answer within `connectMs`;
+   *   `protocol` when it broke the protocol.
    */
   era(): Promise<UpstreamEra> {
     if (!this.modern) return Promise.resolve('legacy');
-    if (this.cfg.protocol === '2026-07-28') return Promise.resolve('modern');
+    if (this.cfg.protocol === '2026-07-28') {
+      const connectMs = this.cfg.timeouts.connectMs;
+      this.started ??= startModern(this.modern, connectMs).then(
+        () => 'modern' as const,
+        (e: Error) => {
+          this.started = undefined;
+          // A stdio child that did not answer in time is stopped (the next call starts another).
+          if (e instanceof ModernHopError && e.reason === 'timeout') void this.modern!.close({ reopen: true });
+          return this.startFailed(e);
+        },
+      );
+      return this.started;
+    }
     // Half of connectMs at most: what the probe leaves of it is the first session's start budget.
     this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs / 2, PROBE_MS)).then(
       async (discovered) => {
@@ -188,29 +208,47 @@ export class Upstream {
       },
       (e: Error) => {
         this.eraKnown = undefined;
-        const stderr = e instanceof ModernHopError ? e.stderr : [];
-        this.health.noteProbeFailed(e.message, stderr);
-        this.log.warn({ upstream: this.name, err: e.message, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
-        if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
-        throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), stderr.length ? { stderr } : undefined);
+        return this.startFailed(e);
       },
     );
     return this.eraKnown;
   }
 
-  /** With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have been replaced). */
+  /**
+   * Records and logs that the era probe or the start of a 2026-07-28 upstream failed with `e`.
+   * @throws GatewayError -32603 `timeout` (no answer within `timeouts.connectMs`), `protocol` or `unreachable`.
+   */
+  private startFailed(e: Error): never {
+    const stderr = e instanceof ModernHopError ? e.stderr : [];
+    const extra = stderr.length ? { stderr } : undefined;
+    this.health.noteProbeFailed(e.message, stderr);
+    this.log.warn({ upstream: this.name, err: e.message, ...extra }, 'upstream session failed to open');
+    if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
+    if (e instanceof ModernHopError && e.reason === 'timeout') {
+      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, this.cfg.timeouts.connectMs, e.message, 'server/discover'), extra);
+    }
+    throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), extra);
+  }
+
+  /**
+   * With `protocol: "auto"`, asks the upstream's era again at next use (after a failure: it may have
+   * been replaced); with `protocol: "2026-07-28"`, starts it again at next use.
+   */
   forgetEra(): void {
     if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
+    if (this.cfg.protocol === '2026-07-28') this.started = undefined;
   }
 
   /**
    * A call to this upstream failed with `data.reason` `reason`. With `protocol: "auto"`, the era is
    * asked again at next use after the failures that a replaced upstream shows: it cannot be reached
    * (`unreachable`, which includes an `initialize` it refused), its process exited (`crashed`), or,
-   * taken for 2026-07-28, it broke that protocol (`protocol`).
+   * taken for 2026-07-28, it broke that protocol (`protocol`). A pinned 2026-07-28 upstream is
+   * started again at next use after the same failures.
    */
   noteFailure(reason: string | undefined): void {
-    if (reason === 'unreachable' || reason === 'crashed' || (reason === 'protocol' && this.detected === 'modern')) this.forgetEra();
+    const modern = this.detected === 'modern' || this.cfg.protocol === '2026-07-28';
+    if (reason === 'unreachable' || reason === 'crashed' || (modern && reason === 'protocol')) this.forgetEra();
   }
 
   /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */

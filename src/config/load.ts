@@ -42,18 +42,36 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /**
  * Validates against {@link GatewayConfigSchema}; `earlier` are problems already found (servers of
- * an `mcpServers` file that could not be converted), reported with the schema's.
+ * an `mcpServers` file that could not be converted), reported with the schema's. With `cwdBase`,
+ * every stdio upstream's `cwd` (resolved against it) must also be an existing directory.
  * @throws ConfigError listing every problem, one line each.
  */
-function validate(raw: unknown, fromMcpServers: boolean, earlier: readonly string[] = []): GatewayConfig {
+function validate(raw: unknown, fromMcpServers: boolean, earlier: readonly string[] = [], cwdBase?: string): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(raw);
   // Problems of converted servers are reported at their place in the file: mcpServers.NAME….
   const where = (path: ReadonlyArray<PropertyKey>) => (fromMcpServers && path[0] === 'upstreams' ? ['mcpServers', ...path.slice(1)] : path);
   // Servers left out for their problems leave the list short: that is not a problem of its own.
   const issues = parsed.success ? [] : parsed.error.issues.filter((i) => !(earlier.length && i.path.length === 1 && i.path[0] === 'upstreams'));
   const lines = [...earlier, ...issues.map((i) => `${formatPath(where(i.path))}: ${issueMessage(i)}`)];
+  if (cwdBase !== undefined) lines.push(...workingDirectoryProblems(raw, cwdBase).map(([name, problem]) => `${formatPath(where(['upstreams', name, 'cwd']))}: ${problem}`));
   if (lines.length || !parsed.success) throw new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
   return parsed.data;
+}
+
+/**
+ * `[upstream, problem]` for every stdio upstream of `raw` (before schema validation, so that these
+ * are reported with the schema's problems) whose string `cwd`, resolved against `baseDir`, is not
+ * an existing directory: the start fails rather than every call with `spawn COMMAND ENOENT`.
+ */
+function workingDirectoryProblems(raw: unknown, baseDir: string): Array<[string, string]> {
+  const upstreams = isObject(raw) && isObject(raw.upstreams) ? raw.upstreams : {};
+  const out: Array<[string, string]> = [];
+  for (const [name, u] of Object.entries(upstreams)) {
+    if (!isObject(u) || u.transport !== 'stdio' || typeof u.cwd !== 'string' || !u.cwd) continue;
+    const problem = cwdProblem(resolve(baseDir, u.cwd));
+    if (problem) out.push([name, problem]);
+  }
+  return out;
 }
 
 /** The message of one schema issue; an invalid upstream name (a record key) says which characters are allowed. */
@@ -68,10 +86,11 @@ function issueMessage(issue: z.core.$ZodIssue): string {
  * {@link GatewayConfigSchema} after `${ENV}` substitution) or a server list (top-level
  * `mcpServers`, see `mcp-servers.ts`). Relative stdio `cwd` values and `auth.jwksFile` are
  * resolved against `baseDir`. Each stdio upstream's `env` gets the variables of `env` its
- * `envPassthrough` names, below the configured values.
+ * `envPassthrough` names, below the configured values. With `checkCwd`, every stdio upstream's
+ * `cwd` must be an existing directory (reported with the other problems).
  * @throws ConfigError listing every problem as `path: message`.
  */
-export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd()): LoadedConfig {
+export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd(), checkCwd = false): LoadedConfig {
   if (!isObject(raw)) throw new ConfigError('invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)');
   const hasUpstreams = 'upstreams' in raw;
   const hasServers = 'mcpServers' in raw;
@@ -85,7 +104,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
   let loaded: LoadedConfig;
   if (hasUpstreams) {
     checkProviderKeys(raw);
-    loaded = { config: validate(substituteEnv(raw, env), false), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
+    loaded = { config: validate(substituteEnv(raw, env), false, [], checkCwd ? baseDir : undefined), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
   } else {
     const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
     if (settings.length) {
@@ -96,7 +115,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
     const conversion = convertMcpServers(raw.mcpServers, env);
     const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
-    loaded = { config: validate({ upstreams: conversion.upstreams }, true, conversion.problems), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
+    loaded = { config: validate({ upstreams: conversion.upstreams }, true, conversion.problems, checkCwd ? baseDir : undefined), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
   }
 
   const cfg = loaded.config;
@@ -153,21 +172,6 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
 }
 
 /**
- * Checks that every stdio upstream's `cwd` is an existing directory, so that the start fails
- * rather than every call with `spawn COMMAND ENOENT`.
- * @throws ConfigError listing every such upstream as `upstreams.NAME.cwd: …` (`mcpServers.NAME.cwd` for a server list).
- */
-function checkWorkingDirectories(loaded: LoadedConfig): LoadedConfig {
-  const problems: string[] = [];
-  for (const [name, u] of Object.entries(loaded.config.upstreams)) {
-    const problem = u.transport === 'stdio' && u.cwd ? cwdProblem(u.cwd) : undefined;
-    if (problem) problems.push(`  ${formatPath([loaded.format === 'mcpServers' ? 'mcpServers' : 'upstreams', name, 'cwd'])}: ${problem}`);
-  }
-  if (problems.length) throw new ConfigError(`invalid configuration:\n${problems.join('\n')}`);
-  return loaded;
-}
-
-/**
  * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file. A
  * stdio upstream's `cwd` must be an existing directory.
  * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
@@ -186,7 +190,7 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
     throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
   }
   try {
-    return checkWorkingDirectories(interpretConfig(raw, env, dirname(resolve(file))));
+    return interpretConfig(raw, env, dirname(resolve(file)), true);
   } catch (e) {
     if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
     throw e;

@@ -603,6 +603,7 @@ export const GatewayConfigSchema = z
     }
     checkFederation(cfg, ctx);
     for (const [name, u] of Object.entries(cfg.upstreams)) {
+      checkParkedSessions(name, u, ctx);
       const s = u.sampling;
       const modes = [s.mode, ...Object.values(s.tools).map((t) => t.mode)];
       if (s.provider !== undefined && !(s.provider in cfg.sampling.providers)) {
@@ -612,6 +613,30 @@ export const GatewayConfigSchema = z
       }
     }
   });
+
+/**
+ * A parked-session limit of upstream `name` cannot exceed the session limit it is a part of:
+ * `maxParkedSessions` ≤ `maxSessions` and `maxParkedSessionsPerPrincipal` ≤
+ * `maxSessionsPerPrincipal`. Each issue names both settings.
+ */
+function checkParkedSessions(
+  name: string,
+  u: { maxSessions: number; maxSessionsPerPrincipal: number; maxParkedSessions?: number; maxParkedSessionsPerPrincipal?: number },
+  ctx: z.RefinementCtx,
+): void {
+  const pairs = [
+    ['maxParkedSessions', u.maxParkedSessions, 'maxSessions', u.maxSessions],
+    ['maxParkedSessionsPerPrincipal', u.maxParkedSessionsPerPrincipal, 'maxSessionsPerPrincipal', u.maxSessionsPerPrincipal],
+  ] as const;
+  for (const [parked, value, whole, limit] of pairs) {
+    if (value === undefined || value <= limit) continue;
+    ctx.addIssue({
+      code: 'custom',
+      path: ['upstreams', name, parked],
+      message: `${parked} (${value}) is greater than ${whole} (${limit}): parked calls that hold a session are a part of ${whole}; lower ${parked} or raise ${whole}`,
+    });
+  }
+}
 
 /**
  * The federation rules the schema cannot state per field: `federation.upstreams` and the keys of

@@ -14,15 +14,19 @@ import { headerOf } from './headers.js';
  */
 export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error } | { notUtf8: true };
 
-/** The read of `bytes`: their text, or `notUtf8` when they are not valid UTF-8. */
+/**
+ * The read of `bytes`: their text without one leading UTF-8 byte order mark (EF BB BF, which
+ * RFC 8259 §8.1 lets a JSON parser ignore), or `notUtf8` when they are not valid UTF-8.
+ */
 function decoded(bytes: Buffer | Uint8Array): BodyRead {
   if (!isUtf8(bytes)) return { notUtf8: true };
-  return { text: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8') };
+  const bom = bytes.byteLength >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+  return { text: Buffer.from(bytes.buffer, bytes.byteOffset + bom, bytes.byteLength - bom).toString('utf8') };
 }
 
 /**
  * Reads the whole body of `c`'s request as UTF-8, at most `maxBytes` bytes.
- * @returns `text`; `notUtf8` when the bytes are not valid UTF-8 (nothing is replaced);
+ * @returns `text` (one leading byte order mark left out); `notUtf8` when the bytes are not valid UTF-8 (nothing is replaced);
  *   `tooLarge` as soon as `Content-Length` or the bytes received pass `maxBytes` (reading
  *   stops: the rest is never read, and the answer should close the connection); `broken` when the client aborted, stalled past the read timeout or sent a malformed
  *   chunked body.

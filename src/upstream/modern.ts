@@ -78,9 +78,12 @@ export interface ModernUpstream {
    * Ends the connection: requests in flight fail with ModernHopError `shutting-down` and are
    * cancelled upstream (their HTTP streams close; a stdio child gets `notifications/cancelled`),
    * and a stdio child ends (SIGTERM, then SIGKILL after {@link KILL_AFTER_MS} ms). Requests made
-   * afterwards fail the same way, except after the close of a probe-only child (`reopen`).
+   * afterwards fail the same way, except after the close of a probe-only child (`reopen`), after
+   * which the next request starts it again.
    */
   close(opts?: { reopen?: boolean }): Promise<void>;
+  /** Called when the connection ends by itself (a stdio child exited); the next request starts it again. */
+  onLost?: () => void;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -230,6 +233,7 @@ class ModernStdioUpstream implements ModernUpstream {
   private start(): Promise<StdioClientTransport> {
     if (this.transport) return Promise.resolve(this.transport);
     this.starting ??= (async () => {
+      this.closed = false;
       const stderr = (this.stderr = new StderrTail());
       this.heard = false;
       const t = new StdioClientTransport({ command: this.cfg.command, args: this.cfg.args, env: { ...defaultChildEnv(), ...this.cfg.env }, cwd: this.cfg.cwd, stderr: 'pipe' });
@@ -259,9 +263,12 @@ class ModernStdioUpstream implements ModernUpstream {
     return this.starting;
   }
 
+  onLost?: () => void;
+
   private lost(t: StdioClientTransport): void {
     if (this.transport !== t) return;
     this.transport = undefined;
+    this.onLost?.();
     const stderr = this.stderr.get();
     if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
     // A child that exits before it ever answered did not start: unreachable, as in the legacy era.
@@ -406,16 +413,47 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
 }
 
 /**
+ * Asks `server/discover` (2026-07-28 server/discover) with the gateway's own envelope, waiting at
+ * most `timeoutMs` for the answer.
+ * @throws ModernHopError `timeout` when none came within `timeoutMs` (the request is cancelled
+ *   upstream), or the request's own failure (unreachable, crashed, protocol).
+ */
+async function discoverWithin(up: ModernUpstream, timeoutMs: number): Promise<ModernResponse> {
+  const ac = new AbortController();
+  const timer = setTimeout(() => ac.abort('timeout'), timeoutMs);
+  try {
+    return await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal });
+  } catch (e) {
+    if (ac.signal.aborted && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) {
+      throw new ModernHopError('timeout', `no answer to server/discover within ${timeoutMs} ms`, e.stderr);
+    }
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Starts an upstream pinned to 2026-07-28 (`protocol: "2026-07-28"`): its first answer, to a
+ * `server/discover`, must come within `timeoutMs` (`timeouts.connectMs`). Over stdio the request
+ * spawns the child, so the budget covers the spawn and the first answer; over Streamable HTTP it
+ * covers connecting and the first answer. Any answer, a JSON-RPC error too, shows the upstream up.
+ * @throws ModernHopError `timeout` when no answer came in time; `unreachable`, `crashed` or
+ *   `protocol` when the request failed.
+ */
+export async function startModern(up: ModernUpstream, timeoutMs: number): Promise<void> {
+  await discoverWithin(up, timeoutMs);
+}
+
+/**
  * Asks `server/discover` (2026-07-28 server/discover) to learn the upstream's era: resolves with the
  * DiscoverResult when it lists 2026-07-28 among `supportedVersions`, or undefined for a legacy
  * upstream (any JSON-RPC error, or an HTTP 4xx from a legacy server that wants `initialize`).
  * @throws ModernHopError when the upstream cannot be reached at all.
  */
 export async function probeModern(up: ModernUpstream, timeoutMs: number): Promise<Record<string, unknown> | undefined> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort('timeout'), timeoutMs);
   try {
-    const r = await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal });
+    const r = await discoverWithin(up, timeoutMs);
     if ('error' in r) return undefined;
     const versions = r.result.supportedVersions;
     return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;
@@ -424,7 +462,5 @@ export async function probeModern(up: ModernUpstream, timeoutMs: number): Promis
     if (e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
     if (e instanceof ModernHopError && e.reason === 'unreachable' && /HTTP 4\d\d/.test(e.message)) return undefined;
     throw e;
-  } finally {
-    clearTimeout(timer);
   }
 }

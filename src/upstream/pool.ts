@@ -136,10 +136,11 @@ export function fitCapabilities(caps: LegacyClientCapabilities, revision: string
 
 /**
  * The message of a start that ran out of `timeouts.connectMs` (`connectMs`, in ms): it names the
- * upstream, the setting, and what the start was doing (`detail`).
+ * upstream, the setting, what the start was doing (`detail`) and the request it must answer
+ * (`answers`: `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
  */
-export function startTimeoutMessage(upstream: string, connectMs: number, detail: string): string {
-  return `Upstream '${upstream}' did not start within timeouts.connectMs=${connectMs} ms (${detail}); check that it starts and answers initialize, or raise timeouts.connectMs`;
+export function startTimeoutMessage(upstream: string, connectMs: number, detail: string, answers = 'initialize'): string {
+  return `Upstream '${upstream}' did not start within timeouts.connectMs=${connectMs} ms (${detail}); check that it starts and answers ${answers}, or raise timeouts.connectMs`;
 }
 
 /** Backoff before opening a session after `failures` consecutive failures, in ms. */

@@ -11,6 +11,7 @@ import { everythingStdio, rpc, startGateway } from '../helpers/gateway.js';
 import { startCli } from '../helpers/cli.js';
 import { eventually } from '../helpers/fixture.js';
 import { ROOT } from '../helpers/processes.js';
+import { readConfigFile } from '../../src/config/load.js';
 
 let dir: string;
 
@@ -57,6 +58,16 @@ function runCli(file: string, timeoutMs = 20_000): Promise<{ code: number | null
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/** The message `readConfigFile` throws for `file`, or undefined when it is accepted. */
+function parseConfigFileProblem(file: string): string | undefined {
+  try {
+    readConfigFile(file, {});
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 /** No `    at ` frames: the message is for a human, not a crash dump. */
@@ -120,6 +131,33 @@ describe('CLI config errors', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain(`mcpServers.srv.cwd: the working directory ${notDir} is not a directory`);
   });
+
+  it('maxParkedSessions above maxSessions, maxParkedSessionsPerPrincipal above maxSessionsPerPrincipal → exit 2, stderr names both settings of each', async () => {
+    const file = writeConfig('parked-over-sessions.json', {
+      upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 5, maxSessionsPerPrincipal: 2, maxParkedSessionsPerPrincipal: 3 } },
+    });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('upstreams.everything.maxParkedSessions: maxParkedSessions (5) is greater than maxSessions (4)');
+    expect(r.stderr).toContain('upstreams.everything.maxParkedSessionsPerPrincipal: maxParkedSessionsPerPrincipal (3) is greater than maxSessionsPerPrincipal (2)');
+    expectNoStackTrace(r.stderr);
+    const equal = writeConfig('parked-equal-sessions.json', { upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 4 } } });
+    expect(parseConfigFileProblem(equal)).toBeUndefined();
+  });
+
+  const cwdWithOthers = [
+    ['an mcpServers file with a bad cwd and a bad server name', 'cwd-and-name.json', { mcpServers: { badcwd: { command: 'node', cwd: 'nope' }, 'a b': { command: 'node' } } }, 'mcpServers.badcwd.cwd', '"a b" cannot be an upstream name'],
+    ['a gateway config with a bad cwd and a schema problem elsewhere', 'cwd-and-schema.json', { upstreams: { badcwd: { ...everythingStdio, cwd: 'nope' }, other: { ...everythingStdio, maxSessions: 0 } } }, 'upstreams.badcwd.cwd', 'upstreams.other.maxSessions'],
+  ] as const;
+  for (const [what, name, content, cwdPath, other] of cwdWithOthers) {
+    it(`${what} → exit 2, stderr lists both`, async () => {
+      const r = await runCli(writeConfig(name, content));
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(`${cwdPath}: the working directory ${join(dir, 'nope')} does not exist`);
+      expect(r.stderr).toContain(other);
+      expectNoStackTrace(r.stderr);
+    });
+  }
 
   it('a missing config file → exit 2, stderr names the file', async () => {
     const file = join(dir, 'does-not-exist.json');

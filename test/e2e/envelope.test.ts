@@ -177,6 +177,16 @@ describe('media types: Accept, Content-Type, Content-Encoding (Streamable HTTP �
     expect(res.status).toBe(400);
     expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' } });
   });
+
+  it('a body starting with a UTF-8 byte order mark → served (RFC 8259 §8.1); a second mark is not ignored → 400, -32700', async () => {
+    const bom = Buffer.from([0xef, 0xbb, 0xbf]);
+    const one = await fetch(url, { method: 'POST', headers, body: Buffer.concat([bom, Buffer.from(JSON.stringify(discover))]) });
+    expect(one.status).toBe(200);
+    expect((await one.json()).result.resultType).toBe('complete');
+    const two = await fetch(url, { method: 'POST', headers, body: Buffer.concat([bom, bom, Buffer.from(JSON.stringify(discover))]) });
+    expect(two.status).toBe(400);
+    expect((await two.json()).error.code).toBe(-32700);
+  });
 });
 
 describe('JSON-RPC framing', () => {

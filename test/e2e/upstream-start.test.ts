@@ -117,6 +117,101 @@ describe('upstream start bounded by timeouts.connectMs', () => {
   }
 });
 
+/** A closed port on 127.0.0.1: one that was listening and is no more. */
+async function closedPort(): Promise<number> {
+  const srv = createNetServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise<void>((r) => srv.close(() => r()));
+  return port;
+}
+
+/** A Streamable HTTP upstream that answers every request with a 2026-07-28 DiscoverResult, counting the requests by method. */
+async function discoverOnly(): Promise<{ url: string; count: (method: string) => number }> {
+  const seen: string[] = [];
+  const srv: Server = createHttpServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString()));
+    req.on('end', () => {
+      const msg = JSON.parse(body) as { id: string; method: string };
+      seen.push(msg.method);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: {}, serverInfo: { name: 'd', version: '1' } } }));
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  servers.push({ close: () => (srv.closeAllConnections(), srv.close()) });
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`, count: (m) => seen.filter((x) => x === m).length };
+}
+
+type Readiness = { ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[] };
+
+describe('a pinned 2026-07-28 upstream (protocol "2026-07-28"): start bounded by connectMs, and readiness', () => {
+  const pinned = (u: Record<string, unknown>) => ({ ...u, protocol: '2026-07-28', required: true, timeouts: { connectMs: 2000 } });
+
+  it('a stdio child that reads stdin and never answers: -32603 timeout after about connectMs naming the setting, the child stopped, and not ready', async () => {
+    const mem = memoryLogger('info');
+    const gw = await gateway({ upstreams: { z: pinned({ transport: 'stdio', command: 'sh', args: ['-c', 'cat > /dev/null'] }) } }, { log: mem.log });
+    const { value: r, ms } = await timed(rpc(gw.url('z'), 'tools/list'));
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
+    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(no answer to server\/discover within 2000 ms\); check that it starts and answers server\/discover/);
+    expect(ms).toBeGreaterThanOrEqual(1900);
+    expect(ms).toBeLessThan(8000);
+    const started = mem.lines().filter((l) => l.msg === 'modern upstream process started');
+    expect(started).toHaveLength(1);
+    expect(await eventually(() => !alive(started[0]!.pid), 3000)).toBe(true);
+    const ready = await timed(fetch(`${gw.base}/readyz`));
+    expect(ready.value.status).toBe(503);
+    expect(((await ready.value.json()) as Readiness).upstreams).toEqual([{ name: 'z', ready: false, reason: expect.stringContaining('did not start within timeouts.connectMs=2000 ms') }]);
+    expect(ready.ms).toBeLessThan(8000);
+  }, 30_000);
+
+  it('an HTTP upstream that accepts connections and never answers: -32603 timeout after about connectMs, and not ready', async () => {
+    const port = await silentTcp();
+    const gw = await gateway({ upstreams: { h: pinned({ transport: 'streamable-http', url: `http://127.0.0.1:${port}/mcp` }) } });
+    const { value: r, ms } = await timed(rpc(gw.url('h'), 'tools/list'));
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'timeout' } });
+    expect(r.body.error.message).toContain("Upstream 'h' did not start within timeouts.connectMs=2000 ms");
+    expect(ms).toBeGreaterThanOrEqual(1900);
+    expect(ms).toBeLessThan(8000);
+    const ready = await fetch(`${gw.base}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as Readiness).upstreams).toEqual([{ name: 'h', ready: false, reason: expect.stringContaining('did not start within timeouts.connectMs=2000 ms') }]);
+  }, 30_000);
+
+  it('a closed port and a command that does not exist: /readyz 503 naming each, with the reason', async () => {
+    const port = await closedPort();
+    const gw = await gateway({
+      upstreams: {
+        refused: pinned({ transport: 'streamable-http', url: `http://127.0.0.1:${port}/mcp` }),
+        missing: pinned({ transport: 'stdio', command: '/nonexistent/bin' }),
+      },
+    });
+    const res = await fetch(`${gw.base}/readyz`);
+    expect(res.status).toBe(503);
+    const body = (await res.json()) as Readiness;
+    expect(body.ready).toBe(false);
+    expect(body.upstreams).toEqual([
+      { name: 'refused', ready: false, reason: expect.stringMatching(/^Upstream 'refused' could not be started or reached: .*ECONNREFUSED/) },
+      { name: 'missing', ready: false, reason: expect.stringMatching(/^Upstream 'missing' could not be started or reached: .*ENOENT/) },
+    ]);
+  }, 30_000);
+
+  it('an upstream that answers: ready, asked once (the start is kept), and its calls are served', async () => {
+    const up = await discoverOnly();
+    const gw = await gateway({ upstreams: { d: pinned({ transport: 'streamable-http', url: up.url }) } });
+    for (let i = 0; i < 2; i++) {
+      const res = await fetch(`${gw.base}/readyz`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ ready: true, upstreams: [{ name: 'd', ready: true }] });
+    }
+    expect(up.count('server/discover')).toBe(1);
+    const r = await rpc(gw.url('d'), 'server/discover');
+    expect(r.body.result.supportedVersions).toEqual(['2026-07-28']);
+    expect(up.count('server/discover')).toBe(2);
+  }, 30_000);
+});
+
 describe('text on a stdio child\'s stdout', () => {
   it('a banner line before the first message is tolerated: the upstream serves', async () => {
     const f = fixtureStdio() as { command: string; args: string[] };
