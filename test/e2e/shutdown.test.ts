@@ -17,7 +17,8 @@ import { alive, startCli, type CliGateway } from '../helpers/cli.js';
 /**
  * A stdio upstream written for these tests. It appends its pid to `PID_FILE` and every line it
  * reads to `PID_FILE.in`; `MODE=legacy` answers `initialize` and `tools/list` as a 2025-06-18
- * server, `MODE=modern` answers `tools/list` as a 2026-07-28 one, `SILENT=1` answers nothing, and
+ * server, `MODE=modern` answers `tools/list` as a 2026-07-28 one, `SILENT=1` answers nothing but the
+ * `server/discover` a pinned 2026-07-28 upstream is started with, and
  * `IGNORE_TERM=1` ignores SIGTERM (and the end of stdin).
  */
 const STUB = `
@@ -31,13 +32,15 @@ if (process.env.IGNORE_TERM) {
 }
 createInterface({ input: process.stdin }).on('line', (line) => {
   appendFileSync(file + '.in', line + '\\n');
-  if (process.env.SILENT) return;
   const m = JSON.parse(line);
   if (m.id === undefined || m.method === undefined) return;
+  if (process.env.SILENT && m.method !== 'server/discover') return;
   const legacy = process.env.MODE === 'legacy';
   const result =
     m.method === 'initialize'
       ? { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'stub', version: '1.0.0' } }
+      : m.method === 'server/discover'
+        ? { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } }
       : m.method === 'tools/list'
         ? legacy ? { tools: [] } : { resultType: 'complete', tools: [] }
         : {};
@@ -61,14 +64,27 @@ function stub(env: Record<string, string>, protocol: string): { config: Record<s
   };
 }
 
-/** A Streamable HTTP server on 127.0.0.1 that reads each request and never answers it. */
+/**
+ * A Streamable HTTP server on 127.0.0.1 that answers the `server/discover` a pinned 2026-07-28
+ * upstream is started with, and reads every other request and never answers it (`requests`, and
+ * `closed` counts those whose connection closed).
+ */
 async function silentHttp(): Promise<{ server: Server; url: string; requests: IncomingMessage[]; closed: () => number }> {
   const requests: IncomingMessage[] = [];
   let closed = 0;
   const server = createServer((req, res) => {
-    requests.push(req);
-    req.resume();
-    res.on('close', () => closed++);
+    let body = '';
+    req.on('data', (d) => (body += d));
+    req.on('end', () => {
+      const m = JSON.parse(body || '{}');
+      if (m.method === 'server/discover') {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} } } }));
+        return;
+      }
+      requests.push(req);
+      res.on('close', () => closed++);
+    });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/mcp`, requests, closed: () => closed };
