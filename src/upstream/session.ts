@@ -128,6 +128,12 @@ const BARRIER_PING_MS = 2000;
 const DEFAULT_TASK_POLL_MS = 1000;
 /** A request timeout (ms) that never fires: the largest delay `setTimeout` takes. */
 export const NO_TIMEOUT = 2_147_483_647;
+
+/**
+ * The abort reason of a request whose own timer fired: made once, not per request (an error
+ * object captures a stack). An McpError reaches the caller as is (the SDK wraps any other reason).
+ */
+const REQUEST_TIMED_OUT = new McpError(ErrorCode.RequestTimeout, 'Request timed out');
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
@@ -645,9 +651,14 @@ export class UpstreamSession {
   private async send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
     const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
     const ac = new AbortController();
-    // An McpError reason reaches the caller as is (the SDK wraps any other), so it is recognised below.
-    const timedOut = new McpError(ErrorCode.RequestTimeout, 'Request timed out', { timeout });
-    const timer = timeout < NO_TIMEOUT ? setTimeout(() => ac.abort(timedOut), timeout) : undefined;
+    let timedOut = false;
+    const timer =
+      timeout < NO_TIMEOUT
+        ? setTimeout(() => {
+            timedOut = true;
+            ac.abort(REQUEST_TIMED_OUT);
+          }, timeout)
+        : undefined;
     const outer = options?.signal;
     const forward = () => ac.abort(outer?.reason);
     if (outer?.aborted) forward();
@@ -655,7 +666,7 @@ export class UpstreamSession {
     try {
       return await conn.client.request(request as never, schema as never, { ...options, signal: ac.signal, timeout: NO_TIMEOUT });
     } catch (e) {
-      if (e === timedOut) throw new UpstreamRequestLost('timeout', `${request.method} got no answer within ${timeout} ms`);
+      if (timedOut) throw new UpstreamRequestLost('timeout', `${request.method} got no answer within ${timeout} ms`);
       if (outer?.aborted) throw new UpstreamRequestLost('aborted', `${request.method} was cancelled: ${String(outer.reason)}`);
       if (conn.closed && ((e instanceof McpError && e.code === ErrorCode.ConnectionClosed) || (e instanceof Error && e.message === 'Not connected'))) {
         throw new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${request.method} (${this.deadReason ?? 'connection closed'})`);

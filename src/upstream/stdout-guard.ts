@@ -47,19 +47,30 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
   holder._readBuffer = {
     append(chunk) {
       let from = 0;
+      // The start of the JSON lines of this chunk not handed on yet: they go to the SDK's buffer
+      // in one piece (each append there copies the buffer).
+      let run = -1;
+      const flush = (to: number) => {
+        if (run >= 0 && to > run) inner.append(chunk.subarray(run, to));
+        run = -1;
+      };
       while (!flooded && from < chunk.length) {
         if (line === 'start') {
           if (chunk[from] === NL) {
+            flush(from);
             from++;
             continue;
           }
           line = JSON_START.has(chunk[from]!) ? 'json' : 'text';
-          if (line === 'text' && bad === 0) first = chunk.toString('utf8', from, Math.min(chunk.length, from + 80)).split('\n')[0]!.trimEnd();
+          if (line === 'text') {
+            flush(from);
+            if (bad === 0) first = chunk.toString('utf8', from, Math.min(chunk.length, from + 80)).split('\n')[0]!.trimEnd();
+          }
         }
         const nl = chunk.indexOf(NL, from);
         const end = nl < 0 ? chunk.length : nl + 1;
         if (line === 'json') {
-          inner.append(chunk.subarray(from, end));
+          if (run < 0) run = from;
           if (nl >= 0) bad = 0;
         } else {
           textBytes += end - from;
@@ -73,6 +84,7 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
         }
         from = end;
       }
+      if (!flooded) flush(from);
     },
     readMessage() {
       return flooded ? null : inner.readMessage();
