@@ -296,6 +296,8 @@ export class Gateway {
   /** This replica's id (sealed into park-mode states and task records). */
   readonly replica: string;
   private heartbeat: NodeJS.Timeout | undefined;
+  /** The heartbeat written when the store becomes reachable; cleared when the replica leaves. */
+  private beatOnReachable: (() => void) | undefined;
   /** Client-facing ids of tasks that 2026-07-28 upstreams created. */
   readonly taskIds: TaskIdBinder;
   /** 2026-07-28 clients to 2026-07-28 upstreams. */
@@ -366,7 +368,11 @@ export class Gateway {
     const beat = () =>
       this.store.replicas.heartbeat(self, this.cfg.replicas.deadAfterMs).catch((e: Error) => this.log.debug({ err: e.message }, 'replica heartbeat not written'));
     void beat();
+    // The first beat fails while the store is still connecting, and a restarted Redis forgets it:
+    // beat again whenever the store becomes reachable, so other replicas can forward here at once.
     clearInterval(this.heartbeat);
+    this.beatOnReachable = beat;
+    if (!this.heartbeat) this.store.onReachable(() => void this.beatOnReachable?.());
     this.heartbeat = setInterval(beat, this.cfg.replicas.heartbeatMs);
     this.heartbeat.unref();
     this.log.info({ replica: this.replica, url: self.url, store: this.store.kind }, 'replica registered');
@@ -804,6 +810,7 @@ export class Gateway {
     await new Promise((r) => setTimeout(r, 20));
     await Promise.all([...this.upstreams.values()].flatMap((u) => [u.pool.close(), u.modern?.close()]));
     clearInterval(this.heartbeat);
+    this.beatOnReachable = undefined;
     await this.store.replicas.leave(this.replica).catch(() => {});
     await this.store.close();
   }

@@ -35,6 +35,7 @@ export class RedisStore implements SharedStore {
   readonly replicas: ReplicaRegistry;
   private readonly listeners: ((record: TaskRecord) => void)[] = [];
   private readonly expireListeners: ((taskId: string) => void)[] = [];
+  private readonly reachableListeners: (() => void)[] = [];
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private lastError: string | undefined;
 
@@ -105,6 +106,7 @@ export class RedisStore implements SharedStore {
       c.on('ready', () => {
         if (store.lastError !== undefined) opts.log.info({ role }, 'shared store (Redis) reachable again');
         store.lastError = undefined;
+        if (role === 'commands') for (const l of store.reachableListeners) l();
       });
       void c.connect().catch(() => {});
     }
@@ -136,6 +138,10 @@ export class RedisStore implements SharedStore {
 
   onTask(listener: (record: TaskRecord) => void): void {
     this.listeners.push(listener);
+  }
+
+  onReachable(listener: () => void): void {
+    this.reachableListeners.push(listener);
   }
 
   unavailable(): string | undefined {

@@ -51,6 +51,12 @@ export interface SharedStore {
   onTask(listener: (record: TaskRecord) => void): void;
   /** Undefined when usable, else why not (for `/readyz`). */
   unavailable(): string | undefined;
+  /**
+   * Calls `listener` each time the store becomes reachable: its first connection and every
+   * reconnection (what was written before may be gone, such as the heartbeat on a restarted Redis).
+   * The in-memory store is always reachable and never calls it.
+   */
+  onReachable(listener: () => void): void;
   close(): Promise<void>;
 }
 
@@ -111,5 +117,6 @@ export class MemoryStore implements SharedStore {
   unavailable(): string | undefined {
     return undefined;
   }
+  onReachable(): void {}
   async close(): Promise<void> {}
 }

@@ -483,8 +483,6 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
 
     // A retry for a call parked on a, sent to b, is forwarded again.
     const first = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
-    // Let both replicas' heartbeats reach the restarted Redis.
-    await sleep(500);
     const forwarded = forwardedIn(b);
     const viaB = await rpc(`${b.base}/mcp/f`, 'tools/call', {
       name: 'ask_name',
@@ -495,5 +493,49 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     expect(viaB.body.result.content[0].text).toBe('Hello, Back!');
     // b's request log line (read from its stdout) says so.
     expect(await eventually(() => forwardedIn(b) === forwarded + 1, 2000)).toBe(true);
+  }, 60_000);
+});
+
+describeWith(['redis-server'], 'a replica is registered as soon as the store is reachable', () => {
+  let redis: TestRedis;
+  let a: CliGateway;
+  let b: CliGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    // A heartbeat far longer than the test: only the registration on connecting can make a findable.
+    const cfg = replicaConfig(redis.url, { f: fixtureStdio() }, { replicas: { secret: SECRET, heartbeatMs: 120_000, deadAfterMs: 240_000 } });
+    [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const g of [a, b]) g?.child.kill('SIGKILL');
+    await Promise.all([a?.exited, b?.exited]);
+    await redis?.stop();
+  });
+
+  /** A call parked on a, its retry sent to b: the greeting, or what came instead. */
+  async function parkOnAretryOnB(name: string): Promise<string> {
+    const first = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
+    expect(first.body.result?.resultType).toBe('input_required');
+    const viaB = await rpc(`${b.base}/mcp/f`, 'tools/call', {
+      name: 'ask_name',
+      arguments: {},
+      requestState: first.body.result.requestState,
+      inputResponses: { 'elicitation-1': { action: 'accept', content: { name } } },
+    }, { caps: ELICIT });
+    return viaB.body.result?.content?.[0]?.text ?? JSON.stringify(viaB.body);
+  }
+
+  it('a retry forwarded to a replica just started, and again right after Redis restarted empty, reaches it', async () => {
+    const readiness = async () => Promise.all([a, b].map(async (g) => (await fetch(`${g.base}/readyz`)).status));
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    expect(await parkOnAretryOnB('Early')).toBe('Hello, Early!');
+
+    await redis.stop();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 503), 3000)).toBe(true);
+    // Started again without the data it had: the heartbeats written before are gone.
+    await redis.start();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    expect(await eventually(async () => (await parkOnAretryOnB('Again')) === 'Hello, Again!', 1000, 100)).toBe(true);
   }, 60_000);
 });
