@@ -9,6 +9,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT, spawnListening, type SpawnedServer } from '../../test/helpers/processes.js';
+import { compiledTree } from './build.js';
 
 export { ROOT };
 
@@ -143,14 +144,17 @@ export class GatewayProcess implements Stoppable {
 
   /**
    * Forks the process (with --expose-gc, and the Node flags in `BENCH_GATEWAY_NODE_ARGS`, space-separated, such as `--cpu-prof --cpu-prof-dir=DIR`) and starts a gateway with `config` in it.
+   * The gateway runs compiled to JavaScript ({@link compiledTree}); with `BENCH_GATEWAY_SOURCE` set, from its TypeScript through tsx.
    * @param opts.root another checkout of the gateway to run (the baseline), else this one.
    * @param opts.env environment variables added to the process's (e.g. `OTEL_*`).
    */
   static async start(label: string, config: Record<string, unknown>, opts: { root?: string; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
     const root = opts.root ?? ROOT;
-    const child = fork(opts.root ? join(root, 'bench', 'gateway-process.ts') : GATEWAY_PROCESS, [], {
+    const fromSource = Boolean(process.env.BENCH_GATEWAY_SOURCE);
+    const entry = fromSource ? (opts.root ? join(root, 'bench', 'gateway-process.ts') : GATEWAY_PROCESS) : compiledTree(root);
+    const child = fork(entry, [], {
       cwd: root,
-      execArgv: ['--import', 'tsx', '--expose-gc', ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
+      execArgv: [...(fromSource ? ['--import', 'tsx'] : []), '--expose-gc', ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, ...opts.env },
     });
