@@ -12,7 +12,6 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import { bodyLimit } from 'hono/body-limit';
 import { Gateway } from '../gateway.js';
 import { ErrorCode, GatewayError, methodNotFound, upstreamFailed } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
@@ -358,24 +357,23 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
     return (await legacy.openSse(c.req.param('name'), sessionCaller(c), c.env.outgoing)) ?? RESPONSE_ALREADY_SENT;
   });
-  app.post(
-    '/mcp/:name/message',
-    bodyLimit({
-      maxSize: maxBody,
-      onError: () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413),
-    }),
-    async (c) => {
-      if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
-      let body: unknown;
-      try {
-        body = JSON.parse(await c.req.text());
-      } catch (e) {
-        return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
-      }
-      const sessionId = c.req.query('sessionId') ?? '';
-      return (await legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming, c.env.outgoing, body)) ?? RESPONSE_ALREADY_SENT;
-    },
-  );
+  app.post('/mcp/:name/message', async (c) => {
+    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
+    const read = await readBody(c, maxBody);
+    if ('tooLarge' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
+    if ('broken' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
+    const refused = checkPostMedia({ contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') }, { accept: false });
+    if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
+    if ('notUtf8' in read) return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
+    let body: unknown;
+    try {
+      body = JSON.parse(read.text);
+    } catch (e) {
+      return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
+    }
+    const sessionId = c.req.query('sessionId') ?? '';
+    return (await legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming, c.env.outgoing, body)) ?? RESPONSE_ALREADY_SENT;
+  });
   app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(gateway, c.req.param('name'), null)));
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.

@@ -53,10 +53,11 @@ export function acceptsMcp(accept: string | undefined): boolean {
  * The media checks of one MCP POST, in this order: `Content-Encoding` other than `identity`
  * (415, with `Accept-Encoding: identity`), `Content-Type` other than `application/json` or with a
  * charset other than UTF-8 (415), `Accept` not accepting both `application/json` and
- * `text/event-stream` (406).
+ * `text/event-stream` (406). `opts.accept: false` leaves `Accept` out: the `…/message` POST of the
+ * HTTP+SSE transport (2024-11-05) is answered 202 with the response on the session's stream.
  * @returns the refusal, or undefined when the request passes.
  */
-export function checkPostMedia(h: { accept?: string; contentType?: string; contentEncoding?: string }): MediaRefusal | undefined {
+export function checkPostMedia(h: { accept?: string; contentType?: string; contentEncoding?: string }, opts: { accept?: boolean } = {}): MediaRefusal | undefined {
   const encoding = h.contentEncoding?.trim().toLowerCase();
   if (encoding && encoding !== 'identity') {
     return {
@@ -76,7 +77,7 @@ export function checkPostMedia(h: { accept?: string; contentType?: string; conte
       return { status: 415, message: `Unsupported Media Type: the body must be UTF-8 JSON (Content-Type charset '${charset}')` };
     }
   }
-  if (!acceptsMcp(h.accept)) {
+  if (opts.accept !== false && !acceptsMcp(h.accept)) {
     const got = h.accept === undefined ? 'it is missing' : `got '${h.accept}'`;
     return { status: 406, message: `Not Acceptable: the Accept header must list ${POST_ACCEPT.join(' and ')} (${got})` };
   }

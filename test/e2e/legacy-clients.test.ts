@@ -430,4 +430,26 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     }
     expect(gw.legacy.size).toBe(0);
   });
+
+  it('a POST to /mcp/NAME/message is checked like any MCP POST: 415 for another Content-Type or a content coding, 400 for a body that is not UTF-8 or not JSON; no Accept is needed', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = `${gw.base}/mcp/everything/message?sessionId=not-a-session`;
+    const post = (headers: Record<string, string>, body: string | Uint8Array) => fetch(url, { method: 'POST', headers, body: body as BodyInit });
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const text = await post({ 'content-type': 'text/plain' }, ping);
+    expect(text.status).toBe(415);
+    expect((await text.json()).error.message).toMatch(/Content-Type header must be application\/json \(got 'text\/plain'\)/);
+    const gzip = await post({ 'content-type': 'application/json', 'content-encoding': 'gzip' }, ping);
+    expect(gzip.status).toBe(415);
+    expect(gzip.headers.get('accept-encoding')).toBe('identity');
+    const latin1 = await post({ 'content-type': 'application/json' }, Uint8Array.from([0x7b, 0x22, 0xe9, 0x22, 0x3a, 0x31, 0x7d]));
+    expect(latin1.status).toBe(400);
+    expect((await latin1.json()).error).toMatchObject({ code: -32700, message: expect.stringMatching(/not valid UTF-8/) });
+    const broken = await post({ 'content-type': 'application/json' }, '{"jsonrpc":');
+    expect(broken.status).toBe(400);
+    expect((await broken.json()).error.code).toBe(-32700);
+    // Passing the checks without any Accept: on to the session lookup.
+    const passed = await post({ 'content-type': 'application/json; charset=utf-8' }, ping);
+    expect(passed.status).toBe(404);
+  });
 });
