@@ -53,13 +53,19 @@ const script = join(dir, 'stub.mjs');
 writeFileSync(script, STUB);
 let files = 0;
 
+/** The pid readers of the stubs made for the running test, for reaping after it. */
+const stubPids: (() => number[])[] = [];
+
 /** A stdio upstream running the stub with `env`, and the file its pids go to. */
 function stub(env: Record<string, string>, protocol: string): { config: Record<string, unknown>; pids: () => number[]; lines: () => string[] } {
   const file = join(dir, `pids-${files++}`);
   const read = (f: string) => (existsSync(f) ? readFileSync(f, 'utf8').split('\n').filter(Boolean) : []);
+  const pids = () => read(file).map(Number);
+  // Whatever happens in the test, every child it started is killed after it (some ignore SIGTERM).
+  stubPids.push(pids);
   return {
     config: { transport: 'stdio', command: process.execPath, args: [script], env: { PID_FILE: file, ...env }, protocol },
-    pids: () => read(file).map(Number),
+    pids,
     lines: () => read(`${file}.in`),
   };
 }
@@ -117,6 +123,7 @@ const started: CliGateway[] = [];
 const servers: Server[] = [];
 const pidsToReap: number[] = [];
 afterEach(() => {
+  for (const pids of stubPids.splice(0)) pidsToReap.push(...pids());
   for (const g of started.splice(0)) if (g.child.exitCode === null && g.child.signalCode === null) g.child.kill('SIGKILL');
   for (const s of servers.splice(0)) s.closeAllConnections(), s.close();
   for (const pid of pidsToReap.splice(0)) if (alive(pid)) process.kill(pid, 'SIGKILL');
