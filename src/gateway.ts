@@ -215,6 +215,15 @@ export class Upstream {
   }
 
   /**
+   * The era when it is known without waiting: a legacy-only upstream, or one whose
+   * `protocol: "auto"` probe has answered (until {@link forgetEra}); else undefined (ask {@link era}).
+   */
+  settledEra(): UpstreamEra | undefined {
+    if (!this.modern) return 'legacy';
+    return this.cfg.protocol === 'auto' && this.eraKnown ? this.detected : undefined;
+  }
+
+  /**
    * Records and logs that the era probe or the start of a 2026-07-28 upstream failed with `e`.
    * @throws GatewayError -32603 `timeout` (no answer within `timeouts.connectMs`), `protocol` or `unreachable`.
    */
@@ -451,11 +460,15 @@ export class Gateway {
 
   /** Serves one request of upstream `up` by the era it speaks and the method. */
   private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
-    const asked = performance.now();
-    const era = await untilAborted(this.eraOf(up), ctx.signal, up.name);
-    // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
-    const probeMs = performance.now() - asked;
-    if (ctx.timing) ctx.timing.upstreamMs += probeMs;
+    let era = up.settledEra();
+    let probeMs = 0;
+    if (!era) {
+      const asked = performance.now();
+      era = await untilAborted(this.eraOf(up), ctx.signal, up.name);
+      // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
+      probeMs = performance.now() - asked;
+      if (ctx.timing) ctx.timing.upstreamMs += probeMs;
+    }
     if (era === 'modern') {
       // A 2026-07-28 upstream's retry is a new request upstream: nothing of it is held here.
       if (this.draining && !(TASK_METHODS as readonly string[]).includes(req.method)) throw shuttingDown(up.name);
