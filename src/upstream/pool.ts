@@ -14,6 +14,7 @@
  * upstream's calls get sessions of their own again.
  */
 import { createHash } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
@@ -187,6 +188,8 @@ export class SessionPool {
   ) {
     this.revision = cfg.protocolVersion;
     this.http = cfg.transport === 'stdio' ? undefined : createHttpHop(cfg.timeouts);
+    // Every session being opened listens on it until it is open: up to maxSessions at once.
+    setMaxListeners(0, this.closing.signal);
   }
 
   /** The pool key of a principal and its mirrored capabilities. */

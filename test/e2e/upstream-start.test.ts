@@ -10,7 +10,7 @@ import { createServer as createNetServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
 
 const gateways: TestGateway[] = [];
@@ -269,5 +269,26 @@ describe('start-up time is upstream time', () => {
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     const added = Number(/mrtr_gateway_added_seconds_sum\{[^}]*upstream="f"[^}]*\} ([\d.e+-]+)/.exec(metrics)?.[1]);
     expect(added).toBeLessThan((line.durationMs / 1000) * 0.2);
+  }, 30_000);
+});
+
+describe('many sessions opening at once', () => {
+  it('32 calls that each open a Streamable HTTP session raise no MaxListenersExceededWarning', async () => {
+    const up = await startFixtureHttp('http');
+    servers.push({ close: () => void up.stop() });
+    const g = await gateway({ upstreams: { f: { ...up.config, maxSessions: 64 } }, limits: { rateLimit: { requestsPerSecond: 1000, burst: 1000 } } });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      const calls = await Promise.all(Array.from({ length: 32 }, () => rpc(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 200, steps: 1 } })));
+      expect(calls.map((c) => c.body.result?.content?.[0]?.text)).toEqual(Array(32).fill('slept 200ms'));
+      expect(g.gateway.upstreams.get('f')!.pool.stats().total).toBeGreaterThan(10);
+      // Warnings are emitted on the next tick.
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => /MaxListeners/.test(w))).toEqual([]);
   }, 30_000);
 });
