@@ -251,17 +251,28 @@ export class LegacySessions {
     const refused = this.admit(upstream, who);
     if (refused) return refused;
     let session: LegacySession | undefined;
+    // The client may go away while the upstream's era is asked: its place is free at once, and its
+    // stream opens no session.
+    let gone = false;
+    const onGone = () => {
+      gone = true;
+      if (!session) this.release(who.owner);
+    };
+    res.once('close', onGone);
     try {
       const era = await this.eraOf(upstream);
       if (era instanceof Response) return era;
+      if (gone || res.destroyed) return undefined;
       const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
       session = this.create(upstream, who, transport, era);
       await transport.start();
       this.register(session, transport.sessionId);
       return undefined;
     } finally {
-      if (!session) this.release(who.owner);
-      else if (!session.id) this.uncount(session);
+      res.off('close', onGone);
+      if (!session) {
+        if (!gone) this.release(who.owner);
+      } else if (!session.id) this.uncount(session);
     }
   }
 

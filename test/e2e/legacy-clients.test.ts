@@ -402,6 +402,24 @@ describe('legacy session rules', () => {
 });
 
 describe('the old HTTP+SSE transport (2024-11-05)', () => {
+  it('SSE streams the client drops while the upstream is first asked its era open no session and keep no place', async () => {
+    const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
+    const gw = await gateway({ upstreams: { everything: everythingStdio }, legacySessions: { maxSessionsPerPrincipal: 2 } });
+    // The first stream starts the era probe (a server-everything child); each is dropped before it answers.
+    for (let i = 0; i < 4; i++) {
+      const ac = new AbortController();
+      const opened = fetch(`${gw.base}/mcp/everything/sse`, { signal: ac.signal }).catch(() => undefined);
+      setTimeout(() => ac.abort(), 30);
+      await opened;
+    }
+    const clients = [new Client({ name: 'sse-a', version: '1.0.0' }), new Client({ name: 'sse-b', version: '1.0.0' })];
+    for (const c of clients) await c.connect(new SSEClientTransport(new URL(`${gw.base}/mcp/everything/sse`)));
+    expect(gw.legacy.size).toBe(2);
+    for (const c of clients) expect((await c.listTools()).tools.length).toBeGreaterThan(0);
+    for (const c of clients) await c.close();
+    expect(await eventually(() => gw.legacy.size === 0, 5000)).toBe(true);
+  });
+
   it('a v1 client on GET /mcp/NAME/sse lists tools, calls echo and answers an elicitation; closing the stream ends the session', async () => {
     const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
