@@ -4,8 +4,8 @@
  * keeps function names with a call per function made (about a tenth of the gateway's CPU per call).
  *
  * {@link compiledTree} transpiles a tree's `src`, `test/helpers` and `bench/gateway-process.ts`
- * with TypeScript's own transpiler (no type check: `npm test` does that) into a directory under
- * the system temp dir, beside a copy of its `package.json` and a link to its `node_modules`, and
+ * with TypeScript's own transpiler (no type check: `npm test` does that) into a directory of the
+ * run's own under the system temp dir (removed when the run ends), beside a copy of its `package.json` and a link to its `node_modules`, and
  * returns where `bench/gateway-process.js` is. The current tree and the baseline are compiled the
  * same way.
  */
@@ -35,9 +35,11 @@ export function compiledTree(root: string): string {
   const done = built.get(root);
   if (done) return done;
   const files = SOURCES.flatMap((s) => tsFiles(join(root, s)));
-  const out = join(tmpdir(), `mrtr-gateway-bench-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`);
+  // One directory per run (two runs of one checkout may overlap), removed when the run ends.
+  const out = join(tmpdir(), `mrtr-gateway-bench-${createHash('sha256').update(root).digest('hex').slice(0, 12)}-${process.pid}`);
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
+  process.once('exit', () => rmSync(out, { recursive: true, force: true }));
   for (const file of files) {
     const { outputText, diagnostics } = ts.transpileModule(readFileSync(file, 'utf8'), {
       fileName: file,
