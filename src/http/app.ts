@@ -364,16 +364,20 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     if ('broken' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
     const refused = checkPostMedia({ contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') }, { accept: false });
     if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
-    if ('notUtf8' in read) return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
-    let body: unknown;
-    try {
-      body = JSON.parse(read.text);
-    } catch (e) {
-      return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
-    }
-    const sessionId = c.req.query('sessionId') ?? '';
-    return (await legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming, c.env.outgoing, body)) ?? RESPONSE_ALREADY_SENT;
+    const parsed = jsonBody(read, cfg.limits.maxJsonDepth);
+    if (parsed instanceof Response) return parsed;
+    return legacy.postSse(c.req.param('name'), sessionCaller(c), c.req.query('sessionId') ?? '', c.env.incoming.headers, parsed.body);
   });
+  app.all('/mcp/:name/message', (c) =>
+    gateway.upstreams.has(c.req.param('name'))
+      ? methodNotAllowed(c.req.method, c.req.path, 'POST', `${c.req.method} is not supported on ${c.req.path}; the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names`)
+      : unknownUpstream(gateway, c.req.param('name'), null),
+  );
+  app.all('/mcp/:name/sse', (c) =>
+    gateway.upstreams.has(c.req.param('name'))
+      ? methodNotAllowed(c.req.method, c.req.path, 'GET', `${c.req.method} is not supported on ${c.req.path}; open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names`)
+      : unknownUpstream(gateway, c.req.param('name'), null),
+  );
   app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(gateway, c.req.param('name'), null)));
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.
@@ -521,20 +525,10 @@ async function handleMcp(
   }
   const refused = checkPostMedia({ accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') });
   if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
-  if ('notUtf8' in read) {
-    return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
-  }
-  const text = read.text;
-  let body: unknown;
-  try {
-    body = JSON.parse(text);
-  } catch (e) {
-    return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
-  }
+  const parsed = jsonBody(read, gateway.cfg.limits.maxJsonDepth);
+  if (parsed instanceof Response) return parsed;
+  const { body, text } = parsed;
   const id = idOf(body);
-  if (deeperThan(body, gateway.cfg.limits.maxJsonDepth)) {
-    return errorResponse(id, { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${gateway.cfg.limits.maxJsonDepth}` }, 400);
-  }
   const era = eraOf(body, headerOf(c, 'mcp-session-id'));
   if (era !== 'modern' && gateway.isDraining) return refuseDraining(requestId, id);
   if (era !== 'modern') return legacy(era, body);
@@ -664,15 +658,38 @@ async function forwardHeld(gateway: Gateway, replica: string, name: string | und
 }
 
 /**
- * 405 / -32601 with `Allow: POST` for a method the MCP endpoint `path` does not serve: GET and
- * DELETE need a legacy session's `Mcp-Session-Id`; any other method is not served at all.
+ * 405 / -32601 with `Allow: allow` for a method the MCP endpoint `path` does not serve. The default
+ * message is that of `/mcp/NAME`: GET and DELETE need a legacy session's `Mcp-Session-Id`; any
+ * other method is not served at all.
  */
-function methodNotAllowed(method: string, path: string): Response {
-  const message =
+function methodNotAllowed(method: string, path: string, allow = 'POST', message?: string): Response {
+  message ??=
     method === 'GET' || method === 'DELETE'
       ? `${method} on ${path} needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only`
       : `${method} is not supported on ${path}; it serves POST, and GET and DELETE within a legacy session (Mcp-Session-Id)`;
-  return errorResponse(null, { code: ErrorCode.MethodNotFound, message }, 405, { allow: 'POST' });
+  return errorResponse(null, { code: ErrorCode.MethodNotFound, message }, 405, { allow });
+}
+
+/**
+ * The JSON value of an MCP POST body whose size and media type passed their checks, and its text.
+ * @returns the value, or the refusal: 400 / -32700 when the body is not UTF-8 or not JSON, 400 /
+ *   -32600 (with the body's `id`) when it nests arrays and objects deeper than `maxDepth`
+ *   (`limits.maxJsonDepth`).
+ */
+function jsonBody(read: { text: string } | { notUtf8: true }, maxDepth: number): { body: unknown; text: string } | Response {
+  if ('notUtf8' in read) {
+    return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(read.text);
+  } catch (e) {
+    return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
+  }
+  if (deeperThan(body, maxDepth)) {
+    return errorResponse(idOf(body), { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${maxDepth}` }, 400);
+  }
+  return { body, text: read.text };
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {

@@ -24,7 +24,7 @@
  * `initialize` is admitted, so initializes that arrive together cannot exceed the bounds.
  */
 import { randomBytes } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
@@ -154,6 +154,10 @@ const jsonRpcError = (status: number, code: number, message: string, data?: unkn
     headers: { 'content-type': 'application/json', ...headers },
   });
 
+/** 400 / -32600 for a value that is not a JSON-RPC 2.0 message (JSON-RPC 2.0 §4, §5). */
+const notJsonRpc = () =>
+  jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")');
+
 /** The legacy sessions of a gateway. */
 export class LegacySessions {
   private readonly sessions = new Map<string, LegacySession>();
@@ -277,18 +281,28 @@ export class LegacySessions {
   }
 
   /**
-   * `POST /mcp/NAME/message?sessionId=…` of an HTTP+SSE session: 202, the answer goes on the stream.
-   * @returns undefined when answered on `res`, else 404 for an unknown session (or one of another
-   *   principal or upstream).
+   * `POST /mcp/NAME/message?sessionId=…` of an HTTP+SSE session (2024-11-05 transports §HTTP with
+   * SSE): `body` (parsed JSON, its size, media type and depth checked) is one JSON-RPC message,
+   * handed to the session's transport; its answer goes on the session's SSE stream.
+   * `headers` are those of the POST (trace context for the relay).
+   * @returns 202 once the message is taken; 404 / -32001 for an unknown session (or one of
+   *   another principal or upstream); 400 / -32600 for a batch (this transport carries one
+   *   message per POST) or a value that is not a JSON-RPC 2.0 message.
    */
-  async postSse(upstream: string, who: SessionCaller, sessionId: string, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<Response | undefined> {
+  async postSse(upstream: string, who: SessionCaller, sessionId: string, headers: IncomingHttpHeaders, body: unknown): Promise<Response> {
     const s = this.sessions.get(sessionId);
     if (!s || s.closing || s.principal !== who.principal || s.upstream !== upstream || !(s.transport instanceof DownstreamSseTransport)) {
       return jsonRpcError(404, -32001, 'Session not found; open a new stream');
     }
+    if (Array.isArray(body)) {
+      return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST');
+    }
+    const message = JSONRPCMessageSchema.safeParse(body);
+    if (!message.success) return notJsonRpc();
     s.lastActive = Date.now();
-    await s.transport.handlePostMessage(req, res, body);
-    return undefined;
+    // The SDK's handlePostMessage would parse Content-Type again, more strictly than the front door.
+    await s.transport.handleMessage(message.data, { requestInfo: { headers } });
+    return new Response('Accepted', { status: 202 });
   }
 
   /**
@@ -302,7 +316,7 @@ export class LegacySessions {
       return jsonRpcError(404, ErrorCode.MethodNotFound, 'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize');
     }
     if ((this.perOwner.get(who.owner) ?? 0) >= this.cfg.maxSessionsPerPrincipal) {
-      return jsonRpcError(429, ErrorCode.InternalError, `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one with DELETE or let it go idle`, { upstream, reason: 'busy' }, { 'retry-after': '1' });
+      return jsonRpcError(429, ErrorCode.InternalError, `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)`, { upstream, reason: 'busy' }, { 'retry-after': '1' });
     }
     if (this.sessions.size + this.admitted >= this.cfg.maxSessions) {
       return jsonRpcError(503, ErrorCode.InternalError, `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`, { upstream, reason: 'busy' }, { 'retry-after': '5' });
@@ -434,7 +448,7 @@ export class LegacySessions {
     }
     if (body !== undefined) {
       if ((Array.isArray(body) ? body : [body]).some((m) => !JSONRPCMessageSchema.safeParse(m).success)) {
-        return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")');
+        return notJsonRpc();
       }
     }
     s.lastActive = Date.now();

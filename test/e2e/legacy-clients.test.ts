@@ -401,6 +401,45 @@ describe('legacy session rules', () => {
   });
 });
 
+/**
+ * An HTTP+SSE session (2024-11-05) opened with fetch on `GET BASE/mcp/NAME/sse`: the URL its
+ * `endpoint` event names, `answer(id)` waiting for the `message` event answering request `id`, and
+ * `close()` ending the stream.
+ */
+async function sseSession(base: string, name: string) {
+  const abort = new AbortController();
+  const res = await fetch(`${base}/mcp/${name}/sse`, { headers: { accept: 'text/event-stream' }, signal: abort.signal });
+  expect(res.status).toBe(200);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  const events: { event: string; data: string }[] = [];
+  let buffer = '';
+  const more = async () => {
+    const { value, done } = await reader.read();
+    if (done) throw new Error('the SSE stream ended');
+    buffer += value;
+    let end: number;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      events.push({ event: /^event: (.*)$/m.exec(block)?.[1] ?? 'message', data: /^data: (.*)$/m.exec(block)?.[1] ?? '' });
+    }
+  };
+  while (!events.some((e) => e.event === 'endpoint')) await more();
+  const endpoint = `${base}${events.find((e) => e.event === 'endpoint')!.data}`;
+  const answer = async (id: number) => {
+    for (;;) {
+      const found = events.find((e) => e.event === 'message' && JSON.parse(e.data).id === id);
+      if (found) return JSON.parse(found.data);
+      await more();
+    }
+  };
+  const post = (body: string, contentType = 'application/json') => fetch(endpoint, { method: 'POST', headers: { 'content-type': contentType }, body });
+  return { endpoint, answer, post, close: () => abort.abort() };
+}
+
+const initialize2024 = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'raw-sse', version: '1' } } });
+const pingOf = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' });
+
 describe('the old HTTP+SSE transport (2024-11-05)', () => {
   it('SSE streams the client drops while the upstream is first asked its era open no session and keep no place', async () => {
     const { SSEClientTransport } = await import('@modelcontextprotocol/sdk/client/sse.js');
@@ -469,5 +508,116 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     // Passing the checks without any Accept: on to the session lookup.
     const passed = await post({ 'content-type': 'application/json; charset=utf-8' }, ping);
     expect(passed.status).toBe(404);
+  });
+
+  it('a body on /message that is JSON but not one JSON-RPC message → 400 / -32600 in JSON (a batch too: this transport takes one message per POST); the session goes on', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const sse = await sseSession(gw.base, 'everything');
+    const invalid = {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")' },
+    };
+    for (const body of ['{"foo":1}', '42', 'null', '"ping"', '{"jsonrpc":"2.0","id":{},"method":"ping"}']) {
+      const res = await sse.post(body);
+      expect(res.status, body).toBe(400);
+      expect(res.headers.get('content-type'), body).toMatch(/^application\/json/);
+      expect(await res.json(), body).toEqual(invalid);
+    }
+    for (const body of [`[${pingOf(1)}]`, '[]']) {
+      const batch = await sse.post(body);
+      expect(batch.status, body).toBe(400);
+      expect(await batch.json(), body).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32600, message: 'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST' },
+      });
+    }
+    expect((await sse.post(initialize2024(2))).status).toBe(202);
+    expect((await sse.answer(2)).result.protocolVersion).toBe('2024-11-05');
+    expect((await sse.post(pingOf(3))).status).toBe(202);
+    expect(await sse.answer(3)).toEqual({ jsonrpc: '2.0', id: 3, result: {} });
+    sse.close();
+  });
+
+  it('a Content-Type of application/json with parameters the front door lets through (empty, malformed, unclosed quote) is accepted on /message', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const sse = await sseSession(gw.base, 'everything');
+    expect((await sse.post(initialize2024(1), 'application/json;')).status).toBe(202);
+    expect((await sse.answer(1)).result.serverInfo.name).toBe('mcp-servers/everything');
+    const types = ['application/json; charset', 'application/json; a=b c', 'application/json; charset="utf-8', 'Application/JSON; charset=UTF-8'];
+    for (const [i, type] of types.entries()) {
+      const res = await sse.post(pingOf(10 + i), type);
+      expect(res.status, type).toBe(202);
+      expect(await sse.answer(10 + i), type).toEqual({ jsonrpc: '2.0', id: 10 + i, result: {} });
+    }
+    sse.close();
+  });
+
+  it('a body on /message nesting deeper than limits.maxJsonDepth → 400 / -32600, as on /mcp/NAME, however deep; nothing reaches the session', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const sse = await sseSession(gw.base, 'everything');
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 64; i++) deep = { down: deep };
+    const nested = await sse.post(JSON.stringify({ ...JSON.parse(initialize2024(7)), params: { ...JSON.parse(initialize2024(7)).params, deep } }));
+    expect(nested.status).toBe(400);
+    expect(await nested.json()).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' } });
+    const huge = await sse.post('['.repeat(200_000) + ']'.repeat(200_000));
+    expect(huge.status).toBe(400);
+    expect(await huge.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' } });
+    // The refused initialize never reached the session: it is still not initialized.
+    expect((await sse.post(pingOf(8))).status).toBe(202);
+    expect((await sse.answer(8)).error).toMatchObject({ code: -32600, message: expect.stringMatching(/not initialized/) });
+    expect((await sse.post(initialize2024(9))).status).toBe(202);
+    expect((await sse.answer(9)).result.protocolVersion).toBe('2024-11-05');
+    sse.close();
+  });
+
+  it('a method the HTTP+SSE endpoints do not serve → 405 / -32601 with Allow: POST on /message and Allow: GET on /sse', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    for (const method of ['GET', 'DELETE', 'PUT']) {
+      const res = await fetch(`${gw.base}/mcp/everything/message?sessionId=x`, { method });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow'), method).toBe('POST');
+      expect((await res.json()).error, method).toEqual({
+        code: -32601,
+        message: `${method} is not supported on /mcp/everything/message; the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names`,
+      });
+    }
+    for (const method of ['POST', 'DELETE']) {
+      const res = await fetch(`${gw.base}/mcp/everything/sse`, { method, headers: { 'content-type': 'application/json' }, body: method === 'POST' ? pingOf(1) : undefined });
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get('allow'), method).toBe('GET');
+      expect((await res.json()).error, method).toEqual({
+        code: -32601,
+        message: `${method} is not supported on /mcp/everything/sse; open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names`,
+      });
+    }
+    // An unknown upstream is still named as such.
+    const unknown = await fetch(`${gw.base}/mcp/nope/message`);
+    expect(unknown.status).toBe(404);
+    expect((await unknown.json()).error.message).toMatch(/Unknown upstream 'nope'/);
+    expect(gw.legacy.size).toBe(0);
+  });
+
+  it('the per-caller bound refuses another HTTP+SSE stream with 429, saying to close a stream (or DELETE a Streamable HTTP session); closing one makes room', async () => {
+    const gw = await gateway({ legacySessions: { maxSessionsPerPrincipal: 1 }, upstreams: { everything: everythingStdio } });
+    const first = await sseSession(gw.base, 'everything');
+    const refusedSse = await fetch(`${gw.base}/mcp/everything/sse`, { headers: { accept: 'text/event-stream' } });
+    const refusedHttp = await fetch(gw.url('everything'), { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: initialize2024(1) });
+    for (const res of [refusedSse, refusedHttp]) {
+      expect(res.status).toBe(429);
+      expect(res.headers.get('retry-after')).toBe('1');
+      expect((await res.json()).error).toEqual({
+        code: -32603,
+        message: 'This caller holds 1 legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)',
+        data: { upstream: 'everything', reason: 'busy' },
+      });
+    }
+    first.close();
+    expect(await eventually(() => gw.legacy.size === 0, 5000)).toBe(true);
+    const second = await sseSession(gw.base, 'everything');
+    expect(gw.legacy.size).toBe(1);
+    second.close();
   });
 });
