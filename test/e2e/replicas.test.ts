@@ -539,3 +539,57 @@ describeWith(['redis-server'], 'a replica is registered as soon as the store is 
     expect(await eventually(async () => (await parkOnAretryOnB('Again')) === 'Hello, Again!', 1000, 100)).toBe(true);
   }, 60_000);
 });
+
+describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run', () => {
+  let redis: TestRedis;
+  let a: CliGateway;
+  let b: CliGateway;
+  const readyz = async (g: CliGateway) => (await fetch(`${g.base}/readyz`)).status;
+  const getTask = (g: CliGateway, taskId: string) => rpc(`${g.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+  /** The task as `g` reads it once it is completed, or the last answer after `timeoutMs`. */
+  async function completedOn(g: CliGateway, taskId: string, timeoutMs: number): Promise<any> {
+    let last: any;
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      last = (await getTask(g, taskId)).body;
+      if (last.result?.status === 'completed') return last.result;
+      await sleep(100);
+    }
+    return last;
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis({ appendOnly: true });
+    const cfg = replicaConfig(redis.url, { f: fixtureStdio() });
+    [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const g of [a, b]) g?.child.kill('SIGKILL');
+    await Promise.all([a?.exited, b?.exited]);
+    await redis?.stop();
+  });
+
+  it('a task that completes while Redis is stopped reads completed, with its result, on both replicas once Redis is back', async () => {
+    expect(await eventually(async () => (await readyz(a)) === 200 && (await readyz(b)) === 200, 10_000, 50)).toBe(true);
+    // Warm: the upstream session is open, so the task starts at once.
+    expect(await plainCall(`${a.base}/mcp/f`)).toBe('slept 5ms');
+    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 3 } }, { caps: TASKS });
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = created.body.result.taskId as string;
+    const createdAt = Date.now();
+    await redis.stop();
+    // Stopped before the tool ends: its progress and its result reach a while Redis is down.
+    expect(Date.now() - createdAt).toBeLessThan(1200);
+    expect(await eventually(async () => (await readyz(a)) === 503, 3000)).toBe(true);
+    expect((await getTask(a, taskId)).body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    // The tool has ended (1.5 s) and a tried to write its result; then Redis comes back.
+    await sleep(Math.max(0, createdAt + 2500 - Date.now()));
+    await redis.start();
+    // The replica running the task writes the result once it reconnects (backoff up to 2 s).
+    const onA = await completedOn(a, taskId, 10_000);
+    expect(onA).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 1500ms' }] } });
+    // The record in Redis has it: the other replica reads the same.
+    const onB = await completedOn(b, taskId, 5000);
+    expect(onB).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 1500ms' }] } });
+  }, 60_000);
+});
