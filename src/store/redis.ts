@@ -38,6 +38,9 @@ export class RedisStore implements SharedStore {
   private readonly reachableListeners: (() => void)[] = [];
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private lastError: string | undefined;
+  /** Whether the subscriber is subscribed to `<prefix>tasks` (kept across reconnections by node-redis). */
+  private subscribed = false;
+  private subscribing = false;
 
   private constructor(
     private readonly client: RedisClientType,
@@ -110,17 +113,32 @@ export class RedisStore implements SharedStore {
       });
       void c.connect().catch(() => {});
     }
-    void subscriber
-      .subscribe(`${opts.keyPrefix}tasks`, (message) => {
+    // Subscribed once the subscriber is ready, and again on each ready until a subscription
+    // succeeded (one sent while Redis is down fails); after that node-redis resubscribes the
+    // channel on every reconnection, before the client is ready again.
+    subscriber.on('ready', () => void store.subscribe());
+    return store;
+  }
+
+  /** Subscribes to `<prefix>tasks` unless subscribed (or subscribing) already; a failure is retried on the next ready. */
+  private async subscribe(): Promise<void> {
+    if (this.subscribed || this.subscribing) return;
+    this.subscribing = true;
+    try {
+      await this.subscriber.subscribe(`${this.opts.keyPrefix}tasks`, (message) => {
         try {
           const record = JSON.parse(message) as TaskRecord;
-          for (const l of store.listeners) l(record);
+          for (const l of this.listeners) l(record);
         } catch {
           /* not ours */
         }
-      })
-      .catch(() => {});
-    return store;
+      });
+      this.subscribed = true;
+    } catch (e) {
+      this.opts.log.warn({ err: (e as Error).message }, 'shared store (Redis): task channel not subscribed yet');
+    } finally {
+      this.subscribing = false;
+    }
   }
 
   private async run<T>(command: () => Promise<T>): Promise<T> {
@@ -145,7 +163,8 @@ export class RedisStore implements SharedStore {
   }
 
   unavailable(): string | undefined {
-    if (this.client.isReady && this.subscriber.isReady) return undefined;
+    if (this.client.isReady && this.subscriber.isReady && this.subscribed) return undefined;
+    if (this.client.isReady && this.subscriber.isReady) return `the shared store (Redis at ${redact(this.opts.url)}) is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet`;
     return `the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
   }
 

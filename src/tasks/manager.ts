@@ -34,8 +34,11 @@ interface LiveTask {
   batchTimer?: NodeJS.Timeout;
   cancelRequested: boolean;
   unsubscribe: () => void;
-  /** Serializes store writes for this task. */
+  /** Serializes store writes for this task; never rejects. */
   chain: Promise<void>;
+  /** Whether the last write failed (the store was unreachable); it is tried again. */
+  unwritten: boolean;
+  retryTimer?: NodeJS.Timeout;
   /** Who runs it, the tool, when it was created (ISO 8601) and the status last written. */
   caller: TaskCaller;
   tool?: string;
@@ -59,6 +62,9 @@ export interface RunningTask {
   /** The input requests waiting for the client, by key. */
   inputs: Record<string, InputRequest>;
 }
+
+/** Wait before writing a task's status again after the store could not take it, in ms. */
+export const STORE_RETRY_MS = 1000;
 
 /** Most task statuses remembered for {@link TaskManager.statusCounts}. */
 const MAX_STATUSES = 100_000;
@@ -112,11 +118,14 @@ export class TaskManager {
       if (record.replica === this.replica) return;
       for (const l of this.listeners) l(record);
     });
+    // Writes that failed while the store was unreachable are made as soon as it is back.
+    shared.onReachable(() => {
+      for (const [taskId, live] of this.live) if (live.unwritten) this.sync(taskId);
+    });
     this.store.onExpire((taskId) => {
       const live = this.live.get(taskId);
       if (!live) return;
-      this.live.delete(taskId);
-      live.unsubscribe();
+      this.release(taskId, live);
       this.log.info({ taskId }, 'task expired while running: cancelling upstream');
       taskStatus(live.trace, 'expired', undefined, true);
       live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task expired'));
@@ -182,6 +191,7 @@ export class TaskManager {
       cancelRequested: false,
       unsubscribe: () => {},
       chain: Promise.resolve(),
+      unwritten: false,
       caller: { principal: caller.principal, upstream: caller.upstream },
       tool: opts.tool,
       createdAt: now,
@@ -238,32 +248,71 @@ export class TaskManager {
     return true;
   }
 
+  /**
+   * Queues a write of the task's current status (from its Exchange) to the store, after the writes
+   * queued before it. A write that fails (the store is unreachable) leaves the chain usable: it is
+   * tried again after {@link STORE_RETRY_MS} and as soon as the store is reachable again.
+   */
   private sync(taskId: string): void {
     const live = this.live.get(taskId);
     if (!live) return;
-    live.chain = live.chain.then(async () => {
-      const record = await this.store.get(taskId);
-      if (!record || isTerminal(record.status)) return;
-      const before = record.status;
-      const wait = live.batchWindowMs - live.exchange.msSinceLastInput;
-      if (!live.exchange.outcome && wait > 0) {
-        clearTimeout(live.batchTimer);
-        live.batchTimer = setTimeout(() => this.sync(taskId), wait);
+    clearTimeout(live.retryTimer);
+    live.retryTimer = undefined;
+    live.chain = live.chain
+      .then(() => this.write(taskId, live))
+      .then(
+        () => void (live.unwritten = false),
+        (e) => {
+          if (!live.unwritten) this.log.warn({ taskId, err: (e as Error).message }, 'task status not written to the store: trying again');
+          live.unwritten = true;
+          if (this.live.get(taskId) !== live) return;
+          clearTimeout(live.retryTimer);
+          live.retryTimer = setTimeout(() => this.sync(taskId), STORE_RETRY_MS);
+          live.retryTimer.unref();
+        },
+      );
+  }
+
+  /** One store write of {@link sync}: reads the record, applies the Exchange to it, writes and announces it. */
+  private async write(taskId: string, live: LiveTask): Promise<void> {
+    const record = await this.store.get(taskId);
+    if (!record || isTerminal(record.status)) {
+      // Gone (expired, or a Redis restarted empty) or ended elsewhere: nothing left to write.
+      if (live.exchange.outcome) {
+        this.release(taskId, live);
+        taskStatus(live.trace, record?.status ?? 'expired', record?.error, true);
       }
-      if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
-      if (record.status !== before) taskStatus(live.trace, record.status, record.error, isTerminal(record.status));
-      if (isTerminal(record.status)) {
-        this.live.delete(taskId);
-        live.unsubscribe();
+      return;
+    }
+    const before = record.status;
+    const wait = live.batchWindowMs - live.exchange.msSinceLastInput;
+    if (!live.exchange.outcome && wait > 0) {
+      clearTimeout(live.batchTimer);
+      live.batchTimer = setTimeout(() => this.sync(taskId), wait);
+    }
+    if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
+    if (!(await this.store.put(record))) {
+      if (live.exchange.outcome) {
+        this.release(taskId, live);
+        taskStatus(live.trace, 'expired', undefined, true);
       }
-      if (!(await this.store.put(record))) return;
-      live.status = record.status;
-      if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
-      if (record.status !== before) this.onStatus?.(record.status);
-      for (const l of this.listeners) l(record);
-      if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
-    });
-    live.chain.catch((e) => this.log.error({ taskId, err: (e as Error).message }, 'task update failed'));
+      return;
+    }
+    if (record.status !== before) taskStatus(live.trace, record.status, record.error, isTerminal(record.status));
+    if (isTerminal(record.status)) this.release(taskId, live);
+    live.status = record.status;
+    if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
+    if (record.status !== before) this.onStatus?.(record.status);
+    for (const l of this.listeners) l(record);
+    if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
+  }
+
+  /** Stops following a task: its final status is written, or it has no record left to write to. */
+  private release(taskId: string, live: LiveTask): void {
+    if (this.live.get(taskId) === live) this.live.delete(taskId);
+    live.unsubscribe();
+    clearTimeout(live.batchTimer);
+    clearTimeout(live.retryTimer);
   }
 
   /**

@@ -10,7 +10,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { rpc } from '../helpers/gateway.js';
+import { listen, rpc } from '../helpers/gateway.js';
 import { CONCURRENT_INPUT, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { startHaproxy, startRedis, type TestBalancer, type TestRedis } from '../helpers/infra.js';
@@ -537,5 +537,84 @@ describeWith(['redis-server'], 'a replica is registered as soon as the store is 
     await redis.start();
     expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
     expect(await eventually(async () => (await parkOnAretryOnB('Again')) === 'Hello, Again!', 1000, 100)).toBe(true);
+  }, 60_000);
+});
+
+describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, and a replica started while it is down', () => {
+  let redis: TestRedis;
+  let a: CliGateway;
+  let b: CliGateway;
+  let late: CliGateway | undefined;
+  let cfg: Record<string, unknown>;
+  const readyz = async (g: CliGateway) => (await fetch(`${g.base}/readyz`)).status;
+  const getTask = (g: CliGateway, taskId: string) => rpc(`${g.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
+  /** The task as `g` reads it once it is completed, or the last answer after `timeoutMs`. */
+  async function completedOn(g: CliGateway, taskId: string, timeoutMs: number): Promise<any> {
+    let last: any;
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end) {
+      last = (await getTask(g, taskId)).body;
+      if (last.result?.status === 'completed') return last.result;
+      await sleep(100);
+    }
+    return last;
+  }
+
+  beforeAll(async () => {
+    redis = await startRedis({ appendOnly: true });
+    cfg = replicaConfig(redis.url, { f: fixtureStdio() });
+    [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
+  }, 60_000);
+  afterAll(async () => {
+    for (const g of [a, b, late]) g?.child.kill('SIGKILL');
+    await Promise.all([a?.exited, b?.exited, late?.exited]);
+    await redis?.stop();
+  });
+
+  it('a task that completes while Redis is stopped reads completed, with its result, on both replicas once Redis is back', async () => {
+    expect(await eventually(async () => (await readyz(a)) === 200 && (await readyz(b)) === 200, 10_000, 50)).toBe(true);
+    // Warm: the upstream session is open, so the task starts at once.
+    expect(await plainCall(`${a.base}/mcp/f`)).toBe('slept 5ms');
+    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 3 } }, { caps: TASKS });
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working' });
+    const taskId = created.body.result.taskId as string;
+    const createdAt = Date.now();
+    await redis.stop();
+    // Stopped before the tool ends: its progress and its result reach a while Redis is down.
+    expect(Date.now() - createdAt).toBeLessThan(1200);
+    expect(await eventually(async () => (await readyz(a)) === 503, 3000)).toBe(true);
+    expect((await getTask(a, taskId)).body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    // The tool has ended (1.5 s) and a tried to write its result; then Redis comes back.
+    await sleep(Math.max(0, createdAt + 2500 - Date.now()));
+    await redis.start();
+    // The replica running the task writes the result once it reconnects (backoff up to 2 s).
+    const onA = await completedOn(a, taskId, 10_000);
+    expect(onA).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 1500ms' }] } });
+    // The record in Redis has it: the other replica reads the same.
+    const onB = await completedOn(b, taskId, 5000);
+    expect(onB).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 1500ms' }] } });
+  }, 60_000);
+
+  it('a replica started while Redis is down follows, once Redis is up, a task another replica runs on a subscriptions/listen stream', async () => {
+    await redis.stop();
+    expect(await eventually(async () => (await readyz(a)) === 503, 3000)).toBe(true);
+    late = await startCli(cfg);
+    expect(await readyz(late)).toBe(503);
+    await redis.start();
+    expect(await eventually(async () => (await readyz(a)) === 200 && (await readyz(late!)) === 200, 10_000, 50)).toBe(true);
+    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 2000, steps: 1 } }, { caps: TASKS });
+    const taskId = created.body.result.taskId as string;
+    const stream = await listen(`${late.base}/mcp/f`, { taskIds: [taskId] }, { caps: TASKS, id: 'late-listen' });
+    try {
+      expect(await stream.next()).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: [taskId] } } });
+      // Still running once the stream is acknowledged: its end can reach the stream only as a's publication on the task channel.
+      expect((await getTask(a, taskId)).body.result.status).toBe('working');
+      const end = Date.now() + 10_000;
+      while (!stream.messages.some((m) => m.method === 'notifications/tasks' && m.params.status === 'completed') && Date.now() < end) await stream.next(500);
+      const done = stream.messages.find((m) => m.method === 'notifications/tasks' && m.params.status === 'completed');
+      expect(done?.params).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 2000ms' }] } });
+    } finally {
+      stream.close();
+    }
   }, 60_000);
 });

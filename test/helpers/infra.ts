@@ -53,15 +53,20 @@ export interface TestRedis {
   stop(): Promise<void>;
 }
 
-/** Starts `redis-server` on a free port of 127.0.0.1, without persistence. */
-export async function startRedis(): Promise<TestRedis> {
+/**
+ * Starts `redis-server` on a free port of 127.0.0.1, without persistence (each `start` begins
+ * empty), or with `opts.appendOnly` with the append-only file on (`appendfsync always`, in a temp
+ * directory), so that what was written survives `stop` and `start`.
+ */
+export async function startRedis(opts: { appendOnly?: boolean } = {}): Promise<TestRedis> {
   const port = await freePort();
+  const persistence = opts.appendOnly ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', mkdtempSync(join(tmpdir(), 'mrtr-redis-'))] : ['--appendonly', 'no'];
   let child: ChildProcess | undefined;
   const redis: TestRedis = {
     port,
     url: `redis://127.0.0.1:${port}`,
     start: async () => {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--protected-mode', 'yes'], { stdio: 'ignore' });
+      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--protected-mode', 'yes'], { stdio: 'ignore' });
       await waitForPort(port);
     },
     stop: async () => {
