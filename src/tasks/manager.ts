@@ -280,7 +280,8 @@ export class TaskManager {
       // Gone (expired, or a Redis restarted empty) or ended elsewhere: nothing left to write.
       if (live.exchange.outcome) {
         this.release(taskId, live);
-        taskStatus(live.trace, record?.status ?? 'expired', record?.error, true);
+        // Unless this replica wrote that end itself (a second write queued after it), it is news here.
+        if (!isTerminal(live.status)) this.endedElsewhere(taskId, live, record);
       }
       return;
     }
@@ -292,9 +293,10 @@ export class TaskManager {
     }
     if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
     if (!(await this.store.put(record))) {
+      // The record went away between the read and the write.
       if (live.exchange.outcome) {
         this.release(taskId, live);
-        taskStatus(live.trace, 'expired', undefined, true);
+        this.endedElsewhere(taskId, live, undefined);
       }
       return;
     }
@@ -305,6 +307,22 @@ export class TaskManager {
     if (record.status !== before) this.onStatus?.(record.status);
     for (const l of this.listeners) l(record);
     if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
+  }
+
+  /**
+   * Records the end of a task this replica did not write: its status as found (another replica
+   * marked it), or, with no record left, the task is dropped from the counts and its span ends
+   * `expired`.
+   */
+  private endedElsewhere(taskId: string, live: LiveTask, record: TaskRecord | undefined): void {
+    taskStatus(live.trace, record?.status ?? 'expired', record?.error, true);
+    if (!record) {
+      this.statuses.delete(taskId);
+      return;
+    }
+    live.status = record.status;
+    if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
+    this.onStatus?.(record.status);
   }
 
   /** Stops following a task: its final status is written, or it has no record left to write to. */

@@ -618,3 +618,34 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     }
   }, 60_000);
 });
+
+describeWith(['redis-server'], 'a running task whose record a Redis restart lost', () => {
+  let redis: TestRedis;
+  let a: CliGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    [a] = await Promise.all([startCli(replicaConfig(redis.url, { f: fixtureStdio() }, { admin: { enabled: true } }))]);
+  }, 60_000);
+  afterAll(async () => {
+    a?.child.kill('SIGKILL');
+    await a?.exited;
+    await redis?.stop();
+  });
+
+  it('leaves the running tasks and the status counts of /admin once its tool ends', async () => {
+    const tasks = async () => (await fetch(`${a.base}/admin/api/tasks`)).json();
+    expect(await eventually(async () => (await fetch(`${a.base}/readyz`)).status === 200, 10_000, 50)).toBe(true);
+    expect(await plainCall(`${a.base}/mcp/f`)).toBe('slept 5ms');
+    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 1 } }, { caps: TASKS });
+    expect(created.body.result).toMatchObject({ resultType: 'task', status: 'working' });
+    expect((await tasks()).counts.working).toBe(1);
+    // Restarted empty (no persistence) while the tool runs: the record is gone when its result comes.
+    await redis.stop();
+    await redis.start();
+    expect(await eventually(async () => {
+      const t = await tasks();
+      return t.running.length === 0 && t.counts.working === 0;
+    }, 8000, 100)).toBe(true);
+  }, 30_000);
+});
