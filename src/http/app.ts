@@ -24,7 +24,7 @@ import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
-import { readBody } from './body.js';
+import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
 import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
@@ -360,24 +360,19 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.post('/mcp/:name/message', async (c) => {
     if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
     const read = await readBody(c, maxBody);
-    if ('tooLarge' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
-    if ('broken' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
-    const refused = checkPostMedia({ contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') }, { accept: false });
-    if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
+    const refused = bodyNotRead(read, maxBody) ?? mediaRefused(c, { accept: false });
+    if (refused) return refused;
     const parsed = jsonBody(read, cfg.limits.maxJsonDepth);
     if (parsed instanceof Response) return parsed;
     return legacy.postSse(c.req.param('name'), sessionCaller(c), c.req.query('sessionId') ?? '', c.env.incoming.headers, parsed.body);
   });
-  app.all('/mcp/:name/message', (c) =>
-    gateway.upstreams.has(c.req.param('name'))
-      ? methodNotAllowed(c.req.method, c.req.path, 'POST', `${c.req.method} is not supported on ${c.req.path}; the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names`)
-      : unknownUpstream(gateway, c.req.param('name'), null),
-  );
-  app.all('/mcp/:name/sse', (c) =>
-    gateway.upstreams.has(c.req.param('name'))
-      ? methodNotAllowed(c.req.method, c.req.path, 'GET', `${c.req.method} is not supported on ${c.req.path}; open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names`)
-      : unknownUpstream(gateway, c.req.param('name'), null),
-  );
+  /** Any other method on an HTTP+SSE path of a configured upstream: 405 with `Allow: allow`. */
+  const onlyMethod = (allow: string, hint: string) => (c: Context) =>
+    gateway.upstreams.has(c.req.param('name')!)
+      ? methodNotAllowed(c.req.method, c.req.path, allow, `${c.req.method} is not supported on ${c.req.path}; ${hint}`)
+      : unknownUpstream(gateway, c.req.param('name')!, null);
+  app.all('/mcp/:name/message', onlyMethod('POST', "the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names"));
+  app.all('/mcp/:name/sse', onlyMethod('GET', 'open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names'));
   app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(gateway, c.req.param('name'), null)));
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.
@@ -504,14 +499,9 @@ async function handleMcp(
   const rl: RequestLog = { log, gateway, requestId, upstream: target?.label ?? name ?? FEDERATED_LABEL, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
   const maxBody = gateway.cfg.limits.maxBodyBytes;
   const read = await readBody(c, maxBody);
-  if ('tooLarge' in read) {
-    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
-  }
-  if ('broken' in read) {
-    // The client went away (or stalled past the read timeout) while sending the body.
-    log.debug({ requestId, err: read.broken.message }, 'request body not received');
-    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
-  }
+  if ('broken' in read) log.debug({ requestId, err: read.broken.message }, 'request body not received');
+  const unread = bodyNotRead(read, maxBody);
+  if (unread) return unread;
   if (!target) {
     let id: RequestId | null = null;
     if ('text' in read) {
@@ -523,8 +513,8 @@ async function handleMcp(
     }
     return unknownUpstream(gateway, name ?? '', id);
   }
-  const refused = checkPostMedia({ accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') });
-  if (refused) return errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
+  const refused = mediaRefused(c);
+  if (refused) return refused;
   const parsed = jsonBody(read, gateway.cfg.limits.maxJsonDepth);
   if (parsed instanceof Response) return parsed;
   const { body, text } = parsed;
@@ -670,14 +660,28 @@ function methodNotAllowed(method: string, path: string, allow = 'POST', message?
   return errorResponse(null, { code: ErrorCode.MethodNotFound, message }, 405, { allow });
 }
 
+/** 413 / -32600 for a body past `maxBodyBytes`, 400 / -32600 for one that could not be read (the client went away or stalled); else undefined. */
+function bodyNotRead(read: BodyRead, maxBody: number): Response | undefined {
+  if ('tooLarge' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
+  if ('broken' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
+  return undefined;
+}
+
+/** The 415 / 406 (-32000) of {@link checkPostMedia} for `c`'s headers, or undefined when they pass. */
+function mediaRefused(c: Context, opts?: { accept?: boolean }): Response | undefined {
+  const refused = checkPostMedia({ accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') }, opts);
+  return refused && errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
+}
+
 /**
  * The JSON value of an MCP POST body whose size and media type passed their checks, and its text.
  * @returns the value, or the refusal: 400 / -32700 when the body is not UTF-8 or not JSON, 400 /
  *   -32600 (with the body's `id`) when it nests arrays and objects deeper than `maxDepth`
  *   (`limits.maxJsonDepth`).
  */
-function jsonBody(read: { text: string } | { notUtf8: true }, maxDepth: number): { body: unknown; text: string } | Response {
-  if ('notUtf8' in read) {
+function jsonBody(read: BodyRead, maxDepth: number): { body: unknown; text: string } | Response {
+  // What is left once bodyNotRead passed the read: text, or bytes that are not UTF-8.
+  if (!('text' in read)) {
     return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
   }
   let body: unknown;
