@@ -163,8 +163,9 @@ export class RedisStore implements SharedStore {
   }
 
   unavailable(): string | undefined {
-    if (this.client.isReady && this.subscriber.isReady && this.subscribed) return undefined;
-    if (this.client.isReady && this.subscriber.isReady) return `the shared store (Redis at ${redact(this.opts.url)}) is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet`;
+    if (this.client.isReady && this.subscriber.isReady) {
+      return this.subscribed ? undefined : `the shared store (Redis at ${redact(this.opts.url)}) is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet`;
+    }
     return `the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
   }
 
