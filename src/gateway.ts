@@ -12,7 +12,7 @@ import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exc
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
 import { ErrorCode, GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
-import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
+import { HeldElsewhere, MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
@@ -692,8 +692,12 @@ export class Gateway {
     const { inputResponses, requestState, task: _legacyTask, ...legacyParams } = req.params;
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
-    const tool = method === 'tools/call' ? await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
+    const claims = requestState !== undefined ? await this.bridge.open(binding, requestState) : undefined;
+    // A call parked on another replica is answered there, tool and headers checked included: this
+    // replica forwards the request as it came, without listing the upstream's tools for it.
+    if (claims && !claims.rp && claims.rep !== this.replica) throw new HeldElsewhere(claims.rep);
+    const tool = method === 'tools/call' ? await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
     const toolTasks = method === 'tools/call' ? up.cfg.tasks.tools[name] : undefined;
@@ -710,8 +714,7 @@ export class Gateway {
       : undefined;
     let result: Record<string, unknown>;
     let replay: { entries: ReplayEntry[]; round: number } | undefined;
-    if (requestState !== undefined) {
-      const claims = await this.bridge.open(binding, requestState);
+    if (claims) {
       // A replay-mode retry runs the call again: during the drain another replica does that, and its state stays unspent.
       if (this.draining && claims.rp) throw shuttingDown(up.name);
       noteInputRound(claims.rnd);

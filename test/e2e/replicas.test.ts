@@ -284,6 +284,19 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect((await hop({ 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': SECRET })).body.result.content[0].text).toBe('Hop, Ann!');
   });
 
+  it('a retry of a call parked on another replica is forwarded without this replica opening an upstream session or listing tools for it', async () => {
+    // A caller and capabilities c has served nothing for: it holds no tool list and no session for them.
+    const caps = { ...ELICIT, sampling: {} };
+    const parked = await call(a.base, 'ask_name', {}, { caps, headers: BOB });
+    expect(parked.body.result.resultType).toBe('input_required');
+    const opened = c.logs.filter((l) => l.msg === 'upstream session opened').length;
+    const forwarded = forwardedIn(c, 'tools/call');
+    const retry = await call(c.base, 'ask_name', answering(parked, named('Bo')), { caps, headers: BOB });
+    expect(retry.body.result?.content?.[0]?.text).toBe('Hello, Bo!');
+    expect(forwardedIn(c, 'tools/call')).toBe(forwarded + 1);
+    expect(c.logs.filter((l) => l.msg === 'upstream session opened')).toHaveLength(opened);
+  });
+
   it('replay state size: answers beyond input.maxReplayStateBytes fail with -32603 replay-limit, naming the setting', async () => {
     const caps = { ...ELICIT, sampling: {}, roots: {} };
     const round = async (topic: string) => {
@@ -390,8 +403,8 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect(parked.body.result.resultType).toBe('input_required');
     const task = await call(b.base, 'slow', { arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
     const taskId = task.body.result.taskId as string;
-    // c is warm (it knows the upstream's era), so what follows measures the failure only.
-    expect(await plainCall(`${c.base}/mcp/f`, ALICE)).toBe('slept 5ms');
+    // a and c are warm (they know the upstream's era), so what follows measures the failure only.
+    for (const g of [a, c]) expect(await plainCall(`${g.base}/mcp/f`, ALICE)).toBe('slept 5ms');
     b.child.kill('SIGKILL');
     await b.exited;
     const killed = Date.now();
