@@ -129,12 +129,15 @@ export async function expectScenarioPasses(url: string, scenario: string, opts: 
 
 /**
  * Opens the upstream sessions the scenarios use: one for each capability set they declare, and
- * three without capabilities (a subscriptions/listen stream holds one while a call triggers the
- * change it waits for, and the stream before it may still be giving its session back).
+ * five without capabilities. server-stateless's subscriptions/listen probes stop reading once
+ * they have the frames they wait for but leave their streams open, so two streams still hold
+ * their sessions while a third holds one and a call triggers the change it waits for (and the
+ * stream before that may still be giving its session back). A session opened during a scenario
+ * would be a fixture process started inside the CLI's 600–1500 ms probe timeouts.
  */
 export async function warmSessions(url: string): Promise<void> {
   const { rpc } = await import('../helpers/gateway.js');
-  const sets = [{}, {}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
+  const sets = [{}, {}, {}, {}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
   await Promise.all(sets.map((caps) => rpc(url, 'tools/list', {}, { caps })));
 }
 
