@@ -202,7 +202,9 @@ describe('fairness between principals', () => {
   beforeAll(async () => {
     gw = await startGateway({
       auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] },
-      upstreams: { f: { ...fixtureStdio(), maxSessions: 4, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 500 } } },
+      // The refused call's session is given back once the upstream has ended that call, which on a
+      // loaded machine takes more than a moment: alice's plain call may wait for it.
+      upstreams: { f: { ...fixtureStdio(), maxSessions: 4, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 10_000 } } },
     });
   });
   afterAll(() => gw?.close());

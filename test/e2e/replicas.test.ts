@@ -403,8 +403,9 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect(parked.body.result.resultType).toBe('input_required');
     const task = await call(b.base, 'slow', { arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
     const taskId = task.body.result.taskId as string;
-    // a and c are warm (they know the upstream's era), so what follows measures the failure only.
-    for (const g of [a, c]) expect(await plainCall(`${g.base}/mcp/f`, ALICE)).toBe('slept 5ms');
+    // The replicas left (a is stopped by the test before, unless it runs alone) are warm: they know
+    // the upstream's era, so what follows measures the failure only.
+    for (const g of [a, c].filter((g) => g.child.exitCode === null && g.child.signalCode === null)) expect(await plainCall(`${g.base}/mcp/f`, ALICE)).toBe('slept 5ms');
     b.child.kill('SIGKILL');
     await b.exited;
     const killed = Date.now();
@@ -472,15 +473,15 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     expect(Date.now() - started).toBeLessThan(2000);
     // Long enough for the balancer's checks (every 300 ms, 2 failures) to drain both replicas, were they checking readiness.
     await sleep(Math.max(0, down + 2000 - Date.now()));
+    // Six plain calls through the balancer started and answered while Redis is down (however slow the machine).
+    expect(await eventually(() => plain.filter((p) => p.at > down).length >= 6, 20_000)).toBe(true);
 
     await redis.start();
-    const up = Date.now();
     expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 200)).toBe(true);
     await sleep(300);
     looping = false;
     await loop;
     expect(plain.filter((p) => p.text !== 'slept 5ms')).toEqual([]);
-    expect(plain.filter((p) => p.at > down && p.at < up).length).toBeGreaterThanOrEqual(6);
 
     // Tasks again: created, polled to completed.
     const t = await rpc(`${lb.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 100, steps: 1 } }, { caps: TASKS });
