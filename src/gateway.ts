@@ -12,7 +12,7 @@ import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exc
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
 import { ErrorCode, GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
-import { HeldElsewhere, MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
+import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
@@ -693,10 +693,9 @@ export class Gateway {
     const method = req.method as ExchangeMethod;
     const name = String(method === 'resources/read' ? legacyParams.uri : legacyParams.name);
     const binding = { upstream: up.name, principal: ctx.principal, method, name, args: legacyParams.arguments };
+    // Before the tool check: a call parked on another replica is forwarded there (HeldElsewhere),
+    // which checks the tool and its headers; this replica lists no tools for it.
     const claims = requestState !== undefined ? await this.bridge.open(binding, requestState) : undefined;
-    // A call parked on another replica is answered there, tool and headers checked included: this
-    // replica forwards the request as it came, without listing the upstream's tools for it.
-    if (claims && !claims.rp && claims.rep !== this.replica) throw new HeldElsewhere(claims.rep);
     const tool = method === 'tools/call' ? await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);

@@ -363,6 +363,8 @@ export class MrtrBridge {
    * Opens a retry's `requestState` and checks it is bound to this request (upstream, principal,
    * method, name, arguments), a bridge state (not pass-through), and unspent. A park-mode state
    * must belong to this replica; a replay-mode state (`rp`) may come from any.
+   * @throws HeldElsewhere for a park-mode state of another replica when replicas forward (before
+   *   the spent check, which the owner makes: the request is forwarded as it came).
    * @throws GatewayError -32602 for an invalid, expired, replayed or foreign state.
    */
   async open(binding: RetryBinding, requestState: unknown): Promise<StateClaims> {
@@ -373,12 +375,15 @@ export class MrtrBridge {
       claims.m !== binding.method ||
       claims.n !== binding.name ||
       claims.d !== digestOf(binding.args) ||
-      (!claims.rp && claims.rep !== this.replica && !this.forwarding) ||
-      claims.pt ||
-      (await this.ledger.isSpent(claims.jti))
+      claims.pt
     ) {
       throw invalidParams(INVALID_STATE);
     }
+    if (!claims.rp && claims.rep !== this.replica) {
+      if (this.forwarding) throw new HeldElsewhere(claims.rep);
+      throw invalidParams(INVALID_STATE);
+    }
+    if (await this.ledger.isSpent(claims.jti)) throw invalidParams(INVALID_STATE);
     return claims;
   }
 
@@ -428,7 +433,6 @@ export class MrtrBridge {
     batchWindowMs: number,
     task?: TaskEscalation,
   ): Promise<Record<string, unknown>> {
-    if (claims.rep !== this.replica) throw new HeldElsewhere(claims.rep);
     const parked = this.parked.get(claims.ex) ?? this.ended.get(claims.ex);
     if (!parked) throw invalidParams(INVALID_STATE);
     const { exchange } = parked;
