@@ -601,6 +601,7 @@ describeWith(['redis-server'], '/mcp on two replicas sharing Redis', () => {
       { caps: ELICIT },
     );
     expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Ahoy, Mary!' }] });
-    expect(b.logs.some((l) => l.msg === 'request' && l.upstream === '*' && l.outcome === 'forwarded')).toBe(true);
+    // The request log line reaches the test through b's stdout, after the answer.
+    expect(await eventually(() => b.logs.some((l) => l.msg === 'request' && l.upstream === '*' && l.outcome === 'forwarded'), 2000)).toBe(true);
   });
 });

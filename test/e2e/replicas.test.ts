@@ -293,7 +293,9 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     const forwarded = forwardedIn(c, 'tools/call');
     const retry = await call(c.base, 'ask_name', answering(parked, named('Bo')), { caps, headers: BOB });
     expect(retry.body.result?.content?.[0]?.text).toBe('Hello, Bo!');
-    expect(forwardedIn(c, 'tools/call')).toBe(forwarded + 1);
+    // The request log line reaches the test through c's stdout after the answer; a session c opened
+    // for the call would have been logged on the same stream before it.
+    expect(await eventually(() => forwardedIn(c, 'tools/call') === forwarded + 1, 2000)).toBe(true);
     expect(c.logs.filter((l) => l.msg === 'upstream session opened')).toHaveLength(opened);
   });
 

@@ -68,7 +68,12 @@ export async function startCli(config: Record<string, unknown>, entry: string[] 
 export async function startCliArgs(args: string[], opts: CliOptions = {}): Promise<CliGateway> {
   const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
   const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => child.once('exit', (code, signal) => r({ code, signal })));
+  // 'exit' can come before the last lines on stdout were read; wait for the pipe to close too (a
+  // process the gateway started that still holds it gets a second at most).
+  const drained = new Promise<void>((r) => child.stdout!.once('close', () => r()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
+    child.once('exit', (code, signal) => void Promise.race([drained, new Promise((t) => setTimeout(t, 1000))]).then(() => r({ code, signal }))),
+  );
   const logs: Record<string, any>[] = [];
   try {
     const port = await listeningPort(child, logs, 20_000);
