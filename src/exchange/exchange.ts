@@ -204,7 +204,7 @@ export function withoutRelatedTask(result: Record<string, unknown>): Record<stri
 export function downstreamError(
   upstream: string,
   err: unknown,
-  session?: { deadReason?: string; transportKind: string },
+  session?: { deadReason?: string; deadKind?: string; transportKind: string },
   request?: { method: string; params: Record<string, unknown> },
 ): GatewayError {
   const mapped = mapUpstreamError(upstream, err, session, request);
@@ -215,11 +215,12 @@ export function downstreamError(
   return typeof d.uri === 'string' ? mapped : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
 }
 
-function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; transportKind: string }, request?: { method: string }): GatewayError {
+function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; deadKind?: string; transportKind: string }, request?: { method: string }): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamRequestLost) {
     if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
     const reason = session?.deadReason ?? 'connection closed';
+    if (session?.deadKind === 'protocol') return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
     return session?.transportKind === 'stdio'
       ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
       : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);

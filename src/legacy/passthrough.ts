@@ -52,6 +52,7 @@ import { SamplingError } from '../sampling/errors.js';
 import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
+import { secretRedactor } from '../config/child-env.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
@@ -241,7 +242,7 @@ export class PassThroughRelay implements LegacyRelay {
   /** Spawns or connects the upstream and sends the client's initialize on. */
   private async start(m: Message): Promise<void> {
     const { cfg, log } = this.init;
-    this.stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
+    this.stderr = cfg.transport === 'stdio' ? new StderrTail(secretRedactor(cfg.env)) : undefined;
     const up = createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr);
     this.up = up;
     up.onmessage = (message) => void this.fromUpstream(message as Message);

@@ -16,6 +16,7 @@
  */
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { secretRedactor } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
@@ -218,23 +219,29 @@ class ModernStdioUpstream implements ModernUpstream {
   private starting: Promise<StdioClientTransport> | undefined;
   private readonly pending = new Map<string, Pending>();
   private readonly byToken = new Map<string | number, string>();
-  private stderr = new StderrTail();
+  private stderr: StderrTail;
   private closed = false;
   /** Whether the running child has sent any message yet. */
   private heard = false;
   /** Set by a close that is not `reopen`: no request goes upstream any more. */
   private shutDown = false;
 
+  /** Hides the values of the child's `env` in what it writes (stderr, stray stdout). */
+  private readonly redact: (text: string) => string;
+
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.redact = secretRedactor(cfg.env);
+    this.stderr = new StderrTail(this.redact);
+  }
 
   private start(): Promise<StdioClientTransport> {
     if (this.transport) return Promise.resolve(this.transport);
     this.starting ??= (async () => {
       this.closed = false;
-      const stderr = (this.stderr = new StderrTail());
+      const stderr = (this.stderr = new StderrTail(this.redact));
       this.heard = false;
       const t = new StdioClientTransport({ command: this.cfg.command, args: this.cfg.args, env: { ...defaultChildEnv(), ...this.cfg.env }, cwd: this.cfg.cwd, stderr: 'pipe' });
       t.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8'), (line) => this.log.debug({ stderr: line }, 'upstream stderr')));
@@ -248,7 +255,7 @@ class ModernStdioUpstream implements ModernUpstream {
           this.forget(id);
           p.reject(new ModernHopError('protocol', reason, stderr.get()));
         }
-      });
+      }, this.redact);
       try {
         await t.start();
       } catch (e) {

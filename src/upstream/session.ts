@@ -46,13 +46,13 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { z } from 'zod';
-import { cwdProblem, safeChildEnv } from '../config/child-env.js';
+import { cwdProblem, safeChildEnv, secretRedactor } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
 import { UpstreamProtocolError, UpstreamRequestLost, errorText, withoutMcpPrefix } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
-import { guardStdout } from './stdout-guard.js';
+import { guardStdout, straysText, type StdoutStrays } from './stdout-guard.js';
 
 /** A server-initiated request as it arrives from the upstream. */
 export interface ServerInitiatedRequest {
@@ -137,12 +137,24 @@ const REQUEST_TIMED_OUT = new McpError(ErrorCode.RequestTimeout, 'Request timed 
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
-/** The last lines a stdio child wrote to stderr. */
+/** A start budget of `startMs` in words: the whole `connectMs`, or what the era probe left of it (ms). */
+function budgetText(startMs: number, connectMs: number): string {
+  const ms = Math.round(startMs);
+  return ms < connectMs ? `the ${ms} ms the era probe left of it` : `${ms} ms`;
+}
+
+/**
+ * The last lines a stdio child wrote to stderr, with the values of its configured `env` hidden
+ * (`redact`, from {@link secretRedactor}): these lines reach callers (`data.stderr`, the message of
+ * a failed start) and the logs.
+ */
 export class StderrTail {
   private readonly lines: string[] = [];
   private partial = '';
   /** Resolves when the child's stderr ended. */
   ended: Promise<void> = Promise.resolve();
+
+  constructor(private readonly redact: (text: string) => string = (text) => text) {}
 
   /** Adds a chunk of output; complete lines are kept, the oldest dropped beyond the bound. */
   push(chunk: string, onLine?: (line: string) => void): void {
@@ -156,7 +168,8 @@ export class StderrTail {
   }
 
   private keep(raw: string, onLine?: (line: string) => void): void {
-    const line = raw.trimEnd().slice(0, STDERR_LINE_CHARS);
+    // Hidden before the cut, so that a value the cut splits cannot show its first part.
+    const line = this.redact(raw.trimEnd()).slice(0, STDERR_LINE_CHARS);
     if (!line) return;
     onLine?.(line);
     this.lines.push(line);
@@ -165,7 +178,7 @@ export class StderrTail {
 
   /** The kept lines, oldest first, with an unterminated last line included. */
   get(): string[] {
-    const last = this.partial.trimEnd().slice(0, STDERR_LINE_CHARS);
+    const last = this.redact(this.partial.trimEnd()).slice(0, STDERR_LINE_CHARS);
     return last ? [...this.lines, last] : [...this.lines];
   }
 }
@@ -361,6 +374,8 @@ export class UpstreamSession {
   readonly id = randomUUID();
   /** Set when the connection closed or failed; the session is then never reused. */
   deadReason: string | undefined;
+  /** `protocol` when the gateway ended the session because the upstream broke the protocol (stdout that is not JSON-RPC, a message past the stdio bound). */
+  deadKind: 'protocol' | undefined;
   /** Resolves when the connection closes for any reason. */
   readonly closed: Promise<void>;
   /** The calls running on this session, by the `progressToken` each sent upstream. */
@@ -436,7 +451,8 @@ export class UpstreamSession {
   private async connect(startMs: number = this.opts.cfg.timeouts.connectMs): Promise<Connection> {
     const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities, jsonSchemaValidator: SCHEMA_VALIDATOR });
-    const stderr = cfg.transport === 'stdio' ? new StderrTail() : undefined;
+    const redact = secretRedactor(cfg.transport === 'stdio' ? cfg.env : undefined);
+    const stderr = cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
     const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
     const send = transport.send.bind(transport);
@@ -494,13 +510,18 @@ export class UpstreamSession {
     let stopStart!: (e: Error) => void;
     const stopped = new Promise<never>((_, reject) => (stopStart = reject));
     stopped.catch(() => {});
+    let strays: StdoutStrays | undefined;
     if (transport instanceof StdioClientTransport) {
-      guardStdout(transport, (reason) => {
-        this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
-        childOf(transport)?.kill('SIGTERM');
-        if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
-        else if (this.conn === conn) this.fail(reason);
-      });
+      strays = guardStdout(
+        transport,
+        (reason) => {
+          this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
+          childOf(transport)?.kill('SIGTERM');
+          if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
+          else if (this.conn === conn) this.fail(reason, 'protocol');
+        },
+        redact,
+      );
     }
     let stage = firstStage(cfg);
     const start = transport.start.bind(transport);
@@ -522,7 +543,7 @@ export class UpstreamSession {
       // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
       const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
-        timedOut ? `${stage} took longer than ${Math.round(startMs)} ms` : startFailureText(e, cfg),
+        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
         stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,
@@ -826,9 +847,13 @@ export class UpstreamSession {
     }
   }
 
-  /** Marks the session dead for `reason` and closes it; calls in flight fail with ConnectionClosed. */
-  fail(reason: string): void {
+  /**
+   * Marks the session dead for `reason` and closes it; calls in flight fail with ConnectionClosed
+   * (reported to their callers as `protocol` when `kind` says the upstream broke the protocol).
+   */
+  fail(reason: string, kind?: 'protocol'): void {
     if (this.deadReason) return;
+    this.deadKind = kind;
     this.markDead(reason);
     void this.conn?.client.close().catch(() => {});
   }

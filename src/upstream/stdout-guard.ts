@@ -22,28 +22,46 @@ const NL = 0x0a;
 /** Bytes a JSON-RPC line may start with: `{`, or whitespace before it. */
 const JSON_START = new Set([0x7b, 0x20, 0x09, 0x0d]);
 
+/** The largest message both SDKs' stdio transports read (their `ReadBuffer` default), in bytes. */
+export const MAX_STDIO_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+/** What a guard saw on stdout that is not JSON-RPC: lines dropped so far, and the first of them (at most 80 characters, values of the child's `env` hidden). */
+export interface StdoutStrays {
+  lines: number;
+  first: string;
+}
+
+/** The sentence naming stray stdout lines, for a start that failed or timed out (undefined when there were none). */
+export function straysText(strays: StdoutStrays | undefined): string | undefined {
+  if (!strays?.lines) return undefined;
+  return `the process wrote ${strays.lines} line(s) on stdout that are not MCP messages (the first: ${JSON.stringify(strays.first)}); stdout must carry only MCP messages, logs go to stderr`;
+}
+
 /**
  * Wraps the stdout line buffer of `transport` (a v1 or v2 SDK `StdioClientTransport`, before its
  * `start()`): lines that cannot be a JSON-RPC message (they do not start with `{`) are dropped
  * before the SDK parses them, and counted. Once {@link MAX_NON_JSON_LINES} came in a row (a
- * message in between resets the count), or one grew past {@link MAX_TEXT_LINE_BYTES}, the rest of
- * the output is dropped unread and `onFlood` is called once with a message saying so.
+ * message in between resets the count), or one grew past {@link MAX_TEXT_LINE_BYTES}, or a message
+ * grew past the SDK's {@link MAX_STDIO_MESSAGE_BYTES}, the rest of the output is dropped unread and
+ * `onFlood` is called once with a message saying so. `redact` hides the values of the child's
+ * `env` in the stray line quoted. Returns the live count of stray lines ({@link StdoutStrays}).
  */
-export function guardStdout(transport: object, onFlood: (message: string) => void): void {
+export function guardStdout(transport: object, onFlood: (message: string) => void, redact: (text: string) => string = (t) => t): StdoutStrays {
+  const strays: StdoutStrays = { lines: 0, first: '' };
   const holder = transport as { _readBuffer?: ReadBufferLike };
   const inner = holder._readBuffer;
-  if (!inner) return;
+  if (!inner) return strays;
   /** What the current line is: undecided at its start, JSON (handed on), or text (dropped). */
   let line: 'start' | 'json' | 'text' = 'start';
   let textBytes = 0;
   let bad = 0;
-  let first = '';
   let flooded = false;
-  const flood = (what: string) => {
+  const stop = (message: string) => {
     flooded = true;
     inner.clear();
-    onFlood(`the process wrote ${what} on stdout (the first: ${JSON.stringify(first)}); stdout must carry only MCP messages, logs go to stderr`);
+    onFlood(message);
   };
+  const flood = (what: string) => stop(`the process wrote ${what} on stdout (the first: ${JSON.stringify(strays.first)}); stdout must carry only MCP messages, logs go to stderr`);
   holder._readBuffer = {
     append(chunk) {
       let from = 0;
@@ -51,7 +69,15 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
       // in one piece (each append there copies the buffer).
       let run = -1;
       const flush = (to: number) => {
-        if (run >= 0 && to > run) inner.append(chunk.subarray(run, to));
+        if (run >= 0 && to > run) {
+          try {
+            inner.append(chunk.subarray(run, to));
+          } catch (e) {
+            // The SDK's buffer refuses a message past its bound (and would end the connection as if the child had gone).
+            if (!/exceeded maximum size/i.test((e as Error).message)) throw e;
+            stop(`the process wrote a message of more than ${MAX_STDIO_MESSAGE_BYTES} bytes on stdout, the largest a stdio message may be`);
+          }
+        }
         run = -1;
       };
       while (!flooded && from < chunk.length) {
@@ -64,7 +90,7 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
           line = JSON_START.has(chunk[from]!) ? 'json' : 'text';
           if (line === 'text') {
             flush(from);
-            if (bad === 0) first = chunk.toString('utf8', from, Math.min(chunk.length, from + 80)).split('\n')[0]!.trimEnd();
+            if (strays.lines++ === 0) strays.first = redact(chunk.toString('utf8', from, Math.min(chunk.length, from + 200)).split('\n')[0]!.trimEnd()).slice(0, 80);
           }
         }
         const nl = chunk.indexOf(NL, from);
@@ -93,4 +119,5 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
       inner.clear();
     },
   };
+  return strays;
 }

@@ -84,7 +84,7 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     const gw = await gateway({ upstreams: { z: { transport: 'stdio', command: 'sleep', args: ['100'], timeouts: { connectMs: 2000 } } } });
     const { value: r, ms } = await timed(rpc(gw.url('z'), 'tools/list'));
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
-    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than \d+ ms\)/);
+    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than the \d+ ms the era probe left of it\)/);
     expect(r.body.error.message).not.toContain('MCP error');
     // Era probe and initialize share the 2 s (before: 2 s probe, 2 s closing its child, 2 s initialize).
     expect(ms).toBeLessThan(4500);
@@ -219,6 +219,69 @@ describe('text on a stdio child\'s stdout', () => {
     const gw = await gateway({ upstreams: { b: banner } });
     const r = await rpc(gw.url('b'), 'tools/list');
     expect(r.body.result.tools.length).toBeGreaterThan(0);
+  }, 30_000);
+});
+
+/**
+ * A stdio MCP server in a few lines (legacy revisions, no SDK): `initialize`, `tools/list` (one tool
+ * `big`) and `tools/call`, whose result is a text of `BIG_BYTES` characters; -32601 for the rest.
+ */
+const RAW_SERVER = `
+const rl = require('readline').createInterface({ input: process.stdin });
+const out = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\\n');
+rl.on('line', (l) => {
+  const m = JSON.parse(l);
+  if (m.id === undefined) return;
+  if (m.method === 'initialize') return out({ id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'raw', version: '1' } } });
+  if (m.method === 'tools/list') return out({ id: m.id, result: { tools: [{ name: 'big', inputSchema: { type: 'object' } }] } });
+  if (m.method === 'tools/call') return out({ id: m.id, result: { content: [{ type: 'text', text: 'x'.repeat(Number(process.env.BIG_BYTES)) }] } });
+  if (m.method === 'ping') return out({ id: m.id, result: {} });
+  out({ id: m.id, error: { code: -32601, message: 'Method not found' } });
+});`;
+
+describe('what a stdio child writes reaches callers and logs only as it should', () => {
+  it('the values of its env (passthrough included) are hidden in data.stderr, the message and the logs', async () => {
+    const mem = memoryLogger('debug');
+    const secret = 'sk-live-SUPERSECRET-0123';
+    process.env.MRTR_TEST_PASSED_TOKEN = 'ghp_passedThrough987';
+    try {
+      const cmd = 'console.error("auth failed with key " + process.env.API_KEY + " and token " + process.env.MRTR_TEST_PASSED_TOKEN + " pin " + process.env.PIN_PASSWORD + " mode " + process.env.MODE); process.exit(1)';
+      const gw = await gateway(
+        { upstreams: { leaky: { transport: 'stdio', command: process.execPath, args: ['-e', cmd], protocol: 'legacy', env: { API_KEY: secret, PIN_PASSWORD: '4821', MODE: 'on' }, envPassthrough: ['MRTR_TEST_PASSED_TOKEN'] } } },
+        { log: mem.log },
+      );
+      const r = await rpc(gw.url('leaky'), 'tools/list');
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'leaky', reason: 'unreachable' } });
+      // What the child said is there, its credentials are not; a short value of a plain variable stays.
+      expect(r.body.error.data.stderr).toEqual(['auth failed with key *** and token *** pin *** mode on']);
+      expect(r.body.error.message).toContain('auth failed with key *** and token ***');
+      const everything = JSON.stringify(r.body) + JSON.stringify(mem.lines());
+      expect(everything).toContain('auth failed with key ***');
+      for (const hidden of [secret, 'ghp_passedThrough987', '4821']) expect(everything).not.toContain(hidden);
+    } finally {
+      delete process.env.MRTR_TEST_PASSED_TOKEN;
+    }
+  }, 30_000);
+
+  it('a message past the 10 MiB stdio bound fails the call with protocol, naming the bound, logged at warn; the next call gets a new child', async () => {
+    const mem = memoryLogger('info');
+    const gw = await gateway({ upstreams: { big: { transport: 'stdio', command: process.execPath, args: ['-e', RAW_SERVER], protocol: 'legacy', env: { BIG_BYTES: String(12 * 1024 * 1024) } } } }, { log: mem.log });
+    const r = await rpc(gw.url('big'), 'tools/call', { name: 'big', arguments: {} });
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'big', reason: 'protocol' } });
+    expect(r.body.error.message).toContain('a message of more than 10485760 bytes on stdout');
+    const warned = mem.lines().filter((l) => l.level === 40 && l.msg === 'upstream stdout is not JSON-RPC: stopping the process');
+    expect(warned).toHaveLength(1);
+    expect(await eventually(() => !alive(warned[0]!.pid), 3000)).toBe(true);
+    expect((await rpc(gw.url('big'), 'tools/list')).body.result.tools).toEqual([expect.objectContaining({ name: 'big' })]);
+  }, 30_000);
+
+  it('a start that times out says what the child wrote on stdout that is not MCP, with its env hidden', async () => {
+    const cmd = 'setInterval(() => console.log("hello not json, key " + process.env.API_KEY), 100)';
+    const gw = await gateway({ upstreams: { chatty: { transport: 'stdio', command: process.execPath, args: ['-e', cmd], protocol: 'legacy', env: { API_KEY: 'key-0123456789' }, timeouts: { connectMs: 1500 } } } });
+    const r = await rpc(gw.url('chatty'), 'tools/list');
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'chatty', reason: 'timeout' } });
+    expect(r.body.error.message).toMatch(/did not start within timeouts\.connectMs=1500 ms \(waiting for the initialize result took longer than 1500 ms; the process wrote \d+ line\(s\) on stdout that are not MCP messages \(the first: "hello not json, key \*\*\*"\)/);
+    expect(r.body.error.message).not.toContain('key-0123456789');
   }, 30_000);
 });
 
