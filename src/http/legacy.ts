@@ -219,12 +219,21 @@ export class LegacySessions {
    * A POST whose body is (or includes) `initialize`: opens a session and its upstream session.
    * `upstream` {@link FEDERATED_LABEL} opens a session on the federated endpoint `POST /mcp`,
    * served by the reverse bridge over the federation layer.
-   * @returns the transport's response (SSE with the initialize result and `Mcp-Session-Id`), or
-   *   429 / 503 with -32603 `busy` when the caller's or the gateway's session bound is reached.
+   * @returns the transport's response (SSE with the initialize result and `Mcp-Session-Id`);
+   *   400 with -32600 when the request carries the `Mcp-Session-Id` of the caller's own open
+   *   session on this endpoint; 429 / 503 with -32603 `busy` when the caller's or the gateway's
+   *   session bound is reached.
    */
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
     const bad = badInitialize(body);
     if (bad) return bad;
+    // The SDK's own transports refuse a second initialize in a session the same way (an unknown
+    // or stale id, or one of another caller, opens a new session as if it were absent).
+    const id = req.headers.get('mcp-session-id')?.trim();
+    const current = id ? this.sessions.get(id) : undefined;
+    if (current && !current.closing && current.principal === who.principal && current.upstream === upstream) {
+      return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to open a new session');
+    }
     const refused = this.admit(upstream, who);
     if (refused) return refused;
     let session: LegacySession | undefined;

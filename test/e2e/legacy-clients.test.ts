@@ -253,6 +253,29 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(404);
   });
 
+  it('initialize inside an open session gets 400 / -32600 and opens nothing; with another caller\'s or an unknown session id it opens a new session', async () => {
+    const gw = await gateway({ auth: keys, upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const alice = { authorization: 'Bearer key-of-alice-0123456789' };
+    const bob = { authorization: 'Bearer key-of-bob-0123456789ab' };
+    const sid = (await post(url, initialize, alice)).sessionId!;
+    expect(gw.legacy.size).toBe(1);
+    const again = await post(url, initialize, { ...alice, 'mcp-session-id': sid });
+    expect(again.status).toBe(400);
+    expect(again.sessionId).toBeNull();
+    expect(JSON.parse(again.text).error).toMatchObject({ code: -32600, message: expect.stringContaining('send initialize without Mcp-Session-Id') });
+    expect(gw.legacy.size).toBe(1);
+    // The session is untouched.
+    expect((await post(url, ping, { ...alice, 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(200);
+    for (const [who, id] of [[bob, sid], [alice, 'not-a-session']] as const) {
+      const opened = await post(url, initialize, { ...who, 'mcp-session-id': id });
+      expect(opened.status).toBe(200);
+      expect(opened.sessionId).toBeTruthy();
+      expect(opened.sessionId).not.toBe(sid);
+    }
+    expect(gw.legacy.size).toBe(3);
+  });
+
   it('legacySessions bounds refuse new sessions per caller (429) and overall (503), naming the setting, even for initializes that arrive together; other callers go on', async () => {
     const callers = ['alice', 'bob', 'carol'].map((principal) => ({ principal, key: `key-of-${principal}-0123456789abcdef` }));
     const as = (principal: string) => ({ authorization: `Bearer key-of-${principal}-0123456789abcdef` });
