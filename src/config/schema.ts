@@ -154,6 +154,9 @@ const ProviderModelSchema = z
   })
   .strict();
 
+/** An http:// or https:// URL (the only schemes the gateway can reach an upstream, a JWKS or a replica over). */
+const httpUrl = () => z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' });
+
 const SamplingProviderSchema = z
   .object({
     kind: z.enum(['openai', 'anthropic']).describe('openai: an OpenAI-compatible Chat Completions API (OpenAI, vLLM, Ollama, llama.cpp, …); anthropic: the Anthropic Messages API'),
@@ -320,7 +323,7 @@ const StdioUpstreamSchema = z
 const HttpUpstreamSchema = z
   .object({
     transport: z.literal('streamable-http'),
-    url: z.url().describe('The upstream MCP endpoint, for example http://127.0.0.1:3001/mcp'),
+    url: httpUrl().describe('The upstream MCP endpoint, for example http://127.0.0.1:3001/mcp'),
     headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
     forwardAuthorization: z
       .boolean()
@@ -333,7 +336,7 @@ const HttpUpstreamSchema = z
 const SseUpstreamSchema = z
   .object({
     transport: z.literal('sse'),
-    url: z.url().describe('The legacy HTTP+SSE endpoint (2024-11-05), for example http://127.0.0.1:3001/sse'),
+    url: httpUrl().describe('The legacy HTTP+SSE endpoint (2024-11-05), for example http://127.0.0.1:3001/sse'),
     headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
     forwardAuthorization: z
       .boolean()
@@ -379,7 +382,7 @@ const AuthSchema = z
         mode: z.literal('jwt'),
         issuer: z.string().min(1).describe('Expected iss; also listed as the authorization server in the protected resource metadata'),
         audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).describe('Expected aud'),
-        jwksUrl: z.url().optional().describe('JWKS URL (fetched and cached with jose createRemoteJWKSet)'),
+        jwksUrl: httpUrl().optional().describe('JWKS URL (fetched and cached with jose createRemoteJWKSet)'),
         jwksFile: z.string().optional().describe('Local JWKS file; relative paths are resolved against the config file'),
         requiredScopes: z.array(z.string()).default([]).describe('Scopes every token must carry (scope or scp claim)'),
         clockToleranceSec: z.number().int().nonnegative().default(30).describe('Allowed clock skew, in seconds'),
@@ -438,7 +441,7 @@ export const GatewayConfigSchema = z
           .describe(
             'Origin header values accepted when present (exact origins). Browser pages from these origins also get CORS: preflights are answered and responses carry Access-Control-Allow-Origin. Default: http(s) origins on localhost, 127.0.0.0/8 and [::1]',
           ),
-        publicUrl: z.url().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
+        publicUrl: httpUrl().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
       })
       .strict()
       .prefault({})
@@ -516,7 +519,7 @@ export const GatewayConfigSchema = z
           .min(32, 'a replica secret needs at least 32 characters')
           .optional()
           .describe('Shared secret of the internal hop between replicas (normally ${REPLICA_SECRET}); required with store.kind redis'),
-        advertiseUrl: z.url().optional().describe('Base URL other replicas reach this one at (default: http://<listen address>:<port>)'),
+        advertiseUrl: httpUrl().optional().describe('Base URL other replicas reach this one at (default: http://<listen address>:<port>)'),
         heartbeatMs: positiveMs('Interval of this replica\'s heartbeat in the store').default(1000),
         deadAfterMs: positiveMs('A replica whose heartbeat is older than this is gone: its calls fail at once and its tasks read failed').default(3000),
       })

@@ -62,6 +62,16 @@ describe('parseConfig errors', () => {
     expect(() => parseConfig(raw, {})).toThrow(/upstreams\.everything\.maxSessions/);
   });
 
+  it('a URL the gateway cannot reach (another scheme than http or https) is refused at load, naming its path; http and https pass', () => {
+    for (const url of ['ftp://127.0.0.1/y', 'file:///etc/passwd', 'ws://127.0.0.1:1/mcp', 'not a url']) {
+      for (const transport of ['streamable-http', 'sse']) {
+        expect(() => parseConfig({ upstreams: { x: { transport, url } } }, {}), `${transport} ${url}`).toThrow(/upstreams\.x\.url: expected an http:\/\/ or https:\/\/ URL/);
+      }
+      expect(() => parseConfig({ mcpServers: { x: { url } } }, {}), url).toThrow(/mcpServers\.x\.url: expected an http:\/\/ or https:\/\/ URL/);
+    }
+    for (const url of ['http://127.0.0.1:3001/mcp', 'https://example.com/mcp']) expect(() => parseConfig({ upstreams: { x: { transport: 'streamable-http', url } } }, {})).not.toThrow();
+  });
+
   it('an unset ${VAR} is reported naming the variable and its JSON path', () => {
     const raw = { requestState: { keys: [{ kid: 'k', secret: '${NOPE_NOT_SET}' }] }, upstreams: { a: { transport: 'stdio', command: 'node' } } };
     expect(() => parseConfig(raw, {})).toThrow(/requestState\.keys\[0\]\.secret: environment variable NOPE_NOT_SET is not set/);
