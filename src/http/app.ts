@@ -448,6 +448,12 @@ interface RequestLog {
   trace?: Traced;
 }
 
+/** The `data.reason` of a gateway error (`cancelled`, `timeout`, `busy` …), for the request log line. */
+function reasonOf(e: GatewayError | undefined): string | undefined {
+  const reason = (e?.data as { reason?: unknown } | undefined)?.reason;
+  return typeof reason === 'string' ? reason : undefined;
+}
+
 function record(r: RequestLog, method: string, name: string | undefined, outcome: { error?: GatewayError; resultType?: string }): void {
   const totalMs = performance.now() - r.started;
   const durationMs = Math.round(totalMs * 10) / 10;
@@ -455,7 +461,7 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
   if (r.log.isLevelEnabled('info')) {
     r.log.info(
-      { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, ...traceIds(r.trace) },
+      { requestId: r.requestId, upstream: r.upstream, method, name, principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, reason: reasonOf(outcome.error), ...traceIds(r.trace) },
       'request',
     );
   }

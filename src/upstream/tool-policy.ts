@@ -76,7 +76,15 @@ export function servedToolList<T>(cfg: ToolPolicyConfig | undefined, tools: T): 
   return tools.filter((t) => !(t && typeof t === 'object' && typeof (t as { name?: unknown }).name === 'string') || toolAllowed(cfg, (t as { name: string }).name)) as T;
 }
 
-/** 200 / -32602 "Unknown tool: NAME", the answer to a tool the gateway does not serve. */
+/** Longest tool name quoted back in a message, in characters (a longer one is cut, with `…`). */
+const QUOTED_NAME_CHARS = 200;
+
+/** `name` as a message quotes it: cut to {@link QUOTED_NAME_CHARS} characters. */
+export function shortName(name: string): string {
+  return name.length > QUOTED_NAME_CHARS ? `${name.slice(0, QUOTED_NAME_CHARS)}…` : name;
+}
+
+/** 200 / -32602 "Unknown tool: NAME" (a name over 200 characters cut), the answer to a tool the gateway does not serve. */
 export function unknownTool(name: string): GatewayError {
-  return invalidParams(`Unknown tool: ${name}`);
+  return invalidParams(`Unknown tool: ${shortName(name)}`);
 }

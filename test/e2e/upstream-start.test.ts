@@ -301,7 +301,7 @@ describe('client disconnect and shutdown while an upstream starts', () => {
       ac.abort();
       await gone;
       expect(await eventually(() => gw.logs.some((l) => l.msg === 'request' && l.method === 'tools/list'), 5000)).toBe(true);
-      expect(gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/list')).toMatchObject({ outcome: 'error', code: -32603 });
+      expect(gw.logs.find((l) => l.msg === 'request' && l.method === 'tools/list')).toMatchObject({ outcome: 'error', code: -32603, reason: 'cancelled' });
       // A second client still waiting when SIGTERM comes.
       const waiting = rpc(`${gw.base}/mcp/s`, 'tools/list').catch((e: Error) => e);
       await new Promise((r) => setTimeout(r, 300));
