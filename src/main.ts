@@ -152,7 +152,15 @@ const server = serve({ fetch: front.app.fetch, port: cfg.listen.port, hostname: 
     for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
   });
 });
-server.on('error', (e: NodeJS.ErrnoException) => fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}`, 1));
+const LISTEN_HINTS: Record<string, string> = {
+  EADDRINUSE: 'another process is listening there (a gateway started before?); stop it, or choose another port with --port or PORT',
+  EACCES: 'this user may not listen on that port; choose one above 1023 with --port or PORT',
+  EADDRNOTAVAIL: 'no interface of this machine has that address; check listen.host',
+};
+server.on('error', (e: NodeJS.ErrnoException) => {
+  const hint = e.code ? LISTEN_HINTS[e.code] : undefined;
+  fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}${hint ? ` (${hint})` : ''}`, 1);
+});
 
 /** Longest wait for the gateway's upstream sessions to close at shutdown, in ms. */
 const CLOSE_MS = 10_000;

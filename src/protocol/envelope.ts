@@ -55,7 +55,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 
 const JsonRpcRequestSchema = z.object({
   jsonrpc: z.literal('2.0'),
-  id: z.union([z.string(), z.number().int()]).optional(),
+  id: z.union([z.string(), z.number().int()], { error: 'must be a string or an integer (an MCP request id is never null)' }).optional(),
   method: z.string().min(1),
   // An object, its members checked where they are used (a record schema would visit every key of every request).
   params: z.custom<Record<string, unknown>>(isObject, { message: 'Invalid input: expected an object (JSON-RPC params by name)' }).optional(),
@@ -241,7 +241,8 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   if (m[META_PROTOCOL_VERSION] === undefined && m[META_CLIENT_CAPABILITIES] === undefined) throw noEnvelope(method);
   const version = m[META_PROTOCOL_VERSION];
   if (typeof version !== 'string' || version.length === 0) {
-    throw badEnvelope(`params._meta["${META_PROTOCOL_VERSION}"] is required (a protocol version string such as "${PROTOCOL_VERSION}")`);
+    const got = version === undefined ? 'is required' : `must be a non-empty string, got ${JSON.stringify(version)}`;
+    throw badEnvelope(`params._meta["${META_PROTOCOL_VERSION}"] ${got} (a protocol version string such as "${PROTOCOL_VERSION}")`);
   }
   if (m[META_CLIENT_CAPABILITIES] === undefined) {
     throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] is required and must be a ClientCapabilities object ({} declares none)`);

@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, startCli, startCliArgs, type CliGateway } from '../helpers/cli.js';
 import { everythingStdio, rpc } from '../helpers/gateway.js';
@@ -196,6 +197,21 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
       const r = await runCli(['--config', file, '--port', port], { entry: [BIN], cwd: dir });
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(`--port/PORT must be a decimal integer from 0 to 65535, got '${port}'`);
+    }
+  });
+
+  it('a port another process listens on → exit 1 with EADDRINUSE and what to do', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+    try {
+      const file = join(dir, 'taken.json');
+      writeFileSync(file, JSON.stringify({ upstreams: { e: everythingStdio } }));
+      const r = await runCli(['--config', file, '--port', String((taken.address() as AddressInfo).port)], { entry: [BIN], cwd: dir });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/cannot listen on 127\.0\.0\.1:\d+: EADDRINUSE \(another process is listening there .*choose another port with --port or PORT\)/);
+      expectNoStackTrace(r.stderr);
+    } finally {
+      taken.close();
     }
   });
 

@@ -75,6 +75,9 @@ describe('parseJsonRpc', () => {
     ]) {
       expect(caught(() => parseJsonRpc(body)).code, JSON.stringify(body)).toBe(-32600);
     }
+    for (const id of [null, 1.5]) {
+      expect(caught(() => parseJsonRpc({ jsonrpc: '2.0', id, method: 'tools/list' })).message).toBe('Invalid JSON-RPC request: id: must be a string or an integer (an MCP request id is never null)');
+    }
   });
 });
 
@@ -162,6 +165,9 @@ describe('validateRequest', () => {
       expect(e.code, JSON.stringify(params)).toBe(-32602);
       expect(e.httpStatus, JSON.stringify(params)).toBe(400);
     }
+    // A version of the wrong type is named as such, not as missing.
+    expect(caught(() => validateRequest(req('tools/list', { _meta: { [PV]: 2026, [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(/protocolVersion"\] must be a non-empty string, got 2026/);
+    expect(caught(() => validateRequest(req('tools/list', { _meta: { [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(/protocolVersion"\] is required/);
   });
 
   it('check order: a malformed envelope is reported before an unsupported version', () => {
