@@ -40,7 +40,8 @@ function asGatewayError(e: unknown, log: Logger): GatewayError {
   if (e instanceof GatewayError) return e;
   if (e instanceof StoreUnavailable) {
     log.warn({ err: e.message }, 'request failed: the shared store is unavailable');
-    return new GatewayError(ErrorCode.InternalError, `${e.message}; retry shortly`, { reason: 'store-unavailable' });
+    // The store's address and error stay in the log: they tell a caller nothing it can act on.
+    return new GatewayError(ErrorCode.InternalError, 'The shared store of the gateway cannot be reached; retry shortly', { reason: 'store-unavailable' });
   }
   log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');

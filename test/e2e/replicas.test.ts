@@ -472,6 +472,8 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     const started = Date.now();
     const taskDown = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
     expect(taskDown.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    // The store's address is for the operator (readiness, logs), not for callers.
+    expect(taskDown.body.error.message).toBe('The shared store of the gateway cannot be reached; retry shortly');
     expect(Date.now() - started).toBeLessThan(2000);
     // Long enough for the balancer's checks (every 300 ms, 2 failures) to drain both replicas, were they checking readiness.
     await sleep(Math.max(0, down + 2000 - Date.now()));
