@@ -15,6 +15,7 @@ import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
+import { TaskQuota } from './tasks/quota.js';
 import type { ValidatedRequest } from './protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
@@ -335,7 +336,7 @@ export class Gateway {
         ? RedisStore.create({ url: cfg.store.url, keyPrefix: cfg.store.keyPrefix, connectTimeoutMs: cfg.store.connectTimeoutMs, log: log.child({ component: 'store' }) })
         : new MemoryStore(cfg.tasks.maxRecords);
     this.replica = randomUUID();
-    this.tasks = new TaskManager(this.store, log, this.replica);
+    this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks, cfg.tasks.maxRecords));
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
       // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
       const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;

@@ -571,6 +571,24 @@ export const GatewayConfigSchema = z
     tasks: z
       .object({
         maxRecords: z.number().int().positive().default(100_000).describe('Most task records kept in memory; the least recently used are dropped beyond it'),
+        maxRecordsPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(10_000)
+          .describe('Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); a call that would become a task beyond it gets -32603 busy'),
+        maxResultBytesPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(64 * 1024 * 1024)
+          .describe("Most bytes of results (as JSON) one caller's task records keep on this replica; a task whose result would exceed it ends failed (-32603 busy, naming the setting)"),
+        maxResultBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(512 * 1024 * 1024)
+          .describe('Most bytes of results (as JSON) all task records keep on this replica together; a task whose result would exceed it ends failed (-32603 busy)'),
       })
       .strict()
       .prefault({})

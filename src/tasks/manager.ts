@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
+import { TaskQuota } from './quota.js';
 import type { Exchange } from '../exchange/exchange.js';
 import { invalidResponse } from '../exchange/responses.js';
 import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
@@ -44,6 +45,9 @@ interface LiveTask {
   tool?: string;
   createdAt: string;
   status: TaskStatus;
+  /** The record's `ttlMs` and `pollIntervalMs` (ms), for the last word on a task whose record is gone. */
+  ttlMs: number;
+  pollIntervalMs: number;
   /** The task's span, while tracing. */
   trace?: Traced;
 }
@@ -111,6 +115,8 @@ export class TaskManager {
     private readonly shared: SharedStore,
     private readonly log: Logger,
     private readonly replica = 'local',
+    /** Per-principal bounds on the records this replica creates (unbounded when absent). */
+    private readonly quota = new TaskQuota({ maxRecordsPerPrincipal: Infinity, maxResultBytesPerPrincipal: Infinity, maxResultBytes: Infinity }, 1_000_000),
   ) {
     this.store = shared.tasks;
     // Status changes of tasks other replicas run, for listen streams here.
@@ -123,12 +129,33 @@ export class TaskManager {
       for (const [taskId, live] of this.live) if (live.unwritten) this.sync(taskId);
     });
     this.store.onExpire((taskId) => {
+      this.quota.drop(taskId);
       const live = this.live.get(taskId);
       if (!live) return;
       this.release(taskId, live);
-      this.log.info({ taskId }, 'task expired while running: cancelling upstream');
+      // Past its ttlMs, or dropped by the store's bound (tasks.maxRecords) to make room.
+      const expired = Date.parse(live.createdAt) + live.ttlMs <= Date.now() + 50;
+      const why = expired ? 'The task expired (its ttlMs ended) before it finished' : 'The task record was dropped to make room (tasks.maxRecords) before it finished';
+      this.log.info({ taskId }, expired ? 'task expired while running: cancelling upstream' : 'task record dropped while running: cancelling upstream');
       taskStatus(live.trace, 'expired', undefined, true);
-      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', 'The task expired'));
+      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', why));
+      this.statuses.delete(taskId);
+      // The last word to listen streams following it: the record itself is gone.
+      const now = new Date().toISOString();
+      const last: TaskRecord = {
+        taskId,
+        principal: live.caller.principal,
+        upstream: live.caller.upstream,
+        replica: this.replica,
+        status: 'cancelled',
+        statusMessage: `${why}; the call was cancelled upstream`,
+        createdAt: live.createdAt,
+        lastUpdatedAt: now,
+        ttlMs: live.ttlMs,
+        pollIntervalMs: live.pollIntervalMs,
+      };
+      this.onStatus?.('cancelled');
+      for (const l of this.listeners) l(last);
     });
   }
 
@@ -169,6 +196,10 @@ export class TaskManager {
    * `opts.tool` names the tool for the admin view and the task's span.
    */
   async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string }): Promise<Record<string, unknown>> {
+    if (!this.quota.admits(caller.principal)) {
+      const max = this.quota.limits.maxRecordsPerPrincipal;
+      throw upstreamFailed(caller.upstream, 'busy', `This caller holds ${max} task records, the most tasks.maxRecordsPerPrincipal allows; a record is kept until its ttlMs ends: wait for earlier tasks to expire`);
+    }
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -181,8 +212,14 @@ export class TaskManager {
       ttlMs: opts.ttlMs,
       pollIntervalMs: opts.pollIntervalMs,
     };
+    this.quota.hold(record.taskId, caller.principal, opts.ttlMs);
     this.apply(record, exchange, false, opts.batchWindowMs);
-    await this.store.create(record);
+    try {
+      await this.store.create(record);
+    } catch (e) {
+      this.quota.drop(record.taskId);
+      throw e;
+    }
     const trace = startTaskSpan({ taskId: record.taskId, upstream: caller.upstream, method: exchange.method, name: opts.tool, ttlMs: opts.ttlMs });
     taskStatus(trace, record.status);
     const live: LiveTask = {
@@ -196,6 +233,8 @@ export class TaskManager {
       tool: opts.tool,
       createdAt: now,
       status: record.status,
+      ttlMs: opts.ttlMs,
+      pollIntervalMs: opts.pollIntervalMs,
       trace,
     };
     this.live.set(record.taskId, live);
@@ -224,6 +263,19 @@ export class TaskManager {
       } else {
         status = 'failed';
         error = o.error.toJSON();
+      }
+      const bytes = Buffer.byteLength(JSON.stringify(result ?? error ?? null));
+      const over = result || error ? this.quota.charge(record.taskId, bytes) : undefined;
+      if (over) {
+        const whose = over === 'maxResultBytes' ? "the gateway's task records" : "this caller's task records";
+        const what = result ? 'result' : 'error';
+        status = 'failed';
+        result = undefined;
+        error = upstreamFailed(
+          exchange.upstream,
+          'busy',
+          `The task's ${what} (${bytes} bytes) was not kept: ${whose} would hold more than tasks.${over} (${this.quota.limits[over]} bytes); wait for earlier tasks to expire (their ttlMs) and run it again`,
+        ).toJSON();
       }
     } else {
       inputRequests = exchange.outstanding();

@@ -4,7 +4,7 @@
  * cancellation seen upstream), plus the error rules.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, everythingStdio, listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
@@ -221,4 +221,79 @@ describe('tasks extension', () => {
       }
     });
   });
+});
+
+describe('task records are bounded per caller, and a listen stream hears of a record that goes', () => {
+  const log = new FixtureLog();
+  const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+  const as = (who: 'alice' | 'bob') => ({ authorization: `Bearer key-of-${who}-${who === 'alice' ? '0123456789' : '0123456789ab'}` });
+  const quick = (url: string, who: 'alice' | 'bob') => rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS, headers: as(who) });
+  const get = async (url: string, taskId: string, who: 'alice' | 'bob') => {
+    const end = Date.now() + 10_000;
+    for (;;) {
+      const r = await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...as(who), 'mcp-name': taskId } });
+      if (['completed', 'failed', 'cancelled'].includes(r.body.result?.status) || Date.now() > end) return r.body.result;
+      await new Promise((res) => setTimeout(res, 50));
+    }
+  };
+
+  it('tasks.maxRecordsPerPrincipal: a caller holding that many records gets -32603 busy naming it; another caller goes on', async () => {
+    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
+    try {
+      const url = gw.url('f');
+      for (let i = 0; i < 2; i++) expect((await quick(url, 'alice')).body.result?.resultType).toBe('task');
+      const refused = await quick(url, 'alice');
+      expect(refused.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
+      expect(refused.body.error.message).toContain('tasks.maxRecordsPerPrincipal');
+      expect((await quick(url, 'bob')).body.result?.resultType).toBe('task');
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('tasks.maxResultBytesPerPrincipal: a result that would take a caller past it ends failed (-32603 busy naming it); another caller\'s result is kept', async () => {
+    const gw = await startGateway({ auth: keys, tasks: { maxResultBytesPerPrincipal: 80 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
+    try {
+      const url = gw.url('f');
+      const first = await get(url, (await quick(url, 'alice')).body.result.taskId, 'alice');
+      expect(first.status).toBe('completed');
+      // The bound holds one such result, not two.
+      const size = Buffer.byteLength(JSON.stringify(first.result));
+      expect(size).toBeLessThanOrEqual(80);
+      expect(2 * size).toBeGreaterThan(80);
+      const second = await get(url, (await quick(url, 'alice')).body.result.taskId, 'alice');
+      expect(second.status).toBe('failed');
+      expect(second.error).toMatchObject({ code: -32603, data: { reason: 'busy' } });
+      expect(second.error.message).toContain('tasks.maxResultBytesPerPrincipal (80 bytes)');
+      expect((await get(url, (await quick(url, 'bob')).body.result.taskId, 'bob')).status).toBe('completed');
+    } finally {
+      await gw.close();
+    }
+  });
+
+  for (const how of ['expires', 'is dropped to make room'] as const) {
+    it(`a listened task whose record ${how} while it runs: the stream gets cancelled, then its result, and the upstream call is cancelled`, async () => {
+      const gw = await startGateway({
+        tasks: how === 'expires' ? {} : { maxRecords: 2 },
+        upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ...(how === 'expires' ? { ttlMs: 1500 } : {}) } } },
+      });
+      try {
+        const url = gw.url('f');
+        // One progress step (at its end): its record is not written again while the others come.
+        const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body.result;
+        const call = log.of('call', 'slow').at(-1)!;
+        const stream = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'l' });
+        expect((await stream.next()).method).toBe('notifications/subscriptions/acknowledged');
+        if (how !== 'expires') for (let i = 0; i < 2; i++) await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
+        let msg;
+        do msg = await stream.next(6000);
+        while (msg?.method === 'notifications/tasks' && msg.params.status === 'working');
+        expect(msg?.params).toMatchObject({ taskId, status: 'cancelled', statusMessage: how === 'expires' ? expect.stringContaining('expired') : expect.stringContaining('tasks.maxRecords') });
+        expect(await stream.next(3000)).toEqual({ jsonrpc: '2.0', id: 'l', result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'l' } } });
+        expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000)).toBe(true);
+      } finally {
+        await gw.close();
+      }
+    }, 30_000);
+  }
 });
