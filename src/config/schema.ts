@@ -495,6 +495,12 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64)
           .describe('Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429'),
+        maxListensPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .default(64)
+          .describe('Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal); beyond it a listen gets 429'),
       })
       .strict()
       .prefault({}),

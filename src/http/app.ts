@@ -111,6 +111,8 @@ export function deeperThan(value: unknown, max: number, depth = 1): boolean {
 interface RequestVars {
   caller: Caller;
   requestId: string;
+  /** Takes one of the caller's `limits.maxListensPerPrincipal` places; its release, or undefined when none is left. */
+  enterListen: () => (() => void) | undefined;
   /** Settles when the request's work (including a streamed response) is over. */
   work?: Promise<unknown>;
 }
@@ -158,6 +160,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
   const limits = callerLimits(cfg);
   const limiter = new CallerLimiter(limits);
+  // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
+  const listens = new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal });
   const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   let draining = false;
@@ -257,6 +261,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     }
     c.set('caller', caller);
     c.set('requestId', requestId);
+    c.set('enterListen', () => listens.enter(key));
     addResponseHeaders(c, { 'x-request-id': requestId });
     try {
       await next();
@@ -553,11 +558,29 @@ async function handleMcp(
   }
 
   if (validated.method === 'subscriptions/listen') {
+    // The internal hop between replicas counts nothing here: the replica the client reached did.
+    const enter = c.get('enterListen') as RequestVars['enterListen'] | undefined;
+    const leave = enter ? enter() : () => {};
+    if (!leave) {
+      const max = gateway.cfg.limits.maxListensPerPrincipal;
+      const g = new GatewayError(ErrorCode.InvalidRequest, `Too many subscriptions/listen streams open for this caller (limit ${max}, limits.maxListensPerPrincipal); close one first`, undefined, 429);
+      gateway.metrics.rateLimited.inc({ limit: 'listens' });
+      record(rl, 'subscriptions/listen', undefined, { error: g });
+      endSpan(rl.trace, { error: g });
+      return errorResponse(reqId, g.toJSON(), 429, { 'retry-after': '1' });
+    }
     return within(rl.trace, () =>
-      serveListen(c, () => target.listen(validated, { principal: caller.principal, token: caller.token }), validated, log, (outcome) => {
-        record(rl, 'subscriptions/listen', undefined, outcome);
-        endSpan(rl.trace, outcome.error ? { error: outcome.error } : { result: { resultType: outcome.resultType ?? 'complete' } });
-      }),
+      serveListen(
+        c,
+        () => target.listen(validated, { principal: caller.principal, token: caller.token }),
+        validated,
+        log,
+        (outcome) => {
+          record(rl, 'subscriptions/listen', undefined, outcome);
+          endSpan(rl.trace, outcome.error ? { error: outcome.error } : { result: { resultType: outcome.resultType ?? 'complete' } });
+        },
+        leave,
+      ),
     );
   }
 

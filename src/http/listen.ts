@@ -23,6 +23,7 @@ export const LISTEN_KEEPALIVE_MS = 15_000;
  * @param open opens the subscription (for one upstream, `Gateway.listen`; on the federated
  *   endpoint, `Federation.listen`).
  * @param recorded called once with the request's outcome (for the request log and metrics).
+ * @param closed called once when the stream ends (or could not open), for the caller's count of open listens.
  * @returns the SSE response, or a JSON-RPC error response when the subscription cannot be opened
  *   (400 / -32021 for `taskIds` without the tasks extension; -32603 when no upstream session can
  *   be had).
@@ -33,11 +34,13 @@ export async function serveListen(
   req: ValidatedRequest,
   log: Logger,
   recorded: (outcome: { error?: GatewayError; resultType?: string }) => void,
+  closed: () => void = () => {},
 ): Promise<Response> {
   let sub: ListenHandle;
   try {
     sub = await open();
   } catch (e) {
+    closed();
     const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
     if (!(e instanceof GatewayError)) log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
     recorded({ error: g });
@@ -50,6 +53,7 @@ export async function serveListen(
   const stop = () => {
     if (stopped) return;
     stopped = true;
+    closed();
     clearInterval(keepalive);
     signal.removeEventListener('abort', stop);
     void sub.close();

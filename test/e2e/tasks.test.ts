@@ -271,6 +271,31 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   });
 
+  it('limits.maxListensPerPrincipal: a listen beyond the caller\'s open streams gets 429 naming it; a place is free again once a stream closes', async () => {
+    const gw = await startGateway({ limits: { maxListensPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
+    try {
+      const url = gw.url('f');
+      const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body.result;
+      const streams = [await listen(url, { taskIds: [taskId] }, { caps: TASKS }), await listen(url, { taskIds: [taskId] }, { caps: TASKS })];
+      for (const st of streams) expect((await st.next()).method).toBe('notifications/subscriptions/acknowledged');
+      const refused = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'over' });
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.messages[0]).toMatchObject({ id: 'over', error: { code: -32600, message: expect.stringContaining('limits.maxListensPerPrincipal') } });
+      streams[0]!.close();
+      expect(
+        await eventually(async () => {
+          const again = await listen(url, { taskIds: [taskId] }, { caps: TASKS });
+          again.close();
+          return again.status === 200;
+        }, 3000),
+      ).toBe(true);
+      streams[1]!.close();
+    } finally {
+      await gw.close();
+    }
+  }, 30_000);
+
   for (const how of ['expires', 'is dropped to make room'] as const) {
     it(`a listened task whose record ${how} while it runs: the stream gets cancelled, then its result, and the upstream call is cancelled`, async () => {
       const gw = await startGateway({
