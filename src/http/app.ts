@@ -19,7 +19,7 @@ import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId }
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced } from '../observability/tracing.js';
-import { AuthError, Authenticator, principalHash, type Caller } from '../security/auth.js';
+import { AuthError, AuthUnavailable, Authenticator, principalHash, type Caller } from '../security/auth.js';
 import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
 import { randomUUID } from 'node:crypto';
@@ -238,6 +238,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     try {
       caller = await auth.authenticate(headerOf(c, 'authorization'));
     } catch (e) {
+      if (e instanceof AuthUnavailable) {
+        log.warn({ requestId, upstream: name ?? FEDERATED_LABEL, err: e.message }, 'request not authenticated: the issuer keys cannot be fetched');
+        return errorResponse(null, { code: ErrorCode.InternalError, message: `The gateway cannot check access tokens now: ${e.message}; retry shortly` }, 503, { 'retry-after': '5', 'x-request-id': requestId });
+      }
       if (!(e instanceof AuthError)) throw e;
       const params = [`resource_metadata="${metadataUrl(c, name)}"`];
       if (e.error) params.push(`error="${e.error}"`, `error_description="${e.message.replace(/"/g, "'")}"`);

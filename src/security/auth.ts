@@ -7,7 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { readFileSync } from 'node:fs';
-import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import type { GatewayConfig } from '../config/schema.js';
 
 /** Principal of unauthenticated callers when `auth.mode` is `none`. */
@@ -34,6 +34,18 @@ export class AuthError extends Error {
     super(message);
   }
 }
+
+/**
+ * The caller's credentials could not be checked because the issuer's keys (`auth.jwksUrl`) could
+ * not be fetched: the front door answers 503 / -32603 with `Retry-After`, not a 401 that would make
+ * the client drop a good token.
+ */
+export class AuthUnavailable extends Error {
+  override name = 'AuthUnavailable';
+}
+
+/** jose's codes for a key set that could not be fetched or read (as opposed to a bad token). */
+const JWKS_UNAVAILABLE = new Set(['ERR_JWKS_TIMEOUT', 'ERR_JWKS_INVALID', 'ERR_JOSE_GENERIC']);
 
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 
@@ -85,7 +97,8 @@ export class Authenticator {
   /**
    * Finds the caller from the `Authorization` header.
    * @throws AuthError 401 for missing, malformed, unknown, expired or otherwise invalid credentials;
-   *   403 when a JWT lacks a required scope.
+   *   403 when a JWT lacks a required scope. AuthUnavailable when the `auth.jwksUrl` key set
+   *   cannot be fetched (the token could not be checked).
    */
   async authenticate(authorization: string | null | undefined): Promise<Caller> {
     if (this.cfg.mode === 'none') {
@@ -105,6 +118,10 @@ export class Authenticator {
     try {
       ({ payload } = await jwtVerify(token, this.jwks!, { issuer: cfg.issuer, audience: cfg.audience, clockTolerance: cfg.clockToleranceSec }));
     } catch (e) {
+      // A fetch that failed (no jose code: the connection was refused or reset) or timed out, or a key set that is no JSON Web Key Set.
+      if (cfg.jwksUrl && (!(e instanceof joseErrors.JOSEError) || JWKS_UNAVAILABLE.has(e.code))) {
+        throw new AuthUnavailable(`the issuer's keys could not be fetched from auth.jwksUrl (${(e as Error).message})`);
+      }
       const code = (e as { code?: string }).code ?? 'ERR_JWT_INVALID';
       const why =
         code === 'ERR_JWT_EXPIRED'

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, memoryLogger, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 
 const ISSUER = 'https://issuer.test';
@@ -36,6 +36,7 @@ describe('JWT auth', () => {
   let key: CryptoKey;
   let otherKey: CryptoKey;
   let url: string;
+  let jwksBody: string;
 
   const token = (claims: Record<string, unknown> = {}, opts: { key?: CryptoKey; exp?: string | number; iss?: string; aud?: string } = {}) =>
     new SignJWT({ scope: 'mcp', ...claims })
@@ -52,7 +53,8 @@ describe('JWT auth', () => {
     key = pair.privateKey;
     otherKey = (await generateKeyPair('RS256')).privateKey;
     const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
-    jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+    jwksBody = JSON.stringify({ keys: [jwk] });
+    jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(jwksBody));
     await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
     const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
     gw = await startGateway({ auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl, requiredScopes: ['mcp'] }, upstreams: { f: fixtureStdio() } });
@@ -96,6 +98,39 @@ describe('JWT auth', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ resource: `${gw.base}/mcp/f`, authorization_servers: [ISSUER], bearer_methods_supported: ['header'], scopes_supported: ['mcp'] });
     expect((await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/nope`)).status).toBe(404);
+  });
+
+  it('a JWKS that cannot be fetched: a valid token gets 503 / -32603 with Retry-After (not a 401), logged at warn; served again once the JWKS answers', async () => {
+    // A second gateway whose JWKS endpoint first refuses connections, then answers 500, then serves the keys.
+    let mode: 'down' | 'error' | 'up' = 'down';
+    const jwk = jwksBody;
+    const flaky = createServer((_req, res) => (mode === 'error' ? res.writeHead(500).end('oops') : res.writeHead(200, { 'content-type': 'application/json' }).end(jwk)));
+    await new Promise<void>((r) => flaky.listen(0, '127.0.0.1', r));
+    const port = (flaky.address() as AddressInfo).port;
+    await new Promise((r) => flaky.close(r));
+    const mem = memoryLogger('info');
+    const g = await startGateway({ auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${port}/jwks.json`, requiredScopes: ['mcp'] }, upstreams: { f: fixtureStdio() } }, { log: mem.log });
+    try {
+      const t = await token();
+      const down = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${t}` });
+      expect(down.status).toBe(503);
+      expect(down.headers.get('retry-after')).toBe('5');
+      expect(down.headers.get('www-authenticate')).toBeNull();
+      expect(down.body.error).toMatchObject({ code: -32603, message: expect.stringContaining("the issuer's keys could not be fetched from auth.jwksUrl") });
+      expect(mem.lines().filter((l) => l.level === 40 && /issuer keys cannot be fetched/.test(l.msg))).toHaveLength(1);
+      await new Promise<void>((r) => flaky.listen(port, '127.0.0.1', r));
+      mode = 'error';
+      expect((await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${t}` })).status).toBe(503);
+      mode = 'up';
+      const served = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${t}` });
+      expect(served.status, JSON.stringify(served.body)).toBe(200);
+      // A bad token is still the client's problem.
+      expect((await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: otherKey })}` })).status).toBe(401);
+    } finally {
+      await g.close();
+      flaky.closeAllConnections();
+      await new Promise((r) => flaky.close(r));
+    }
   });
 });
 
