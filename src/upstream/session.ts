@@ -212,6 +212,10 @@ export class UpstreamStartError extends Error {
  */
 export function startFailureText(e: unknown, cfg: UpstreamConfig): string {
   const text = withoutMcpPrefix(errorText(e));
+  if (cfg.transport !== 'stdio' && e instanceof StreamableHTTPError && (e.code === 401 || e.code === 403)) {
+    const whose = cfg.forwardAuthorization ? "the caller's token (forwardAuthorization) or the configured headers" : 'the configured headers';
+    return `the upstream refused the credentials (HTTP ${e.code}): check ${whose} (${text})`;
+  }
   if (cfg.transport !== 'stdio' || !cfg.cwd || (e as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') return text;
   const problem = cwdProblem(cfg.cwd);
   return problem ? `${problem} (${text})` : text;

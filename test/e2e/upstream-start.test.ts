@@ -239,6 +239,28 @@ rl.on('line', (l) => {
   out({ id: m.id, error: { code: -32601, message: 'Method not found' } });
 });`;
 
+describe('an HTTP upstream that refuses the credentials', () => {
+  it('401 or 403 at the start: -32603 unreachable saying the upstream refused the credentials and which to check', async () => {
+    let status = 401;
+    const srv: Server = createHttpServer((_req, res) => res.writeHead(status, { 'content-type': 'application/json' }).end('{"error":"nope"}'));
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    servers.push({ close: () => (srv.closeAllConnections(), srv.close()) });
+    const url = `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`;
+    const gw = await gateway({
+      upstreams: {
+        plain: { transport: 'streamable-http', url, protocol: 'legacy', headers: { Authorization: 'Bearer static' } },
+        fwd: { transport: 'streamable-http', url, protocol: 'legacy', forwardAuthorization: true },
+      },
+    });
+    for (const [name, code, check] of [['plain', 401, 'the configured headers'], ['fwd', 403, "the caller's token (forwardAuthorization)"]] as const) {
+      status = code;
+      const r = await rpc(gw.url(name), 'tools/list', {}, { headers: { authorization: 'Bearer caller-token' } });
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: name, reason: 'unreachable' } });
+      expect(r.body.error.message).toContain(`the upstream refused the credentials (HTTP ${code}): check ${check}`);
+    }
+  }, 30_000);
+});
+
 describe('what a stdio child writes reaches callers and logs only as it should', () => {
   it('the values of its env (passthrough included) are hidden in data.stderr, the message and the logs', async () => {
     const mem = memoryLogger('debug');
