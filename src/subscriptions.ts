@@ -242,7 +242,8 @@ export class Subscription implements ListenHandle {
   /** Follows the caller's tasks in `taskIds`. */
   async listenTasks(tasks: TaskManager, taskIds: string[], caller: { principal: string; upstream: string }): Promise<void> {
     this.honored.taskIds = [];
-    for (const id of taskIds) {
+    // An id listed twice is honored (and acknowledged) once.
+    for (const id of new Set(taskIds)) {
       try {
         await tasks.get(id, caller);
         this.honored.taskIds.push(id);

@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { LoggingLevelSchema } from '@modelcontextprotocol/core';
 import { LRUCache } from 'lru-cache';
-import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound } from './errors.js';
+import { ErrorCode, GatewayError, badEnvelope, headerMismatch, invalidParams, methodNotFound, quoted } from './errors.js';
 import {
   ClientCapabilitiesSchema,
   META_CLIENT_CAPABILITIES,
@@ -259,7 +259,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   const headerVersion = headers.get('mcp-protocol-version');
   if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
   if (headerVersion.trim() !== version) {
-    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${headerVersion.trim()}' does not match body value '${version}'`);
+    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${quoted(headerVersion.trim())}' does not match body value '${quoted(version)}'`);
   }
   if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
     throw new GatewayError(
@@ -273,7 +273,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   const headerMethod = headers.get('mcp-method');
   if (headerMethod === null) throw headerMismatch(`The Mcp-Method header is required and must equal the body's method ${method}`);
   if (headerMethod.trim() !== method) {
-    throw headerMismatch(`Header mismatch: Mcp-Method header value '${headerMethod.trim()}' does not match body value '${method}'`);
+    throw headerMismatch(`Header mismatch: Mcp-Method header value '${quoted(headerMethod.trim())}' does not match body value '${quoted(method)}'`);
   }
   const nameField =
     method === 'resources/read'
@@ -292,7 +292,7 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     if (typeof bodyName !== 'string' || bodyName.length === 0) throw badEnvelope(`${method}: params.${nameField} must be a non-empty string`);
     const decoded = decodeHeaderValue(headerName);
     if (decoded !== bodyName) {
-      throw headerMismatch(`Header mismatch: Mcp-Name header value '${decoded}' does not match body value '${bodyName}'`);
+      throw headerMismatch(`Header mismatch: Mcp-Name header value '${quoted(decoded)}' does not match body value '${quoted(bodyName)}'`);
     }
   }
 

@@ -57,6 +57,14 @@ export const headerMismatch = (message: string) => new GatewayError(ErrorCode.He
 /** 400 / -32602: the `_meta` envelope or params are malformed. */
 export const badEnvelope = (message: string) => new GatewayError(ErrorCode.InvalidParams, message, undefined, 400);
 
+/** Longest value an error message quotes back, in characters. */
+const QUOTED_CHARS = 200;
+
+/** `value` as an error message quotes it: cut to 200 characters, then `…` (a client's long name or header is not echoed whole). */
+export function quoted(value: string): string {
+  return value.length > QUOTED_CHARS ? `${value.slice(0, QUOTED_CHARS)}…` : value;
+}
+
 /** 200 / -32602: bad params that are not envelope problems (arguments, requestState, inputResponses). */
 export const invalidParams = (message: string, data?: unknown) => new GatewayError(ErrorCode.InvalidParams, message, data);
 
@@ -65,12 +73,13 @@ export const methodNotFound = (message: string, data?: unknown) => new GatewayEr
 
 /**
  * 400 / -32021 with `data.requiredCapabilities` (a ClientCapabilities object); `what` names the
- * capability in the message, `declaredIn` where the client declares its capabilities.
+ * capability in the message, `declaredIn` where the client declares its capabilities, `who` who
+ * needs it (the message's start).
  */
-export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string, declaredIn = "this request's clientCapabilities") =>
+export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string, declaredIn = "this request's clientCapabilities", who = 'The upstream needs') =>
   new GatewayError(
     ErrorCode.MissingRequiredClientCapability,
-    `The upstream needs the client capability ${what}, which ${declaredIn} do not declare`,
+    `${who} the client capability ${what}, which ${declaredIn} do not declare`,
     { requiredCapabilities },
     400,
   );

@@ -8,7 +8,7 @@
  * `inputSchema`, and {@link checkParamHeaders} checks a `tools/call` request's headers against
  * its arguments.
  */
-import { headerMismatch } from './errors.js';
+import { headerMismatch, quoted } from './errors.js';
 import { decodeHeaderValue } from './envelope.js';
 
 /** The schema keyword that names a parameter's header. */
@@ -170,7 +170,7 @@ export function checkParamHeaders(params: readonly ParamHeader[], args: Record<s
     if (raw === undefined) throw headerMismatch(`The ${header} header is required: ${where} is present in the body`);
     const decoded = decodeHeaderValue(raw, header);
     if (!sameValue(decoded, value)) {
-      throw headerMismatch(`Header mismatch: ${header} header value '${decoded}' does not match body value ${JSON.stringify(value)} at ${where}`);
+      throw headerMismatch(`Header mismatch: ${header} header value '${quoted(decoded)}' does not match body value ${quoted(JSON.stringify(value))} at ${where}`);
     }
   }
 }

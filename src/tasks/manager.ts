@@ -22,7 +22,12 @@ export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
 
 /** 400 / -32021 naming the tasks extension; `why` says what needed it. */
 export function tasksExtensionRequired(why = ''): GatewayError {
-  return missingCapability({ extensions: { [TASKS_EXTENSION]: {} } }, `extensions["${TASKS_EXTENSION}"]${why ? ` (${why})` : ''}`);
+  return missingCapability(
+    { extensions: { [TASKS_EXTENSION]: {} } },
+    `extensions["${TASKS_EXTENSION}"]${why ? ` (${why})` : ''}`,
+    "this request's clientCapabilities",
+    'The gateway serves tasks only to a client that declares',
+  );
 }
 
 /** The message for an unknown, expired or foreign taskId (the same for all, so nothing leaks). */

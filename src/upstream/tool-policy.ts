@@ -9,7 +9,7 @@
  * Patterns are globs over the whole tool name, case-sensitive: `*` matches any run of characters
  * (none included), `?` exactly one character, and every other character itself.
  */
-import { invalidParams, type GatewayError } from '../protocol/errors.js';
+import { invalidParams, quoted, type GatewayError } from '../protocol/errors.js';
 
 /** The `tools` settings of one upstream. */
 export interface ToolPolicyConfig {
@@ -76,15 +76,7 @@ export function servedToolList<T>(cfg: ToolPolicyConfig | undefined, tools: T): 
   return tools.filter((t) => !(t && typeof t === 'object' && typeof (t as { name?: unknown }).name === 'string') || toolAllowed(cfg, (t as { name: string }).name)) as T;
 }
 
-/** Longest tool name quoted back in a message, in characters (a longer one is cut, with `…`). */
-const QUOTED_NAME_CHARS = 200;
-
-/** `name` as a message quotes it: cut to {@link QUOTED_NAME_CHARS} characters. */
-export function shortName(name: string): string {
-  return name.length > QUOTED_NAME_CHARS ? `${name.slice(0, QUOTED_NAME_CHARS)}…` : name;
-}
-
 /** 200 / -32602 "Unknown tool: NAME" (a name over 200 characters cut), the answer to a tool the gateway does not serve. */
 export function unknownTool(name: string): GatewayError {
-  return invalidParams(`Unknown tool: ${shortName(name)}`);
+  return invalidParams(`Unknown tool: ${quoted(name)}`);
 }

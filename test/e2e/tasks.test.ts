@@ -139,7 +139,7 @@ describe('tasks extension', () => {
     const res = await fetch(url, {
       method: 'POST',
       headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { _meta: envelope(TASKS), notifications: { taskIds: [taskId, 'not-a-task'] } } }),
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { _meta: envelope(TASKS), notifications: { taskIds: [taskId, taskId, 'not-a-task'] } } }),
     });
     expect(res.headers.get('content-type')).toContain('text/event-stream');
     const messages = (await res.text())
@@ -204,6 +204,8 @@ describe('tasks extension', () => {
       expect(r.status).toBe(400);
       expect(r.body.error.code).toBe(-32021);
       expect(r.body.error.data.requiredCapabilities).toEqual({ extensions: { 'io.modelcontextprotocol/tasks': {} } });
+      // The gateway's extension, not something the upstream asks for.
+      expect(r.body.error.message).toMatch(/^The gateway serves tasks only to a client that declares the client capability extensions\["io.modelcontextprotocol\/tasks"\]/);
     });
 
     it('a task-required tool called without the extension → 400 / -32021', async () => {

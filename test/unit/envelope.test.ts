@@ -237,6 +237,9 @@ describe('validateRequest', () => {
       const ok = validateRequest(req(m, { ...p, _meta: meta() }), okHeaders(m, String(p.name ?? p.uri)));
       expect(ok.method).toBe(m);
     }
+    // Long values are quoted cut, not echoed whole.
+    const long = caught(() => validateRequest(req('tools/call', { name: `n${'x'.repeat(3000)}`, _meta: meta() }), okHeaders('tools/call', 'short')));
+    expect(long.message).toBe(`Header mismatch: Mcp-Name header value 'short' does not match body value 'n${'x'.repeat(199)}…'`);
   });
 
   it('Mcp-Name in =?base64?…?= form is decoded before comparing', () => {
