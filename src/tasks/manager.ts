@@ -450,7 +450,7 @@ export class TaskManager {
   async update(taskId: unknown, caller: TaskCaller, inputResponses: unknown): Promise<void> {
     const record = await this.get(taskId, caller);
     if (inputResponses === null || typeof inputResponses !== 'object' || Array.isArray(inputResponses)) {
-      throw invalidParams('params.inputResponses must be an object mapping input keys to responses');
+      throw invalidParams('tasks/update: params.inputResponses must be an object mapping input keys to responses');
     }
     const live = this.live.get(taskId as string);
     if (!live && !isTerminal(record.status) && record.replica && record.replica !== this.replica) await this.elsewhere(record);

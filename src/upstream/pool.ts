@@ -382,7 +382,7 @@ export class SessionPool {
               this.name,
               'busy',
               this.perPrincipalBound && this.atPrincipalCap(key)
-                ? `This caller's ${this.cfg.maxSessionsPerPrincipal} sessions of upstream '${this.name}' (maxSessionsPerPrincipal) stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight or parked waiting for input; answer or abandon them, or retry later`
+                ? `This caller's ${this.cfg.maxSessionsPerPrincipal} sessions of upstream '${this.name}' (maxSessionsPerPrincipal) stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight, parked waiting for input or running as tasks; answer, abandon or cancel them, or retry later`
                 : `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`,
             ),
           );
