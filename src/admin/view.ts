@@ -16,6 +16,7 @@ import { DEPRECATED_FEATURES, type CensusEntry, type DeprecatedFeature } from '.
 import type { UpstreamFailure } from '../observability/upstream-health.js';
 import type { InputRequest } from '../protocol/wire.js';
 import { principalHash } from '../security/auth.js';
+import { bySize, redactText } from '../security/redact.js';
 import type { TaskStatus } from '../tasks/store.js';
 
 /** Where the views read from. */
@@ -57,18 +58,12 @@ export class Redactor {
         /* not a URL: the schema already checked the scheme */
       }
     }
-    // Longest first, so a secret that contains another is removed whole.
-    this.secrets = [...found].sort((a, b) => b.length - a.length);
+    this.secrets = bySize(found);
   }
 
-  /** `text` without secrets. */
+  /** `text` without secrets ({@link redactText}). */
   redact(text: string): string {
-    let out = text;
-    for (const s of this.secrets) out = out.split(s).join('[redacted]');
-    return out
-      .replace(/\b(Bearer|Basic)\s+[A-Za-z0-9\-._~+/=]+/gi, '$1 [redacted]')
-      .replace(/\b(sk|pk|rk)-[A-Za-z0-9_*.-]{6,}/g, '[redacted]')
-      .replace(/(\/\/[^/\s:@]+):[^/\s@]+@/g, '$1:[redacted]@');
+    return redactText(text, this.secrets);
   }
 }
 

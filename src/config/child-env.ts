@@ -11,6 +11,7 @@
  * Its working directory is its `cwd` ({@link cwdProblem} says when that cannot be one).
  */
 import { statSync } from 'node:fs';
+import { bySize, redactText } from '../security/redact.js';
 
 /**
  * Variables every stdio child gets from the gateway's environment when they are set. The SDK's
@@ -97,29 +98,22 @@ const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|PWD|AUTH|CRED|PRIVATE|SESSION|COOKIE/
 const REDACT_MIN_CHARS = 6;
 /** Shorter values of secret-named variables are hidden from this length on (shorter ones would hide common words). */
 const REDACT_SECRET_MIN_CHARS = 3;
-/** What stands in for a hidden value. */
-export const REDACTED = '***';
 
 /**
- * A function that replaces, in a text a stdio child wrote (a stderr line, a stray stdout line),
- * every value of the child's configured `env` (the variables `envPassthrough` brought included)
- * with `***`: values of at least 6 characters, and those of at least 3 of variables whose names
- * say they are credentials (`API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD` …). A child that prints its
- * credentials (`auth failed with key sk-…`) then tells callers and logs why it failed without
- * telling them the key. The safe set ({@link SAFE_CHILD_ENV}: `HOME`, `PATH` …) is not hidden.
+ * A function that hides, in a text a stdio child wrote (a stderr line, a stray stdout line),
+ * every value of the child's configured `env` (the variables `envPassthrough` brought included):
+ * values of at least 6 characters, and those of at least 3 of variables whose names say they are
+ * credentials (`API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD` …); and, as everywhere
+ * ({@link redactText}), `Bearer …` credentials, `sk-…` style keys and URL passwords. Each becomes
+ * `[redacted]`. A child that prints `auth failed with key sk-…` then tells callers and logs why
+ * it failed without telling them the key. The safe set ({@link SAFE_CHILD_ENV}: `HOME`, `PATH` …)
+ * is not hidden.
  */
 export function secretRedactor(env: Record<string, string> | undefined): (text: string) => string {
-  const values = [
-    ...new Set(
-      Object.entries(env ?? {})
-        .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
-        .map(([, v]) => v),
-    ),
-  ].sort((a, b) => b.length - a.length);
-  if (!values.length) return (text) => text;
-  return (text) => {
-    let out = text;
-    for (const v of values) if (out.includes(v)) out = out.split(v).join(REDACTED);
-    return out;
-  };
+  const values = bySize(
+    Object.entries(env ?? {})
+      .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
+      .map(([, v]) => v),
+  );
+  return (text) => redactText(text, values);
 }

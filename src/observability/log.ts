@@ -3,6 +3,7 @@
  */
 import { pino, type DestinationStream, type Logger } from 'pino';
 import { LOG_LEVELS, toLogLevel, type LogLevel } from '../config/schema.js';
+import { REDACTED } from '../security/redact.js';
 
 export type { Logger, LogLevel };
 export { LOG_LEVELS, toLogLevel };
@@ -36,7 +37,7 @@ export function createLogger(name: string = process.env.LOG_LEVEL || 'info', des
     level,
     base: { service: 'mrtr-gateway' },
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    redact: { paths: REDACTED_PATHS, censor: REDACTED },
   };
   return destination ? pino(options, destination) : pino(options);
 }

@@ -12,6 +12,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { SamplingProviderConfig } from '../config/schema.js';
 import { fromAnthropicResponse, fromOpenAIResponse, toAnthropicRequest, toOpenAIRequest, type MappedCompletion, type ModelChoice, type SamplingParams } from './mapping.js';
 import type { SamplingFailure } from './errors.js';
+import { bySize, redactText } from '../security/redact.js';
 
 /** Default base URLs (the SDKs' own, given explicitly so no environment variable overrides them). */
 export const DEFAULT_BASE_URL = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' } as const;
@@ -112,9 +113,7 @@ export function retryAfterMs(headers: Headers | undefined, now = Date.now()): nu
 
 /** Replaces `secrets` and anything shaped like an API key in `text`, and caps its length. */
 export function scrub(text: string, secrets: (string | undefined)[]): string {
-  let out = text;
-  for (const s of secrets) if (s && s.length >= 4) out = out.split(s).join('[redacted]');
-  out = out.replace(/\b(sk|pk|rk)-[A-Za-z0-9_*.-]{6,}/g, '[redacted]').replace(/\b(Bearer)\s+\S+/gi, '$1 [redacted]');
+  const out = redactText(text, bySize(secrets.filter((s): s is string => s !== undefined && s.length >= 4)));
   return out.length > 300 ? `${out.slice(0, 300)}…` : out;
 }
 

@@ -275,10 +275,10 @@ describe('what a stdio child writes reaches callers and logs only as it should',
       const r = await rpc(gw.url('leaky'), 'tools/list');
       expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'leaky', reason: 'unreachable' } });
       // What the child said is there, its credentials are not; a short value of a plain variable stays.
-      expect(r.body.error.data.stderr).toEqual(['auth failed with key *** and token *** pin *** mode on']);
-      expect(r.body.error.message).toContain('auth failed with key *** and token ***');
+      expect(r.body.error.data.stderr).toEqual(['auth failed with key [redacted] and token [redacted] pin [redacted] mode on']);
+      expect(r.body.error.message).toContain('auth failed with key [redacted] and token [redacted]');
       const everything = JSON.stringify(r.body) + JSON.stringify(mem.lines());
-      expect(everything).toContain('auth failed with key ***');
+      expect(everything).toContain('auth failed with key [redacted]');
       for (const hidden of [secret, 'ghp_passedThrough987', '4821']) expect(everything).not.toContain(hidden);
     } finally {
       delete process.env.MRTR_TEST_PASSED_TOKEN;
@@ -302,7 +302,7 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     const gw = await gateway({ upstreams: { chatty: { transport: 'stdio', command: process.execPath, args: ['-e', cmd], protocol: 'legacy', env: { API_KEY: 'key-0123456789' }, timeouts: { connectMs: 1500 } } } });
     const r = await rpc(gw.url('chatty'), 'tools/list');
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'chatty', reason: 'timeout' } });
-    expect(r.body.error.message).toMatch(/did not start within timeouts\.connectMs=1500 ms \(waiting for the initialize result took longer than 1500 ms; the process wrote \d+ line\(s\) on stdout that are not MCP messages \(the first: "hello not json, key \*\*\*"\)/);
+    expect(r.body.error.message).toMatch(/did not start within timeouts\.connectMs=1500 ms \(waiting for the initialize result took longer than 1500 ms; the process wrote \d+ line\(s\) on stdout that are not MCP messages \(the first: "hello not json, key \[redacted\]"\)/);
     expect(r.body.error.message).not.toContain('key-0123456789');
   }, 30_000);
 });
