@@ -705,8 +705,12 @@ export class Gateway {
       throw tasksExtensionRequired(`tool '${name}' runs only as a task`);
     }
     const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
+    // A caller holding tasks.maxRecordsPerPrincipal records gets no new task: its call is answered
+    // in the request, or, for a tool that runs only as a task, refused before it reaches the upstream.
+    const taskRoom = !tasksDeclared || this.tasks.admits(ctx.principal);
+    if (!taskRoom && toolTasks?.required && requestState === undefined) throw this.tasks.recordsFull(up.name);
     // During the drain a resumed call is answered in this request; a task would be cancelled at the end.
-    const escalation: TaskEscalation | undefined = tasksDeclared && !this.draining
+    const escalation: TaskEscalation | undefined = tasksDeclared && taskRoom && !this.draining
       ? {
           afterMs: taskAfterMs,
           create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),

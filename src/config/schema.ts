@@ -582,7 +582,7 @@ export const GatewayConfigSchema = z
           .int()
           .positive()
           .default(10_000)
-          .describe('Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); a call that would become a task beyond it gets -32603 busy'),
+          .describe('Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); beyond it the caller gets no new task (its calls are answered in the request; a tool that runs only as a task gets -32603 busy)'),
         maxResultBytesPerPrincipal: z
           .number()
           .int()

@@ -36,24 +36,34 @@ export async function serveListen(
   recorded: (outcome: { error?: GatewayError; resultType?: string }) => void,
   closed: () => void = () => {},
 ): Promise<Response> {
+  let released = false;
+  const release = () => {
+    if (released) return;
+    released = true;
+    closed();
+  };
+  // A client that goes away while the subscription opens (waiting for an upstream session) frees its place at once.
+  const signal = c.req.raw.signal;
+  signal.addEventListener('abort', release, { once: true });
   let sub: ListenHandle;
   try {
     sub = await open();
   } catch (e) {
-    closed();
+    signal.removeEventListener('abort', release);
+    release();
     const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
     if (!(e instanceof GatewayError)) log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
     recorded({ error: g });
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
-  const signal = c.req.raw.signal;
+  signal.removeEventListener('abort', release);
   const meta = { [META_SUBSCRIPTION_ID]: req.id };
   const sse = sseStream();
   let stopped = false;
   const stop = () => {
     if (stopped) return;
     stopped = true;
-    closed();
+    release();
     clearInterval(keepalive);
     signal.removeEventListener('abort', stop);
     void sub.close();

@@ -128,9 +128,11 @@ export class Authenticator {
           ? 'the token has expired'
           : code === 'ERR_JWT_CLAIM_VALIDATION_FAILED'
             ? `claim check failed (${(e as { claim?: string }).claim ?? 'claim'})`
-            : code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED' || code === 'ERR_JWKS_NO_MATCHING_KEY'
+            : code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED'
               ? 'the signature does not verify against the issuer keys'
-              : 'the token is not a valid JWT';
+              : code === 'ERR_JWKS_NO_MATCHING_KEY'
+                ? "no key of the issuer matches the token's kid and alg"
+                : 'the token is not a valid JWT';
       throw new AuthError(401, `Invalid access token: ${why}`, 'invalid_token');
     }
     if (typeof payload.sub !== 'string' || !payload.sub) throw new AuthError(401, 'Invalid access token: no sub claim', 'invalid_token');

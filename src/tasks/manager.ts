@@ -164,6 +164,17 @@ export class TaskManager {
     });
   }
 
+  /** True when `principal` may hold one more task record here (`tasks.maxRecordsPerPrincipal`). */
+  admits(principal: string): boolean {
+    return this.quota.admits(principal);
+  }
+
+  /** 200 / -32603 `busy`: the caller holds `tasks.maxRecordsPerPrincipal` records. */
+  recordsFull(upstream: string): GatewayError {
+    const max = this.quota.limits.maxRecordsPerPrincipal;
+    return upstreamFailed(upstream, 'busy', `This caller holds ${max} task records, the most tasks.maxRecordsPerPrincipal allows; a record is kept until its ttlMs ends: wait for earlier tasks to expire`);
+  }
+
   /** Number of tasks whose Exchange is still running in this process. */
   get running(): number {
     return this.live.size;
@@ -201,10 +212,8 @@ export class TaskManager {
    * `opts.tool` names the tool for the admin view and the task's span.
    */
   async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string }): Promise<Record<string, unknown>> {
-    if (!this.quota.admits(caller.principal)) {
-      const max = this.quota.limits.maxRecordsPerPrincipal;
-      throw upstreamFailed(caller.upstream, 'busy', `This caller holds ${max} task records, the most tasks.maxRecordsPerPrincipal allows; a record is kept until its ttlMs ends: wait for earlier tasks to expire`);
-    }
+    // The router checked admits() before the call started; calls that became tasks meanwhile may have filled the place.
+    if (!this.quota.admits(caller.principal)) throw this.recordsFull(caller.upstream);
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -279,7 +288,7 @@ export class TaskManager {
         error = upstreamFailed(
           exchange.upstream,
           'busy',
-          `The task's ${what} (${bytes} bytes) was not kept: ${whose} would hold more than tasks.${over} (${this.quota.limits[over]} bytes); wait for earlier tasks to expire (their ttlMs) and run it again`,
+          `The tool ran, but the task's ${what} (${bytes} bytes) was not kept: ${whose} would hold more than tasks.${over} (${this.quota.limits[over]} bytes); earlier records are freed when their ttlMs ends`,
         ).toJSON();
       }
     } else {

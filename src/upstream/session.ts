@@ -164,7 +164,8 @@ export class StderrTail {
       this.keep(this.partial.slice(0, nl), onLine);
       this.partial = this.partial.slice(nl + 1);
     }
-    if (this.partial.length > 64_000) this.partial = this.partial.slice(-STDERR_LINE_CHARS);
+    // Hidden before the cut, so that a value the cut splits cannot show its last part.
+    if (this.partial.length > 64_000) this.partial = this.redact(this.partial).slice(-STDERR_LINE_CHARS);
   }
 
   private keep(raw: string, onLine?: (line: string) => void): void {

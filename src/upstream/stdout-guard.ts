@@ -19,6 +19,8 @@ interface ReadBufferLike {
 }
 
 const NL = 0x0a;
+/** Characters of the first stray line kept to quote (its first 80 are shown once hidden). */
+const FIRST_KEPT = 400;
 /** Bytes a JSON-RPC line may start with: `{`, or whitespace before it. */
 const JSON_START = new Set([0x7b, 0x20, 0x09, 0x0d]);
 
@@ -56,6 +58,9 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
   let textBytes = 0;
   let bad = 0;
   let flooded = false;
+  /** The first stray line as read so far (raw), and whether more of it may come. */
+  let first = '';
+  let firstOpen = false;
   const stop = (message: string) => {
     flooded = true;
     inner.clear();
@@ -90,11 +95,17 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
           line = JSON_START.has(chunk[from]!) ? 'json' : 'text';
           if (line === 'text') {
             flush(from);
-            if (strays.lines++ === 0) strays.first = redact(chunk.toString('utf8', from, Math.min(chunk.length, from + 200)).split('\n')[0]!.trimEnd()).slice(0, 80);
+            if (strays.lines++ === 0) firstOpen = true;
           }
         }
         const nl = chunk.indexOf(NL, from);
         const end = nl < 0 ? chunk.length : nl + 1;
+        // The first stray line is kept whole up to FIRST_KEPT characters, across chunks, and shown hidden and cut.
+        if (line === 'text' && firstOpen) {
+          first += chunk.toString('utf8', from, Math.min(nl < 0 ? chunk.length : nl, from + FIRST_KEPT - first.length));
+          if (nl >= 0 || first.length >= FIRST_KEPT) firstOpen = false;
+          strays.first = redact(first.trimEnd()).slice(0, 80);
+        }
         if (line === 'json') {
           if (run < 0) run = from;
           if (nl >= 0) bad = 0;

@@ -10,6 +10,18 @@ import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 const TASKS_AND_ELICIT = { ...TASKS, elicitation: {} };
 
+/** Starts a subscriptions/listen request without waiting for its answer; `abort` drops the connection. */
+async function listenAsync(url: string, filter: Record<string, unknown>): Promise<{ abort: () => void }> {
+  const ac = new AbortController();
+  void fetch(url, {
+    method: 'POST',
+    signal: ac.signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 'waiting', method: 'subscriptions/listen', params: { notifications: filter, _meta: envelope({}) } }),
+  }).catch(() => {});
+  return { abort: () => ac.abort() };
+}
+
 async function pollUntil(url: string, taskId: string, done: (t: any) => boolean, caps: Record<string, unknown> = TASKS, timeoutMs = 15_000) {
   const seen: any[] = [];
   const end = Date.now() + timeoutMs;
@@ -239,14 +251,20 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   };
 
-  it('tasks.maxRecordsPerPrincipal: a caller holding that many records gets -32603 busy naming it; another caller goes on', async () => {
-    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
+  it('tasks.maxRecordsPerPrincipal: a caller holding that many records gets its calls answered in the request, a task-only tool -32603 busy before it reaches the upstream; another caller goes on', async () => {
+    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, tools: { ask_name: { required: true } } } } } });
     try {
       const url = gw.url('f');
       for (let i = 0; i < 2; i++) expect((await quick(url, 'alice')).body.result?.resultType).toBe('task');
-      const refused = await quick(url, 'alice');
+      const calls = log.of('call', 'slow').length;
+      const inline = await quick(url, 'alice');
+      expect(inline.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 5ms' }] });
+      expect(log.of('call', 'slow')).toHaveLength(calls + 1);
+      const asks = log.of('call', 'ask_name').length;
+      const refused = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { ...TASKS, elicitation: {} }, headers: as('alice') });
       expect(refused.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
       expect(refused.body.error.message).toContain('tasks.maxRecordsPerPrincipal');
+      expect(log.of('call', 'ask_name')).toHaveLength(asks);
       expect((await quick(url, 'bob')).body.result?.resultType).toBe('task');
     } finally {
       await gw.close();
@@ -293,6 +311,28 @@ describe('task records are bounded per caller, and a listen stream hears of a re
         }, 3000),
       ).toBe(true);
       streams[1]!.close();
+    } finally {
+      await gw.close();
+    }
+  }, 30_000);
+
+  it('a listen whose client goes away while it waits for an upstream session frees its place at once', async () => {
+    const gw = await startGateway({ limits: { maxListensPerPrincipal: 1 }, upstreams: { f: { ...fixtureStdio(log), maxSessions: 1, timeouts: { queueMs: 8000 } } } });
+    try {
+      const url = gw.url('f');
+      // The only session is busy for 3 s: a toolsListChanged listen (it holds a session) waits.
+      const busy = rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 3000, steps: 1 } });
+      await eventually(() => log.of('call', 'slow').length > 0 && gw.gateway.upstreams.get('f')!.pool.stats().leased === 1, 5000);
+      const waiting = await listenAsync(url, { toolsListChanged: true });
+      await new Promise((r) => setTimeout(r, 300));
+      waiting.abort();
+      // Its place is free now, not when the wait ends: the next listen is not refused.
+      await new Promise((r) => setTimeout(r, 200));
+      const next = await listen(url, { toolsListChanged: true }, { id: 'next' });
+      expect(next.status).toBe(200);
+      expect((await next.next(8000))?.method).toBe('notifications/subscriptions/acknowledged');
+      next.close();
+      await busy;
     } finally {
       await gw.close();
     }

@@ -297,6 +297,24 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     expect((await rpc(gw.url('big'), 'tools/list')).body.result.tools).toEqual([expect.objectContaining({ name: 'big' })]);
   }, 30_000);
 
+  it('a secret cut by the stderr bound of an unfinished line, or split across stdout writes, is hidden all the same', async () => {
+    const secret = 'tok-SECRETVALUE-123';
+    // 64,100 characters without a newline (over the 64,000 an unfinished line may grow to), the secret ending 495 before the end.
+    const long = `process.stderr.write("a".repeat(${64_100 - 495 - secret.length}) + process.env.MY_TOKEN + "b".repeat(495)); setTimeout(() => { process.stderr.write("\\n"); process.exit(1); }, 300)`;
+    const split = 'process.stdout.write("stray " + process.env.MY_TOKEN.slice(0, 10)); setTimeout(() => process.stdout.write(process.env.MY_TOKEN.slice(10) + "\\n"), 200); setInterval(() => {}, 1000)';
+    const gw = await gateway({
+      upstreams: {
+        long: { transport: 'stdio', command: process.execPath, args: ['-e', long], protocol: 'legacy', env: { MY_TOKEN: secret } },
+        split: { transport: 'stdio', command: process.execPath, args: ['-e', split], protocol: 'legacy', env: { MY_TOKEN: secret }, timeouts: { connectMs: 1500 } },
+      },
+    });
+    const l = await rpc(gw.url('long'), 'tools/list');
+    expect(l.body.error.data.reason).toBe('unreachable');
+    const s = await rpc(gw.url('split'), 'tools/list');
+    expect(s.body.error.message).toContain('(the first: "stray [redacted]")');
+    for (const part of ['E-123', 'tok-SECRET', 'VALUE-123']) expect(JSON.stringify([l.body, s.body])).not.toContain(part);
+  }, 30_000);
+
   it('a start that times out says what the child wrote on stdout that is not MCP, with its env hidden', async () => {
     const cmd = 'setInterval(() => console.log("hello not json, key " + process.env.API_KEY), 100)';
     const gw = await gateway({ upstreams: { chatty: { transport: 'stdio', command: process.execPath, args: ['-e', cmd], protocol: 'legacy', env: { API_KEY: 'key-0123456789' }, timeouts: { connectMs: 1500 } } } });
