@@ -157,7 +157,8 @@ describe('input_required over raw HTTP', () => {
     const first = await firstRound('ask_name', {}, target);
     expect(shortTtl.gateway.bridge.parkedCount).toBe(1);
     const call = shortLog.of('call', 'ask_name')[0]!;
-    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000);
+    // About ttlMs (1 s) after parking; the bound leaves room for a loaded machine.
+    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 10_000);
     expect(cancelled).toBe(true);
     expect(await eventually(() => shortLog.of('elicit-result', 'ask_name').length > 0, 2000)).toBe(true);
     const results = shortLog.of('elicit-result', 'ask_name');
