@@ -336,7 +336,7 @@ export class Gateway {
         ? RedisStore.create({ url: cfg.store.url, keyPrefix: cfg.store.keyPrefix, connectTimeoutMs: cfg.store.connectTimeoutMs, log: log.child({ component: 'store' }) })
         : new MemoryStore(cfg.tasks.maxRecords);
     this.replica = randomUUID();
-    this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks, cfg.tasks.maxRecords));
+    this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks));
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
       // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
       const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;

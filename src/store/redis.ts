@@ -34,7 +34,7 @@ export class RedisStore implements SharedStore {
   readonly spent: SpentStates;
   readonly replicas: ReplicaRegistry;
   private readonly listeners: ((record: TaskRecord) => void)[] = [];
-  private readonly expireListeners: ((taskId: string) => void)[] = [];
+  private readonly expireListeners: ((taskId: string, why: 'expired') => void)[] = [];
   private readonly reachableListeners: (() => void)[] = [];
   private readonly expiryTimers = new Map<string, NodeJS.Timeout>();
   private lastError: string | undefined;
@@ -54,7 +54,7 @@ export class RedisStore implements SharedStore {
         // The replica that runs a task cancels it when its record expires.
         const t = setTimeout(() => {
           this.expiryTimers.delete(record.taskId);
-          for (const l of this.expireListeners) l(record.taskId);
+          for (const l of this.expireListeners) l(record.taskId, 'expired');
         }, record.ttlMs);
         t.unref();
         this.expiryTimers.set(record.taskId, t);

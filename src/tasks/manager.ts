@@ -121,7 +121,7 @@ export class TaskManager {
     private readonly log: Logger,
     private readonly replica = 'local',
     /** Per-principal bounds on the records this replica creates (unbounded when absent). */
-    private readonly quota = new TaskQuota({ maxRecordsPerPrincipal: Infinity, maxResultBytesPerPrincipal: Infinity, maxResultBytes: Infinity }, 1_000_000),
+    private readonly quota = new TaskQuota({ maxRecordsPerPrincipal: Infinity, maxResultBytesPerPrincipal: Infinity, maxResultBytes: Infinity }),
   ) {
     this.store = shared.tasks;
     // Status changes of tasks other replicas run, for listen streams here.
@@ -133,17 +133,16 @@ export class TaskManager {
     shared.onReachable(() => {
       for (const [taskId, live] of this.live) if (live.unwritten) this.sync(taskId);
     });
-    this.store.onExpire((taskId) => {
+    this.store.onExpire((taskId, why) => {
       this.quota.drop(taskId);
       const live = this.live.get(taskId);
       if (!live) return;
       this.release(taskId, live);
-      // Past its ttlMs, or dropped by the store's bound (tasks.maxRecords) to make room.
-      const expired = Date.parse(live.createdAt) + live.ttlMs <= Date.now() + 50;
-      const why = expired ? 'The task expired (its ttlMs ended) before it finished' : 'The task record was dropped to make room (tasks.maxRecords) before it finished';
+      const expired = why === 'expired';
+      const message = expired ? 'The task expired (its ttlMs ended) before it finished' : 'The task record was dropped to make room (tasks.maxRecords) before it finished';
       this.log.info({ taskId }, expired ? 'task expired while running: cancelling upstream' : 'task record dropped while running: cancelling upstream');
       taskStatus(live.trace, 'expired', undefined, true);
-      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', why));
+      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', message));
       this.statuses.delete(taskId);
       // The last word to listen streams following it: the record itself is gone.
       const now = new Date().toISOString();
@@ -153,7 +152,7 @@ export class TaskManager {
         upstream: live.caller.upstream,
         replica: this.replica,
         status: 'cancelled',
-        statusMessage: `${why}; the call was cancelled upstream`,
+        statusMessage: `${message}; the call was cancelled upstream`,
         createdAt: live.createdAt,
         lastUpdatedAt: now,
         ttlMs: live.ttlMs,
@@ -226,7 +225,7 @@ export class TaskManager {
       ttlMs: opts.ttlMs,
       pollIntervalMs: opts.pollIntervalMs,
     };
-    this.quota.hold(record.taskId, caller.principal, opts.ttlMs);
+    this.quota.hold(record.taskId, caller.principal);
     this.apply(record, exchange, false, opts.batchWindowMs);
     try {
       await this.store.create(record);
@@ -278,8 +277,9 @@ export class TaskManager {
         status = 'failed';
         error = o.error.toJSON();
       }
-      const bytes = Buffer.byteLength(JSON.stringify(result ?? error ?? null));
-      const over = result || error ? this.quota.charge(record.taskId, bytes) : undefined;
+      const kept = result ?? error;
+      const bytes = kept ? Buffer.byteLength(JSON.stringify(kept)) : 0;
+      const over = kept ? this.quota.charge(record.taskId, bytes) : undefined;
       if (over) {
         const whose = over === 'maxResultBytes' ? "the gateway's task records" : "this caller's task records";
         const what = result ? 'result' : 'error';

@@ -1,15 +1,14 @@
 /**
  * Bounds on the task records this replica holds for callers (tasks extension,
  * io.modelcontextprotocol/tasks): how many records one principal may hold at once, how many
- * bytes of results (and errors) those records may keep, and how many all records together may. Without them one caller could fill the
- * gateway's memory with large results, or push other callers' records out of the store's
- * least-recently-used bound.
+ * bytes of results (and errors) those records may keep, and how many all records together may.
+ * Without them one caller could fill the gateway's memory with large results, or push other
+ * callers' records out of the store's least-recently-used bound.
  *
- * A record is counted from its creation until its `ttlMs` ends or the store drops it; its bytes
- * are those of its `result` or `error` as JSON (UTF-8). Counts are kept per replica (each counts
- * the tasks it created).
+ * A record is counted from its creation until the task store reports it gone (`TaskStore.onExpire`:
+ * its `ttlMs` ended, or it was dropped); its bytes are those of its `result` or `error` as JSON
+ * (UTF-8). Counts are kept per replica (each counts the tasks it created).
  */
-import { LRUCache } from 'lru-cache';
 
 /** What one principal holds. */
 interface Holding {
@@ -33,44 +32,22 @@ export interface TaskQuotaLimits {
 }
 
 export class TaskQuota {
-  private readonly held: LRUCache<string, Held>;
+  private readonly held = new Map<string, Held>();
   private readonly by = new Map<string, Holding>();
   /** Bytes all counted records keep. */
   private total = 0;
 
-  /** @param maxRecords the store's own bound (`tasks.maxRecords`): no more records are ever counted. */
-  constructor(
-    readonly limits: TaskQuotaLimits,
-    maxRecords: number,
-  ) {
-    this.held = new LRUCache<string, Held>({
-      max: maxRecords,
-      ttlAutopurge: true,
-      dispose: (h, _key, reason) => {
-        if (reason !== 'set') this.subtract(h.principal, 1, h.bytes);
-      },
-    });
-  }
-
-  /** Records `principal` holds now. */
-  records(principal: string): number {
-    return this.by.get(principal)?.records ?? 0;
-  }
-
-  /** Bytes of results and errors the records of `principal` keep now. */
-  bytes(principal: string): number {
-    return this.by.get(principal)?.bytes ?? 0;
-  }
+  constructor(readonly limits: TaskQuotaLimits) {}
 
   /** True when `principal` may create one more task. */
   admits(principal: string): boolean {
-    return this.records(principal) < this.limits.maxRecordsPerPrincipal;
+    return (this.by.get(principal)?.records ?? 0) < this.limits.maxRecordsPerPrincipal;
   }
 
-  /** Counts a new record of `principal` for `ttlMs` (ms). */
-  hold(taskId: string, principal: string, ttlMs: number): void {
+  /** Counts a new record of `principal`, until {@link drop}. */
+  hold(taskId: string, principal: string): void {
     if (this.held.has(taskId)) return;
-    this.held.set(taskId, { principal, bytes: 0 }, { ttl: ttlMs });
+    this.held.set(taskId, { principal, bytes: 0 });
     const h = this.by.get(principal) ?? { records: 0, bytes: 0 };
     h.records++;
     this.by.set(principal, h);
@@ -95,22 +72,14 @@ export class TaskQuota {
     return undefined;
   }
 
-  /** Bytes all counted records keep. */
-  get totalBytes(): number {
-    return this.total;
-  }
-
-  /** Stops counting record `taskId` (the store dropped it). */
+  /** Stops counting record `taskId` (the store reported it gone, or it was never stored). */
   drop(taskId: string): void {
+    const held = this.held.get(taskId);
+    if (!held) return;
     this.held.delete(taskId);
-  }
-
-  private subtract(principal: string, records: number, bytes: number): void {
-    const h = this.by.get(principal);
-    if (!h) return;
-    h.records -= records;
-    h.bytes -= bytes;
-    this.total -= bytes;
-    if (h.records <= 0) this.by.delete(principal);
+    this.total -= held.bytes;
+    const h = this.by.get(held.principal)!;
+    h.bytes -= held.bytes;
+    if (--h.records <= 0) this.by.delete(held.principal);
   }
 }

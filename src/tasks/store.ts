@@ -51,21 +51,25 @@ export interface TaskStore {
   get(taskId: string): Promise<TaskRecord | undefined>;
   /** Replaces the record; resolves false when it no longer exists (expired). */
   put(record: TaskRecord): Promise<boolean>;
-  /** Called with the id of each record that expires or is evicted. */
-  onExpire(listener: (taskId: string) => void): void;
+  /**
+   * Called with the id of each record that goes away by itself: `expired` (its `ttlMs` ended) or
+   * `dropped` (evicted to make room for others). A store calls it for every record created through
+   * it in this process.
+   */
+  onExpire(listener: (taskId: string, why: 'expired' | 'dropped') => void): void;
 }
 
 /** In-memory store: lru-cache with each record's `ttlMs` and a bound of `maxRecords`. */
 export class MemoryTaskStore implements TaskStore {
   private readonly cache: LRUCache<string, TaskRecord>;
-  private readonly listeners: ((taskId: string) => void)[] = [];
+  private readonly listeners: ((taskId: string, why: 'expired' | 'dropped') => void)[] = [];
 
   constructor(maxRecords: number) {
     this.cache = new LRUCache<string, TaskRecord>({
       max: maxRecords,
       ttlAutopurge: true,
       dispose: (_value, key, reason) => {
-        if (reason === 'expire' || reason === 'evict') for (const l of this.listeners) l(key);
+        if (reason === 'expire' || reason === 'evict') for (const l of this.listeners) l(key, reason === 'expire' ? 'expired' : 'dropped');
       },
     });
   }
@@ -84,7 +88,7 @@ export class MemoryTaskStore implements TaskStore {
     return true;
   }
 
-  onExpire(listener: (taskId: string) => void): void {
+  onExpire(listener: (taskId: string, why: 'expired' | 'dropped') => void): void {
     this.listeners.push(listener);
   }
 

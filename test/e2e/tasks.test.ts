@@ -271,6 +271,20 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   });
 
+  it('a caller\'s place under tasks.maxRecordsPerPrincipal comes back when its record expires', async () => {
+    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 1 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ttlMs: 800 } } } });
+    try {
+      const url = gw.url('f');
+      const { taskId } = (await quick(url, 'alice')).body.result;
+      expect((await quick(url, 'alice')).body.result.resultType).toBe('complete');
+      const gone = async () => (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...as('alice'), 'mcp-name': taskId } })).body.error?.code === -32602;
+      expect(await eventually(gone, 5000)).toBe(true);
+      expect((await quick(url, 'alice')).body.result.resultType).toBe('task');
+    } finally {
+      await gw.close();
+    }
+  });
+
   it('tasks.maxResultBytesPerPrincipal: a result that would take a caller past it ends failed (-32603 busy naming it); another caller\'s result is kept', async () => {
     const gw = await startGateway({ auth: keys, tasks: { maxResultBytesPerPrincipal: 80 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
     try {
