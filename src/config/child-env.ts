@@ -110,10 +110,19 @@ const REDACT_SECRET_MIN_CHARS = 3;
  * is not hidden.
  */
 export function secretRedactor(env: Record<string, string> | undefined): (text: string) => string {
-  const values = bySize(
-    Object.entries(env ?? {})
-      .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
-      .map(([, v]) => v),
-  );
-  return (text) => redactText(text, values);
+  if (!env) return (text) => redactText(text, []);
+  let made = redactors.get(env);
+  if (!made) {
+    const values = bySize(
+      Object.entries(env)
+        .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
+        .map(([, v]) => v),
+    );
+    made = (text) => redactText(text, values);
+    redactors.set(env, made);
+  }
+  return made;
 }
+
+/** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */
+const redactors = new WeakMap<Record<string, string>, (text: string) => string>();

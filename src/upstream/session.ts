@@ -154,7 +154,7 @@ export class StderrTail {
   /** Resolves when the child's stderr ended. */
   ended: Promise<void> = Promise.resolve();
 
-  constructor(private readonly redact: (text: string) => string = (text) => text) {}
+  constructor(private readonly redact: (text: string) => string) {}
 
   /** Adds a chunk of output; complete lines are kept, the oldest dropped beyond the bound. */
   push(chunk: string, onLine?: (line: string) => void): void {

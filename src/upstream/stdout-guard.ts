@@ -5,6 +5,7 @@
  * line of text) fails the connection instead of costing the gateway CPU and memory while the SDK
  * parses every line.
  */
+import { STDIO_DEFAULT_MAX_BUFFER_SIZE } from '@modelcontextprotocol/sdk/shared/stdio.js';
 
 /** Lines in a row on stdout that cannot be JSON-RPC messages tolerated before the connection fails. */
 export const MAX_NON_JSON_LINES = 1000;
@@ -24,13 +25,10 @@ const FIRST_KEPT = 400;
 /** Bytes a JSON-RPC line may start with: `{`, or whitespace before it. */
 const JSON_START = new Set([0x7b, 0x20, 0x09, 0x0d]);
 
-/** The largest message both SDKs' stdio transports read (their `ReadBuffer` default), in bytes. */
-export const MAX_STDIO_MESSAGE_BYTES = 10 * 1024 * 1024;
-
 /** What a guard saw on stdout that is not JSON-RPC: lines dropped so far, and the first of them (at most 80 characters, values of the child's `env` hidden). */
 export interface StdoutStrays {
-  lines: number;
-  first: string;
+  readonly lines: number;
+  readonly first: string;
 }
 
 /** The sentence naming stray stdout lines, for a start that failed or timed out (undefined when there were none). */
@@ -44,12 +42,23 @@ export function straysText(strays: StdoutStrays | undefined): string | undefined
  * `start()`): lines that cannot be a JSON-RPC message (they do not start with `{`) are dropped
  * before the SDK parses them, and counted. Once {@link MAX_NON_JSON_LINES} came in a row (a
  * message in between resets the count), or one grew past {@link MAX_TEXT_LINE_BYTES}, or a message
- * grew past the SDK's {@link MAX_STDIO_MESSAGE_BYTES}, the rest of the output is dropped unread and
+ * grew past the SDK's `STDIO_DEFAULT_MAX_BUFFER_SIZE` (10 MiB; both SDKs read no more), the rest of the output is dropped unread and
  * `onFlood` is called once with a message saying so. `redact` hides the values of the child's
  * `env` in the stray line quoted. Returns the live count of stray lines ({@link StdoutStrays}).
  */
-export function guardStdout(transport: object, onFlood: (message: string) => void, redact: (text: string) => string = (t) => t): StdoutStrays {
-  const strays: StdoutStrays = { lines: 0, first: '' };
+export function guardStdout(transport: object, onFlood: (message: string) => void, redact: (text: string) => string): StdoutStrays {
+  /** The first stray line as read so far (raw), and whether more of it may come. */
+  let first = '';
+  let firstOpen = false;
+  let lines = 0;
+  const strays: StdoutStrays = {
+    get lines() {
+      return lines;
+    },
+    get first() {
+      return redact(first.trimEnd()).slice(0, 80);
+    },
+  };
   const holder = transport as { _readBuffer?: ReadBufferLike };
   const inner = holder._readBuffer;
   if (!inner) return strays;
@@ -58,9 +67,6 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
   let textBytes = 0;
   let bad = 0;
   let flooded = false;
-  /** The first stray line as read so far (raw), and whether more of it may come. */
-  let first = '';
-  let firstOpen = false;
   const stop = (message: string) => {
     flooded = true;
     inner.clear();
@@ -80,7 +86,7 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
           } catch (e) {
             // The SDK's buffer refuses a message past its bound (and would end the connection as if the child had gone).
             if (!/exceeded maximum size/i.test((e as Error).message)) throw e;
-            stop(`the process wrote a message of more than ${MAX_STDIO_MESSAGE_BYTES} bytes on stdout, the largest a stdio message may be`);
+            stop(`the process wrote a message of more than ${STDIO_DEFAULT_MAX_BUFFER_SIZE} bytes on stdout, the largest a stdio message may be`);
           }
         }
         run = -1;
@@ -95,7 +101,7 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
           line = JSON_START.has(chunk[from]!) ? 'json' : 'text';
           if (line === 'text') {
             flush(from);
-            if (strays.lines++ === 0) firstOpen = true;
+            if (lines++ === 0) firstOpen = true;
           }
         }
         const nl = chunk.indexOf(NL, from);
@@ -104,7 +110,6 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
         if (line === 'text' && firstOpen) {
           first += chunk.toString('utf8', from, Math.min(nl < 0 ? chunk.length : nl, from + FIRST_KEPT - first.length));
           if (nl >= 0 || first.length >= FIRST_KEPT) firstOpen = false;
-          strays.first = redact(first.trimEnd()).slice(0, 80);
         }
         if (line === 'json') {
           if (run < 0) run = from;
