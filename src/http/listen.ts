@@ -23,7 +23,9 @@ export const LISTEN_KEEPALIVE_MS = 15_000;
  * @param open opens the subscription (for one upstream, `Gateway.listen`; on the federated
  *   endpoint, `Federation.listen`).
  * @param recorded called once with the request's outcome (for the request log and metrics).
- * @param closed called once when the stream ends (or could not open), for the caller's count of open listens.
+ * @param closed called when the stream ends, could not open, or its client went away while it
+ *   opened (for the caller's count of open listens); it may be called more than once, so it must
+ *   be idempotent (as a `CallerLimiter.enter` release is).
  * @returns the SSE response, or a JSON-RPC error response when the subscription cannot be opened
  *   (400 / -32021 for `taskIds` without the tasks extension; -32603 when no upstream session can
  *   be had).
@@ -36,34 +38,28 @@ export async function serveListen(
   recorded: (outcome: { error?: GatewayError; resultType?: string }) => void,
   closed: () => void = () => {},
 ): Promise<Response> {
-  let released = false;
-  const release = () => {
-    if (released) return;
-    released = true;
-    closed();
-  };
   // A client that goes away while the subscription opens (waiting for an upstream session) frees its place at once.
   const signal = c.req.raw.signal;
-  signal.addEventListener('abort', release, { once: true });
+  signal.addEventListener('abort', closed, { once: true });
   let sub: ListenHandle;
   try {
     sub = await open();
   } catch (e) {
-    signal.removeEventListener('abort', release);
-    release();
+    signal.removeEventListener('abort', closed);
+    closed();
     const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
     if (!(e instanceof GatewayError)) log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
     recorded({ error: g });
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
-  signal.removeEventListener('abort', release);
+  signal.removeEventListener('abort', closed);
   const meta = { [META_SUBSCRIPTION_ID]: req.id };
   const sse = sseStream();
   let stopped = false;
   const stop = () => {
     if (stopped) return;
     stopped = true;
-    release();
+    closed();
     clearInterval(keepalive);
     signal.removeEventListener('abort', stop);
     void sub.close();
