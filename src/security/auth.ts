@@ -7,7 +7,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { readFileSync } from 'node:fs';
-import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import type { GatewayConfig } from '../config/schema.js';
 
 /** Principal of unauthenticated callers when `auth.mode` is `none`. */
@@ -56,6 +56,29 @@ export function principalHash(principal: string): string {
   let h = hashes.get(principal);
   if (h === undefined) hashes.set(principal, (h = sha256(principal).toString('hex').slice(0, 16)));
   return h;
+}
+
+/**
+ * `jwtVerify` against a key set, where several keys of the set may match the token's `kid` and
+ * `alg` (an issuer that rotates keys under one `kid`): jose then raises
+ * `ERR_JWKS_MULTIPLE_MATCHING_KEYS` with the candidates, and each is tried in turn. A token that
+ * verifies under none fails as `ERR_JWS_SIGNATURE_VERIFICATION_FAILED`; any other failure of a
+ * candidate (an expired token, a wrong audience) is the token's own and is raised as it is.
+ */
+async function verifyAgainstKeySet(token: string, keys: JWTVerifyGetKey, options: JWTVerifyOptions) {
+  try {
+    return await jwtVerify(token, keys, options);
+  } catch (e) {
+    if (!(e instanceof joseErrors.JWKSMultipleMatchingKeys)) throw e;
+    for await (const candidate of e) {
+      try {
+        return await jwtVerify(token, candidate, options);
+      } catch (inner) {
+        if (!(inner instanceof joseErrors.JWSSignatureVerificationFailed)) throw inner;
+      }
+    }
+    throw new joseErrors.JWSSignatureVerificationFailed();
+  }
 }
 
 function bearer(header: string | null | undefined): string | undefined {
@@ -116,7 +139,7 @@ export class Authenticator {
     const cfg = this.cfg;
     let payload;
     try {
-      ({ payload } = await jwtVerify(token, this.jwks!, { issuer: cfg.issuer, audience: cfg.audience, clockTolerance: cfg.clockToleranceSec }));
+      ({ payload } = await verifyAgainstKeySet(token, this.jwks!, { issuer: cfg.issuer, audience: cfg.audience, clockTolerance: cfg.clockToleranceSec }));
     } catch (e) {
       // A fetch that failed (no jose code: the connection was refused or reset) or timed out, or a key set that is no JSON Web Key Set.
       if (cfg.jwksUrl && (!(e instanceof joseErrors.JOSEError) || JWKS_UNAVAILABLE.has(e.code))) {

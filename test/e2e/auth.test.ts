@@ -100,6 +100,33 @@ describe('JWT auth', () => {
     expect((await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/nope`)).status).toBe(404);
   });
 
+  it('a JWKS with two keys under one kid (a rotation): a token signed by either is served, one signed by neither gets 401 for its signature', async () => {
+    const next = await generateKeyPair('RS256', { extractable: true });
+    const both = JSON.stringify({ keys: [...JSON.parse(jwksBody).keys, { ...(await exportJWK(next.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] });
+    const two = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(both));
+    await new Promise<void>((r) => two.listen(0, '127.0.0.1', r));
+    const g = await startGateway({
+      auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${(two.address() as AddressInfo).port}/jwks.json`, requiredScopes: ['mcp'] },
+      upstreams: { f: fixtureStdio() },
+    });
+    try {
+      for (const k of [key, next.privateKey]) {
+        const r = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: k })}` });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+      }
+      const bad = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: otherKey })}` });
+      expect(bad.status).toBe(401);
+      expect(bad.body.error.message).toBe('Invalid access token: the signature does not verify against the issuer keys');
+      const expired = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: next.privateKey, exp: Math.floor(Date.now() / 1000) - 600 })}` });
+      expect(expired.status).toBe(401);
+      expect(expired.body.error.message).toBe('Invalid access token: the token has expired');
+    } finally {
+      await g.close();
+      two.closeAllConnections();
+      await new Promise((r) => two.close(r));
+    }
+  });
+
   it('a JWKS that cannot be fetched: a valid token gets 503 / -32603 with Retry-After (not a 401), logged at warn; served again once the JWKS answers', async () => {
     // A second gateway whose JWKS endpoint first refuses connections, then answers 500, then serves the keys.
     let mode: 'down' | 'error' | 'up' = 'down';
