@@ -676,6 +676,9 @@ export class UpstreamSession {
    */
   private async send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
     const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
+    // A signal per request even without a timer: the SDK never removes the abort listener it adds,
+    // so the caller's own (longer-lived) signal would collect one per request and, once aborted,
+    // send `notifications/cancelled` for requests answered long ago.
     const ac = new AbortController();
     let timedOut = false;
     const timer =
