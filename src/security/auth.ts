@@ -139,7 +139,13 @@ export class Authenticator {
     const cfg = this.cfg;
     let payload;
     try {
-      ({ payload } = await verifyAgainstKeySet(token, this.jwks!, { issuer: cfg.issuer, audience: cfg.audience, clockTolerance: cfg.clockToleranceSec }));
+      ({ payload } = await verifyAgainstKeySet(token, this.jwks!, {
+        issuer: cfg.issuer,
+        audience: cfg.audience,
+        clockTolerance: cfg.clockToleranceSec,
+        // jose checks exp only when it is there; an access token without it would never expire (RFC 9068 §2.2 requires it).
+        requiredClaims: ['exp'],
+      }));
     } catch (e) {
       // A fetch that failed (no jose code: the connection was refused or reset) or timed out, or a key set that is no JSON Web Key Set.
       if (cfg.jwksUrl && (!(e instanceof joseErrors.JOSEError) || JWKS_UNAVAILABLE.has(e.code))) {
@@ -150,7 +156,9 @@ export class Authenticator {
         code === 'ERR_JWT_EXPIRED'
           ? 'the token has expired'
           : code === 'ERR_JWT_CLAIM_VALIDATION_FAILED'
-            ? `claim check failed (${(e as { claim?: string }).claim ?? 'claim'})`
+            ? (e as { reason?: string }).reason === 'missing'
+              ? `the token has no ${(e as { claim?: string }).claim ?? 'required'} claim`
+              : `claim check failed (${(e as { claim?: string }).claim ?? 'claim'})`
             : code === 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED'
               ? 'the signature does not verify against the issuer keys'
               : code === 'ERR_JWKS_NO_MATCHING_KEY'

@@ -38,15 +38,16 @@ describe('JWT auth', () => {
   let url: string;
   let jwksBody: string;
 
-  const token = (claims: Record<string, unknown> = {}, opts: { key?: CryptoKey; exp?: string | number; iss?: string; aud?: string } = {}) =>
-    new SignJWT({ scope: 'mcp', ...claims })
+  const token = (claims: Record<string, unknown> = {}, opts: { key?: CryptoKey; exp?: string | number | null; iss?: string; aud?: string } = {}) => {
+    const jwt = new SignJWT({ scope: 'mcp', ...claims })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
       .setIssuer(opts.iss ?? ISSUER)
       .setAudience(opts.aud ?? AUDIENCE)
       .setSubject('alice')
-      .setIssuedAt()
-      .setExpirationTime(opts.exp ?? '5m')
-      .sign(opts.key ?? key);
+      .setIssuedAt();
+    if (opts.exp !== null) jwt.setExpirationTime(opts.exp ?? '5m');
+    return jwt.sign(opts.key ?? key);
+  };
 
   beforeAll(async () => {
     const pair = await generateKeyPair('RS256', { extractable: true });
@@ -77,6 +78,7 @@ describe('JWT auth', () => {
     ['a wrong audience', async () => ({ authorization: `Bearer ${await token({}, { aud: 'someone-else' })}` })],
     ['a wrong issuer', async () => ({ authorization: `Bearer ${await token({}, { iss: 'https://evil.test' })}` })],
     ['a bad signature', async () => ({ authorization: `Bearer ${await token({}, { key: otherKey })}` })],
+    ['a token without exp (one that would never expire)', async () => ({ authorization: `Bearer ${await token({}, { exp: null })}` })],
   ];
   it.each(rejected)('%s gets 401 with WWW-Authenticate resource_metadata', async (_label, headers) => {
     const r = await post(url, 'tools/list', {}, await headers());
@@ -85,6 +87,12 @@ describe('JWT auth', () => {
     expect(www).toMatch(/^Bearer /);
     expect(www).toContain(`resource_metadata="${gw.base}/.well-known/oauth-protected-resource/mcp/f"`);
     expect(r.body.error.message.length).toBeGreaterThan(5);
+  });
+
+  it('a token without exp is refused for that reason', async () => {
+    const r = await post(url, 'tools/list', {}, { authorization: `Bearer ${await token({}, { exp: null })}` });
+    expect(r.status).toBe(401);
+    expect(r.body.error.message).toBe('Invalid access token: the token has no exp claim');
   });
 
   it('a token without the required scope gets 403 insufficient_scope', async () => {
