@@ -97,15 +97,18 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
 /**
  * The bounds on parked calls of upstream `cfg` that hold a session of their own: `maxParkedSessions`
  * (default half of `maxSessions`, at least 1) and, when auth identifies callers (`perPrincipal`),
- * `maxParkedSessionsPerPrincipal` (default half of `maxSessionsPerPrincipal`, at least 1).
+ * `maxParkedSessionsPerPrincipal` (default half of the lower of `maxSessionsPerPrincipal` and
+ * `maxParkedSessions`, at least 1: one principal's abandoned forms leave parked sessions to others
+ * even where `maxSessionsPerPrincipal` is not below `maxSessions`).
  * An unknown upstream (undefined) has none.
  */
 export function parkedSessionLimits(cfg: Pick<UpstreamConfig, 'maxSessions' | 'maxSessionsPerPrincipal' | 'maxParkedSessions' | 'maxParkedSessionsPerPrincipal'> | undefined, perPrincipal: boolean): ParkedSessionLimits | undefined {
   if (!cfg) return undefined;
   const half = (n: number) => Math.max(1, Math.floor(n / 2));
+  const max = cfg.maxParkedSessions ?? half(cfg.maxSessions);
   return {
-    max: cfg.maxParkedSessions ?? half(cfg.maxSessions),
-    ...(perPrincipal ? { perPrincipal: cfg.maxParkedSessionsPerPrincipal ?? half(cfg.maxSessionsPerPrincipal) } : {}),
+    max,
+    ...(perPrincipal ? { perPrincipal: cfg.maxParkedSessionsPerPrincipal ?? half(Math.min(cfg.maxSessionsPerPrincipal, max)) } : {}),
   };
 }
 

@@ -269,7 +269,7 @@ const upstreamCommon = {
     .int()
     .nonnegative()
     .optional()
-    .describe('With auth apiKeys or jwt: most such parked calls of one principal. Default: half of maxSessionsPerPrincipal (at least 1)'),
+    .describe('With auth apiKeys or jwt: most such parked calls of one principal. Default: half of the lower of maxSessionsPerPrincipal and maxParkedSessions (at least 1)'),
   maxCallsPerSession: z
     .number()
     .int()

@@ -294,4 +294,29 @@ describe('fairness between principals', () => {
     const bob = await post(gw.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
     expect(bob.body.result.content[0].text).toBe('slept 10ms');
   });
+
+  it('where maxSessionsPerPrincipal is not below maxSessions, one principal still parks only half of maxParkedSessions: another principal can park beside it', async () => {
+    const g = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] },
+      // maxParkedSessions is half of maxSessions (4); alice alone must not take all 4.
+      upstreams: { f: { ...fixtureStdio(), maxSessions: 8, maxSessionsPerPrincipal: 8, timeouts: { queueMs: 10_000 } } },
+    });
+    try {
+      const A = { authorization: 'Bearer key-of-alice-0123456789' };
+      const B = { authorization: 'Bearer key-of-bob-0123456789ab' };
+      for (let i = 0; i < 2; i++) {
+        const parked = await post(g.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
+        expect(parked.body.result?.resultType, JSON.stringify(parked.body)).toBe('input_required');
+      }
+      const third = await post(g.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
+      expect(third.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'parked-limit' } });
+      expect(third.body.error.message).toContain('maxParkedSessionsPerPrincipal=2');
+      for (let i = 0; i < 2; i++) {
+        const bobAsks = await post(g.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, B, { elicitation: {} });
+        expect(bobAsks.body.result?.resultType, JSON.stringify(bobAsks.body)).toBe('input_required');
+      }
+    } finally {
+      await g.close();
+    }
+  });
 });
