@@ -4,6 +4,7 @@
  * `config/gateway.schema.json` is generated from {@link GatewayConfigSchema} by `npm run schema`;
  * configs name it in `$schema` so editors validate and complete them.
  */
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
 import { federationMembers } from '../federation/naming.js';
@@ -376,7 +377,20 @@ const AuthSchema = z
         allowAnonymous: z.boolean().default(false).describe('Allow serving without auth on a non-loopback address'),
       })
       .strict(),
-    z.object({ mode: z.literal('apiKeys'), keys: z.array(ApiKeySchema).min(1) }).strict(),
+    z
+      .object({ mode: z.literal('apiKeys'), keys: z.array(ApiKeySchema).min(1) })
+      .strict()
+      .superRefine((a, ctx) => {
+        // A key given twice would always be its first principal: the second could never call as itself.
+        const seen = new Map<string, number>();
+        a.keys.forEach((k, i) => {
+          const digest = k.sha256 !== undefined ? k.sha256.toLowerCase() : k.key !== undefined ? createHash('sha256').update(k.key, 'utf8').digest('hex') : undefined;
+          if (digest === undefined) return;
+          const first = seen.get(digest);
+          if (first === undefined) seen.set(digest, i);
+          else ctx.addIssue({ code: 'custom', path: ['keys', i], message: `the same key as auth.keys[${first}] (principal '${a.keys[first]!.principal}'): each key must identify one principal; give '${k.principal}' a key of its own` });
+        });
+      }),
     z
       .object({
         mode: z.literal('jwt'),

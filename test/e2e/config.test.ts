@@ -3,6 +3,7 @@
  * a one-screen message naming the problem, without a stack trace.
  */
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -143,6 +144,24 @@ describe('CLI config errors', () => {
     expectNoStackTrace(r.stderr);
     const equal = writeConfig('parked-equal-sessions.json', { upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 4 } } });
     expect(parseConfigFileProblem(equal)).toBeUndefined();
+  });
+
+  it('one API key under two principals (once as key, once as its sha256) → exit 2, stderr names both entries', async () => {
+    const key = 'shared-key-0123456789';
+    const file = writeConfig('duplicate-key.json', {
+      auth: {
+        mode: 'apiKeys',
+        keys: [
+          { principal: 'a', key },
+          { principal: 'b', sha256: createHash('sha256').update(key).digest('hex').toUpperCase() },
+        ],
+      },
+      upstreams: { everything: everythingStdio },
+    });
+    const r = await runCli(file);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("auth.keys[1]: the same key as auth.keys[0] (principal 'a'): each key must identify one principal; give 'b' a key of its own");
+    expectNoStackTrace(r.stderr);
   });
 
   const cwdWithOthers = [
