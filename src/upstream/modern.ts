@@ -229,10 +229,18 @@ class ModernStdioUpstream implements ModernUpstream {
   /** Hides the values of the child's `env` in what it writes (stderr, stray stdout). */
   private readonly redact: (text: string) => string;
 
+  /**
+   * True while the children of a `protocol: "auto"` upstream have only been asked the era probe:
+   * until one answers a request with a result (a legacy server refuses `server/discover`). It
+   * names the child's start in the log.
+   */
+  private eraProbe: boolean;
+
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
     private readonly log: Logger,
   ) {
+    this.eraProbe = cfg.protocol === 'auto';
     this.redact = secretRedactor(cfg.env);
     this.stderr = new StderrTail(this.redact);
   }
@@ -264,7 +272,7 @@ class ModernStdioUpstream implements ModernUpstream {
         this.starting = undefined;
       }
       this.transport = t;
-      this.log.info({ pid: t.pid ?? undefined }, 'modern upstream process started');
+      this.log.info({ pid: t.pid ?? undefined }, this.eraProbe ? 'era probe process started (protocol: auto)' : 'modern upstream process started');
       return t;
     })();
     return this.starting;
@@ -294,6 +302,7 @@ class ModernStdioUpstream implements ModernUpstream {
       const p = this.pending.get(String(m.id));
       if (!p) return;
       this.forget(String(m.id));
+      if (!m.error) this.eraProbe = false;
       p.resolve(m.error ? { error: m.error } : { result: m.result ?? {} });
       return;
     }

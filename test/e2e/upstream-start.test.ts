@@ -375,6 +375,19 @@ describe('start-up time is upstream time', () => {
   }, 30_000);
 });
 
+describe('the era probe of a stdio upstream (protocol auto)', () => {
+  it('a legacy child started only for the probe is logged as the era probe, not as a 2026-07-28 process', async () => {
+    const mem = memoryLogger('info');
+    const gw = await gateway({ upstreams: { f: fixtureStdio() } }, { log: mem.log });
+    const r = await rpc(gw.url('f'), 'tools/list');
+    expect(r.body.result.tools.length).toBeGreaterThan(0);
+    const msgs = mem.lines().map((l) => l.msg);
+    expect(msgs).toContain('era probe process started (protocol: auto)');
+    expect(msgs).not.toContain('modern upstream process started');
+    expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'f', era: 'legacy' });
+  }, 30_000);
+});
+
 describe('many sessions opening at once', () => {
   it('32 calls that each open a Streamable HTTP session raise no MaxListenersExceededWarning', async () => {
     const up = await startFixtureHttp('http');
