@@ -10,7 +10,7 @@ import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/er
 import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { recordInputRound } from '../observability/tracing.js';
-import { HeldElsewhere, type SpentStates } from '../store/shared.js';
+import { HeldElsewhere, predatesLedger, type SpentStates } from '../store/shared.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
@@ -383,7 +383,7 @@ export class MrtrBridge {
       if (this.forwarding) throw new HeldElsewhere(claims.rep);
       throw invalidParams(INVALID_STATE);
     }
-    if (await this.ledger.isSpent(claims.jti)) throw invalidParams(INVALID_STATE);
+    if (predatesLedger(this.ledger, claims.iat) || (await this.ledger.isSpent(claims.jti))) throw invalidParams(INVALID_STATE);
     return claims;
   }
 

@@ -32,7 +32,7 @@ import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { noteInputRound, recordInputRound } from '../observability/tracing.js';
-import type { SpentStates } from '../store/shared.js';
+import { predatesLedger, type SpentStates } from '../store/shared.js';
 import { secretFields } from '../security/secrets.js';
 import { TASK_NOT_FOUND } from '../tasks/manager.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../upstream/modern.js';
@@ -134,7 +134,7 @@ export class ModernPassThrough {
       if (answers !== undefined && (answers === null || typeof answers !== 'object' || Array.isArray(answers))) {
         throw invalidParams('inputResponses must be an object mapping input keys to responses');
       }
-      if (!(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
+      if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
       const { requestState: _rs, inputResponses: _ir, ...rest } = params;
       const merged = { ...((answers as Record<string, unknown> | undefined) ?? {}), ...claims.pre };
       params = { ...rest, ...(Object.keys(merged).length ? { inputResponses: merged } : {}), ...(claims.us !== undefined ? { requestState: claims.us } : {}) };

@@ -20,6 +20,22 @@ export interface SpentStates {
    * @throws StoreUnavailable when the shared store cannot be reached.
    */
   spend(jti: string, expMs: number): Promise<boolean>;
+  /**
+   * When the ledger began to remember (epoch ms), for a ledger that forgets on restart (the
+   * memory store); absent for one that outlives the process (Redis). A state sealed before it could
+   * have been spent already without the ledger knowing.
+   */
+  readonly rememberedSinceMs?: number;
+}
+
+/**
+ * Whether a state sealed at `iat` (seconds since the epoch) predates what `ledger` remembers, so
+ * it cannot be told unspent: with the memory store, a state sealed before the gateway restarted.
+ * Such a state is refused like a spent one (-32602), which keeps `requestState` single-use across
+ * restarts.
+ */
+export function predatesLedger(ledger: SpentStates, iat: number | undefined): boolean {
+  return ledger.rememberedSinceMs !== undefined && (iat ?? 0) < Math.floor(ledger.rememberedSinceMs / 1000);
 }
 
 /** A replica as the registry knows it. */
@@ -79,6 +95,7 @@ export class StoreUnavailable extends Error {
 /** Spent ids in memory (one replica): lru-cache, each until its state expired. */
 export class MemorySpentStates implements SpentStates {
   private readonly spentIds: LRUCache<string, true>;
+  readonly rememberedSinceMs = Date.now();
 
   /** @param maxEntries most spent ids remembered (the oldest are forgotten first). */
   constructor(maxEntries = 1_000_000) {

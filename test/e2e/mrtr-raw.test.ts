@@ -203,3 +203,44 @@ describe('input_required over raw HTTP', () => {
     expect(log.of('late-roots')[0]!.roots).toEqual([{ uri: 'file:///srv/configured', name: 'configured' }]);
   });
 });
+
+describe('single use across a restart (replay mode, configured keys, memory store)', () => {
+  it('a state spent before the gateway restarted is refused after it, as is one sealed before it and never used; the upstream sees one answer', async () => {
+    const log = new FixtureLog();
+    const cfg = {
+      requestState: { keys: [{ kid: 'k1', secret: 'a-requestState-secret-that-outlives-restarts' }] },
+      upstreams: { fixture: { ...fixtureStdio(log), input: { mode: 'replay' } } },
+    };
+    const call = (g: TestGateway, params: Record<string, unknown>) => rpc(g.url('fixture'), 'tools/call', { name: 'echo_after_ask', ...params }, { caps: ELICIT });
+    const before = await startGateway(cfg);
+    let spent: Record<string, unknown>;
+    let unused: Record<string, unknown>;
+    try {
+      const first = await call(before, { arguments: { tag: 'restart' } });
+      expect(first.body.result.resultType).toBe('input_required');
+      spent = { arguments: { tag: 'restart' }, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Once' } } } };
+      expect((await call(before, spent)).body.result.content[0].text).toBe('tag=restart action=accept name=Once');
+      const other = await call(before, { arguments: { tag: 'unused' } });
+      unused = { arguments: { tag: 'unused' }, requestState: other.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Later' } } } };
+    } finally {
+      await before.close();
+    }
+    // The next process starts at least a second later, so its ledger's start is past every iat above.
+    await new Promise((r) => setTimeout(r, 1100));
+    const after = await startGateway(cfg);
+    try {
+      for (const params of [spent, unused]) {
+        const again = await call(after, params);
+        expect(again.body.error, JSON.stringify(again.body)).toMatchObject({ code: -32602, message: 'Invalid or expired requestState; start the request again without requestState' });
+      }
+      // A state the new process sealed is served.
+      const fresh = await call(after, { arguments: { tag: 'fresh' } });
+      const done = await call(after, { arguments: { tag: 'fresh' }, requestState: fresh.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'New' } } } });
+      expect(done.body.result.content[0].text).toBe('tag=fresh action=accept name=New');
+      const restart = log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'restart');
+      expect(restart.filter((e) => (e.result as { action?: string } | undefined)?.action === 'accept'), JSON.stringify(restart)).toHaveLength(1);
+    } finally {
+      await after.close();
+    }
+  }, 60_000);
+});
