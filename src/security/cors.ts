@@ -27,7 +27,7 @@ export const CORS_ALLOWED_HEADERS = [
 ] as const;
 
 /** Response headers a browser script may read. */
-export const CORS_EXPOSED_HEADERS = ['mcp-session-id', 'mcp-protocol-version', 'www-authenticate', 'x-request-id'] as const;
+export const CORS_EXPOSED_HEADERS = ['mcp-session-id', 'mcp-protocol-version', 'www-authenticate', 'x-request-id', 'retry-after'] as const;
 
 /** How long a browser may cache a preflight answer, in seconds. */
 export const CORS_MAX_AGE_SECONDS = 600;

@@ -429,7 +429,7 @@ describe('CORS preflights over plain HTTP', () => {
     const ok = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: ALLOWED } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe(ALLOWED);
-    expect(ok.headers.get('access-control-expose-headers')).toBe('mcp-session-id, mcp-protocol-version, www-authenticate, x-request-id');
+    expect(ok.headers.get('access-control-expose-headers')).toBe('mcp-session-id, mcp-protocol-version, www-authenticate, x-request-id, retry-after');
     const no = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: 'https://evil.example' } });
     expect(no.status).toBe(403);
     expect(no.headers.get('access-control-allow-origin')).toBeNull();
