@@ -383,7 +383,7 @@ export class SessionPool {
               'busy',
               this.perPrincipalBound && this.atPrincipalCap(key)
                 ? `This caller's ${this.cfg.maxSessionsPerPrincipal} sessions of upstream '${this.name}' (maxSessionsPerPrincipal) stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight, parked waiting for input or running as tasks; answer, abandon or cancel them, or retry later`
-                : `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms; raise maxSessions or retry later`,
+                : `All ${this.cfg.maxSessions} sessions of upstream '${this.name}' stayed busy for ${this.cfg.timeouts.queueMs} ms, with calls in flight, parked waiting for input, running as tasks or holding subscriptions/listen streams${this.perPrincipalBound ? ", this caller's or others'" : ''}; raise maxSessions${this.perPrincipalBound ? ' (or lower maxSessionsPerPrincipal, so that one caller cannot hold them all)' : ''} or retry later`,
             ),
           );
         }, this.cfg.timeouts.queueMs),

@@ -295,6 +295,29 @@ describe('fairness between principals', () => {
     expect(bob.body.result.content[0].text).toBe('slept 10ms');
   });
 
+  it('a caller that finds every session held by another gets busy saying others may hold them and which bound to lower', async () => {
+    const g = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] },
+      upstreams: { f: { ...fixtureStdio(), maxSessions: 2, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 300 } } },
+    });
+    try {
+      const A = { authorization: 'Bearer key-of-alice-0123456789' };
+      const B = { authorization: 'Bearer key-of-bob-0123456789ab' };
+      await post(g.url('f'), 'tools/list', {}, B);
+      const held = [0, 1].map(() => post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 6000, steps: 1 } }, A));
+      await new Promise((r) => setTimeout(r, 2500));
+      const pools = await (await fetch(`${g.base}/admin/api/upstreams`)).text();
+      const bob = await post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
+      expect(bob.body.error, JSON.stringify(bob.body) + pools).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
+      expect(bob.body.error.message).toBe(
+        "All 2 sessions of upstream 'f' stayed busy for 300 ms, with calls in flight, parked waiting for input, running as tasks or holding subscriptions/listen streams, this caller's or others'; raise maxSessions (or lower maxSessionsPerPrincipal, so that one caller cannot hold them all) or retry later",
+      );
+      for (const r of await Promise.all(held)) expect(r.body.result.content[0].text).toBe('slept 6000ms');
+    } finally {
+      await g.close();
+    }
+  }, 30_000);
+
   it('where maxSessionsPerPrincipal is not below maxSessions, one principal still parks only half of maxParkedSessions: another principal can park beside it', async () => {
     const g = await startGateway({
       auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] },
