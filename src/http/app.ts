@@ -144,7 +144,7 @@ export interface FrontDoor {
  *   2026-07-28 clients and for legacy Streamable HTTP clients (`initialize`, then `Mcp-Session-Id`;
  *   GET and DELETE with it). The old HTTP+SSE transport is served per upstream only.
  * - `GET /.well-known/oauth-protected-resource/mcp/:name` (and `/mcp` with federation): RFC 9728
- *   protected resource metadata (with CORS headers for allowed origins).
+ *   protected resource metadata (with CORS headers for allowed origins; 403 for a Host not allowed).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
  * - with `admin.enabled`: `GET /admin` and `GET /admin/api/…` (src/http/admin.ts), behind the
  *   Host/Origin check, the same authentication and `admin.principals`.
@@ -199,6 +199,19 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const { body, contentType } = await gateway.metrics.render();
     return new Response(body, { headers: { 'content-type': contentType } });
   });
+  // The metadata names URLs built from Host when http.publicUrl is not set: only an allowed Host
+  // gets it, so a forged Host cannot make the gateway advertise another resource.
+  const metadataHost: MiddlewareHandler = async (c, next) => {
+    const refused = guard.check(headerOf(c, 'host'), undefined);
+    if (refused) {
+      log.warn({ reason: refused }, 'request refused by Host/Origin check');
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403);
+    }
+    await next();
+    if (cfg.http.publicUrl === undefined) c.header('vary', 'Host', { append: true });
+  };
+  app.use('/.well-known/oauth-protected-resource/mcp/:name', metadataHost);
+  if (federation) app.use('/.well-known/oauth-protected-resource/mcp', metadataHost);
   app.get('/.well-known/oauth-protected-resource/mcp/:name', (c) => {
     const name = c.req.param('name');
     if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, null);

@@ -265,6 +265,30 @@ describe('Host and Origin checks', () => {
     });
     expect(status).toBe(403);
   });
+
+  it('the protected resource metadata is refused to a foreign Host (it would name that host as the resource), and served with Vary: Host', async () => {
+    const { request } = await import('node:http');
+    const u = new URL(gw.url('f'));
+    const get = (host: string) =>
+      new Promise<{ status: number; vary: string | undefined; body: string }>((resolve, reject) => {
+        const req = request({ host: u.hostname, port: u.port, path: '/.well-known/oauth-protected-resource/mcp/f', headers: { host } }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode!, vary: res.headers.vary, body }));
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    const forged = await get('evil.example');
+    expect(forged.status).toBe(403);
+    expect(JSON.parse(forged.body).error).toMatchObject({ code: -32600, message: "Forbidden: Host 'evil.example' is not allowed" });
+    expect(forged.body).not.toContain('evil.example/mcp');
+    const served = await get(u.host);
+    expect(served.status).toBe(200);
+    expect(JSON.parse(served.body).resource).toBe(`http://${u.host}/mcp/f`);
+    expect(served.vary).toMatch(/\bHost\b/);
+  });
 });
 
 describe('fairness between principals', () => {
