@@ -802,6 +802,10 @@ export class Gateway {
    */
   drain(): void {
     this.draining = true;
+    for (const up of this.upstreams.values()) {
+      up.pool.stopping = true;
+      if (up.modern) up.modern.stopping = true;
+    }
     this.bridge.drain();
   }
 

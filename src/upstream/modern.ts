@@ -85,6 +85,8 @@ export interface ModernUpstream {
   close(opts?: { reopen?: boolean }): Promise<void>;
   /** Called when the connection ends by itself (a stdio child exited); the next request starts it again. */
   onLost?: () => void;
+  /** Set when the gateway begins to stop: a stdio child that exits by itself then is logged at info. */
+  stopping?: boolean;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -225,6 +227,7 @@ class ModernStdioUpstream implements ModernUpstream {
   private heard = false;
   /** Set by a close that is not `reopen`: no request goes upstream any more. */
   private shutDown = false;
+  stopping = false;
 
   /** Hides the values of the child's `env` in what it writes (stderr, stray stdout). */
   private readonly redact: (text: string) => string;
@@ -285,7 +288,8 @@ class ModernStdioUpstream implements ModernUpstream {
     this.transport = undefined;
     this.onLost?.();
     const stderr = this.stderr.get();
-    if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
+    if (this.stopping && !this.closed) this.log.info('modern upstream process exited while the gateway stops');
+    else if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
     // A child that exits before it ever answered did not start: unreachable, as in the legacy era.
     const failure = this.heard
       ? () => new ModernHopError('crashed', 'the upstream process exited during the request', stderr)
@@ -425,6 +429,12 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
       }
     },
     close: (opts) => up.close(opts),
+    get stopping() {
+      return up.stopping;
+    },
+    set stopping(v) {
+      up.stopping = v;
+    },
   };
 }
 

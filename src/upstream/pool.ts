@@ -160,6 +160,8 @@ export class SessionPool {
   private leased = 0;
   private failures = 0;
   private closedPool = false;
+  /** Set when the gateway begins to stop (before {@link close}); see `SessionOptions.stopping`. */
+  stopping = false;
   /** Aborted by {@link close}: sessions still starting stop. */
   private readonly closing = new AbortController();
   private live = new Set<UpstreamSession>();
@@ -536,6 +538,7 @@ export class SessionPool {
         onUnclaimed: (m) => this.observer.unclaimed?.(m),
         startMs,
         signal: this.closing.signal,
+        stopping: () => this.stopping,
       });
       this.observer.opened?.();
       this.lastError = undefined;

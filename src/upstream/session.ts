@@ -333,6 +333,11 @@ export interface SessionOptions {
   startMs?: number;
   /** Aborts the start (the pool closes): the open fails with the signal's reason. */
   signal?: AbortSignal;
+  /**
+   * True once the gateway stops: a connection that ends by itself then (a stdio child that got
+   * the terminal's Ctrl-C with the gateway) is logged at info, not as a dying session.
+   */
+  stopping?: () => boolean;
 }
 
 /** The child process of a stdio transport (v1 or v2 SDK), while it runs. */
@@ -850,7 +855,8 @@ export class UpstreamSession {
     this.deadReason = reason;
     this.resolveClosed();
     if (!this.closing) {
-      this.log.warn({ session: this.id, reason, stderr: this.stderrTail().slice(-5) }, 'upstream session died');
+      if (this.opts.stopping?.()) this.log.info({ session: this.id, reason }, 'upstream session ended while the gateway stops');
+      else this.log.warn({ session: this.id, reason, stderr: this.stderrTail().slice(-5) }, 'upstream session died');
       for (const cb of this.onDead) cb(reason);
     }
   }

@@ -168,6 +168,30 @@ describe('shutdown of 2026-07-28 upstreams', () => {
   }, 30_000);
 });
 
+describe('stdio children that end by themselves while the gateway stops', () => {
+  it('(a terminal\'s Ctrl-C reaches them with the gateway) are logged at info as ending while it stops, not as a session that died', async () => {
+    const legacy = stub({ MODE: 'legacy' }, 'legacy');
+    const modern = stub({ MODE: 'modern', SILENT: '1' }, '2026-07-28');
+    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { leg: legacy.config, mod: modern.config } });
+    started.push(gw);
+    expect((await rpc(`${gw.base}/mcp/leg`, 'tools/list')).body.result).toMatchObject({ resultType: 'complete', tools: [] });
+    // Held in flight, so that the drain waits while the children go.
+    const held = rpc(`${gw.base}/mcp/mod`, 'tools/list');
+    expect(await eventually(() => modern.lines().some((l) => l.includes('"tools/list"')), 15_000)).toBe(true);
+    const pids = [...legacy.pids(), ...modern.pids()];
+    expect(pids).toHaveLength(2);
+    pidsToReap.push(...pids);
+    gw.child.kill('SIGINT');
+    expect(await stoppingLogged(gw)).toBe(true);
+    for (const pid of pids) process.kill(pid, 'SIGINT');
+    expect((await held).body.error).toMatchObject({ code: -32603 });
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(gw.logs.filter((l) => l.msg === 'upstream session ended while the gateway stops' && l.upstream === 'leg')).toHaveLength(1);
+    expect(gw.logs.filter((l) => l.msg === 'modern upstream process exited while the gateway stops' && l.upstream === 'mod')).toHaveLength(1);
+    expect(gw.logs.filter((l) => l.level >= 40 && /died|exited/.test(l.msg))).toEqual([]);
+  }, 40_000);
+});
+
 describe('stdio children that ignore SIGTERM', () => {
   it('get SIGKILL about 2 s after SIGTERM, legacy and 2026-07-28 alike; none outlives the gateway', async () => {
     const legacy = stub({ MODE: 'legacy', IGNORE_TERM: '1' }, 'legacy');
