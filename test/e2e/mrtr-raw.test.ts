@@ -196,6 +196,20 @@ describe('input_required over raw HTTP', () => {
     expect(good.body.result.content[0].text).toBe('tag=malformed action=accept name=Fixed');
   });
 
+  it('refuses accepted content that does not match the requestedSchema with -32602 naming the field, before the upstream sees it; the call stays parked for a correct retry', async () => {
+    const first = await firstRound('echo_after_ask', { tag: 'schema' });
+    const results = log.of('elicit-result', 'echo_after_ask').length;
+    const retry = (content: Record<string, unknown>) =>
+      rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'schema' }, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content } } }, { caps: ELICIT });
+    const wrongType = await retry({ name: 42 });
+    expect(wrongType.body.error).toMatchObject({ code: -32602, message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: name must be string', data: { key: 'elicitation-1' } });
+    const missing = await retry({ nickname: 'Al' });
+    expect(missing.body.error).toMatchObject({ code: -32602, message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: content must have required property \'name\'' });
+    expect(log.of('elicit-result', 'echo_after_ask')).toHaveLength(results);
+    const good = await retry({ name: 'Typed' });
+    expect(good.body.result.content[0].text).toBe('tag=schema action=accept name=Typed');
+  });
+
   it('answers a roots/list that arrives outside any call from the upstream roots config', async () => {
     const r = await rpc(url, 'tools/call', { name: 'later_roots', arguments: {} }, { caps: { roots: {} } });
     expect(r.body.result.content[0].text).toContain('will ask for roots');
