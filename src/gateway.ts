@@ -273,6 +273,15 @@ export class Upstream {
   }
 }
 
+/** `tool` without a 2025-11-25 `execution.taskSupport` (and without `execution` when nothing else is in it). */
+function withoutTaskSupport(tool: ListedTool): ListedTool {
+  const execution = (tool as { execution?: unknown }).execution;
+  if (!execution || typeof execution !== 'object' || !('taskSupport' in execution)) return tool;
+  const { taskSupport: _dropped, ...rest } = execution as Record<string, unknown>;
+  const { execution: _old, ...others } = tool as ListedTool & { execution?: unknown };
+  return (Object.keys(rest).length ? { ...others, execution: rest } : others) as ListedTool;
+}
+
 /** A request to a legacy upstream: what is left of `timeouts.connectMs` for a session it opens, in ms. */
 type LegacyContext = CallContext & { startMs?: number };
 
@@ -613,20 +622,24 @@ export class Gateway {
 
   /**
    * The tools of one `tools/list` page as served downstream: tools whose `x-mcp-header`
-   * annotations are invalid are left out (MCP 2026-07-28 Streamable HTTP §"Schema Extension"), and
-   * a complete listing (one page) refreshes the annotation cache of view `key`.
+   * annotations are invalid are left out (MCP 2026-07-28 Streamable HTTP §"Schema Extension"), a
+   * 2025-11-25 `execution.taskSupport` is removed (2026-07-28 has no such field: the gateway's
+   * tasks extension decides, see `tasks.tools`), and a complete listing (one page) refreshes the
+   * annotation cache of view `key`.
    */
   private servedTools(up: Upstream, key: string, tools: ListedTool[], complete: boolean): ListedTool[] {
     const index = indexTools(tools);
     if (complete) up.tools.store(key, index);
-    return tools.filter((t) => {
+    const served: ListedTool[] = [];
+    for (const t of tools) {
       const h = index.get(t.name);
       if (h && 'invalid' in h) {
         up.noteDropped(t.name, h.invalid);
-        return false;
+        continue;
       }
-      return true;
-    });
+      served.push(withoutTaskSupport(t));
+    }
+    return served;
   }
 
   /**

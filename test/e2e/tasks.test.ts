@@ -91,6 +91,14 @@ describe('tasks extension', () => {
     expect(r.body.result.taskId).toBeUndefined();
   });
 
+  it('tools/list carries no 2025-11-25 execution.taskSupport (2026-07-28 has none): simulate-research-query, which declares it upstream, is listed without it', async () => {
+    const r = await rpc(gw.url('everything'), 'tools/list', {}, { caps: TASKS });
+    const tool = r.body.result.tools.find((t: { name: string }) => t.name === 'simulate-research-query');
+    expect(tool).toMatchObject({ name: 'simulate-research-query', inputSchema: { type: 'object' } });
+    expect(tool).not.toHaveProperty('execution');
+    expect(r.body.result.tools.filter((t: Record<string, unknown>) => 'execution' in t)).toEqual([]);
+  });
+
   it('simulate-research-query (legacy taskSupport required) completes as an extension task', async () => {
     const url = gw.url('everything');
     const created = await rpc(url, 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'gateways' } }, { caps: TASKS });
