@@ -229,7 +229,7 @@ const noEnvelope = (method: string) =>
 export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id: RequestId }, headers: HeaderSource): ValidatedRequest {
   const { method } = req;
   if (Object.hasOwn(REMOVED_METHODS, method)) throw methodNotFound(`Method not found: ${method}. ${REMOVED_METHODS[method]}`);
-  if (!(SERVED_METHODS as readonly string[]).includes(method)) throw methodNotFound(`Method not found: ${method}`);
+  if (!(SERVED_METHODS as readonly string[]).includes(method)) throw methodNotFound(`Method not found: ${quoted(method)}`);
 
   const params = req.params;
   if (!params || params._meta === undefined) throw noEnvelope(method);

@@ -5,7 +5,8 @@
 import { request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, everythingStdio, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { fixtureStdio } from '../helpers/fixture.js';
 
 const V = '2026-07-28';
 const PV = 'io.modelcontextprotocol/protocolVersion';
@@ -273,6 +274,25 @@ describe('methods', () => {
       expect.soft(res.body.id, method).toBe(id);
       expect.soft(res.body.error?.code, method).toBe(-32601);
       expect.soft(res.body.error?.message, method).toContain(method);
+    }
+  });
+});
+
+describe('a very long unknown method', () => {
+  it('gets 404 / -32601 with the method cut to 200 characters in the message and in the request log line', async () => {
+    const mem = memoryLogger('info');
+    const gw = await startGateway({ upstreams: { f: fixtureStdio() } }, { log: mem.log });
+    try {
+      const method = `x/${'m'.repeat(300_000)}`;
+      const res = await rpc(gw.url('f'), method, {}, { headers: { 'mcp-method': 'x/short' } });
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe(-32601);
+      expect(res.body.error.message).toBe(`Method not found: ${method.slice(0, 200)}…`);
+      const line = mem.lines().find((l) => l.msg === 'request');
+      expect(line?.method).toBe(`${method.slice(0, 200)}…`);
+      expect(JSON.stringify(mem.lines()).length).toBeLessThan(20_000);
+    } finally {
+      await gw.close();
     }
   });
 });
