@@ -103,7 +103,8 @@ const REDACT_SECRET_MIN_CHARS = 3;
  * A function that hides, in a text a stdio child wrote (a stderr line, a stray stdout line),
  * every value of the child's configured `env` (the variables `envPassthrough` brought included):
  * values of at least 6 characters, and those of at least 3 of variables whose names say they are
- * credentials (`API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD` …); and, as everywhere
+ * credentials (`API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD` …), each also in base64, base64url,
+ * percent-encoded and JSON-escaped form; and, as everywhere
  * ({@link redactText}), `Bearer …` credentials, `sk-…` style keys and URL passwords. Each becomes
  * `[redacted]`. A child that prints `auth failed with key sk-…` then tells callers and logs why
  * it failed without telling them the key. The safe set ({@link SAFE_CHILD_ENV}: `HOME`, `PATH` …)
@@ -116,12 +117,23 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
     const values = bySize(
       Object.entries(env)
         .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
-        .map(([, v]) => v),
+        .flatMap(([, v]) => encodings(v)),
     );
     made = (text) => redactText(text, values);
     redactors.set(env, made);
   }
   return made;
+}
+
+/**
+ * `value` and the forms a child commonly prints it in: base64 (padded or not), base64url,
+ * percent-encoded (in a URL) and JSON-escaped (in a JSON line).
+ */
+function encodings(value: string): string[] {
+  const padded = Buffer.from(value, 'utf8').toString('base64');
+  const b64 = padded.replace(/=+$/, '');
+  const forms = [value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), encodeURIComponent(value), JSON.stringify(value).slice(1, -1)];
+  return [...new Set(forms)];
 }
 
 /** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */

@@ -283,6 +283,18 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     } finally {
       delete process.env.MRTR_TEST_PASSED_TOKEN;
     }
+  });
+
+  it('its env values are hidden in base64, base64url, percent-encoded and JSON-escaped form too', async () => {
+    const mem = memoryLogger('debug');
+    const secret = 'pa$$ word/"quoted"?+>';
+    const forms = [Buffer.from(secret).toString('base64'), Buffer.from(secret).toString('base64url'), encodeURIComponent(secret), JSON.stringify(secret).slice(1, -1)];
+    const cmd = `const s = process.env.DB_PASSWORD; console.error(["b64", Buffer.from(s).toString("base64"), "b64url", Buffer.from(s).toString("base64url"), "url", encodeURIComponent(s), "json", JSON.stringify({ p: s })].join(" ")); process.exit(1)`;
+    const gw = await gateway({ upstreams: { leaky: { transport: 'stdio', command: process.execPath, args: ['-e', cmd], protocol: 'legacy', env: { DB_PASSWORD: secret } } } }, { log: mem.log });
+    const r = await rpc(gw.url('leaky'), 'tools/list');
+    expect(r.body.error.data.stderr).toEqual(['b64 [redacted] b64url [redacted] url [redacted] json {"p":"[redacted]"}']);
+    const everything = JSON.stringify(r.body) + JSON.stringify(mem.lines());
+    for (const hidden of forms) expect(everything).not.toContain(hidden);
   }, 30_000);
 
   it('a message past the 10 MiB stdio bound fails the call with protocol, naming the bound, logged at warn; the next call gets a new child', async () => {
