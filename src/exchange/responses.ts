@@ -2,7 +2,9 @@
  * Validation of `inputResponses` values against the response shape of their input request
  * (ElicitResult, CreateMessageResult, ListRootsResult; MCP 2026-07-28 basic/patterns/mrtr), with
  * the official zod schemas from `@modelcontextprotocol/core`, and of an accepted form
- * elicitation's `content` against the request's `requestedSchema` (JSON Schema, with Ajv).
+ * elicitation's `content` against the MCP part of the request's `requestedSchema` (primitive
+ * fields, `required`; with Ajv). Memory is bounded: at most 256 compiled schemas are kept, and the
+ * Ajv instance is replaced every 512 compilations.
  */
 import { CreateMessageResultSchema, CreateMessageResultWithToolsSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/core';
 import { Ajv, type ValidateFunction } from 'ajv';
@@ -10,35 +12,81 @@ import addFormatsModule from 'ajv-formats';
 import { LRUCache } from 'lru-cache';
 import type { InputRequest } from '../protocol/wire.js';
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+const addFormats = addFormatsModule as unknown as (ajv: Ajv, opts: { mode: 'fast'; formats: string[] }) => Ajv;
 
-/** Compiled `requestedSchema` validators kept, keyed by the schema's JSON. */
+/** Compiled `requestedSchema` validators kept, keyed by the checked part of the schema (its JSON). */
 const SCHEMAS_KEPT = 256;
+/** Compilations one Ajv instance serves before a new one replaces it (Ajv never frees what it compiled). */
+const COMPILES_PER_AJV = 512;
+/** A `requestedSchema` with more properties than this, or larger JSON (characters), is not checked. */
+const MAX_PROPERTIES = 100;
+const MAX_SCHEMA_CHARS = 65_536;
+
+/** The formats of MCP's form fields (`StringSchema.format`), checked with ajv-formats' fast (linear) expressions. */
+const FORMATS = ['email', 'uri', 'date', 'date-time'];
+/** The keywords of MCP's primitive field schemas (`PrimitiveSchemaDefinition`) that constrain a value. */
+const FIELD_KEYWORDS = ['type', 'enum', 'const', 'minLength', 'maxLength', 'minimum', 'maximum', 'minItems', 'maxItems'];
+
+let ajv: Ajv | undefined;
+let compiles = 0;
+const compiled = new LRUCache<string, { validate: ValidateFunction | undefined }>({ max: SCHEMAS_KEPT });
+
+function newAjv(): Ajv {
+  return addFormats(new Ajv({ strict: false, validateSchema: false, allErrors: false, logger: false }), { mode: 'fast', formats: FORMATS });
+}
+
+/** The part of one field's schema that is checked: MCP's primitive keywords, formats it names, and enum options. */
+function fieldSchema(field: unknown): Record<string, unknown> {
+  if (!field || typeof field !== 'object' || Array.isArray(field)) return {};
+  const f = field as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const k of FIELD_KEYWORDS) if (f[k] !== undefined) out[k] = f[k];
+  if (typeof f.format === 'string' && FORMATS.includes(f.format)) out.format = f.format;
+  // Titled enums: oneOf/anyOf of { const, title }; multi-select: items with enum or anyOf of consts.
+  for (const k of ['oneOf', 'anyOf']) {
+    const options = f[k];
+    if (Array.isArray(options) && options.every((o) => o && typeof o === 'object' && 'const' in o)) out[k] = options.map((o) => ({ const: (o as { const: unknown }).const }));
+  }
+  if (f.items !== undefined) out.items = fieldSchema(f.items);
+  return out;
+}
 
 /**
- * One Ajv instance for every form (formats such as `email` and `date` checked, as the SDK's
- * servers do). Each compiled schema is also held by Ajv's own cache: it is removed from there when
- * it leaves this LRU, so that per-call schemas (defaults, enums made for one call) do not pile up.
+ * The checked part of a form's `requestedSchema`: an object of MCP primitive fields with their
+ * value constraints and `required`. Everything else (`pattern`, `$id`, `$ref`, nested objects …) is
+ * outside MCP's form schema and left to the upstream, so no upstream schema can make this check
+ * slow (a backtracking `pattern`) or shared (an `$id`). Undefined when the schema is too large.
  */
-let ajv: Ajv | undefined;
-const compiled = new LRUCache<string, { schema: object; validate: ValidateFunction | undefined }>({
-  max: SCHEMAS_KEPT,
-  dispose: (v) => v.validate && ajv?.removeSchema(v.schema),
-});
+function checkedPart(requested: Record<string, unknown>): Record<string, unknown> | undefined {
+  const props = requested.properties;
+  if (!props || typeof props !== 'object' || Array.isArray(props)) return undefined;
+  const names = Object.keys(props);
+  if (names.length > MAX_PROPERTIES) return undefined;
+  const properties: Record<string, unknown> = {};
+  for (const n of names) properties[n] = fieldSchema((props as Record<string, unknown>)[n]);
+  const required = Array.isArray(requested.required) ? requested.required.filter((r): r is string => typeof r === 'string') : undefined;
+  return { type: 'object', properties, ...(required?.length ? { required } : {}) };
+}
 
-/** The validator of `schema`, or undefined when Ajv cannot compile it (the content is then not checked). */
-function validatorOf(schema: object): ValidateFunction | undefined {
-  const key = JSON.stringify(schema);
+/** The validator of a checked schema part, or undefined when Ajv cannot compile it (the content is then not checked). */
+function validatorOf(part: Record<string, unknown>): ValidateFunction | undefined {
+  const key = JSON.stringify(part);
+  if (key.length > MAX_SCHEMA_CHARS) return undefined;
   let entry = compiled.get(key);
   if (!entry) {
-    ajv ??= addFormats(new Ajv({ strict: false, validateSchema: false, allErrors: true }));
+    if (!ajv || compiles >= COMPILES_PER_AJV) {
+      ajv = newAjv();
+      compiles = 0;
+      compiled.clear();
+    }
+    compiles++;
     let validate: ValidateFunction | undefined;
     try {
-      validate = ajv.compile(schema);
+      validate = ajv.compile(part);
     } catch {
       validate = undefined;
     }
-    entry = { schema, validate };
+    entry = { validate };
     compiled.set(key, entry);
   }
   return entry.validate;
@@ -47,7 +95,10 @@ function validatorOf(schema: object): ValidateFunction | undefined {
 /**
  * Checks one `inputResponses` value against the response shape of its input request; for a form
  * `elicitation/create` answered with `action: "accept"` and `content`, also that content against
- * the request's `requestedSchema` (a schema Ajv cannot compile is not checked: the upstream decides).
+ * the MCP part of the request's `requestedSchema`: each field's type, `enum`/`const` options,
+ * lengths, bounds, item counts and the formats `email`, `uri`, `date`, `date-time`, and `required`.
+ * The rest (`pattern`, `$ref` …), a schema of more than 100 fields or one Ajv cannot compile is left
+ * to the upstream.
  * @returns an error message (for a -32602 naming the key), or undefined when valid.
  */
 export function invalidResponse(request: InputRequest, value: unknown): string | undefined {
@@ -75,8 +126,10 @@ function invalidContent(request: InputRequest, value: { action?: unknown; conten
   if (request.params.mode === 'url' || value.action !== 'accept' || !requested || typeof requested !== 'object' || Array.isArray(requested)) return undefined;
   // No content: nothing to check (as the SDK's servers do); the upstream decides what it lacks.
   if (value.content === undefined) return undefined;
-  const validate = validatorOf(requested as object);
+  const part = checkedPart(requested as Record<string, unknown>);
+  const validate = part && validatorOf(part);
   if (!validate || validate(value.content)) return undefined;
-  const errors = (validate.errors ?? []).slice(0, 3).map((e) => `${e.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'content'} ${e.message ?? 'is invalid'}`);
-  return `content does not match the requestedSchema: ${errors.join('; ')}`;
+  const e = validate.errors?.[0];
+  const where = e?.instancePath ? e.instancePath.slice(1).replace(/\//g, '.') : 'content';
+  return `content does not match the requestedSchema: ${where} ${e?.message ?? 'is invalid'}`;
 }
