@@ -10,7 +10,7 @@ import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession, ty
 import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
-import { ErrorCode, GatewayError, invalidParams, methodNotFound, upstreamFailed } from './protocol/errors.js';
+import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
@@ -455,7 +455,7 @@ export class Gateway {
    */
   async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
-    if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
+    if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     if (this.draining && !Gateway.drainAdmits(req)) throw shuttingDown(name);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
@@ -502,7 +502,7 @@ export class Gateway {
    */
   async listen(name: string, req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<Subscription> {
     const up = this.upstreams.get(name);
-    if (!up) throw methodNotFound(`Unknown upstream '${name}'`);
+    if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
     if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
     const filter = (req.params.notifications ?? {}) as ListenFilter;
     const sub =

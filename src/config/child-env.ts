@@ -132,8 +132,15 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
 function encodings(value: string): string[] {
   const padded = Buffer.from(value, 'utf8').toString('base64');
   const b64 = padded.replace(/=+$/, '');
-  const forms = [value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), encodeURIComponent(value), JSON.stringify(value).slice(1, -1)];
-  return [...new Set(forms)];
+  const hex = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
+  // JavaScript's encodeURIComponent, and the strict form of Python's quote and Go's QueryEscape.
+  const percent = [encodeURIComponent(value), encodeURIComponent(value).replace(/[!'()*]/g, hex)];
+  const urlForms = percent.flatMap((p) => [p, p.replace(/%2F/g, '/'), p.replace(/%20/g, '+')]).flatMap((p) => [p, p.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())]);
+  const json = JSON.stringify(value).slice(1, -1);
+  const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
+  // Python's json.dumps (non-ASCII as \uXXXX), Go's encoding/json (<, >, & as \u00XX), PHP's json_encode (\/).
+  const jsonForms = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
+  return [...new Set([value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms])];
 }
 
 /** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */

@@ -205,10 +205,11 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const refused = guard.check(headerOf(c, 'host'), undefined);
     if (refused) {
       log.warn({ reason: refused }, 'request refused by Host/Origin check');
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403);
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { vary: 'Host' });
     }
     await next();
-    if (cfg.http.publicUrl === undefined) c.header('vary', 'Host', { append: true });
+    // Whether the answer is the metadata or a 403 depends on Host, whatever publicUrl says.
+    c.header('vary', 'Host', { append: true });
   };
   app.use('/.well-known/oauth-protected-resource/mcp/:name', metadataHost);
   if (federation) app.use('/.well-known/oauth-protected-resource/mcp', metadataHost);
@@ -744,6 +745,6 @@ function jsonBody(read: BodyRead, maxDepth: number): { body: unknown; text: stri
 }
 
 function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {
-  const err = methodNotFound(`Unknown upstream '${name}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
+  const err = methodNotFound(`Unknown upstream '${quoted(name)}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
   return errorResponse(id, err.toJSON(), 404);
 }

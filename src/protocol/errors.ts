@@ -60,9 +60,15 @@ export const badEnvelope = (message: string) => new GatewayError(ErrorCode.Inval
 /** Longest value an error message quotes back, in characters. */
 const QUOTED_CHARS = 200;
 
-/** `value` as an error message quotes it: cut to 200 characters, then `…` (a client's long name or header is not echoed whole). */
+/**
+ * `value` as an error message quotes it: cut to 200 UTF-16 code units (one less where the cut would
+ * split a surrogate pair), then `…`, so a client's long name or header is not echoed whole.
+ */
 export function quoted(value: string): string {
-  return value.length > QUOTED_CHARS ? `${value.slice(0, QUOTED_CHARS)}…` : value;
+  if (value.length <= QUOTED_CHARS) return value;
+  const high = value.charCodeAt(QUOTED_CHARS - 1);
+  const end = high >= 0xd800 && high <= 0xdbff ? QUOTED_CHARS - 1 : QUOTED_CHARS;
+  return `${value.slice(0, end)}…`;
 }
 
 /** 200 / -32602: bad params that are not envelope problems (arguments, requestState, inputResponses). */

@@ -284,6 +284,7 @@ describe('Host and Origin checks', () => {
     expect(forged.status).toBe(403);
     expect(JSON.parse(forged.body).error).toMatchObject({ code: -32600, message: "Forbidden: Host 'evil.example' is not allowed" });
     expect(forged.body).not.toContain('evil.example/mcp');
+    expect(forged.vary).toMatch(/\bHost\b/);
     const served = await get(u.host);
     expect(served.status).toBe(200);
     expect(JSON.parse(served.body).resource).toBe(`http://${u.host}/mcp/f`);

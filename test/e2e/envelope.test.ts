@@ -279,7 +279,7 @@ describe('methods', () => {
 });
 
 describe('a very long unknown method', () => {
-  it('gets 404 / -32601 with the method cut to 200 characters in the message and in the request log line', async () => {
+  it('gets 404 / -32601 with the method cut to 200 characters in the message and in the request log line; so does a very long upstream name', async () => {
     const mem = memoryLogger('info');
     const gw = await startGateway({ upstreams: { f: fixtureStdio() } }, { log: mem.log });
     try {
@@ -291,6 +291,10 @@ describe('a very long unknown method', () => {
       const line = mem.lines().find((l) => l.msg === 'request');
       expect(line?.method).toBe(`${method.slice(0, 200)}…`);
       expect(JSON.stringify(mem.lines()).length).toBeLessThan(20_000);
+      const name = 'u'.repeat(3000);
+      const unknown = await rpc(`${gw.base}/mcp/${name}`, 'tools/list');
+      expect(unknown.status).toBe(404);
+      expect(unknown.body.error.message).toBe(`Unknown upstream '${name.slice(0, 200)}…'; this gateway serves: f`);
     } finally {
       await gw.close();
     }

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { decodeHeaderValue, parseJsonRpc, validateRequest } from '../../src/protocol/envelope.js';
-import { GatewayError } from '../../src/protocol/errors.js';
+import { GatewayError, quoted } from '../../src/protocol/errors.js';
 
 const V = '2026-07-28';
 const PV = 'io.modelcontextprotocol/protocolVersion';
@@ -283,5 +283,16 @@ describe('validateRequest', () => {
       const e = caught(() => validateRequest(req('subscriptions/listen', { notifications: bad, _meta: meta() }), okHeaders('subscriptions/listen')));
       expect(e.code, JSON.stringify(bad)).toBe(-32602);
     }
+  });
+});
+
+describe('quoted', () => {
+  it('cuts a long value to 200 code units plus …, one less where the cut would split a surrogate pair', () => {
+    expect(quoted('a'.repeat(200))).toBe('a'.repeat(200));
+    expect(quoted('a'.repeat(201))).toBe(`${'a'.repeat(200)}…`);
+    const cut = quoted(`${'a'.repeat(199)}😀${'b'.repeat(10)}`);
+    expect(cut).toBe(`${'a'.repeat(199)}…`);
+    expect(/[\ud800-\udbff]$/.test(cut.slice(0, -1))).toBe(false);
+    expect(quoted(`${'a'.repeat(198)}😀${'b'.repeat(10)}`)).toBe(`${'a'.repeat(198)}😀…`);
   });
 });

@@ -1,0 +1,36 @@
+/**
+ * What a stdio child prints is shown to callers and logs only with the values of its `env` hidden
+ * (src/config/child-env.ts): as given, and in the encodings common libraries print them in.
+ */
+import { describe, expect, it } from 'vitest';
+import { secretRedactor } from '../../src/config/child-env.js';
+
+describe('secretRedactor', () => {
+  const secret = "pa$$ w/ord!(é)<&>*'";
+  const redact = secretRedactor({ DB_PASSWORD: secret });
+  const strict = encodeURIComponent(secret).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  const json = JSON.stringify(secret).slice(1, -1);
+  const forms: [string, string][] = [
+    ['as given', secret],
+    ['base64', Buffer.from(secret).toString('base64')],
+    ['base64url', Buffer.from(secret).toString('base64url')],
+    ['encodeURIComponent', encodeURIComponent(secret)],
+    ['strict percent-encoding (Python quote(safe=""), Go QueryEscape without +)', strict],
+    ['lowercase hex', strict.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())],
+    ['Python quote (/ kept)', strict.replace(/%2F/g, '/')],
+    ['form encoding (+ for a space)', strict.replace(/%20/g, '+')],
+    ['JSON', json],
+    ['Python json.dumps (non-ASCII escaped)', json.replace(/é/g, '\\u00e9')],
+    ['Go encoding/json (<, >, & escaped)', json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')],
+    ['PHP json_encode (/ escaped)', json.replace(/é/g, '\\u00e9').replace(/\//g, '\\/')],
+  ];
+  for (const [name, form] of forms) {
+    it(`hides a value printed ${name}`, () => {
+      expect(redact(`before ${form} after`)).toBe('before [redacted] after');
+    });
+  }
+
+  it('leaves text without the value alone', () => {
+    expect(redact('nothing secret here: pa$$ w')).toBe('nothing secret here: pa$$ w');
+  });
+});
