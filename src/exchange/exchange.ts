@@ -221,6 +221,7 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
     if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
     const reason = session?.deadReason ?? 'connection closed';
     if (session?.deadKind === 'protocol') return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
+    if (session?.deadKind === 'stopping') return upstreamFailed(upstream, 'shutting-down', 'gateway shutting down');
     return session?.transportKind === 'stdio'
       ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
       : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);

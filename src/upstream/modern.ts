@@ -291,9 +291,12 @@ class ModernStdioUpstream implements ModernUpstream {
     if (this.stopping && !this.closed) this.log.info('modern upstream process exited while the gateway stops');
     else if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
     // A child that exits before it ever answered did not start: unreachable, as in the legacy era.
-    const failure = this.heard
-      ? () => new ModernHopError('crashed', 'the upstream process exited during the request', stderr)
-      : () => new ModernHopError('unreachable', 'the process exited before it answered', stderr);
+    // While the gateway stops, the child went with it (a Ctrl-C reaches both): the calls end as the shutdown's.
+    const failure = this.stopping
+      ? shuttingDownError
+      : this.heard
+        ? () => new ModernHopError('crashed', 'the upstream process exited during the request', stderr)
+        : () => new ModernHopError('unreachable', 'the process exited before it answered', stderr);
     for (const [id, p] of this.pending) {
       this.pending.delete(id);
       p.reject(failure());

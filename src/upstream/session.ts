@@ -384,8 +384,12 @@ export class UpstreamSession {
   readonly id = randomUUID();
   /** Set when the connection closed or failed; the session is then never reused. */
   deadReason: string | undefined;
-  /** `protocol` when the gateway ended the session because the upstream broke the protocol (stdout that is not JSON-RPC, a message past the stdio bound). */
-  deadKind: 'protocol' | undefined;
+  /**
+   * `protocol` when the gateway ended the session because the upstream broke the protocol (stdout
+   * that is not JSON-RPC, a message past the stdio bound); `stopping` when the connection ended by
+   * itself while the gateway stops (see `SessionOptions.stopping`).
+   */
+  deadKind: 'protocol' | 'stopping' | undefined;
   /** Resolves when the connection closes for any reason. */
   readonly closed: Promise<void>;
   /** The calls running on this session, by the `progressToken` each sent upstream. */
@@ -855,8 +859,10 @@ export class UpstreamSession {
     this.deadReason = reason;
     this.resolveClosed();
     if (!this.closing) {
-      if (this.opts.stopping?.()) this.log.info({ session: this.id, reason }, 'upstream session ended while the gateway stops');
-      else this.log.warn({ session: this.id, reason, stderr: this.stderrTail().slice(-5) }, 'upstream session died');
+      if (this.opts.stopping?.()) {
+        this.deadKind ??= 'stopping';
+        this.log.info({ session: this.id, reason }, 'upstream session ended while the gateway stops');
+      } else this.log.warn({ session: this.id, reason, stderr: this.stderrTail().slice(-5) }, 'upstream session died');
       for (const cb of this.onDead) cb(reason);
     }
   }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
-import { eventually, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { alive, startCli, type CliGateway } from '../helpers/cli.js';
 
 /**
@@ -169,24 +169,26 @@ describe('shutdown of 2026-07-28 upstreams', () => {
 });
 
 describe('stdio children that end by themselves while the gateway stops', () => {
-  it('(a terminal\'s Ctrl-C reaches them with the gateway) are logged at info as ending while it stops, not as a session that died', async () => {
+  it('(a terminal\'s Ctrl-C reaches them with the gateway) are logged at info as ending while it stops, not as a session that died; their calls in flight end as the shutdown\'s', async () => {
     const legacy = stub({ MODE: 'legacy' }, 'legacy');
     const modern = stub({ MODE: 'modern', SILENT: '1' }, '2026-07-28');
-    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { leg: legacy.config, mod: modern.config } });
+    const log = new FixtureLog();
+    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { leg: legacy.config, mod: modern.config, slow: { ...fixtureStdio(log), protocol: 'legacy' } } });
     started.push(gw);
     expect((await rpc(`${gw.base}/mcp/leg`, 'tools/list')).body.result).toMatchObject({ resultType: 'complete', tools: [] });
     // Held in flight, so that the drain waits while the children go.
     const held = rpc(`${gw.base}/mcp/mod`, 'tools/list');
-    expect(await eventually(() => modern.lines().some((l) => l.includes('"tools/list"')), 15_000)).toBe(true);
-    const pids = [...legacy.pids(), ...modern.pids()];
-    expect(pids).toHaveLength(2);
+    const slow = rpc(`${gw.base}/mcp/slow`, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } });
+    expect(await eventually(() => modern.lines().some((l) => l.includes('"tools/list"')) && log.of('call', 'slow').length === 1, 15_000)).toBe(true);
+    const pids = [...legacy.pids(), ...modern.pids(), log.of('call', 'slow')[0]!.pid as number];
+    expect(pids).toHaveLength(3);
     pidsToReap.push(...pids);
     gw.child.kill('SIGINT');
     expect(await stoppingLogged(gw)).toBe(true);
     for (const pid of pids) process.kill(pid, 'SIGINT');
-    expect((await held).body.error).toMatchObject({ code: -32603 });
+    for (const r of await Promise.all([held, slow])) expect(r.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down', data: { reason: 'shutting-down' } });
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-    expect(gw.logs.filter((l) => l.msg === 'upstream session ended while the gateway stops' && l.upstream === 'leg')).toHaveLength(1);
+    for (const upstream of ['leg', 'slow']) expect(gw.logs.filter((l) => l.msg === 'upstream session ended while the gateway stops' && l.upstream === upstream)).toHaveLength(1);
     expect(gw.logs.filter((l) => l.msg === 'modern upstream process exited while the gateway stops' && l.upstream === 'mod')).toHaveLength(1);
     expect(gw.logs.filter((l) => l.level >= 40 && /died|exited/.test(l.msg))).toEqual([]);
   }, 40_000);
