@@ -406,7 +406,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.notFound((c) => {
     const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
     const adminOff = !cfg.admin.enabled && (c.req.path === '/admin' || c.req.path.startsWith('/admin/')) ? ' (the admin page is off: set admin.enabled to true to serve it)' : '';
-    return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${c.req.path}${adminOff}; this gateway serves ${names}` }, 404);
+    // The upstreams' names are told only to a request for an allowed Host (not to a rebound name).
+    const served = guard.check(headerOf(c, 'host'), undefined) === undefined ? `; this gateway serves ${names}` : '';
+    return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${quoted(c.req.path)}${adminOff}${served}` }, 404);
   });
   app.onError((e, c) => {
     if (uploadBroken(c)) {

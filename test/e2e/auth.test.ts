@@ -3,7 +3,7 @@
  * principal binding of requestState and tasks, Host/Origin checks, and the RFC 9728 metadata.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -234,6 +234,21 @@ describe('principal binding (API keys)', () => {
   });
 });
 
+/** GET `path` of `base` with node:http and this `Host` header (fetch does not let a caller set Host). */
+function getWithHost(base: string, path: string, host: string): Promise<{ status: number; vary: string | undefined; body: string }> {
+  const u = new URL(base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: u.hostname, port: u.port, path, headers: { host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode!, vary: res.headers.vary, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 describe('Host and Origin checks', () => {
   let gw: TestGateway;
   beforeAll(async () => {
@@ -267,19 +282,8 @@ describe('Host and Origin checks', () => {
   });
 
   it('the protected resource metadata is refused to a foreign Host (it would name that host as the resource), and served with Vary: Host', async () => {
-    const { request } = await import('node:http');
     const u = new URL(gw.url('f'));
-    const get = (host: string) =>
-      new Promise<{ status: number; vary: string | undefined; body: string }>((resolve, reject) => {
-        const req = request({ host: u.hostname, port: u.port, path: '/.well-known/oauth-protected-resource/mcp/f', headers: { host } }, (res) => {
-          let body = '';
-          res.setEncoding('utf8');
-          res.on('data', (d: string) => (body += d));
-          res.on('end', () => resolve({ status: res.statusCode!, vary: res.headers.vary, body }));
-        });
-        req.on('error', reject);
-        req.end();
-      });
+    const get = (host: string) => getWithHost(gw.base, '/.well-known/oauth-protected-resource/mcp/f', host);
     const forged = await get('evil.example');
     expect(forged.status).toBe(403);
     expect(JSON.parse(forged.body).error).toMatchObject({ code: -32600, message: "Forbidden: Host 'evil.example' is not allowed" });
@@ -289,6 +293,16 @@ describe('Host and Origin checks', () => {
     expect(served.status).toBe(200);
     expect(JSON.parse(served.body).resource).toBe(`http://${u.host}/mcp/f`);
     expect(served.vary).toMatch(/\bHost\b/);
+  });
+
+  it('a 404 names the served endpoints only to an allowed Host', async () => {
+    const u = new URL(gw.url('f'));
+    const get = (host: string) => getWithHost(gw.base, '/nothing-here', host);
+    const forged = await get('evil.example');
+    expect(forged.status).toBe(404);
+    expect(JSON.parse(forged.body).error.message).toBe('No endpoint at /nothing-here');
+    const allowed = await get(u.host);
+    expect(JSON.parse(allowed.body).error.message).toBe('No endpoint at /nothing-here; this gateway serves /mcp/f');
   });
 });
 
