@@ -160,7 +160,7 @@ describe('both client eras on one endpoint', () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
     const legacy = await v1Client(url, () => ({ action: 'accept', content: { color: 'legacy-red', number: 1, pets: 'cats' } }));
-    const modern = await v2Client(url, { elicit: () => ({ action: 'accept', content: { color: 'modern-blue', number: 2, pets: 'fish' } }) });
+    const modern = await v2Client(url, { elicit: () => ({ action: 'accept', content: { name: 'modern-blue', number: 2 } }) });
     const [a, b] = await Promise.all([
       legacy.client.callTool({ name: 'trigger-elicitation-request', arguments: {} }),
       modern.client.callTool({ name: 'trigger-elicitation-request', arguments: {} }),

@@ -620,17 +620,18 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     expect(await readyz(late)).toBe(503);
     await redis.start();
     expect(await eventually(async () => (await readyz(a)) === 200 && (await readyz(late!)) === 200, 10_000, 50)).toBe(true);
-    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 2000, steps: 1 } }, { caps: TASKS });
+    // Long enough to be still running once the stream is open, on a loaded machine too.
+    const created = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 6000, steps: 1 } }, { caps: TASKS });
     const taskId = created.body.result.taskId as string;
     const stream = await listen(`${late.base}/mcp/f`, { taskIds: [taskId] }, { caps: TASKS, id: 'late-listen' });
     try {
       expect(await stream.next()).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: [taskId] } } });
       // Still running once the stream is acknowledged: its end can reach the stream only as a's publication on the task channel.
       expect((await getTask(a, taskId)).body.result.status).toBe('working');
-      const end = Date.now() + 10_000;
+      const end = Date.now() + 15_000;
       while (!stream.messages.some((m) => m.method === 'notifications/tasks' && m.params.status === 'completed') && Date.now() < end) await stream.next(500);
       const done = stream.messages.find((m) => m.method === 'notifications/tasks' && m.params.status === 'completed');
-      expect(done?.params).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 2000ms' }] } });
+      expect(done?.params).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 6000ms' }] } });
     } finally {
       stream.close();
     }
