@@ -94,6 +94,8 @@ export function cwdProblem(dir: string): string | undefined {
 
 /** Variable names that say their value is a credential: any value of theirs is hidden, however short. */
 const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|PWD|AUTH|CRED|PRIVATE|SESSION|COOKIE/i;
+/** Values that are never hidden: blank, or a switch (`AUTH_ENABLED=true`, `COOKIE_SECURE=false`), which hiding would cut out of ordinary words. */
+const NOT_SECRET = /^(?:\s*|true|false|yes|no|on|off|enabled|disabled)$/i;
 /** Values at least this long (characters) are hidden whatever their variable is called. */
 const REDACT_MIN_CHARS = 6;
 /** Shorter values of secret-named variables are hidden from this length on (shorter ones would hide common words). */
@@ -116,7 +118,7 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
   if (!made) {
     const values = bySize(
       Object.entries(env)
-        .filter(([name, v]) => v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name)))
+        .filter(([name, v]) => !NOT_SECRET.test(v) && (v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name))))
         .flatMap(([, v]) => encodings(v)),
     );
     made = (text) => redactText(text, values);
@@ -126,21 +128,43 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
 }
 
 /**
- * `value` and the forms a child commonly prints it in: base64 (padded or not), base64url,
- * percent-encoded (in a URL) and JSON-escaped (in a JSON line).
+ * `value` percent-encoded as UTF-8, every byte but ASCII letters, digits and `safe` as `%XX`
+ * (upper case hex). Never throws (a lone surrogate is encoded as U+FFFD, as `Buffer` does).
  */
-function encodings(value: string): string[] {
+function percentEncoded(value: string, safe: string): string {
+  let out = '';
+  for (const byte of Buffer.from(value, 'utf8')) {
+    const c = String.fromCharCode(byte);
+    out += byte < 0x80 && (/[A-Za-z0-9]/.test(c) || safe.includes(c)) ? c : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
+  }
+  return out;
+}
+
+/**
+ * `value` and the forms a child commonly prints it in: base64 (padded or not) and base64url;
+ * percent-encoded as JavaScript's `encodeURIComponent`, RFC 3986 (Go's `PathEscape`, Python's
+ * `quote` with and without `/` kept) and HTML forms (`URLSearchParams`, Java's `URLEncoder`,
+ * PHP's `urlencode`, Go's `QueryEscape`: `+` for a space), each with upper or lower case hex; and
+ * JSON-escaped as JavaScript, Python (non-ASCII as `\uXXXX`), Go (`<`, `>`, `&`, U+2028 and U+2029
+ * as `\u00XX`) and PHP (`\/`) write it, with upper or lower case hex.
+ */
+function encodings(given: string): string[] {
+  // A lone surrogate cannot reach a child's output as itself: its UTF-8 form is U+FFFD.
+  const value = Buffer.from(given, 'utf8').toString('utf8');
   const padded = Buffer.from(value, 'utf8').toString('base64');
   const b64 = padded.replace(/=+$/, '');
-  const hex = (c: string) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`;
-  // JavaScript's encodeURIComponent, and the strict form of Python's quote and Go's QueryEscape.
-  const percent = [encodeURIComponent(value), encodeURIComponent(value).replace(/[!'()*]/g, hex)];
-  const urlForms = percent.flatMap((p) => [p, p.replace(/%2F/g, '/'), p.replace(/%20/g, '+')]).flatMap((p) => [p, p.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())]);
+  const percent = [
+    percentEncoded(value, "-_.!~*'()"),
+    percentEncoded(value, '-_.~'),
+    percentEncoded(value, '-_.~/'),
+    ...['-_.*', '-_.', '-_.~'].map((safe) => percentEncoded(value, ` ${safe}`).replace(/ /g, '+')),
+  ];
+  const urlForms = percent.flatMap((p) => [p, p.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())]);
   const json = JSON.stringify(value).slice(1, -1);
   const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  // Python's json.dumps (non-ASCII as \uXXXX), Go's encoding/json (<, >, & as \u00XX), PHP's json_encode (\/).
-  const jsonForms = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
-  return [...new Set([value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms])];
+  const escaped = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&\u2028\u2029]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
+  const jsonForms = escaped.flatMap((j) => [j, j.replace(/\\u[0-9a-f]{4}/g, (m) => `\\u${m.slice(2).toUpperCase()}`)]);
+  return [...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms])];
 }
 
 /** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */

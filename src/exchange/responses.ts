@@ -21,11 +21,14 @@ const COMPILES_PER_AJV = 512;
 /** A `requestedSchema` with more properties than this, or larger JSON (characters), is not checked. */
 const MAX_PROPERTIES = 100;
 const MAX_SCHEMA_CHARS = 65_536;
+/** A field with more options than this is checked without its options; content of larger JSON (characters) is not checked. */
+const MAX_OPTIONS = 1000;
+const MAX_CONTENT_CHARS = 65_536;
 
 /** The formats of MCP's form fields (`StringSchema.format`), checked with ajv-formats' fast (linear) expressions. */
 const FORMATS = ['email', 'uri', 'date', 'date-time'];
 /** The keywords of MCP's primitive field schemas (`PrimitiveSchemaDefinition`) that constrain a value. */
-const FIELD_KEYWORDS = ['type', 'enum', 'const', 'minLength', 'maxLength', 'minimum', 'maximum', 'minItems', 'maxItems'];
+const FIELD_KEYWORDS = ['type', 'const', 'minLength', 'maxLength', 'minimum', 'maximum', 'minItems', 'maxItems'];
 
 let ajv: Ajv | undefined;
 let compiles = 0;
@@ -36,18 +39,20 @@ function newAjv(): Ajv {
 }
 
 /** The part of one field's schema that is checked: MCP's primitive keywords, formats it names, and enum options. */
-function fieldSchema(field: unknown): Record<string, unknown> {
+function fieldSchema(field: unknown, depth = 0): Record<string, unknown> {
   if (!field || typeof field !== 'object' || Array.isArray(field)) return {};
   const f = field as Record<string, unknown>;
   const out: Record<string, unknown> = {};
   for (const k of FIELD_KEYWORDS) if (f[k] !== undefined) out[k] = f[k];
   if (typeof f.format === 'string' && FORMATS.includes(f.format)) out.format = f.format;
-  // Titled enums: oneOf/anyOf of { const, title }; multi-select: items with enum or anyOf of consts.
-  for (const k of ['oneOf', 'anyOf']) {
-    const options = f[k];
-    if (Array.isArray(options) && options.every((o) => o && typeof o === 'object' && 'const' in o)) out[k] = options.map((o) => ({ const: (o as { const: unknown }).const }));
-  }
-  if (f.items !== undefined) out.items = fieldSchema(f.items);
+  // Titled enums (oneOf/anyOf of { const, title }) are checked as the enum of their consts: the
+  // same answers, and a check linear in the options (Ajv compiles oneOf into one branch each).
+  const options = [f.enum, f.oneOf, f.anyOf].map((o) => (Array.isArray(o) ? o : undefined));
+  const consts = (o: unknown[]) => (o.every((x) => x && typeof x === 'object' && 'const' in x) ? o.map((x) => (x as { const: unknown }).const) : undefined);
+  const allowed = options[0] ?? (options[1] && consts(options[1])) ?? (options[2] && consts(options[2]));
+  if (allowed && allowed.length <= MAX_OPTIONS) out.enum = allowed;
+  // Multi-select: an array whose items are one such field (MCP nests no deeper).
+  if (f.items !== undefined && depth === 0) out.items = fieldSchema(f.items, 1);
   return out;
 }
 
@@ -97,8 +102,8 @@ function validatorOf(part: Record<string, unknown>): ValidateFunction | undefine
  * `elicitation/create` answered with `action: "accept"` and `content`, also that content against
  * the MCP part of the request's `requestedSchema`: each field's type, `enum`/`const` options,
  * lengths, bounds, item counts and the formats `email`, `uri`, `date`, `date-time`, and `required`.
- * The rest (`pattern`, `$ref` …), a schema of more than 100 fields or one Ajv cannot compile is left
- * to the upstream.
+ * The rest (`pattern`, `$ref` …), the options of a field with more than 1000, a schema of more than
+ * 100 fields, content over 64 KiB of JSON and a schema Ajv cannot compile are left to the upstream.
  * @returns an error message (for a -32602 naming the key), or undefined when valid.
  */
 export function invalidResponse(request: InputRequest, value: unknown): string | undefined {
@@ -125,7 +130,7 @@ function invalidContent(request: InputRequest, value: { action?: unknown; conten
   const requested = request.params.requestedSchema;
   if (request.params.mode === 'url' || value.action !== 'accept' || !requested || typeof requested !== 'object' || Array.isArray(requested)) return undefined;
   // No content: nothing to check (as the SDK's servers do); the upstream decides what it lacks.
-  if (value.content === undefined) return undefined;
+  if (value.content === undefined || JSON.stringify(value.content).length > MAX_CONTENT_CHARS) return undefined;
   const part = checkedPart(requested as Record<string, unknown>);
   const validate = part && validatorOf(part);
   if (!validate || validate(value.content)) return undefined;

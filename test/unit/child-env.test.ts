@@ -23,6 +23,8 @@ describe('secretRedactor', () => {
     ['Python json.dumps (non-ASCII escaped)', json.replace(/é/g, '\\u00e9')],
     ['Go encoding/json (<, >, & escaped)', json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')],
     ['PHP json_encode (/ escaped)', json.replace(/é/g, '\\u00e9').replace(/\//g, '\\/')],
+    ['Java URLEncoder, PHP urlencode, URLSearchParams (+ for a space, ~ encoded, * kept)', new URLSearchParams({ p: secret }).toString().slice(2)],
+    ['uppercase \\u escapes', json.replace(/é/g, '\\u00E9')],
   ];
   for (const [name, form] of forms) {
     it(`hides a value printed ${name}`, () => {
@@ -32,5 +34,15 @@ describe('secretRedactor', () => {
 
   it('leaves text without the value alone', () => {
     expect(redact('nothing secret here: pa$$ w')).toBe('nothing secret here: pa$$ w');
+  });
+
+  it('a value with a lone surrogate does not break the redactor, and its printed form (U+FFFD) is hidden', () => {
+    const odd = secretRedactor({ API_KEY: 'ab\ud800cdef' });
+    expect(odd('key ab\ufffdcdef end')).toBe('key [redacted] end');
+  });
+
+  it('blank values and switches of secret-named variables are not hidden (hiding them would cut ordinary words)', () => {
+    const flags = secretRedactor({ AUTH_ENABLED: 'true', COOKIE_SECURE: 'false', DB_PASSWORD: '   ', PIN_PASSWORD: '4821' });
+    expect(flags('started: true, cached: false,    indented; pin 4821')).toBe('started: true, cached: false,    indented; pin [redacted]');
   });
 });

@@ -38,7 +38,7 @@ describe('an accepted form is checked against the MCP part of its requestedSchem
       [{ name: 'Al', age: 1.5 }, 'age must be integer'],
       [{ name: 'Al', age: 200 }, 'age must be <= 150'],
       [{ name: 'Al', color: 'blue' }, 'color must be equal to one of the allowed values'],
-      [{ name: 'Al', size: 'm' }, 'size must be equal to constant'],
+      [{ name: 'Al', size: 'm' }, 'size must be equal to one of the allowed values'],
       [{ name: 'Al', tags: ['c'] }, 'tags.0 must be equal to one of the allowed values'],
       [{ name: 'Al', mail: 'not-an-address' }, 'mail must match format "email"'],
       [{ name: 'Al', day: '03/12/2026' }, 'day must match format "date"'],
@@ -59,6 +59,19 @@ describe('an accepted form is checked against the MCP part of its requestedSchem
     // With the pattern run, this takes seconds (and doubles per extra "a").
     expect(invalidResponse(schema, accept({ v: `${'a'.repeat(40)}!` }))).toBeUndefined();
     expect(invalidResponse(schema, accept({ v: 7 }))).toBe('content does not match the requestedSchema: v must be string');
+  });
+
+  it('titled options are checked as an enum of their consts (so a repeated const is still one option), a deep items chain is cut at MCP\'s one level', () => {
+    const options = Array.from({ length: 1000 }, (_, i) => ({ const: `o${i}`, title: `Option ${i}` }));
+    const many = form(object({ pick: { type: 'string', oneOf: options }, multi: { type: 'array', items: { anyOf: options } } }));
+    expect(invalidResponse(many, accept({ pick: 'o999', multi: ['o1', 'o2'] }))).toBeUndefined();
+    expect(invalidResponse(many, accept({ pick: 'nope' }))).toBe('content does not match the requestedSchema: pick must be equal to one of the allowed values');
+    expect(invalidResponse(many, accept({ multi: ['o1', 'nope'] }))).toBe('content does not match the requestedSchema: multi.1 must be equal to one of the allowed values');
+    const repeated = form(object({ pick: { type: 'string', oneOf: [{ const: 'a', title: 'A' }, { const: 'a', title: 'A again' }] } }));
+    expect(invalidResponse(repeated, accept({ pick: 'a' }))).toBeUndefined();
+    let deep: Record<string, unknown> = { type: 'string' };
+    for (let i = 0; i < 5000; i++) deep = { type: 'array', items: deep };
+    expect(invalidResponse(form(object({ d: deep })), accept({ d: 'x' }))).toBe('content does not match the requestedSchema: d must be array');
   });
 
   it('two schemas with the same $id are each checked against their own fields', () => {
