@@ -142,14 +142,18 @@ export class Upstream {
   onSecretDeclined: () => void = () => {};
   /** How this upstream sends its batches of input requests, learned from its calls. */
   readonly batching: BatchLearning;
-  /** @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers). */
+  /**
+   * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers).
+   * @param stopping true once the gateway drains (see `SessionOptions.stopping`).
+   */
   constructor(
     readonly name: string,
     readonly cfg: UpstreamConfig,
     private readonly log: Logger,
     perPrincipalBound = true,
+    stopping: () => boolean = () => false,
   ) {
-    this.pool = new SessionPool(name, cfg, log, perPrincipalBound);
+    this.pool = new SessionPool(name, cfg, log, perPrincipalBound, stopping);
     this.callLog = log.child({ upstream: name });
     this.batching = {
       quietMs: 0,
@@ -161,7 +165,7 @@ export class Upstream {
       died: (reason, stderr) => this.health.noteDied(reason, stderr),
       openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
     };
-    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http);
+    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping);
     if (modern && cfg.protocol === '2026-07-28') modern.onLost = () => (this.started = undefined);
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
@@ -352,7 +356,7 @@ export class Gateway {
     for (const [name, ucfg] of Object.entries(cfg.upstreams)) {
       // Without auth every caller is the one principal `anonymous`: a per-principal bound would only shrink the pool.
       const effective = cfg.auth.mode === 'none' ? { ...ucfg, maxSessionsPerPrincipal: ucfg.maxSessions } : ucfg;
-      this.upstreams.set(name, new Upstream(name, effective, log, cfg.auth.mode !== 'none'));
+      this.upstreams.set(name, new Upstream(name, effective, log, cfg.auth.mode !== 'none', () => this.draining));
     }
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
@@ -815,10 +819,6 @@ export class Gateway {
    */
   drain(): void {
     this.draining = true;
-    for (const up of this.upstreams.values()) {
-      up.pool.stopping = true;
-      if (up.modern) up.modern.stopping = true;
-    }
     this.bridge.drain();
   }
 

@@ -85,8 +85,6 @@ export interface ModernUpstream {
   close(opts?: { reopen?: boolean }): Promise<void>;
   /** Called when the connection ends by itself (a stdio child exited); the next request starts it again. */
   onLost?: () => void;
-  /** Set when the gateway begins to stop: a stdio child that exits by itself then is logged at info. */
-  stopping?: boolean;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -227,7 +225,6 @@ class ModernStdioUpstream implements ModernUpstream {
   private heard = false;
   /** Set by a close that is not `reopen`: no request goes upstream any more. */
   private shutDown = false;
-  stopping = false;
 
   /** Hides the values of the child's `env` in what it writes (stderr, stray stdout). */
   private readonly redact: (text: string) => string;
@@ -239,9 +236,11 @@ class ModernStdioUpstream implements ModernUpstream {
    */
   private eraProbe: boolean;
 
+  /** @param stopping true once the gateway begins to stop: a child that exits by itself then went with it (logged at info). */
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
     private readonly log: Logger,
+    private readonly stopping: () => boolean = () => false,
   ) {
     this.eraProbe = cfg.protocol === 'auto';
     this.redact = secretRedactor(cfg.env);
@@ -288,11 +287,12 @@ class ModernStdioUpstream implements ModernUpstream {
     this.transport = undefined;
     this.onLost?.();
     const stderr = this.stderr.get();
-    if (this.stopping && !this.closed) this.log.info('modern upstream process exited while the gateway stops');
+    const stopping = this.stopping();
+    if (stopping && !this.closed) this.log.info('modern upstream process exited while the gateway stops');
     else if (!this.closed) this.log.warn({ stderr: stderr.slice(-5) }, 'modern upstream process exited');
     // A child that exits before it ever answered did not start: unreachable, as in the legacy era.
     // While the gateway stops, the child went with it (a Ctrl-C reaches both): the calls end as the shutdown's.
-    const failure = this.stopping
+    const failure = stopping
       ? shuttingDownError
       : this.heard
         ? () => new ModernHopError('crashed', 'the upstream process exited during the request', stderr)
@@ -403,10 +403,11 @@ class ModernStdioUpstream implements ModernUpstream {
 
 /**
  * The 2026-07-28 connection for an upstream (HTTP transports use `http`, the upstream's pool).
- * HTTP+SSE upstreams are legacy by definition and get none.
+ * HTTP+SSE upstreams are legacy by definition and get none. `stopping`: true once the gateway
+ * begins to stop (a stdio child that exits then ends its calls as `shutting-down`).
  */
-export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined): ModernUpstream | undefined {
-  if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log);
+export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined, stopping?: () => boolean): ModernUpstream | undefined {
+  if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log, stopping);
   if (cfg.transport === 'streamable-http' && http) return new ModernHttpUpstream(new URL(cfg.url), http, cfg.headers);
   return undefined;
 }
@@ -432,12 +433,6 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
       }
     },
     close: (opts) => up.close(opts),
-    get stopping() {
-      return up.stopping;
-    },
-    set stopping(v) {
-      up.stopping = v;
-    },
   };
 }
 

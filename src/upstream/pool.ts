@@ -160,8 +160,6 @@ export class SessionPool {
   private leased = 0;
   private failures = 0;
   private closedPool = false;
-  /** Set when the gateway begins to stop (before {@link close}); see `SessionOptions.stopping`. */
-  stopping = false;
   /** Aborted by {@link close}: sessions still starting stop. */
   private readonly closing = new AbortController();
   private live = new Set<UpstreamSession>();
@@ -187,6 +185,8 @@ export class SessionPool {
     private readonly cfg: UpstreamConfig,
     private readonly log: Logger,
     private readonly perPrincipalBound = true,
+    /** True once the gateway begins to stop (before {@link close}); see `SessionOptions.stopping`. */
+    private readonly stopping: () => boolean = () => false,
   ) {
     this.revision = cfg.protocolVersion;
     this.http = cfg.transport === 'stdio' ? undefined : createHttpHop(cfg.timeouts);
@@ -538,7 +538,7 @@ export class SessionPool {
         onUnclaimed: (m) => this.observer.unclaimed?.(m),
         startMs,
         signal: this.closing.signal,
-        stopping: () => this.stopping,
+        stopping: this.stopping,
       });
       this.observer.opened?.();
       this.lastError = undefined;
