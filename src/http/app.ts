@@ -177,10 +177,12 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   /** The protected resource metadata URL of `/mcp/NAME`, or of the federated `/mcp` (name undefined). */
   const metadataUrl = (c: Context, name: string | undefined) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp${name === undefined ? '' : `/${name}`}`;
 
-  const cors = corsMiddleware(guard, (c, reason) => {
-    log.warn({ reason, preflight: true }, 'request refused by Host/Origin check');
-    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403);
-  });
+  /** 403 / -32600 `Forbidden: …` for a request the Host/Origin check refused, logged with `logged`. */
+  const forbidden = (reason: string, logged: Record<string, unknown>, headers?: Record<string, string>) => {
+    log.warn({ ...logged, reason }, 'request refused by Host/Origin check');
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403, headers);
+  };
+  const cors = corsMiddleware(guard, (c, reason) => forbidden(reason, { preflight: true }));
   app.use('/mcp/:name', cors);
   app.use('/mcp/:name/sse', cors);
   app.use('/mcp/:name/message', cors);
@@ -203,10 +205,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   // gets it, so a forged Host cannot make the gateway advertise another resource.
   const metadataHost: MiddlewareHandler = async (c, next) => {
     const refused = guard.check(headerOf(c, 'host'), undefined);
-    if (refused) {
-      log.warn({ reason: refused }, 'request refused by Host/Origin check');
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { vary: 'Host' });
-    }
+    if (refused) return forbidden(refused, {}, { vary: 'Host' });
     await next();
     // Whether the answer is the metadata or a 403 depends on Host, whatever publicUrl says.
     c.header('vary', 'Host', { append: true });
@@ -242,10 +241,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     // During the drain only what may resume work held here goes on (the router decides from the body).
     if (draining && !(c.req.method === 'POST' && DRAIN_METHODS.has(headerOf(c, 'mcp-method') ?? ''))) return refuseDraining(requestId);
     const refused = guard.check(headerOf(c, 'host'), headerOf(c, 'origin'));
-    if (refused) {
-      log.warn({ requestId, reason: refused }, 'request refused by Host/Origin check');
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${refused}` }, 403, { 'x-request-id': requestId });
-    }
+    if (refused) return forbidden(refused, { requestId }, { 'x-request-id': requestId });
     // Undefined on the federated endpoint.
     const name = c.req.param('name');
     let caller: Caller;
