@@ -32,6 +32,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
+import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
 import type { Logger } from '../observability/log.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from '../legacy/events.js';
@@ -158,6 +159,9 @@ const jsonRpcError = (status: number, code: number, message: string, data?: unkn
 const notJsonRpc = () =>
   jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")');
 
+/** 400 / -32600 for a message whose numeric id is past 2^53 - 1 (see {@link hasIdBeyondSafe}). */
+const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid Request: id ${ID_BEYOND_SAFE}`);
+
 /** The legacy sessions of a gateway. */
 export class LegacySessions {
   private readonly sessions = new Map<string, LegacySession>();
@@ -225,6 +229,7 @@ export class LegacySessions {
    *   session bound is reached.
    */
   async initialize(upstream: string, who: SessionCaller, req: Request, body: unknown): Promise<Response> {
+    if (hasIdBeyondSafe(body)) return idBeyondSafe();
     const bad = badInitialize(body);
     if (bad) return bad;
     // The SDK's own transports refuse a second initialize in a session the same way (an unknown
@@ -306,6 +311,7 @@ export class LegacySessions {
     if (Array.isArray(body)) {
       return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST');
     }
+    if (hasIdBeyondSafe(body)) return idBeyondSafe();
     const message = JSONRPCMessageSchema.safeParse(body);
     if (!message.success) return notJsonRpc();
     s.lastActive = Date.now();
@@ -456,6 +462,7 @@ export class LegacySessions {
       return jsonRpcError(400, -32000, `Bad Request: MCP-Protocol-Version ${version.trim()} differs from the revision negotiated for this session (${s.relay.negotiated})`);
     }
     if (body !== undefined) {
+      if (hasIdBeyondSafe(body)) return idBeyondSafe();
       if ((Array.isArray(body) ? body : [body]).some((m) => !JSONRPCMessageSchema.safeParse(m).success)) {
         return notJsonRpc();
       }

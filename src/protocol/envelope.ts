@@ -53,19 +53,42 @@ export interface HeaderSource {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+const ID_TYPE = 'must be a string or an integer (an MCP request id is never null)';
+/** Why a numeric JSON-RPC id past `Number.MAX_SAFE_INTEGER` is refused (the start of a sentence: "id …"). */
+export const ID_BEYOND_SAFE = `is beyond ±${Number.MAX_SAFE_INTEGER} (2^53 - 1): a JSON number past it loses digits, so no response could carry the same id; send a smaller integer or a string`;
+
 const JsonRpcRequestSchema = z.object({
   jsonrpc: z.literal('2.0'),
-  id: z.union([z.string(), z.number().int()], { error: 'must be a string or an integer (an MCP request id is never null)' }).optional(),
+  id: z
+    .union([z.string(), z.number()], { error: ID_TYPE })
+    .superRefine((id, ctx) => {
+      if (typeof id === 'string' || Number.isSafeInteger(id)) return;
+      ctx.addIssue({ code: 'custom', message: Number.isInteger(id) ? ID_BEYOND_SAFE : ID_TYPE });
+    })
+    .optional(),
   method: z.string().min(1),
   // An object, its members checked where they are used (a record schema would visit every key of every request).
   params: z.custom<Record<string, unknown>>(isObject, { message: 'Invalid input: expected an object (JSON-RPC params by name)' }).optional(),
 });
 
-/** The JSON-RPC id of a body if it has a usable one, else null (for error responses). */
+/**
+ * True when a JSON-RPC message (or any message of a batch) carries a numeric `id` that is an
+ * integer past ±(2^53 - 1): `JSON.parse` rounded it, so a response could not echo it (JSON-RPC 2.0
+ * §5 requires the same id).
+ */
+export function hasIdBeyondSafe(body: unknown): boolean {
+  return (Array.isArray(body) ? body : [body]).some((m) => isObject(m) && typeof m.id === 'number' && Number.isInteger(m.id) && !Number.isSafeInteger(m.id));
+}
+
+/**
+ * The JSON-RPC id of a body if it has a usable one, else null (for error responses). An integer
+ * beyond 2^53 - 1 is not usable: `JSON.parse` already rounded it, and echoing the rounded number
+ * would name another request.
+ */
 export function idOf(body: unknown): RequestId | null {
   if (body && typeof body === 'object' && !Array.isArray(body)) {
     const id = (body as { id?: unknown }).id;
-    if (typeof id === 'string' || (typeof id === 'number' && Number.isInteger(id))) return id;
+    if (typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id))) return id;
   }
   return null;
 }

@@ -247,6 +247,26 @@ describe('JSON-RPC framing', () => {
     expect(res.json.error.message).toContain('jsonrpc');
   });
 
+  it('a numeric id beyond 2^53 - 1 → 400, -32600 saying why, with id null (never a rounded id); 2^53 - 1 itself is echoed exactly', async () => {
+    const big = `{"jsonrpc":"2.0","id":12345678901234567890,"method":"tools/list","params":{"_meta":${JSON.stringify(envelope())}}}`;
+    const res = await post(url, big, { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(res.status).toBe(400);
+    expect(res.text).not.toContain('12345678901234567');
+    expect(res.json).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32600,
+        message:
+          'Invalid JSON-RPC request: id: is beyond ±9007199254740991 (2^53 - 1): a JSON number past it loses digits, so no response could carry the same id; send a smaller integer or a string',
+      },
+    });
+    const max = await post(url, big.replace('12345678901234567890', '9007199254740991'), { ...baseHeaders, 'mcp-method': 'tools/list' });
+    expect(max.status).toBe(200);
+    expect(max.text).toContain('"id":9007199254740991,');
+    expect(max.json.result.tools.length).toBeGreaterThan(0);
+  });
+
   it('a notification (no id) → 202 with an empty body', async () => {
     const res = await post(
       url,

@@ -253,6 +253,31 @@ describe('legacy session rules', () => {
     expect((await post(url, ping, { ...alice, ...v, 'mcp-session-id': sid })).status).toBe(404);
   });
 
+  it('a numeric id past 2^53 - 1 gets 400 / -32600 saying why, with id null, for initialize (no session opens) and inside a session', async () => {
+    const gw = await gateway({ upstreams: { everything: everythingStdio } });
+    const url = gw.url('everything');
+    const raw = (body: string, headers: Record<string, string> = {}) =>
+      fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body });
+    const refused = {
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: 'Invalid Request: id is beyond ±9007199254740991 (2^53 - 1): a JSON number past it loses digits, so no response could carry the same id; send a smaller integer or a string' },
+    };
+    const init = await raw(JSON.stringify(initialize).replace('"id":1', '"id":12345678901234567890'));
+    expect(init.status).toBe(400);
+    expect(init.headers.get('mcp-session-id')).toBeNull();
+    expect(await init.json()).toEqual(refused);
+    expect(gw.legacy.size).toBe(0);
+    const sid = (await post(url, initialize, {})).sessionId!;
+    const inSession = { 'mcp-session-id': sid, 'mcp-protocol-version': '2025-11-25' };
+    const ping = await raw('{"jsonrpc":"2.0","id":-12345678901234567890,"method":"ping"}', inSession);
+    expect(ping.status).toBe(400);
+    expect(await ping.json()).toEqual(refused);
+    const safe = await raw('{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"}', inSession);
+    expect(safe.status).toBe(200);
+    expect(await safe.text()).toContain('"id":9007199254740991');
+  });
+
   it('initialize inside an open session gets 400 / -32600 and opens nothing; with another caller\'s or an unknown session id it opens a new session', async () => {
     const gw = await gateway({ auth: keys, upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
