@@ -10,7 +10,7 @@ import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession, ty
 import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
-import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, upstreamFailed } from './protocol/errors.js';
+import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, shutdownFailure, upstreamFailed } from './protocol/errors.js';
 import { checkParamHeaders } from './protocol/param-headers.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { RedisStore } from './store/redis.js';
@@ -460,7 +460,7 @@ export class Gateway {
   async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
-    if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    if (this.closing) throw shutdownFailure(name);
     if (this.draining && !Gateway.drainAdmits(req)) throw shuttingDown(name);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     if (req.method === 'tools/call' && !toolAllowed(up.cfg.tools, String(req.params.name))) throw unknownTool(String(req.params.name));
@@ -507,7 +507,7 @@ export class Gateway {
   async listen(name: string, req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<Subscription> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
-    if (this.closing) throw upstreamFailed(name, 'shutting-down', 'gateway shutting down');
+    if (this.closing) throw shutdownFailure(name);
     const filter = (req.params.notifications ?? {}) as ListenFilter;
     const sub =
       (await this.eraOf(up)) === 'modern'
@@ -845,7 +845,7 @@ export class Gateway {
     for (const sub of [...this.subscriptions]) sub.end();
     await Promise.all(this.closers.map((fn) => fn().catch(() => {})));
     this.tasks.cancelAll();
-    this.bridge.cancelAll((upstream) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down'));
+    this.bridge.cancelAll((upstream) => shutdownFailure(upstream));
     // Let the cancellations reach the upstreams before their sessions close.
     await new Promise((r) => setTimeout(r, 20));
     await Promise.all([...this.upstreams.values()].flatMap((u) => [u.pool.close(), u.modern?.close()]));

@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
+import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, shutdownFailure, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
@@ -221,7 +221,7 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
     if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
     const reason = session?.deadReason ?? 'connection closed';
     if (session?.deadKind === 'protocol') return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
-    if (session?.deadKind === 'stopping') return upstreamFailed(upstream, 'shutting-down', 'gateway shutting down');
+    if (session?.deadKind === 'stopping') return shutdownFailure(upstream);
     return session?.transportKind === 'stdio'
       ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
       : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);

@@ -167,7 +167,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   let draining = false;
   const legacy = new LegacySessions(gateway, log, (upstream, principal, r) => {
     const durationMs = Math.round(r.durationMs * 10) / 10;
-    log.info({ upstream, method: quoted(r.method), name: r.name === undefined ? undefined : quoted(r.name), principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
+    log.info({ upstream, method: quoted(r.method), name: quoted(r.name), principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
     gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
   }, federation);
   gateway.onClose(() => legacy.close());
@@ -483,7 +483,7 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
   if (r.log.isLevelEnabled('info')) {
     r.log.info(
-      { requestId: r.requestId, upstream: r.upstream, method: quoted(method), name: name === undefined ? undefined : quoted(name), principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, reason: reasonOf(outcome.error), ...traceIds(r.trace) },
+      { requestId: r.requestId, upstream: r.upstream, method: quoted(method), name: quoted(name), principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, reason: reasonOf(outcome.error), ...traceIds(r.trace) },
       'request',
     );
   }

@@ -61,11 +61,14 @@ export const badEnvelope = (message: string) => new GatewayError(ErrorCode.Inval
 const QUOTED_CHARS = 200;
 
 /**
- * `value` as an error message quotes it: cut to 200 UTF-16 code units (one less where the cut would
- * split a surrogate pair), then `…`, so a client's long name or header is not echoed whole.
+ * `value` as an error message or log line quotes it: cut to 200 UTF-16 code units (one less where
+ * the cut would split a surrogate pair), then `…`, so a client's long name or header is not echoed
+ * whole. `undefined` stays `undefined` (an absent name in a log line).
  */
-export function quoted(value: string): string {
-  if (value.length <= QUOTED_CHARS) return value;
+export function quoted(value: string): string;
+export function quoted(value: string | undefined): string | undefined;
+export function quoted(value: string | undefined): string | undefined {
+  if (value === undefined || value.length <= QUOTED_CHARS) return value;
   const high = value.charCodeAt(QUOTED_CHARS - 1);
   const end = high >= 0xd800 && high <= 0xdbff ? QUOTED_CHARS - 1 : QUOTED_CHARS;
   return `${value.slice(0, end)}…`;
@@ -111,6 +114,12 @@ export type UpstreamFailure =
  */
 export const upstreamFailed = (upstream: string, reason: UpstreamFailure, message: string, extra?: Record<string, unknown>) =>
   new GatewayError(ErrorCode.InternalError, message, { upstream, reason, ...extra });
+
+/**
+ * 200 / -32603 with `data.reason` `shutting-down`: a call (or the session it waited for) ended
+ * because the gateway stops. New requests refused while it drains get 503 instead (src/gateway.ts).
+ */
+export const shutdownFailure = (upstream: string) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down');
 
 /**
  * The message of `e` with its cause, when it has one that says more: Node's fetch reports

@@ -10,7 +10,7 @@ import { LRUCache } from 'lru-cache';
 import { TaskQuota } from './quota.js';
 import type { Exchange } from '../exchange/exchange.js';
 import { invalidResponse } from '../exchange/responses.js';
-import { invalidParams, missingCapability, upstreamFailed, type GatewayError } from '../protocol/errors.js';
+import { invalidParams, missingCapability, shutdownFailure, upstreamFailed, type GatewayError } from '../protocol/errors.js';
 import type { InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { startTaskSpan, taskStatus, type Traced } from '../observability/tracing.js';
@@ -502,7 +502,7 @@ export class TaskManager {
   cancelAll(): void {
     for (const [id, live] of this.live) {
       live.cancelRequested = true;
-      live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'shutting-down', 'gateway shutting down'));
+      live.exchange.cancel(shutdownFailure(live.exchange.upstream));
       this.sync(id);
     }
   }

@@ -18,7 +18,7 @@ import { setMaxListeners } from 'node:events';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
-import { upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
+import { shutdownFailure, upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
 import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
@@ -241,7 +241,7 @@ export class SessionPool {
    * @throws GatewayError -32603 as {@link acquire}.
    */
   async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
-    if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+    if (this.closedPool) throw shutdownFailure(this.name);
     if (!this.sharable) return this.acquire(principal, mirrored, token, opts);
     const { key } = this.keyAndHeaders(principal, mirrored, token);
     const place = this.sharedPlace(key);
@@ -346,7 +346,7 @@ export class SessionPool {
    *   `timeouts.connectMs` or `opts.startMs`).
    */
   async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions & { call?: boolean } = {}): Promise<SessionLease> {
-    if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+    if (this.closedPool) throw shutdownFailure(this.name);
     const { signal, call = false } = opts;
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
     const warm = this.takeIdle(key);
@@ -525,7 +525,7 @@ export class SessionPool {
         this.log.info({ upstream: this.name, delayMs: delay, failures: this.failures }, 'upstream restart backoff');
         await new Promise((r) => setTimeout(r, delay));
       }
-      if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+      if (this.closedPool) throw shutdownFailure(this.name);
       const session = await UpstreamSession.open({
         upstream: this.name,
         cfg: this.cfg,
@@ -556,7 +556,7 @@ export class SessionPool {
       this.failures++;
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
-      if (this.closedPool) throw upstreamFailed(this.name, 'shutting-down', 'gateway shutting down');
+      if (this.closedPool) throw shutdownFailure(this.name);
       const msg = (e as Error).message;
       const stderr = e instanceof UpstreamStartError ? e.stderr : [];
       this.lastError = msg;
@@ -646,7 +646,7 @@ export class SessionPool {
     this.closing.abort('gateway shutting down');
     for (const w of this.waiters.splice(0)) {
       clearTimeout(w.timer);
-      w.reject(upstreamFailed(this.name, 'shutting-down', 'gateway shutting down'));
+      w.reject(shutdownFailure(this.name));
     }
     const all: Promise<void>[] = [];
     for (const list of this.idle.values()) for (const e of list) (clearTimeout(e.timer), all.push(e.session.close()));
