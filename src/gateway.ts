@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
-import { Exchange, INPUT_KIND_OF, LooseResult, downstreamError, keepsSession, type BatchLearning } from './exchange/exchange.js';
+import { Exchange, INPUT_KIND_OF, downstreamError, keepsSession, type BatchLearning } from './exchange/exchange.js';
 import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from './exchange/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
 import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
@@ -34,7 +34,7 @@ import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
-import { unreachableText } from './upstream/session.js';
+import { LooseResult, unreachableText } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, startModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';

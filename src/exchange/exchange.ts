@@ -10,7 +10,6 @@
  * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
  */
 import { randomUUID } from 'node:crypto';
-import { z } from 'zod';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, shutdownFailure, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
@@ -22,7 +21,7 @@ import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
-import { NO_TIMEOUT, type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../upstream/session.js';
+import { LooseResult, NO_TIMEOUT, type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../upstream/session.js';
 import { asRpcError, SamplingError } from '../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
@@ -34,9 +33,6 @@ export const INPUT_KIND_OF: Record<string, InputKind> = {
   'sampling/createMessage': 'sampling',
   'roots/list': 'roots',
 };
-
-/** Accepts any result object: the gateway relays upstream results as they are. */
-export const LooseResult = z.looseObject({});
 
 /** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
 const URL_ELICITATION_REQUIRED = -32042;

@@ -20,7 +20,7 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontex
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { jsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { DEFAULT_REQUEST_TIMEOUT_MSEC, type RequestOptions, type RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import { DEFAULT_REQUEST_TIMEOUT_MSEC, type RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ResponseMessage } from '@modelcontextprotocol/sdk/shared/responseMessage.js';
 import {
   CallToolResultSchema,
@@ -45,7 +45,7 @@ import {
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { cwdProblem, safeChildEnv, secretRedactor } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
@@ -129,11 +129,27 @@ const DEFAULT_TASK_POLL_MS = 1000;
 /** A request timeout (ms) that never fires: the largest delay `setTimeout` takes. */
 export const NO_TIMEOUT = 2_147_483_647;
 
+/** Options of {@link UpstreamSession.request}. */
+export interface SessionRequestOptions {
+  /** Give up after this many ms (default: the SDK's 60 s; {@link NO_TIMEOUT}: never). */
+  timeout?: number;
+  /** Give up when it aborts. */
+  signal?: AbortSignal;
+  /** Run the request as a 2025-11-25 task upstream (`params.task`). */
+  task?: { ttl: number };
+}
+
+/** The result schema of requests whose result is passed on as the upstream sent it: any JSON object. */
+export const LooseResult = z.looseObject({});
+
 /**
- * The abort reason of a request whose own timer fired: made once, not per request (an error
- * object captures a stack). An McpError reaches the caller as is (the SDK wraps any other reason).
+ * The next JSON-RPC id of `client`'s own sequence, so that the requests the session sends itself
+ * and those the SDK sends (`initialize`, `ping`) never share an id.
  */
-const REQUEST_TIMED_OUT = new McpError(ErrorCode.RequestTimeout, 'Request timed out');
+function nextRequestId(client: Client): number {
+  const c = client as unknown as { _requestMessageId: number };
+  return c._requestMessageId++;
+}
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
@@ -310,6 +326,17 @@ interface Connection {
   /** Requests sent with a `progressToken`, by JSON-RPC id, until their response arrives; and the reverse. */
   tokenOf: Map<string | number, string>;
   idOf: Map<string, string | number>;
+  /** The requests {@link UpstreamSession.request} sent on this connection, by JSON-RPC id, until they settle. */
+  pending: Map<number, PendingRequest>;
+}
+
+/** A request sent by {@link UpstreamSession.request}, waiting for its response. */
+interface PendingRequest {
+  method: string;
+  /** Settles the request with the upstream's response (a result or a JSON-RPC error). */
+  answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void;
+  /** Fails the request: the connection closed before the response. */
+  lost(): void;
 }
 
 /** What a session needs to connect. */
@@ -468,7 +495,7 @@ export class UpstreamSession {
     const redact = secretRedactor(cfg.transport === 'stdio' ? cfg.env : undefined);
     const stderr = cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
-    const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map() };
+    const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -511,6 +538,7 @@ export class UpstreamSession {
     client.onclose = () => {
       conn.closed = true;
       if (this.conn === conn) this.markDead(this.closing ? 'closed by the gateway' : 'connection closed');
+      for (const p of [...conn.pending.values()]) p.lost();
     };
     client.onerror = (err) => {
       if (this.conn !== conn && conn.ready) return;
@@ -591,6 +619,10 @@ export class UpstreamSession {
           if (conn.idOf.get(token) === r.id) conn.idOf.delete(token);
           this.answered.get(token)?.();
         }
+        // A response to a request of this session's own is settled here; the SDK's requests (ping,
+        // initialize) and late answers of given-up requests go on to the SDK.
+        const pending = conn.pending.get(Number(r.id));
+        if (pending) return pending.answer(message as { result?: unknown; error?: { code: number; message: string; data?: unknown } });
       }
       deliver?.(message, extra);
     };
@@ -664,7 +696,7 @@ export class UpstreamSession {
    *   `options.signal` aborted before it answered; the transport's error when the upstream cannot
    *   be reached.
    */
-  async request<S extends z.ZodType>(request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
+  async request<S extends z.ZodType>(request: { method: string; params?: Record<string, unknown> }, schema: S, options?: SessionRequestOptions): Promise<z.infer<S>> {
     const conn = this.conn;
     try {
       return await this.send(conn, request, schema, options);
@@ -676,44 +708,70 @@ export class UpstreamSession {
   }
 
   /**
-   * One request on `conn`, timed by the session rather than the SDK (`options.timeout`, ms; the
-   * SDK's 60 s when absent), so that a failure of the gateway's side is told from an error the
-   * upstream answered with the same code.
+   * One request on `conn`: sent on the transport under a JSON-RPC id from the SDK client's own
+   * sequence, its response taken from the transport before the SDK sees it (the SDK's request path
+   * validates every message and result with zod again and keeps a timer and abort listeners per
+   * request; the gateway needs none of that). Timed by the session (`options.timeout`, ms; the SDK's
+   * 60 s when absent), so that a failure of the gateway's side is told from an error the upstream
+   * answered with the same code. Giving up (timer, `options.signal`) sends
+   * `notifications/cancelled` for the request (MCP 2025-11-25 utilities §Cancellation).
+   * @returns the result, checked with `schema` ({@link LooseResult}: any JSON object, as sent).
    * @throws UpstreamRequestLost when the connection closed, the timer fired or `options.signal`
-   *   aborted before the upstream answered; otherwise what the SDK throws (an McpError is then the
-   *   upstream's own error).
+   *   aborted before the upstream answered; McpError with the upstream's own error; the schema's
+   *   ZodError for a result that does not match; the transport's error when the request could not
+   *   be sent.
    */
-  private async send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: RequestOptions): Promise<z.infer<S>> {
-    const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
-    // A signal per request even without a timer: the SDK never removes the abort listener it adds,
-    // so the caller's own (longer-lived) signal would collect one per request and, once aborted,
-    // send `notifications/cancelled` for requests answered long ago.
-    const ac = new AbortController();
-    let timedOut = false;
-    const timer =
-      timeout < NO_TIMEOUT
-        ? setTimeout(() => {
-            timedOut = true;
-            ac.abort(REQUEST_TIMED_OUT);
-          }, timeout)
-        : undefined;
+  private send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: SessionRequestOptions): Promise<z.infer<S>> {
+    const { method } = request;
     const outer = options?.signal;
-    const forward = () => ac.abort(outer?.reason);
-    if (outer?.aborted) forward();
-    else outer?.addEventListener('abort', forward, { once: true });
-    try {
-      return await conn.client.request(request as never, schema as never, { ...options, signal: ac.signal, timeout: NO_TIMEOUT });
-    } catch (e) {
-      if (timedOut) throw new UpstreamRequestLost('timeout', `${request.method} got no answer within ${timeout} ms`);
-      if (outer?.aborted) throw new UpstreamRequestLost('aborted', `${request.method} was cancelled: ${String(outer.reason)}`);
-      if (conn.closed && ((e instanceof McpError && e.code === ErrorCode.ConnectionClosed) || (e instanceof Error && e.message === 'Not connected'))) {
-        throw new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${request.method} (${this.deadReason ?? 'connection closed'})`);
-      }
-      throw e;
-    } finally {
-      clearTimeout(timer);
-      outer?.removeEventListener('abort', forward);
-    }
+    if (outer?.aborted) return Promise.reject(new UpstreamRequestLost('aborted', `${method} was cancelled: ${String(outer.reason)}`));
+    if (conn.closed) return Promise.reject(this.lostText(method));
+    const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
+    const id = nextRequestId(conn.client);
+    const params = options?.task ? { ...request.params, task: options.task } : request.params;
+    return new Promise<z.infer<S>>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      const settle = (): boolean => {
+        if (conn.pending.get(id) !== entry) return false;
+        conn.pending.delete(id);
+        clearTimeout(timer);
+        outer?.removeEventListener('abort', onAbort);
+        return true;
+      };
+      const giveUp = (reason: string, error: Error) => {
+        if (!settle()) return;
+        conn.transport.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } }).catch(() => {});
+        reject(error);
+      };
+      const onAbort = () => giveUp(String(outer!.reason), new UpstreamRequestLost('aborted', `${method} was cancelled: ${String(outer!.reason)}`));
+      const entry: PendingRequest = {
+        method,
+        answer: (response) => {
+          if (!settle()) return;
+          if (response.error) return reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
+          const result = response.result;
+          if (schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return resolve(result as z.infer<S>);
+          const parsed = schema.safeParse(result);
+          if (parsed.success) resolve(parsed.data);
+          else reject(parsed.error);
+        },
+        lost: () => {
+          if (settle()) reject(this.lostText(method));
+        },
+      };
+      conn.pending.set(id, entry);
+      if (timeout < NO_TIMEOUT) timer = setTimeout(() => giveUp('Request timed out', new UpstreamRequestLost('timeout', `${method} got no answer within ${timeout} ms`)), timeout);
+      outer?.addEventListener('abort', onAbort, { once: true });
+      conn.transport.send({ jsonrpc: '2.0', id, method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage).catch((e: unknown) => {
+        if (!settle()) return;
+        reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.lostText(method) : e);
+      });
+    });
+  }
+
+  /** The error of a request whose connection closed before the upstream answered it. */
+  private lostText(method: string): UpstreamRequestLost {
+    return new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${method} (${this.deadReason ?? 'connection closed'})`);
   }
 
   /**
@@ -726,7 +784,7 @@ export class UpstreamSession {
    *   failed or was cancelled upstream, -32603).
    * @throws what {@link request} throws; the abort reason once `options.signal` aborts.
    */
-  async *callToolAsTask(params: Record<string, unknown>, ttlMs: number, options: RequestOptions): AsyncGenerator<ResponseMessage<CallToolResult>> {
+  async *callToolAsTask(params: Record<string, unknown>, ttlMs: number, options: SessionRequestOptions): AsyncGenerator<ResponseMessage<CallToolResult>> {
     const created = await this.request({ method: 'tools/call', params }, CreateTaskResultSchema, { ...options, task: { ttl: ttlMs } });
     const taskId = created.task.taskId;
     yield { type: 'taskCreated', task: created.task };
