@@ -164,6 +164,21 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const listens = new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal });
   const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
+  /**
+   * The `track` of {@link handleMcp}: the work of a request counts as in flight (the drain waits
+   * for it) until it ends; a streamed response of `c` keeps its concurrency slot until then.
+   */
+  const trackIn =
+    (c?: Context): WorkTracker =>
+    (work) => {
+      c?.set('work', work);
+      inflight.add(work);
+      return (streamed) => {
+        inflight.delete(work);
+        // Answered whole: the front door releases the slot once the response is handed over.
+        if (!streamed) c?.set('work', undefined);
+      };
+    };
   let draining = false;
   const legacy = new LegacySessions(gateway, log, (upstream, principal, r) => {
     const durationMs = Math.round(r.durationMs * 10) / 10;
@@ -246,7 +261,8 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const name = c.req.param('name');
     let caller: Caller;
     try {
-      caller = await auth.authenticate(headerOf(c, 'authorization'));
+      const found = auth.authenticate(headerOf(c, 'authorization'));
+      caller = found instanceof Promise ? await found : found;
     } catch (e) {
       if (e instanceof AuthUnavailable) {
         log.warn({ requestId, upstream: name ?? FEDERATED_LABEL, err: e.message }, 'request not authenticated: the issuer keys cannot be fetched');
@@ -283,7 +299,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     } finally {
       // A streamed response keeps its concurrency slot until the work behind it ends.
       const work = c.get('work');
-      if (work) void work.finally(leave);
+      if (work) void work.then(leave);
       else leave();
     }
   };
@@ -295,12 +311,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.post(
     '/mcp/:name',
     (c) =>
-      handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), (work) => {
-        const tracked = work.catch(() => {});
-        c.set('work', tracked);
-        inflight.add(tracked);
-        void tracked.then(() => inflight.delete(tracked));
-      }, (era, body) => {
+      handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), trackIn(c), (era, body) => {
         const sessionId = c.req.header('mcp-session-id');
         if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
         if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
@@ -317,12 +328,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
           log,
           c.get('caller'),
           c.get('requestId'),
-          (work) => {
-            const tracked = work.catch(() => {});
-            c.set('work', tracked);
-            inflight.add(tracked);
-            void tracked.then(() => inflight.delete(tracked));
-          },
+          trackIn(c),
           (era, body) => {
             const sessionId = c.req.header('mcp-session-id');
             if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
@@ -359,11 +365,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       log,
       { principal, token },
       requestId,
-      (work) => {
-        const tracked = work.catch(() => {});
-        inflight.add(tracked);
-        void tracked.then(() => inflight.delete(tracked));
-      },
+      trackIn(),
       () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Legacy sessions are not forwarded between replicas' }, 400),
       true,
       federation,
@@ -516,7 +518,7 @@ async function handleMcp(
   log: Logger,
   caller: Caller,
   requestId: string,
-  track: (work: Promise<unknown>) => void,
+  track: WorkTracker,
   legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
   forwarded = false,
   federation?: Federation,
@@ -526,7 +528,8 @@ async function handleMcp(
   const target = targetOf(gateway, federation, name);
   const rl: RequestLog = { log, gateway, requestId, upstream: target?.label ?? name ?? FEDERATED_LABEL, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
   const maxBody = gateway.cfg.limits.maxBodyBytes;
-  const read = await readBody(c, maxBody);
+  const pendingRead = readBody(c, maxBody);
+  const read = pendingRead instanceof Promise ? await pendingRead : pendingRead;
   if ('broken' in read) log.debug({ requestId, err: read.broken.message }, 'request body not received');
   const unread = bodyNotRead(read, maxBody);
   if (unread) return unread;
@@ -628,18 +631,26 @@ async function handleMcp(
         }
       : undefined;
 
-    const work = within(rl.trace, () =>
+    const failed = (e: unknown): Answer => {
+      const g = asGatewayError(e, log);
+      record(rl, validated.method, callName, { error: g });
+      endSpan(rl.trace, { error: g });
+      return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
+    };
+    // Settles with the answer, never rejects.
+    const work: Promise<Answer> = within(rl.trace, () =>
       target.handle(validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
     ).then(
-      (result) => {
+      (result): Answer => {
         record(rl, validated.method, callName, { resultType: result.resultType as string });
         endSpan(rl.trace, { result });
         return { message: { jsonrpc: '2.0', id: reqId, result }, status: 200 };
       },
-      async (e) => {
-        if (e instanceof HeldElsewhere) {
-          // The call lives on another replica: it answers, over the internal hop.
-          const relayed = forwarded ? undefined : await within(rl.trace, () => forwardHeld(gateway, (e as HeldElsewhere).replica, target.upstream, text, c.req.raw.headers, caller.principal));
+      (e): Answer | Promise<Answer> => {
+        if (!(e instanceof HeldElsewhere)) return failed(e);
+        // The call lives on another replica: it answers, over the internal hop.
+        const held = e;
+        return (forwarded ? Promise.resolve(undefined) : within(rl.trace, () => forwardHeld(gateway, held.replica, target.upstream, text, c.req.raw.headers, caller.principal))).then((relayed): Answer => {
           if (relayed) {
             record(rl, validated.method, callName, { resultType: 'forwarded' });
             endSpan(rl.trace, { forwarded: relayed.status });
@@ -647,24 +658,34 @@ async function handleMcp(
             return { forwarded: relayed, message: undefined, status: relayed.status };
           }
           gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
-          e = upstreamFailed(target.label, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState');
-        }
-        const g = asGatewayError(e, log);
-        record(rl, validated.method, callName, { error: g });
-        endSpan(rl.trace, { error: g });
-        return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
+          return failed(upstreamFailed(target.label, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState'));
+        }, failed);
       },
     );
-    track(work);
-    void work.finally(stopWatching);
+    const ended = track(work);
     void work.then((done) => {
-      if ('forwarded' in done && done.forwarded) return resolveResponse(done.forwarded);
-      const { message, status } = done as { message: unknown; status: number };
-      if (sse) sse.send(message).then(sse.end, () => {});
-      else resolveResponse(new Response(JSON.stringify(message), { status, headers: responseHeadersFor(c, status === 503 && gateway.isDraining ? { ...jsonHeaders, ...CLOSE } : jsonHeaders) }));
+      stopWatching();
+      ended(sse !== undefined);
+      if (done.forwarded) return resolveResponse(done.forwarded);
+      if (sse) sse.send(done.message).then(sse.end, () => {});
+      else resolveResponse(new Response(JSON.stringify(done.message), { status: done.status, headers: responseHeadersFor(c, done.status === 503 && gateway.isDraining ? { ...jsonHeaders, ...CLOSE } : jsonHeaders) }));
     });
   });
 }
+
+/** The answer to a 2026-07-28 request: a JSON-RPC message and its HTTP status, or the response another replica gave. */
+interface Answer {
+  message: unknown;
+  status: number;
+  forwarded?: Response;
+}
+
+/**
+ * Registers the work of one request (a promise that never rejects) as in flight; returns the
+ * function to call when it has ended, saying whether its answer was streamed (the response went
+ * out before the work ended).
+ */
+type WorkTracker = (work: Promise<unknown>) => (streamed: boolean) => void;
 
 /**
  * Calls `gone` when the client closes the connection before its response is finished; returns the

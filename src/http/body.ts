@@ -25,26 +25,33 @@ function decoded(bytes: Buffer | Uint8Array): BodyRead {
 }
 
 /**
- * Reads the whole body of `c`'s request as UTF-8, at most `maxBytes` bytes.
+ * Reads the whole body of `c`'s request as UTF-8, at most `maxBytes` bytes: at once when it has
+ * arrived already (a small body comes in the packets of its headers), else as it arrives.
  * @returns `text` (one leading byte order mark left out); `notUtf8` when the bytes are not valid UTF-8 (nothing is replaced);
  *   `tooLarge` as soon as `Content-Length` or the bytes received pass `maxBytes` (reading
  *   stops: the rest is never read, and the answer should close the connection); `broken` when the client aborted, stalled past the read timeout or sent a malformed
  *   chunked body.
  */
-export async function readBody(c: Context, maxBytes: number): Promise<BodyRead> {
+export function readBody(c: Context, maxBytes: number): BodyRead | Promise<BodyRead> {
   const declared = Number(headerOf(c, 'content-length'));
   if (Number.isFinite(declared) && declared > maxBytes) return { tooLarge: true };
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   if (!incoming) {
-    try {
-      const bytes = new Uint8Array(await c.req.arrayBuffer());
-      return bytes.byteLength > maxBytes ? { tooLarge: true } : decoded(bytes);
-    } catch (e) {
-      return { broken: e as Error };
-    }
+    return c.req.arrayBuffer().then(
+      (buffer) => {
+        const bytes = new Uint8Array(buffer);
+        return bytes.byteLength > maxBytes ? { tooLarge: true } : decoded(bytes);
+      },
+      (e) => ({ broken: e as Error }),
+    );
   }
   // Read by someone else already: nothing is left to read.
   if (incoming.readableEnded) return incoming.complete ? { text: '' } : { broken: new Error('the request body ended early') };
+  if (incoming.complete && !incoming.readableFlowing && incoming.readableLength <= maxBytes) {
+    // The whole body is buffered: read it without waiting for events.
+    const all = incoming.read() as Buffer | null;
+    return decoded(all ?? Buffer.alloc(0));
+  }
   // Events rather than an async iterator: this is on the path of every request.
   return new Promise<BodyRead>((resolve) => {
     const chunks: Buffer[] = [];

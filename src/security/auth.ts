@@ -118,12 +118,14 @@ export class Authenticator {
   }
 
   /**
-   * Finds the caller from the `Authorization` header.
+   * Finds the caller from the `Authorization` header: at once without authentication and with API
+   * keys, as a promise when a JWT is checked (its key set may have to be fetched).
    * @throws AuthError 401 for missing, malformed, unknown, expired or otherwise invalid credentials;
-   *   403 when a JWT lacks a required scope. AuthUnavailable when the `auth.jwksUrl` key set
-   *   cannot be fetched (the token could not be checked).
+   *   403 when a JWT lacks a required scope (the promise rejects with it in JWT mode).
+   *   AuthUnavailable when the `auth.jwksUrl` key set cannot be fetched (the token could not be
+   *   checked).
    */
-  async authenticate(authorization: string | null | undefined): Promise<Caller> {
+  authenticate(authorization: string | null | undefined): Caller | Promise<Caller> {
     if (this.cfg.mode === 'none') {
       const token = authorization ? bearer(authorization) : undefined;
       return { principal: ANONYMOUS, token };
@@ -136,7 +138,11 @@ export class Authenticator {
       if (!match) throw new AuthError(401, 'Unknown API key', 'invalid_token');
       return { principal: `apikey:${match.principal}`, token };
     }
-    const cfg = this.cfg;
+    return this.verifyJwt(token, this.cfg);
+  }
+
+  /** The caller of a JWT (jwt mode); see {@link authenticate}. */
+  private async verifyJwt(token: string, cfg: Extract<GatewayConfig['auth'], { mode: 'jwt' }>): Promise<Caller> {
     let payload;
     try {
       ({ payload } = await verifyAgainstKeySet(token, this.jwks!, {

@@ -22,13 +22,14 @@
  * With tracing on, each POST (and the resumption of its stream) carries the W3C trace context of
  * the span active when it is sent (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
+import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { UpstreamProtocolError, firstIssue } from '../protocol/errors.js';
-import { addTraceHeaders } from '../observability/tracing.js';
+import { addTraceHeaders, tracingActive } from '../observability/tracing.js';
 
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
 export const RELATED_TOKEN_HEADER = 'x-mrtr-related-progress-token';
@@ -112,7 +113,12 @@ export class HttpClientTransport implements Transport {
 
   setProtocolVersion(version: string): void {
     this.protocolVersion = version;
+    this.postHeaders = undefined;
   }
+
+  /** The headers of a POST, made once per session id and protocol version (undici does not change them). */
+  private postHeaders: Record<string, string> | undefined;
+  private postHeadersFor: string | undefined;
 
   private headers(accept: string): Record<string, string> {
     const h: Record<string, string> = { ...this.opts.headers, accept };
@@ -138,7 +144,10 @@ export class HttpClientTransport implements Transport {
     const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, token: m.params?._meta?.progressToken } : {};
     const ex = new HttpExchange(this, owner, false, 0);
     this.inflight.add(ex);
-    const headers = addTraceHeaders({ ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' });
+    if (this.postHeadersFor !== this.sessionId) this.postHeaders = undefined;
+    this.postHeadersFor = this.sessionId;
+    const common = (this.postHeaders ??= { ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' });
+    const headers = tracingActive() ? addTraceHeaders({ ...common }) : common;
     const head = await ex.start('POST', headers, JSON.stringify(message));
     if (head.sessionId && !this.sessionId) this.sessionId = head.sessionId;
     if (head.status === 202) {
@@ -201,7 +210,7 @@ export class HttpClientTransport implements Transport {
    */
   sseParser(ex: HttpExchange): { feed(chunk: Buffer): void; done(failure: Error | undefined): void } {
     const { owner } = ex;
-    const decoder = new TextDecoder();
+    const decoder = new StringDecoder('utf8');
     const parser = createParser({
       onEvent: (ev) => {
         ex.heard = true;
@@ -220,7 +229,7 @@ export class HttpClientTransport implements Transport {
       onRetry: (ms) => (this.retryMs = ms),
     });
     return {
-      feed: (chunk) => parser.feed(decoder.decode(chunk, { stream: true })),
+      feed: (chunk) => parser.feed(decoder.write(chunk)),
       done: (failure) => void this.streamEnded(ex, failure),
     };
   }
