@@ -45,13 +45,24 @@ export function readBody(c: Context, maxBytes: number): BodyRead | Promise<BodyR
       (e) => ({ broken: e as Error }),
     );
   }
-  // Read by someone else already: nothing is left to read.
+  // Called while Node's parser is still at the headers (the front door did not wait for anything),
+  // the body is read as it arrives.
+  return arrived(incoming, maxBytes) ?? readEvents(incoming, maxBytes);
+}
+
+/**
+ * The read of a body that needs no waiting: ended (read by someone else already: nothing is left),
+ * or arrived whole and not read from; else undefined.
+ */
+function arrived(incoming: IncomingMessage, maxBytes: number): BodyRead | undefined {
   if (incoming.readableEnded) return incoming.complete ? { text: '' } : { broken: new Error('the request body ended early') };
-  if (incoming.complete && !incoming.readableFlowing && incoming.readableLength <= maxBytes) {
-    // The whole body is buffered: read it without waiting for events.
-    const all = incoming.read() as Buffer | null;
-    return decoded(all ?? Buffer.alloc(0));
-  }
+  if (!incoming.complete || incoming.readableFlowing || incoming.readableLength > maxBytes) return undefined;
+  const all = incoming.read() as Buffer | null;
+  return decoded(all ?? Buffer.alloc(0));
+}
+
+/** Reads the body as it arrives (see {@link readBody}). */
+function readEvents(incoming: IncomingMessage, maxBytes: number): Promise<BodyRead> {
   // Events rather than an async iterator: this is on the path of every request.
   return new Promise<BodyRead>((resolve) => {
     const chunks: Buffer[] = [];
