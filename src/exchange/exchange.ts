@@ -271,9 +271,14 @@ export class Exchange implements CallHandlers {
   statusMessage: string | undefined;
   /** The upstream's own task id when the call runs as a 2025-11-25 task upstream. */
   upstreamTaskId: string | undefined;
-  private readonly abort = new AbortController();
-  private idleTimer: NodeJS.Timeout | undefined;
-  private totalTimer: NodeJS.Timeout | undefined;
+  /** Aborted when the call is cancelled, for the requests of a 2025-11-25 task upstream (made for those only). */
+  private taskAbort: AbortController | undefined;
+  /** One timer for both budgets below: it fires at the earlier deadline (`timerAt`), or re-arms when activity moved it. */
+  private timer: NodeJS.Timeout | undefined;
+  private timerAt = 0;
+  /** Silence deadline (`requestMs` after the last upstream activity) and working-time deadline (`totalMs`), epoch ms, while active. */
+  private idleAt = 0;
+  private totalAt = 0;
   private activeUsedMs = 0;
   private activeSince: number | undefined;
   private released = false;
@@ -336,10 +341,8 @@ export class Exchange implements CallHandlers {
     if (this.init.legacyTask) return void within(this.trace, () => this.runLegacyTask());
     within(this.trace, () =>
       // The upstream span's context goes in `_meta` too (read there on stdio), while tracing.
-      lease.session.request({ method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } }, LooseResult, {
-        signal: this.abort.signal,
-        timeout: NO_TIMEOUT,
-      }),
+      // Timed by the Exchange (armTimers) and given up by cancel().
+      lease.session.request({ method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } }, LooseResult, { timeout: NO_TIMEOUT }),
     ).then(
       (result) => this.finish({ result: result as Record<string, unknown> }, true),
       (err) => {
@@ -363,7 +366,7 @@ export class Exchange implements CallHandlers {
       const stream = lease.session.callToolAsTask(
         { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
         this.init.legacyTask!.ttlMs,
-        { signal: this.abort.signal, timeout: NO_TIMEOUT },
+        { signal: (this.taskAbort = new AbortController()).signal, timeout: NO_TIMEOUT },
       );
       for await (const message of stream) {
         if (this.outcome) return;
@@ -549,7 +552,8 @@ export class Exchange implements CallHandlers {
     this.finish({ error }, false);
     // After the answers above have been written, so the upstream sees them first.
     setImmediate(() => {
-      this.abort.abort(error.message);
+      this.init.lease.session.cancel(this.id, error.message);
+      this.taskAbort?.abort(error.message);
       const cancelTask = this.upstreamTaskId
         ? this.init.lease.session.request({ method: 'tasks/cancel', params: { taskId: this.upstreamTaskId } }, CancelTaskResultSchema).then(
             () => {},
@@ -752,38 +756,49 @@ export class Exchange implements CallHandlers {
     this.init.lease.releaseWhen(answered);
   }
 
-  /** Restarts the silence timer (upstream activity) and pauses or resumes the working-time budget. */
+  /**
+   * Restarts the silence budget (`requestMs`, upstream activity) and pauses the working-time budget
+   * (`totalMs`) while the call waits on the client or a provider, or resumes it.
+   */
   private armTimers(): void {
-    clearTimeout(this.idleTimer);
     if (this.outcome) return this.clearTimers();
     const now = Date.now();
     const waitingOnOthers = this.pending.size > 0 || (this.providerCalls?.size ?? 0) > 0;
     if (waitingOnOthers) {
       if (this.activeSince !== undefined) this.activeUsedMs += now - this.activeSince;
       this.activeSince = undefined;
-      clearTimeout(this.totalTimer);
-      this.totalTimer = undefined;
-      return;
+      return this.clearTimers();
     }
     if (this.activeSince === undefined) {
       this.activeSince = now;
-      const left = Math.max(0, this.init.cfg.timeouts.totalMs - this.activeUsedMs);
-      this.totalTimer = setTimeout(
-        () => this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${this.init.cfg.timeouts.totalMs} ms`)),
-        left,
-      );
+      this.totalAt = now + Math.max(0, this.init.cfg.timeouts.totalMs - this.activeUsedMs);
     }
-    const requestMs = this.init.cfg.timeouts.requestMs;
-    this.idleTimer = setTimeout(
-      () => this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`)),
-      requestMs,
-    );
+    this.idleAt = now + this.init.cfg.timeouts.requestMs;
+    const due = Math.min(this.idleAt, this.totalAt);
+    // A timer due no later checks the deadlines when it fires.
+    if (this.timer && this.timerAt <= due) return;
+    clearTimeout(this.timer);
+    this.setTimer(due, now);
+  }
+
+  private setTimer(due: number, now: number): void {
+    this.timerAt = due;
+    this.timer = setTimeout(() => this.onTimer(), due - now);
+  }
+
+  /** The timer fired: the call ran out of working time or was silent too long, or activity moved the deadline. */
+  private onTimer(): void {
+    this.timer = undefined;
+    const now = Date.now();
+    const { requestMs, totalMs } = this.init.cfg.timeouts;
+    if (now >= this.totalAt) return this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${totalMs} ms`));
+    if (now >= this.idleAt) return this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`));
+    this.setTimer(Math.min(this.idleAt, this.totalAt), now);
   }
 
   private clearTimers(): void {
-    clearTimeout(this.idleTimer);
-    clearTimeout(this.totalTimer);
-    this.idleTimer = this.totalTimer = undefined;
+    clearTimeout(this.timer);
+    this.timer = undefined;
   }
 
   private notify(): void {

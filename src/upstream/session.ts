@@ -337,6 +337,8 @@ interface PendingRequest {
   answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void;
   /** Fails the request: the connection closed before the response. */
   lost(): void;
+  /** Gives the request up: `notifications/cancelled` goes upstream with `reason`. */
+  cancel(reason: string): void;
 }
 
 /** What a session needs to connect. */
@@ -743,7 +745,8 @@ export class UpstreamSession {
         conn.transport.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } }).catch(() => {});
         reject(error);
       };
-      const onAbort = () => giveUp(String(outer!.reason), new UpstreamRequestLost('aborted', `${method} was cancelled: ${String(outer!.reason)}`));
+      const cancel = (reason: string) => giveUp(reason, new UpstreamRequestLost('aborted', `${method} was cancelled: ${reason}`));
+      const onAbort = () => cancel(String(outer!.reason));
       const entry: PendingRequest = {
         method,
         answer: (response) => {
@@ -758,6 +761,7 @@ export class UpstreamSession {
         lost: () => {
           if (settle()) reject(this.lostText(method));
         },
+        cancel,
       };
       conn.pending.set(id, entry);
       if (timeout < NO_TIMEOUT) timer = setTimeout(() => giveUp('Request timed out', new UpstreamRequestLost('timeout', `${method} got no answer within ${timeout} ms`)), timeout);
@@ -803,6 +807,17 @@ export class UpstreamSession {
       }
       await delay(task.pollInterval ?? DEFAULT_TASK_POLL_MS, undefined, { signal: options.signal });
     }
+  }
+
+  /**
+   * Gives up the request sent with `progressToken` ({@link request}, still unanswered):
+   * `notifications/cancelled` goes upstream with `reason`, and the request fails with
+   * UpstreamRequestLost `aborted`. Nothing happens when it was answered already.
+   */
+  cancel(progressToken: string, reason: string): void {
+    const conn = this.conn;
+    const id = conn.idOf.get(progressToken);
+    if (id !== undefined) conn.pending.get(Number(id))?.cancel(reason);
   }
 
   /** Initializes a new upstream session in place of `stale` (once, however many requests found it stale). */

@@ -350,6 +350,29 @@ describe('the upstream HTTP hop takes its limits from config', () => {
   });
 });
 
+describe('the two time budgets of a call', () => {
+  it('progress renews requestMs, and totalMs still ends a call that never stops sending it', async () => {
+    const log = new FixtureLog();
+    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), timeouts: { requestMs: 400, totalMs: 1200 } } } });
+    const url = gw.url('f');
+    expect((await rpc(url, 'tools/call', slow(10))).body.result.content[0].text).toBe('slept 10ms');
+    // Progress every 100 ms: a call three times longer than requestMs completes.
+    const renewed = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1000, steps: 10 } });
+    expect(renewed.body.result?.content?.[0]?.text ?? JSON.stringify(renewed.body)).toBe('slept 1000ms');
+    // Progress every 100 ms for 4 s: totalMs cuts it.
+    const started = Date.now();
+    const cut = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 4000, steps: 40 } });
+    const elapsed = Date.now() - started;
+    expect(cut.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'timeout' } });
+    expect(cut.body.error.message).toContain('totalMs=1200');
+    expect(elapsed).toBeGreaterThanOrEqual(1150);
+    expect(elapsed).toBeLessThan(3000);
+    // Without progress, requestMs cuts first.
+    const silent = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1000, steps: 1 } });
+    expect(silent.body.error.message).toContain('requestMs=400');
+  });
+});
+
 describe('capabilities fitted to the upstream revision', () => {
   const everything = { elicitation: { form: {}, url: {} }, sampling: { tools: {}, context: {} }, roots: {} };
 
