@@ -16,7 +16,7 @@ import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.
 import { RedisStore } from './store/redis.js';
 import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
 import { TaskQuota } from './tasks/quota.js';
-import type { ValidatedRequest } from './protocol/envelope.js';
+import { deepFreeze, type ValidatedRequest } from './protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
   TASK_METHODS,
@@ -142,6 +142,21 @@ export class Upstream {
   onSecretDeclined: () => void = () => {};
   /** How this upstream sends its batches of input requests, learned from its calls. */
   readonly batching: BatchLearning;
+  /** {@link mirrorCapabilities} of each parsed (shared, frozen) clientCapabilities object. */
+  private readonly mirroredOf = new WeakMap<ClientCapabilities, LegacyClientCapabilities>();
+
+  /**
+   * The `initialize` capabilities that mirror `caps` on this upstream ({@link mirrorCapabilities}),
+   * made once per capabilities object (the envelope check shares one per distinct JSON) and frozen.
+   */
+  mirrored(caps: ClientCapabilities): LegacyClientCapabilities {
+    let m = this.mirroredOf.get(caps);
+    if (!m) {
+      m = deepFreeze(mirrorCapabilities(caps, this.cfg));
+      this.mirroredOf.set(caps, m);
+    }
+    return m;
+  }
   /**
    * @param perPrincipalBound whether `maxSessionsPerPrincipal` applies (auth identifies callers).
    * @param stopping true once the gateway drains (see `SessionOptions.stopping`).
@@ -534,7 +549,7 @@ export class Gateway {
       up,
       this.tasks,
       filter,
-      { principal: ctx.principal, token: ctx.token, caps: mirrorCapabilities(req.clientCapabilities, up.cfg), declaresTasks: Gateway.declaresTasks(req) },
+      { principal: ctx.principal, token: ctx.token, caps: up.mirrored(req.clientCapabilities), declaresTasks: Gateway.declaresTasks(req) },
       this.log.child({ upstream: up.name }),
     );
   }
@@ -569,7 +584,7 @@ export class Gateway {
   }
 
   private async simple(up: Upstream, req: ValidatedRequest, ctx: LegacyContext): Promise<Record<string, unknown>> {
-    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
+    const caps = up.mirrored(req.clientCapabilities);
     const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
@@ -688,13 +703,18 @@ export class Gateway {
    *   left out of tools/list for its invalid annotations; -32020 (HTTP 400) for a missing, malformed
    *   or mismatched header; -32601 (HTTP 404) when the upstream offers no tools.
    */
-  private async checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): Promise<ToolHeaders> {
-    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    const tool = await up.tools.lookup(SessionPool.keyOf(ctx.principal, caps), name, () => this.listTools(up, ctx, caps));
-    if (!tool) throw unknownTool(name);
-    if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
-    checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
-    return tool;
+  private checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): ToolHeaders | Promise<ToolHeaders> {
+    const caps = up.mirrored(req.clientCapabilities);
+    const key = SessionPool.keyOf(ctx.principal, caps);
+    const check = (tool: ToolHeaders | undefined): ToolHeaders => {
+      if (!tool) throw unknownTool(name);
+      if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
+      checkParamHeaders(tool.params, args as Record<string, unknown> | undefined, req.paramHeaders);
+      return tool;
+    };
+    // Known (the usual case): checked at once, without a listing.
+    const cached = up.tools.cached(key, name);
+    return cached ? check(cached) : up.tools.lookup(key, name, () => this.listTools(up, ctx, caps)).then(check);
   }
 
   /**
@@ -717,7 +737,8 @@ export class Gateway {
     // Before the tool check: a call parked on another replica is forwarded there (HeldElsewhere),
     // which checks the tool and its headers; this replica lists no tools for it.
     const claims = requestState !== undefined ? await this.bridge.open(binding, requestState) : undefined;
-    const tool = method === 'tools/call' ? await this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
+    const checked = method === 'tools/call' ? this.checkToolHeaders(up, req, ctx, name, legacyParams.arguments) : undefined;
+    const tool = checked instanceof Promise ? await checked : checked;
     const window = up.cfg.input.batchWindowMs;
     const tasksDeclared = method === 'tools/call' && Gateway.declaresTasks(req);
     const toolTasks = method === 'tools/call' ? up.cfg.tasks.tools[name] : undefined;
@@ -747,17 +768,17 @@ export class Gateway {
     } else if (Gateway.replays(up, method, name, tool)) {
       replay = { entries: [], round: 0 };
     }
-    const caps = mirrorCapabilities(req.clientCapabilities, up.cfg);
-    let lease = await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx));
+    const caps = up.mirrored(req.clientCapabilities);
+    let lease = up.pool.tryAcquireCall(ctx.principal, caps, ctx.token) ?? (await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx)));
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
-    if (!lease.session.info.capabilities[needed]) {
+    if (!lease.session.serverCapabilities[needed]) {
       lease.release(true);
       throw methodNotFound(`Method not found: ${method} (upstream '${up.name}' does not offer ${needed})`);
     }
     let legacyTask: { ttlMs: number } | undefined;
     if (method === 'tools/call') {
-      const support = await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs);
+      const support = lease.session.knownTaskSupport() ?? (await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs));
       if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
     }
     if (legacyTask && lease.shared) {

@@ -251,13 +251,17 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
   return upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' failed: ${msg}`);
 }
 
+/** The empty input map every Exchange starts with (never written: the first input request gets a map of its own). */
+const NO_PENDING = new Map<string, PendingInput>();
+
 /** One legacy request in flight. */
 export class Exchange implements CallHandlers {
   readonly id = randomUUID();
   outcome: Outcome | undefined;
   /** Rounds of input_required answered so far (MRTR front end). */
   round = 0;
-  private readonly pending = new Map<string, PendingInput>();
+  /** Outstanding input requests by key ({@link NO_PENDING} until the first: most calls ask nothing). */
+  private pending: Map<string, PendingInput> = NO_PENDING;
   /** Keys given out so far (a parked call holds this Exchange for minutes: collections are made on first use). */
   private usedKeys: Set<string> | undefined;
   private seq = 0;
@@ -699,6 +703,7 @@ export class Exchange implements CallHandlers {
     // Concurrent with requests whose round already went out: the upstream sent one batch in pieces.
     if (this.batchClosed && this.pending.size > 0 && gapMs < this.init.cfg.input.batchWindowMs) learn(this.init.batching, 2 * gapMs + SPLIT_QUIET_MS, true);
     return new Promise((resolve, reject) => {
+      if (this.pending === NO_PENDING) this.pending = new Map();
       this.pending.set(key, { key, request, resolve, reject });
       spanEvent(this.trace, 'mcp.input.request', { [ATTR.MCP_METHOD_NAME]: request.method, [ATTR.MCP_INPUT_KEY]: key });
       this.lastInputAt = Date.now();

@@ -201,7 +201,8 @@ function paramHeadersOf(headers: HeaderSource): Record<string, string> {
  */
 const parsedCapabilities = new LRUCache<string, ClientCapabilities>({ max: 256 });
 
-function deepFreeze<T>(value: T): T {
+/** `value` frozen, with every object and array in it (for values that requests share). */
+export function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
     Object.freeze(value);
     for (const v of Object.values(value)) deepFreeze(v);

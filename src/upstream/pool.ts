@@ -149,6 +149,9 @@ export function backoffMs(failures: number): number {
   return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
 }
 
+/** The canonical JSON of frozen capability objects (the router shares one per client capabilities and upstream). */
+const capsJson = new WeakMap<LegacyClientCapabilities, string>();
+
 /** Pool of upstream sessions for one upstream. */
 export class SessionPool {
   private idle = new Map<string, IdleEntry[]>();
@@ -196,7 +199,12 @@ export class SessionPool {
 
   /** The pool key of a principal and its mirrored capabilities. */
   static keyOf(principal: string, caps: LegacyClientCapabilities, token?: string): string {
-    const base = `${principal}\u0000${canonicalJson(caps)}`;
+    let json = capsJson.get(caps);
+    if (json === undefined) {
+      json = canonicalJson(caps);
+      if (Object.isFrozen(caps)) capsJson.set(caps, json);
+    }
+    const base = `${principal}\u0000${json}`;
     return token ? `${base}\u0000${createHash('sha256').update(token).digest('base64url')}` : base;
   }
 
@@ -267,6 +275,23 @@ export class SessionPool {
     } finally {
       if (this.forming.get(key) === entry) this.forming.delete(key);
     }
+  }
+
+  /**
+   * A lease for one call when one is at hand, without waiting: a place on a shared session, or a
+   * warm idle session (made shared when the upstream allows it); undefined otherwise (then
+   * {@link acquireCall} waits for one).
+   */
+  tryAcquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string): SessionLease | undefined {
+    if (this.closedPool) return undefined;
+    const key = this.keyAndHeaders(principal, mirrored, token).key;
+    if (this.sharable) {
+      const place = this.sharedPlace(key);
+      if (place) return this.shareLease(place);
+      if (this.forming.has(key)) return undefined;
+    }
+    const warm = this.takeIdle(key);
+    return warm ? this.toShared(this.lease(warm)) : undefined;
   }
 
   /** Shared sessions being formed (their first call is acquiring one), by key, with the calls waiting to join. */

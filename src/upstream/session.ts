@@ -660,14 +660,28 @@ export class UpstreamSession {
 
   private toolTaskSupport: Promise<Map<string, string>> | undefined;
 
+  /** The capabilities the upstream declared in its `initialize` result. */
+  get serverCapabilities(): ServerCapabilities {
+    return this.conn.client.getServerCapabilities() ?? {};
+  }
+
+  /**
+   * 'forbidden' when the upstream does not support task-augmented tools/call (2025-11-25
+   * `capabilities.tasks.requests.tools.call`), so no tool of it runs as an upstream task; undefined
+   * when {@link taskSupportOf} must ask the upstream's tool list.
+   */
+  knownTaskSupport(): 'forbidden' | undefined {
+    const caps = this.serverCapabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } };
+    return caps.tasks?.requests?.tools?.call ? undefined : 'forbidden';
+  }
+
   /**
    * The 2025-11-25 `execution.taskSupport` the upstream declares for tool `name`
    * ('forbidden' when the upstream does not support task-augmented tools/call). Lists the tools
    * once per session.
    */
   async taskSupportOf(name: string, timeoutMs: number): Promise<'forbidden' | 'optional' | 'required'> {
-    const caps = this.info.capabilities as { tasks?: { requests?: { tools?: { call?: unknown } } } };
-    if (!caps.tasks?.requests?.tools?.call) return 'forbidden';
+    if (this.knownTaskSupport()) return 'forbidden';
     this.toolTaskSupport ??= (async () => {
       const map = new Map<string, string>();
       let cursor: string | undefined;

@@ -70,6 +70,11 @@ export class ToolCatalog {
     return (await this.load(key, list)).get(name);
   }
 
+  /** The annotations of tool `name` in view `key` when the cache has them (no listing), else undefined. */
+  cached(key: string, name: string): ToolHeaders | undefined {
+    return this.entries.get(key)?.get(name);
+  }
+
   /** The listing of view `key` from `list`, shared by concurrent callers, stored unless invalidated meanwhile. */
   private load(key: string, list: () => Promise<ListedTool[]>): Promise<ToolIndex> {
     let pending = this.loading.get(key);
