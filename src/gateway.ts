@@ -306,7 +306,7 @@ type LegacyContext = CallContext & { startMs?: number };
 
 /** The pool options of a request's session acquisition: its abort signal, timing and start budget. */
 function acquireOptions(ctx: LegacyContext): AcquireOptions {
-  return { signal: ctx.signal, timing: ctx.timing, startMs: ctx.startMs };
+  return { signal: ctx.connection.signal, timing: ctx.timing, startMs: ctx.startMs };
 }
 
 /**
@@ -496,7 +496,7 @@ export class Gateway {
     let probeMs = 0;
     if (!era) {
       const asked = performance.now();
-      era = await untilAborted(this.eraOf(up), ctx.signal, up.name);
+      era = await untilAborted(this.eraOf(up), ctx.connection.signal, up.name);
       // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
       probeMs = performance.now() - asked;
       if (ctx.timing) ctx.timing.upstreamMs += probeMs;
@@ -612,7 +612,7 @@ export class Gateway {
         result = (await within(trace, () =>
           lease.session.request({ method: req.method, params: trace ? { ...req.params, _meta: traceMeta({}) } : req.params }, LooseResult, {
             timeout: up.cfg.timeouts.requestMs,
-            signal: ctx.signal,
+            signal: ctx.connection.signal,
           }),
         )) as Record<string, unknown>;
         endSpan(trace, { result });
@@ -677,7 +677,7 @@ export class Gateway {
       do {
         const page = (await lease.session.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, LooseResult, {
           timeout: up.cfg.timeouts.requestMs,
-          signal: ctx.signal,
+          signal: ctx.connection.signal,
         })) as { tools?: ListedTool[]; nextCursor?: string };
         tools.push(...(Array.isArray(page.tools) ? page.tools : []));
         cursor = typeof page.nextCursor === 'string' && page.nextCursor ? page.nextCursor : undefined;

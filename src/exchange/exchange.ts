@@ -21,6 +21,7 @@ import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from './seal.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';
+import type { ClientConnection } from './connection.js';
 import { LooseResult, NO_TIMEOUT, type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../upstream/session.js';
 import { asRpcError, SamplingError } from '../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
@@ -476,12 +477,12 @@ export class Exchange implements CallHandlers {
    * upstream, {@link BatchLearning}) after its last message, or `batchWindowMs` passed since the
    * last request arrived (the cap for servers that send slowly). With `deadline` (epoch ms), it
    * returns 'deadline' once that time passes while the upstream is still working without asking
-   * for input. `signal` aborts the wait only ('aborted').
+   * for input. The client's `connection` closing ends the wait only ('aborted').
    */
-  async settle(batchWindowMs: number, signal?: AbortSignal, deadline?: number): Promise<'done' | 'input' | 'aborted' | 'deadline'> {
+  async settle(batchWindowMs: number, connection?: ClientConnection, deadline?: number): Promise<'done' | 'input' | 'aborted' | 'deadline'> {
     for (;;) {
       if (this.outcome) return 'done';
-      if (signal?.aborted) return 'aborted';
+      if (connection?.closed) return 'aborted';
       const now = Date.now();
       if (this.pending.size > 0) {
         if (this.lastInputAt + batchWindowMs - now <= 0 || (await this.upstreamQuiet())) {
@@ -492,9 +493,9 @@ export class Exchange implements CallHandlers {
         }
       } else if (deadline !== undefined) {
         if (now >= deadline) return 'deadline';
-        await this.changed(deadline - now, signal);
+        await this.changed(deadline - now, connection);
       } else {
-        await this.changed(undefined, signal);
+        await this.changed(undefined, connection);
       }
     }
   }
@@ -813,18 +814,20 @@ export class Exchange implements CallHandlers {
     for (const l of this.listeners ?? []) l();
   }
 
-  private changed(timeoutMs: number | undefined, signal?: AbortSignal): Promise<void> {
+  /** Resolves on the Exchange's next change, after `timeoutMs` (ms), or when `connection` closes. */
+  private changed(timeoutMs: number | undefined, connection?: ClientConnection): Promise<void> {
     return new Promise((resolve) => {
       let timer: NodeJS.Timeout | undefined;
+      let stopWatching: (() => void) | undefined;
       const done = () => {
         clearTimeout(timer);
-        signal?.removeEventListener('abort', done);
+        stopWatching?.();
         this.waiters?.delete(done);
         resolve();
       };
       (this.waiters ??= new Set()).add(done);
       if (timeoutMs !== undefined) timer = setTimeout(done, timeoutMs);
-      signal?.addEventListener('abort', done, { once: true });
+      stopWatching = connection?.onClose(done);
     });
   }
 }

@@ -11,6 +11,7 @@ import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { recordInputRound } from '../observability/tracing.js';
 import { HeldElsewhere, predatesLedger, type SpentStates } from '../store/shared.js';
+import type { ClientConnection } from './connection.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
@@ -18,8 +19,8 @@ import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type State
 /** Per-request context from the HTTP front door. */
 export interface CallContext {
   principal: string;
-  /** Aborts when the client goes away (closes the response). */
-  signal: AbortSignal;
+  /** The client's connection: it closes when the client goes away (closes the response). */
+  connection: ClientConnection;
   /** Receives upstream progress while this request is the one waiting. */
   onProgress?: (p: ProgressParams) => void;
   /** Receives the upstream's other notifications for this request (`notifications/message`). */
@@ -185,7 +186,7 @@ export class MrtrBridge {
     const waitStart = performance.now();
     this.driving.add(exchange);
     try {
-      state = await exchange.settle(batchWindowMs, ctx.signal, task ? Date.now() + task.afterMs : undefined);
+      state = await exchange.settle(batchWindowMs, ctx.connection, task ? Date.now() + task.afterMs : undefined);
     } finally {
       this.driving.delete(exchange);
       exchange.setProgressSink(undefined);

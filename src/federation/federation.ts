@@ -27,6 +27,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
+import { ClientConnection } from '../exchange/connection.js';
 import type { CallContext } from '../exchange/mrtr.js';
 import { INVALID_STATE } from '../exchange/seal.js';
 import { Gateway } from '../gateway.js';
@@ -367,7 +368,7 @@ export class Federation {
     let pending = this.refreshing.get(ctx.principal);
     if (!pending) {
       // Shared by concurrent requests of the principal: not cut short when one of their clients leaves.
-      const own: FederationContext = { principal: ctx.principal, token: ctx.token, signal: new AbortController().signal, timing: ctx.timing };
+      const own: FederationContext = { principal: ctx.principal, token: ctx.token, connection: new ClientConnection(), timing: ctx.timing };
       pending = this.gather('resources/list', this.members, async (m) => {
         let offered = false;
         let failure: unknown;
@@ -487,7 +488,7 @@ export class Federation {
     for (const flag of ['toolsListChanged', 'promptsListChanged', 'resourcesListChanged'] as const) {
       if (filter[flag]) for (const m of this.members) add(m, (f) => (f[flag] = true));
     }
-    const rctx: FederationContext = { principal: ctx.principal, token: ctx.token, signal: new AbortController().signal };
+    const rctx: FederationContext = { principal: ctx.principal, token: ctx.token, connection: new ClientConnection() };
     for (const uri of new Set(filter.resourceSubscriptions ?? [])) {
       const m = await this.resolveUri(uri, req, rctx).catch((e) => {
         if (e instanceof GatewayError) return undefined;

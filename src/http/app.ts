@@ -16,6 +16,7 @@ import { Gateway } from '../gateway.js';
 import { ErrorCode, GatewayError, methodNotFound, quoted, upstreamFailed } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
+import { ClientConnection } from '../exchange/connection.js';
 import type { ProgressParams } from '../exchange/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced } from '../observability/tracing.js';
@@ -611,18 +612,18 @@ async function handleMcp(
   const callName = (validated.params.name ?? validated.params.uri) as string | undefined;
 
   return new Promise<Response>((resolveResponse) => {
-    const abort = new AbortController();
+    const connection = new ClientConnection();
     // The client went away: the response closed before it was finished. The listener goes when the
     // call ends (the connection can outlive the request, with keep-alive).
-    const stopWatching = onClientGone(c, () => abort.abort());
+    const stopWatching = onClientGone(c, () => connection.close());
     let sse: SseStream | undefined;
     const stream = (message: unknown) => {
       if (!sse) {
         sse = sseStream();
-        sse.closed.catch(() => abort.abort());
+        sse.closed.catch(() => connection.close());
         resolveResponse(sse.response);
       }
-      sse.send(message).catch(() => abort.abort());
+      sse.send(message).catch(() => connection.close());
     };
     const onProgress = wantsSse ? (p: ProgressParams) => stream({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }) : undefined;
     const onNotification = wantsLogs
@@ -639,7 +640,7 @@ async function handleMcp(
     };
     // Settles with the answer, never rejects.
     const work: Promise<Answer> = within(rl.trace, () =>
-      target.handle(validated, { principal: caller.principal, token: caller.token, signal: abort.signal, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
+      target.handle(validated, { principal: caller.principal, token: caller.token, connection, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
     ).then(
       (result): Answer => {
         record(rl, validated.method, callName, { resultType: result.resultType as string });

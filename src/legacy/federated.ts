@@ -15,6 +15,7 @@ import { META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
 import type { Federation } from '../federation/federation.js';
+import { ClientConnection } from '../exchange/connection.js';
 
 let nextId = 1;
 
@@ -60,7 +61,7 @@ export class FederatedHop implements ModernUpstream {
       const result = await this.federation.handle(req, {
         principal: this.caller.principal,
         token: this.caller.token,
-        signal: opts.signal ?? new AbortController().signal,
+        connection: ClientConnection.following(opts.signal),
         onProgress: notify && token !== undefined ? (p) => notify({ method: 'notifications/progress', params: { ...p, progressToken: token } }) : undefined,
         onNotification: notify,
         paramHeaders: req.paramHeaders,

@@ -190,7 +190,7 @@ export class ModernPassThrough {
     const started = performance.now();
     try {
       return await up.modern!.request(req.method, { ...params, _meta: meta }, {
-        signal: ctx.signal,
+        signal: ctx.connection.signal,
         idleMs: up.cfg.timeouts.requestMs,
         headers: paramHeadersOnWire(ctx.paramHeaders),
         ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),

@@ -1,0 +1,51 @@
+/**
+ * The client's end of one request, as the layers below the front door see it: whether the client
+ * closed its connection (went away before the answer), and who to tell when it does.
+ *
+ * Every call has one, so it is kept light: listeners are plain functions, not an EventTarget, and
+ * the AbortSignal that some consumers need (an HTTP hop, a wait in the session pool) is made only
+ * when one asks for it.
+ */
+export class ClientConnection {
+  private listeners: Set<() => void> | undefined;
+  private controller: AbortController | undefined;
+  /** True once the client went away. */
+  closed = false;
+
+  /** A connection that closes when `signal` aborts (a caller that has an AbortSignal of its own), or never without one. */
+  static following(signal: AbortSignal | undefined): ClientConnection {
+    const c = new ClientConnection();
+    if (signal?.aborted) c.close();
+    else signal?.addEventListener('abort', () => c.close(), { once: true });
+    return c;
+  }
+
+  /** An AbortSignal that aborts when the client goes away (made on first use). */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.closed) this.controller.abort();
+    }
+    return this.controller.signal;
+  }
+
+  /**
+   * Calls `listener` once when the client goes away (never when it already has: check
+   * {@link closed} first).
+   * @returns the function that removes it.
+   */
+  onClose(listener: () => void): () => void {
+    (this.listeners ??= new Set()).add(listener);
+    return () => void this.listeners?.delete(listener);
+  }
+
+  /** The client went away: {@link closed} becomes true, the signal aborts, and each listener is called once. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.controller?.abort();
+    const listeners = this.listeners;
+    this.listeners = undefined;
+    for (const l of listeners ?? []) l();
+  }
+}
