@@ -310,17 +310,38 @@ interface ResponseHead {
 }
 
 /**
- * One HTTP exchange with the upstream (a POST, a GET stream or the DELETE), as an undici
- * `DispatchHandler`. {@link start} resolves with the answer's head; an SSE body then goes to the
- * transport's parser as it arrives, any other body is collected for {@link text}. Aborting it
- * (cancellation, close) ends the request or its stream at once.
+ * The values of `content-type` and `mcp-session-id` in undici's raw response headers (name and
+ * value Buffers in turn), without building an object of every header.
  */
-class HttpExchange implements Dispatcher.DispatchHandler {
+function headValues(raw: Buffer[]): { type: string; sessionId: string | undefined } {
+  let type = '';
+  let sessionId: string | undefined;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (name.length === 12 && name.toString('latin1').toLowerCase() === 'content-type') type = raw[i + 1]!.toString('latin1');
+    else if (name.length === 14 && name.toString('latin1').toLowerCase() === 'mcp-session-id') sessionId = raw[i + 1]!.toString('latin1');
+  }
+  return { type, sessionId };
+}
+
+/**
+ * One HTTP exchange with the upstream (a POST, a GET stream or the DELETE), as an undici dispatch
+ * handler. {@link start} resolves with the answer's head; an SSE body then goes to the transport's
+ * parser as it arrives, any other body is collected for {@link text}. Aborting it (cancellation,
+ * close) ends the request or its stream at once.
+ *
+ * It implements the handler methods undici's HTTP/1.1 client calls itself (`onConnect`,
+ * `onHeaders` with the raw header Buffers, `onData`, `onComplete`, `onError`; marked deprecated
+ * in undici 7's types in favour of `onRequestStart` …, which undici serves by wrapping the
+ * handler and turning every response's raw headers into an object): this is on the path of every
+ * upstream request, and the transport reads two headers.
+ */
+class HttpExchange {
   heard = false;
   answered = false;
   lastEventId: string | undefined;
   aborted = false;
-  private controller: Dispatcher.DispatchController | undefined;
+  private abortRequest: ((err?: Error) => void) | undefined;
   private headResolve!: (head: ResponseHead) => void;
   private headReject!: (err: Error) => void;
   private headDone = false;
@@ -348,7 +369,7 @@ class HttpExchange implements Dispatcher.DispatchHandler {
       this.headResolve = resolve;
       this.headReject = reject;
     });
-    dispatcher.dispatch({ origin, path, method, headers, body }, this);
+    dispatcher.dispatch({ origin, path, method, headers, body }, this as unknown as Dispatcher.DispatchHandler);
     return head;
   }
 
@@ -361,38 +382,39 @@ class HttpExchange implements Dispatcher.DispatchHandler {
   abort(): void {
     if (this.aborted) return;
     this.aborted = true;
-    this.controller?.abort(new Error('aborted'));
+    this.abortRequest?.(new Error('aborted'));
     this.end(new Error('aborted'));
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
-    if (this.aborted) controller.abort(new Error('aborted'));
+  onConnect(abort: (err?: Error) => void): void {
+    this.abortRequest = abort;
+    if (this.aborted) abort(new Error('aborted'));
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
-    const sid = headers['mcp-session-id'];
-    const type = String(headers['content-type'] ?? '');
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
+    const { type, sessionId } = headValues(rawHeaders);
     const sse = statusCode >= 200 && statusCode < 300 && statusCode !== 202 && type.includes('text/event-stream');
     if (sse) {
       this.sse = this.transport.sseParser(this);
       this.transport.streaming(this);
     } else this.chunks = [];
     this.headDone = true;
-    this.headResolve({ status: statusCode, sessionId: typeof sid === 'string' ? sid : undefined, sse, json: type.includes('application/json') });
+    this.headResolve({ status: statusCode, sessionId, sse, json: type.includes('application/json') });
+    return true;
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.aborted) return;
+  onData(chunk: Buffer): boolean {
+    if (this.aborted) return true;
     if (this.sse) this.sse.feed(chunk);
     else this.chunks!.push(chunk);
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.end(undefined);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
+  onError(err: Error): void {
     this.end(err);
   }
 
