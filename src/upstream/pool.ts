@@ -108,7 +108,8 @@ interface Waiter {
 
 interface IdleEntry {
   session: UpstreamSession;
-  timer: NodeJS.Timeout;
+  /** When it went idle (epoch ms): it closes `idleSessionMs` later unless taken before. */
+  since: number;
 }
 
 /** The principal part of a pool key. */
@@ -428,7 +429,7 @@ export class SessionPool {
    */
   async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
     const { key } = this.keyAndHeaders(principal, caps, token);
-    if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
+    if (this.count >= this.cfg.maxSessions && !this.idle.get(key)?.length) {
       for (const session of this.live) {
         if (session.key === key && !session.deadReason) return { session, release: () => {}, releaseWhen: () => {} };
       }
@@ -486,12 +487,11 @@ export class SessionPool {
     else this.perPrincipal.delete(p);
   }
 
+  /** The most recently idle live session of `key`, taken out of the idle list (an emptied list stays for the next session that goes idle; the sweep drops it). */
   private takeIdle(key: string): UpstreamSession | undefined {
     const list = this.idle.get(key);
     while (list && list.length) {
       const entry = list.pop()!;
-      clearTimeout(entry.timer);
-      if (!list.length) this.idle.delete(key);
       if (!entry.session.deadReason) return entry.session;
       this.slot(key, -1);
     }
@@ -503,8 +503,7 @@ export class SessionPool {
     const list = this.idle.get(session.key);
     const i = list?.findIndex((e) => e.session === session) ?? -1;
     if (!list || i < 0) return;
-    const [entry] = list.splice(i, 1);
-    clearTimeout(entry!.timer);
+    list.splice(i, 1);
     if (!list.length) this.idle.delete(session.key);
     this.slot(session.key, -1);
     this.wakeWaiter();
@@ -517,7 +516,6 @@ export class SessionPool {
       const entry = list.shift();
       if (!entry) continue;
       if (!list.length) this.idle.delete(key);
-      clearTimeout(entry.timer);
       this.slot(key, -1);
       void entry.session.close();
       return true;
@@ -614,24 +612,10 @@ export class SessionPool {
       const owner = principalOf(session.key);
       const helps = this.waiters.some((w) => !this.atPrincipalCap(w.key) || principalOf(w.key) === owner);
       if (!helps) {
-        const entry: IdleEntry = {
-          session,
-          timer: setTimeout(() => {
-            const list = this.idle.get(session.key);
-            if (!list) return;
-            const i = list.indexOf(entry);
-            if (i < 0) return;
-            list.splice(i, 1);
-            if (!list.length) this.idle.delete(session.key);
-            this.slot(session.key, -1);
-            this.log.info({ upstream: this.name, session: session.id }, 'idle upstream session closed');
-            void session.close();
-          }, this.cfg.idleSessionMs),
-        };
-        entry.timer.unref();
-        const list = this.idle.get(session.key) ?? [];
-        list.push(entry);
-        this.idle.set(session.key, list);
+        const list = this.idle.get(session.key);
+        if (list) list.push({ session, since: Date.now() });
+        else this.idle.set(session.key, [{ session, since: Date.now() }]);
+        this.sweepLater(this.cfg.idleSessionMs);
         return;
       }
     }
@@ -642,6 +626,37 @@ export class SessionPool {
     // A healthy session closed only because a cancelled call might still run on it is replaced
     // in the background, so the next call does not pay for a start (a whole process on stdio).
     if (healthy && !this.waiters.length) this.replenish(session);
+  }
+
+  /** The timer of {@link sweep}, while sessions are idle. */
+  private sweeper: NodeJS.Timeout | undefined;
+
+  /** Arms the idle sweep `ms` from now, unless it is armed already (one timer per pool, not one per idle session). */
+  private sweepLater(ms: number): void {
+    if (this.sweeper || this.closedPool) return;
+    this.sweeper = setTimeout(() => this.sweep(), ms);
+    this.sweeper.unref();
+  }
+
+  /** Closes the sessions idle for `idleSessionMs` or more, and arms the sweep for the next to come due. */
+  private sweep(): void {
+    this.sweeper = undefined;
+    const now = Date.now();
+    const idleMs = this.cfg.idleSessionMs;
+    let next = Infinity;
+    for (const [key, list] of [...this.idle]) {
+      // Also drops the lists takeIdle emptied.
+      const kept = list.filter((e) => {
+        if (now - e.since < idleMs) return (next = Math.min(next, e.since + idleMs)), true;
+        this.slot(key, -1);
+        this.log.info({ upstream: this.name, session: e.session.id }, 'idle upstream session closed');
+        void e.session.close();
+        return false;
+      });
+      if (kept.length) this.idle.set(key, kept);
+      else this.idle.delete(key);
+    }
+    if (next < Infinity) this.sweepLater(Math.max(1, next - now));
   }
 
   /** Opens a session like `old` (same key, capabilities and headers) and keeps it warm, if there is room. */
@@ -674,7 +689,9 @@ export class SessionPool {
       w.reject(shutdownFailure(this.name));
     }
     const all: Promise<void>[] = [];
-    for (const list of this.idle.values()) for (const e of list) (clearTimeout(e.timer), all.push(e.session.close()));
+    clearTimeout(this.sweeper);
+    this.sweeper = undefined;
+    for (const list of this.idle.values()) for (const e of list) all.push(e.session.close());
     this.idle.clear();
     for (const s of this.live) all.push(s.close());
     await Promise.all(all);

@@ -3,7 +3,7 @@
  * crashing stdio child, a lost Streamable HTTP upstream, per-hop protocol version headers.
  */
 import { afterAll, describe, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening } from '../helpers/processes.js';
 import { FIXTURE } from '../helpers/fixture.js';
@@ -30,6 +30,31 @@ describe('upstream sessions', () => {
     }
     expect(log.of('initialized')).toHaveLength(1);
     expect(new Set(log.events().map((e) => e.pid)).size).toBe(1);
+  });
+
+  it('closes a session idle for idleSessionMs; one used again before that stays open', async () => {
+    const log = new FixtureLog();
+    const mem = memoryLogger('info');
+    const g = await startGateway({ upstreams: { f: { ...fixtureStdio(log), idleSessionMs: 600 } } }, { log: mem.log });
+    gateways.push(g);
+    const gw = g;
+    const pool = gw.gateway.upstreams.get('f')!.pool;
+    expect((await rpc(gw.url('f'), 'tools/call', slow())).body.result.content[0].text).toBe('slept 10ms');
+    // Used again every 300 ms for 1.2 s: never idle for 600 ms, the same process throughout.
+    for (let i = 0; i < 4; i++) {
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await rpc(gw.url('f'), 'tools/call', slow())).body.result.content[0].text).toBe('slept 10ms');
+    }
+    expect(log.of('initialized')).toHaveLength(1);
+    expect(pool.stats()).toMatchObject({ total: 1, idle: 1 });
+    // Then left alone: closed about 600 ms later, and its process ends.
+    const idleSince = Date.now();
+    expect(await eventually(() => pool.stats().total === 0, 3000)).toBe(true);
+    expect(Date.now() - idleSince).toBeGreaterThanOrEqual(500);
+    expect(mem.lines().some((l) => l.msg === 'idle upstream session closed')).toBe(true);
+    // The next call opens a new one.
+    expect((await rpc(gw.url('f'), 'tools/call', slow())).body.result.content[0].text).toBe('slept 10ms');
+    expect(log.of('initialized')).toHaveLength(2);
   });
 
   it('mirrors the client capabilities into initialize, one session per capability set', async () => {
