@@ -15,7 +15,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, shutdownFailure, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
-import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, within, type Traced } from '../observability/tracing.js';
+import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../observability/tracing.js';
 import type { CallTally } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import { invalidResponse } from './responses.js';
@@ -320,7 +320,9 @@ export class Exchange implements CallHandlers {
   /** Starts the upstream request (its span a child of the active one). Call once. */
   start(): void {
     const { lease } = this.init;
-    this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
+    if (tracingActive()) {
+      this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
+    }
     lease.session.attach(this.id, this);
     this.attempt(1);
   }
