@@ -9,7 +9,7 @@
  * {@link Sampler} instead (src/sampling/). Front ends (MRTR, tasks) drive it
  * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
  */
-import { randomUUID } from 'node:crypto';
+import { uniqueId } from '../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, shutdownFailure, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
@@ -257,7 +257,7 @@ const NO_PENDING = new Map<string, PendingInput>();
 
 /** One legacy request in flight. */
 export class Exchange implements CallHandlers {
-  readonly id = randomUUID();
+  readonly id = uniqueId();
   outcome: Outcome | undefined;
   /** Rounds of input_required answered so far (MRTR front end). */
   round = 0;

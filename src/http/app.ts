@@ -23,7 +23,7 @@ import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced 
 import { AuthError, AuthUnavailable, Authenticator, principalHash, type Caller } from '../security/auth.js';
 import { corsMiddleware } from '../security/cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from '../security/frontdoor.js';
-import { randomUUID } from 'node:crypto';
+import { uniqueId } from '../observability/ids.js';
 import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js';
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
@@ -253,7 +253,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   const frontDoor: MiddlewareHandler<{ Variables: RequestVars; Bindings: HttpBindings }> = async (c, next) => {
     const given = headerOf(c, 'x-request-id');
-    const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : randomUUID();
+    const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : uniqueId();
     // During the drain only what may resume work held here goes on (the router decides from the body).
     if (draining && !(c.req.method === 'POST' && DRAIN_METHODS.has(headerOf(c, 'mcp-method') ?? ''))) return refuseDraining(requestId);
     const refused = guard.check(headerOf(c, 'host'), headerOf(c, 'origin'));
@@ -359,7 +359,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     if (!secretMatches(cfg.replicas.secret, c.req.header(SECRET_HEADER)) || principal === undefined) return c.notFound();
     const auth = c.req.header('authorization');
     const token = auth && /^Bearer /i.test(auth) ? auth.replace(/^Bearer\s+/i, '') : undefined;
-    const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : randomUUID();
+    const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : uniqueId();
     return handleMcp(
       c,
       gateway,
