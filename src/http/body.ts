@@ -45,9 +45,12 @@ export function readBody(c: Context, maxBytes: number): BodyRead | Promise<BodyR
       (e) => ({ broken: e as Error }),
     );
   }
-  // Called while Node's parser is still at the headers (the front door did not wait for anything),
-  // the body is read as it arrives.
-  return arrived(incoming, maxBytes) ?? readEvents(incoming, maxBytes);
+  const now = arrived(incoming, maxBytes);
+  if (now) return now;
+  // Called while Node's parser is still at the headers (the front door did not wait for anything):
+  // a body that came in the same packets is parsed before the event loop's next phase, and read
+  // then without events; a body still on its way is read as it arrives.
+  return new Promise((resolve) => setImmediate(() => resolve(arrived(incoming, maxBytes) ?? readEvents(incoming, maxBytes))));
 }
 
 /**
