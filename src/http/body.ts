@@ -21,7 +21,8 @@ export type BodyRead = { text: string } | { tooLarge: true } | { broken: Error }
 function decoded(bytes: Buffer | Uint8Array): BodyRead {
   if (!isUtf8(bytes)) return { notUtf8: true };
   const bom = bytes.byteLength >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
-  return { text: Buffer.from(bytes.buffer, bytes.byteOffset + bom, bytes.byteLength - bom).toString('utf8') };
+  const buffer = Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return { text: buffer.toString('utf8', bom) };
 }
 
 /**

@@ -11,11 +11,11 @@ function incomingOf(c: Context): IncomingMessage | undefined {
   return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
 }
 
-/** The value of request header `name` (any case), or undefined when absent. */
-export function headerOf(c: Context, name: string): string | undefined {
+/** The value of request header `name` (given in lower case), or undefined when absent. */
+export function headerOf(c: Context, name: Lowercase<string>): string | undefined {
   const incoming = incomingOf(c);
   if (!incoming) return c.req.header(name);
-  const v = incoming.headers[name.toLowerCase()];
+  const v = incoming.headers[name];
   return v === undefined ? undefined : Array.isArray(v) ? v.join(', ') : v;
 }
 

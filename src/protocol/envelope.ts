@@ -188,8 +188,8 @@ function checkParamTypes(method: string, params: Record<string, unknown>): void 
 function paramHeadersOf(headers: HeaderSource): Record<string, string> {
   const out: Record<string, string> = {};
   headers.forEach((value, name) => {
-    const n = name.toLowerCase();
-    if (n.startsWith(PARAM_HEADER_PREFIX) && n.length > PARAM_HEADER_PREFIX.length) out[n.slice(PARAM_HEADER_PREFIX.length)] = value;
+    // Both sources name headers in lower case (Node's IncomingMessage.headers, the Fetch Headers).
+    if (name.startsWith(PARAM_HEADER_PREFIX) && name.length > PARAM_HEADER_PREFIX.length) out[name.slice(PARAM_HEADER_PREFIX.length)] = value;
   });
   return out;
 }

@@ -319,10 +319,20 @@ function headValues(raw: Buffer[]): { type: string; sessionId: string | undefine
   let sessionId: string | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
-    if (name.length === 12 && name.toString('latin1').toLowerCase() === 'content-type') type = raw[i + 1]!.toString('latin1');
-    else if (name.length === 14 && name.toString('latin1').toLowerCase() === 'mcp-session-id') sessionId = raw[i + 1]!.toString('latin1');
+    if (named(name, CONTENT_TYPE)) type = raw[i + 1]!.toString('latin1');
+    else if (named(name, MCP_SESSION_ID)) sessionId = raw[i + 1]!.toString('latin1');
   }
   return { type, sessionId };
+}
+
+const CONTENT_TYPE = Buffer.from('content-type');
+const MCP_SESSION_ID = Buffer.from('mcp-session-id');
+
+/** True when the header name `raw` is `lower` in any case (`lower`: letters, digits and `-`). */
+function named(raw: Buffer, lower: Buffer): boolean {
+  if (raw.length !== lower.length) return false;
+  for (let i = 0; i < raw.length; i++) if ((raw[i]! | 0x20) !== lower[i]) return false;
+  return true;
 }
 
 /**
