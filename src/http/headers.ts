@@ -49,15 +49,20 @@ const APPLIED = 'mrtr.responseHeadersApplied';
  * afterwards.
  */
 export function addResponseHeaders(c: Context, headers: Record<string, string>): void {
+  // The request's own object, added to in place (`headers` may be shared).
   const pending = c.get(PENDING as never) as Record<string, string> | undefined;
-  c.set(PENDING as never, (pending ? { ...pending, ...headers } : headers) as never);
+  if (pending) Object.assign(pending, headers);
+  else c.set(PENDING as never, Object.assign({}, headers) as never);
 }
 
-/** `base` with the headers added for `c`'s response; marks them as applied. */
+/** `base` with the headers added for `c`'s response (they win over `base`'s); marks them as applied. */
 export function responseHeadersFor(c: Context, base: Record<string, string>): Record<string, string> {
   const pending = c.get(PENDING as never) as Record<string, string> | undefined;
   c.set(APPLIED as never, true as never);
-  return pending ? { ...base, ...pending } : base;
+  if (!pending) return base;
+  // The request's own object takes what it lacks of `base`.
+  for (const name in base) if (!(name in pending)) pending[name] = base[name]!;
+  return pending;
 }
 
 /**
