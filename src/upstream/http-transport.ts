@@ -23,7 +23,7 @@
  * the span active when it is sent (`traceparent`, `tracestate`; see src/observability/tracing.ts).
  */
 import { StringDecoder } from 'node:string_decoder';
-import { createParser } from 'eventsource-parser';
+import { createParser, type EventSourceParser } from 'eventsource-parser';
 import type { Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
@@ -204,35 +204,43 @@ export class HttpClientTransport implements Transport {
     this.onmessage?.(message, extra as MessageExtraInfo | undefined);
   }
 
+  /** SSE readers of streams that ended, kept for the next (a reader is made once, not per response). */
+  private readonly spareReaders: SseReader[] = [];
+
   /**
-   * Dispatches the `message` events of an SSE body (`ex` is the exchange reading it) as they
+   * A reader for the SSE body `ex` is reading: it dispatches the body's `message` events as they
    * arrive. A POST stream that ends before its request's answer, after an event id, is resumed with
    * a GET carrying `Last-Event-ID`; the GET stream is reopened when it drops.
    */
-  sseParser(ex: HttpExchange): { feed(chunk: Buffer): void; done(failure: Error | undefined): void } {
+  sseParser(ex: HttpExchange): SseReader {
+    const reader = this.spareReaders.pop() ?? new SseReader(this);
+    reader.ex = ex;
+    return reader;
+  }
+
+  /** The `message` event `data` of the SSE body `ex` read. */
+  sseMessage(ex: HttpExchange, data: string): void {
     const { owner } = ex;
-    const decoder = new StringDecoder('utf8');
-    const parser = createParser({
-      onEvent: (ev) => {
-        ex.heard = true;
-        if (ev.id) ex.lastEventId = ev.id;
-        if (!ev.data || (ev.event && ev.event !== 'message')) return;
-        let msg: Msg;
-        try {
-          msg = JSON.parse(ev.data) as Msg;
-        } catch (e) {
-          this.onerror?.(e as Error);
-          return;
-        }
-        if (owner.id !== undefined && msg.method === undefined && msg.id === owner.id) ex.answered = true;
-        this.deliver(msg as JSONRPCMessage, owner);
-      },
-      onRetry: (ms) => (this.retryMs = ms),
-    });
-    return {
-      feed: (chunk) => parser.feed(decoder.write(chunk)),
-      done: (failure) => void this.streamEnded(ex, failure),
-    };
+    let msg: Msg;
+    try {
+      msg = JSON.parse(data) as Msg;
+    } catch (e) {
+      this.onerror?.(e as Error);
+      return;
+    }
+    if (owner.id !== undefined && msg.method === undefined && msg.id === owner.id) ex.answered = true;
+    this.deliver(msg as JSONRPCMessage, owner);
+  }
+
+  /** The SSE body `ex` read ended (`failure`: how it broke); its reader is free again. */
+  sseEnded(reader: SseReader, ex: HttpExchange, failure: Error | undefined): void {
+    if (this.spareReaders.length < MAX_SPARE_READERS) this.spareReaders.push(reader);
+    void this.streamEnded(ex, failure);
+  }
+
+  /** The `retry` an SSE stream gave, in ms: the delay before its resumption. */
+  set retryDelay(ms: number) {
+    this.retryMs = ms;
   }
 
   /** After an SSE body ended (`failure`: how it broke): resumes it when it can be, else reports a broken one. */
@@ -301,6 +309,47 @@ export class HttpClientTransport implements Transport {
   }
 }
 
+/** Most SSE readers a transport keeps for reuse (one per stream open at once is what it needs). */
+const MAX_SPARE_READERS = 4;
+
+/**
+ * The SSE parser (eventsource-parser, with a UTF-8 decoder in front) of one response body at a
+ * time: the transport hands it to each SSE response it reads and takes it back when that ends.
+ */
+class SseReader {
+  /** The exchange whose body this reader is reading now. */
+  ex: HttpExchange | undefined;
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly parser: EventSourceParser;
+
+  constructor(private readonly transport: HttpClientTransport) {
+    this.parser = createParser({
+      onEvent: (ev) => {
+        const ex = this.ex!;
+        ex.heard = true;
+        if (ev.id) ex.lastEventId = ev.id;
+        if (!ev.data || (ev.event && ev.event !== 'message')) return;
+        this.transport.sseMessage(ex, ev.data);
+      },
+      onRetry: (ms) => (this.transport.retryDelay = ms),
+    });
+  }
+
+  /** Parses the next chunk of the body. */
+  feed(chunk: Buffer): void {
+    this.parser.feed(this.decoder.write(chunk));
+  }
+
+  /** The body ended (`failure`: how it broke): the reader is reset and given back to the transport. */
+  done(failure: Error | undefined): void {
+    const ex = this.ex!;
+    this.ex = undefined;
+    this.parser.reset();
+    this.decoder.end();
+    this.transport.sseEnded(this, ex, failure);
+  }
+}
+
 /** Status and headers of an HTTP answer, as the transport needs them. */
 interface ResponseHead {
   status: number;
@@ -356,7 +405,7 @@ class HttpExchange {
   private headResolve!: (head: ResponseHead) => void;
   private headReject!: (err: Error) => void;
   private headDone = false;
-  private sse: ReturnType<HttpClientTransport['sseParser']> | undefined;
+  private sse: SseReader | undefined;
   private chunks: Buffer[] | undefined;
   private bodyDone: Promise<string> | undefined;
   private bodyResolve: ((text: string) => void) | undefined;
@@ -415,7 +464,7 @@ class HttpExchange {
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.aborted) return true;
+    if (this.aborted || this.finished) return true;
     if (this.sse) this.sse.feed(chunk);
     else this.chunks!.push(chunk);
     return true;
@@ -441,7 +490,12 @@ class HttpExchange {
       }
       return;
     }
-    if (this.sse) return this.sse.done(this.aborted ? undefined : (failure ?? undefined));
+    const sse = this.sse;
+    if (sse) {
+      // The reader goes back to the transport for the next stream.
+      this.sse = undefined;
+      return sse.done(this.aborted ? undefined : (failure ?? undefined));
+    }
     this.bodyResolve?.(failure ? '' : Buffer.concat(this.chunks ?? []).toString('utf8'));
   }
 }

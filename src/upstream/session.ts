@@ -742,53 +742,15 @@ export class UpstreamSession {
     const outer = options?.signal;
     if (outer?.aborted) return Promise.reject(new UpstreamRequestLost('aborted', `${method} was cancelled: ${String(outer.reason)}`));
     if (conn.closed) return Promise.reject(this.lostText(method));
-    const timeout = options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC;
-    const id = nextRequestId(conn.client);
     const params = options?.task ? { ...request.params, task: options.task } : request.params;
     return new Promise<z.infer<S>>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      const settle = (): boolean => {
-        if (conn.pending.get(id) !== entry) return false;
-        conn.pending.delete(id);
-        clearTimeout(timer);
-        outer?.removeEventListener('abort', onAbort);
-        return true;
-      };
-      const giveUp = (reason: string, error: Error) => {
-        if (!settle()) return;
-        conn.transport.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason } }).catch(() => {});
-        reject(error);
-      };
-      const cancel = (reason: string) => giveUp(reason, new UpstreamRequestLost('aborted', `${method} was cancelled: ${reason}`));
-      const onAbort = () => cancel(String(outer!.reason));
-      const entry: PendingRequest = {
-        method,
-        answer: (response) => {
-          if (!settle()) return;
-          if (response.error) return reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
-          const result = response.result;
-          if (schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return resolve(result as z.infer<S>);
-          const parsed = schema.safeParse(result);
-          if (parsed.success) resolve(parsed.data);
-          else reject(parsed.error);
-        },
-        lost: () => {
-          if (settle()) reject(this.lostText(method));
-        },
-        cancel,
-      };
-      conn.pending.set(id, entry);
-      if (timeout < NO_TIMEOUT) timer = setTimeout(() => giveUp('Request timed out', new UpstreamRequestLost('timeout', `${method} got no answer within ${timeout} ms`)), timeout);
-      outer?.addEventListener('abort', onAbort, { once: true });
-      conn.transport.send({ jsonrpc: '2.0', id, method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage).catch((e: unknown) => {
-        if (!settle()) return;
-        reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.lostText(method) : e);
-      });
+      const sent = new SentRequest(this, conn, nextRequestId(conn.client), method, schema, resolve, reject);
+      sent.start(params, options?.timeout ?? DEFAULT_REQUEST_TIMEOUT_MSEC, outer);
     });
   }
 
   /** The error of a request whose connection closed before the upstream answered it. */
-  private lostText(method: string): UpstreamRequestLost {
+  lostText(method: string): UpstreamRequestLost {
     return new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${method} (${this.deadReason ?? 'connection closed'})`);
   }
 
@@ -995,5 +957,76 @@ export class UpstreamSession {
       /* already closed */
     }
     this.markDead('closed by the gateway');
+  }
+}
+
+/**
+ * A request {@link UpstreamSession.request} sent on a connection, until it settles: answered,
+ * given up (its timer, its signal, {@link UpstreamSession.cancel}), or lost with its connection.
+ * One object per request rather than a closure per outcome: every call upstream makes one.
+ */
+class SentRequest<S extends z.ZodType> implements PendingRequest {
+  private timer: NodeJS.Timeout | undefined;
+  private signal: AbortSignal | undefined;
+  private onAbort: (() => void) | undefined;
+
+  constructor(
+    private readonly session: UpstreamSession,
+    private readonly conn: Connection,
+    private readonly id: number,
+    readonly method: string,
+    private readonly schema: S,
+    private readonly resolve: (value: z.infer<S>) => void,
+    private readonly reject: (error: unknown) => void,
+  ) {}
+
+  /** Registers the request on its connection, arms its timer (`timeoutMs`) and `signal`, and sends it. */
+  start(params: Record<string, unknown> | undefined, timeoutMs: number, signal: AbortSignal | undefined): void {
+    const { conn, id } = this;
+    conn.pending.set(id, this);
+    if (timeoutMs < NO_TIMEOUT) this.timer = setTimeout(() => this.giveUp('Request timed out', new UpstreamRequestLost('timeout', `${this.method} got no answer within ${timeoutMs} ms`)), timeoutMs);
+    if (signal) {
+      this.signal = signal;
+      this.onAbort = () => this.cancel(String(signal.reason));
+      signal.addEventListener('abort', this.onAbort, { once: true });
+    }
+    conn.transport.send({ jsonrpc: '2.0', id, method: this.method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage).catch((e: unknown) => {
+      if (!this.settle()) return;
+      this.reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.session.lostText(this.method) : e);
+    });
+  }
+
+  /** Takes the request off its connection; false when it had settled already. */
+  private settle(): boolean {
+    if (this.conn.pending.get(this.id) !== this) return false;
+    this.conn.pending.delete(this.id);
+    clearTimeout(this.timer);
+    if (this.onAbort) this.signal!.removeEventListener('abort', this.onAbort);
+    return true;
+  }
+
+  answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void {
+    if (!this.settle()) return;
+    if (response.error) return this.reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
+    const result = response.result;
+    if (this.schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return this.resolve(result as z.infer<S>);
+    const parsed = this.schema.safeParse(result);
+    if (parsed.success) this.resolve(parsed.data);
+    else this.reject(parsed.error);
+  }
+
+  lost(): void {
+    if (this.settle()) this.reject(this.session.lostText(this.method));
+  }
+
+  cancel(reason: string): void {
+    this.giveUp(reason, new UpstreamRequestLost('aborted', `${this.method} was cancelled: ${reason}`));
+  }
+
+  /** Settles the request with `error` and tells the upstream (`notifications/cancelled` with `reason`). */
+  private giveUp(reason: string, error: Error): void {
+    if (!this.settle()) return;
+    this.conn.transport.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: this.id, reason } }).catch(() => {});
+    this.reject(error);
   }
 }
