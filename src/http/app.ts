@@ -689,9 +689,9 @@ interface Answer {
 type WorkTracker = (work: Promise<unknown>) => (streamed: boolean) => void;
 
 /**
- * Calls `gone` when the client closes the connection before its response is finished; returns the
- * function that stops watching. On @hono/node-server it watches the Node response (cheap); else the
- * request's abort signal.
+ * Calls `gone` when the client closes the connection before its response is finished (at once when it
+ * has already); returns the function that stops watching. On @hono/node-server it watches the Node
+ * response (cheap); else the request's abort signal.
  */
 function onClientGone(c: Context, gone: () => void): () => void {
   const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
@@ -699,10 +699,19 @@ function onClientGone(c: Context, gone: () => void): () => void {
     const closed = () => {
       if (!outgoing.writableFinished) gone();
     };
+    // Closed already (while the token was checked or the body read): 'close' will not come again.
+    if (outgoing.destroyed) {
+      closed();
+      return () => {};
+    }
     outgoing.once('close', closed);
     return () => void outgoing.off('close', closed);
   }
   const signal = c.req.raw.signal;
+  if (signal.aborted) {
+    gone();
+    return () => {};
+  }
   signal.addEventListener('abort', gone, { once: true });
   return () => signal.removeEventListener('abort', gone);
 }

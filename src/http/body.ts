@@ -56,10 +56,13 @@ export function readBody(c: Context, maxBytes: number): BodyRead | Promise<BodyR
 
 /**
  * The read of a body that needs no waiting: ended (read by someone else already: nothing is left),
- * or arrived whole and not read from; else undefined.
+ * cut off by the client closing the connection, or arrived whole and not read from; else undefined.
  */
 function arrived(incoming: IncomingMessage, maxBytes: number): BodyRead | undefined {
   if (incoming.readableEnded) return incoming.complete ? { text: '' } : { broken: new Error('the request body ended early') };
+  // The client closed the connection before the body was read (while its token was checked, say):
+  // no event is left to wait for, and no one is left to answer.
+  if (incoming.destroyed) return { broken: incoming.errored ?? new Error('the client closed the connection before its request body was read') };
   if (!incoming.complete || incoming.readableFlowing || incoming.readableLength > maxBytes) return undefined;
   const all = incoming.read() as Buffer | null;
   return decoded(all ?? Buffer.alloc(0));

@@ -4,11 +4,11 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, memoryLogger, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { fixtureStdio } from '../helpers/fixture.js';
+import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 
 const ISSUER = 'https://issuer.test';
 const AUDIENCE = 'mrtr-gateway';
@@ -166,6 +166,64 @@ describe('JWT auth', () => {
       flaky.closeAllConnections();
       await new Promise((r) => flaky.close(r));
     }
+  });
+});
+
+describe('JWT auth: a client that goes away while its token is checked', () => {
+  let jwks: Server;
+  let gw: TestGateway;
+  let key: CryptoKey;
+  const log = new FixtureLog();
+
+  const token = () => new SignJWT({ scope: 'mcp' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(ISSUER).setAudience(AUDIENCE).setSubject('carol').setIssuedAt().setExpirationTime('5m').sign(key);
+
+  /** Sends `head` and `body` on a new connection and closes it at once, without waiting for an answer; resolves when the connection is closed. */
+  const sendAndLeave = (head: string, body: string) =>
+    new Promise<void>((resolve) => {
+      const socket = connect(Number(new URL(gw.base).port), '127.0.0.1', () => socket.end(head + body));
+      socket.on('error', () => {});
+      socket.on('close', () => resolve());
+      socket.resume();
+    });
+  const headOf = async (length: number) =>
+    `POST /mcp/f HTTP/1.1\r\nHost: ${new URL(gw.base).host}\r\nAuthorization: Bearer ${await token()}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: slow\r\nContent-Length: ${length}\r\n\r\n`;
+
+  beforeAll(async () => {
+    const pair = await generateKeyPair('RS256', { extractable: true });
+    key = pair.privateKey;
+    const body = JSON.stringify({ keys: [{ ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] });
+    jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(body));
+    await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
+    gw = await startGateway({
+      auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`, requiredScopes: ['mcp'] },
+      limits: { maxConcurrentPerPrincipal: 2 },
+      upstreams: { f: fixtureStdio(log) },
+    });
+    // The keys are fetched and the upstream started before the connections below.
+    expect((await post(gw.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token()}` })).status).toBe(200);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await new Promise((r) => jwks?.close(r));
+  });
+
+  it('closing before the body arrived gives the concurrency slot back: after 5 such requests (limit 2) the principal is still served', async () => {
+    for (let i = 0; i < 5; i++) await sendAndLeave(await headOf(120), '{"jsonrpc":');
+    const r = await post(gw.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token()}` });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+  });
+
+  it('closing right after a whole tools/call: the call does not run to its end upstream (never sent, or cancelled)', async () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow', arguments: { ms: 1500, steps: 3 }, _meta: envelope() } });
+    const before = log.of('call', 'slow').length;
+    for (let i = 0; i < 3; i++) await sendAndLeave(await headOf(Buffer.byteLength(body)), body);
+    // Long enough for a call that was sent to have run to its end.
+    await new Promise((r) => setTimeout(r, 2500));
+    const started = log.of('call', 'slow').slice(before).map((e) => e.requestId);
+    const cancelled = new Set(log.of('cancelled', 'slow').map((e) => e.requestId));
+    expect(started.filter((id) => !cancelled.has(id))).toEqual([]);
+    const r = await post(gw.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token()}` });
+    expect(r.status).toBe(200);
   });
 });
 
