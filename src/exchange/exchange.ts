@@ -216,7 +216,7 @@ function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamRequestLost) {
     if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
-    const reason = session?.deadReason ?? 'connection closed';
+    const reason = err.reason ?? session?.deadReason ?? 'connection closed';
     if (session?.deadKind === 'protocol') return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
     if (session?.deadKind === 'stopping') return shutdownFailure(upstream);
     return session?.transportKind === 'stdio'

@@ -196,11 +196,6 @@ export const upstreamProtocolFault = (upstream: string, what: string, problem: s
   upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' returned an invalid ${what}: ${problem}`);
 
 /**
- * The upstream sent a message that breaks its protocol (a body that is not JSON-RPC, say);
- * `problem` is the first problem found, on one line. The router answers it as -32603
- * `data.reason: "protocol"`.
- */
-/**
  * A request to a legacy upstream that ended without the upstream's answer, as the gateway saw it
  * end: `closed` when the session's connection closed (the stdio child exited, the HTTP session was
  * lost, or the gateway closed it), `timeout` when the request's own timer (`timeoutMs`, ms) fired,
@@ -212,14 +207,24 @@ export const upstreamProtocolFault = (upstream: string, what: string, problem: s
  */
 export class UpstreamRequestLost extends Error {
   override name = 'UpstreamRequestLost';
+  /**
+   * @param reason for `closed`: what ended this request alone while its session went on (the SSE
+   *   stream of its POST broke, say), named in the answer in place of the session's own reason.
+   */
   constructor(
     readonly kind: 'closed' | 'timeout' | 'aborted',
     message: string,
+    readonly reason?: string,
   ) {
     super(message);
   }
 }
 
+/**
+ * The upstream sent a message that breaks its protocol (a body that is not JSON-RPC, say);
+ * `problem` is the first problem found, on one line. The router answers it as -32603
+ * `data.reason: "protocol"`.
+ */
 export class UpstreamProtocolError extends Error {
   override name = 'UpstreamProtocolError';
   constructor(

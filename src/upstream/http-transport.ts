@@ -17,7 +17,10 @@
  * opened (405: the server has none); a stream that ends before the answer of its request, after an
  * event id, is resumed with `Last-Event-ID` (SEP-1699 polling), as is a GET stream that drops, a few
  * times. Errors use the SDK's `StreamableHTTPError` with the HTTP status (404: the session is
- * unknown upstream).
+ * unknown upstream). What ends one request's answer but not the session (its POST stream broke or
+ * ended unanswered and cannot be resumed, or carried a message that is not JSON-RPC) goes to
+ * `onrequesterror` for that request alone; a 2xx answer to a request that is neither SSE nor a
+ * JSON body holding its response fails `send` with an `UpstreamProtocolError`.
  *
  * With tracing on, each POST (and the resumption of its stream) carries the W3C trace context of
  * the span active when it is sent (`traceparent`, `tracestate`; see src/observability/tracing.ts).
@@ -28,7 +31,7 @@ import type { Dispatcher } from 'undici';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
-import { UpstreamProtocolError, firstIssue } from '../protocol/errors.js';
+import { UpstreamProtocolError, UpstreamRequestLost, firstIssue } from '../protocol/errors.js';
 import { addTraceHeaders, tracingActive } from '../observability/tracing.js';
 
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
@@ -40,9 +43,10 @@ const RETRY_DELAY_MS = 100;
 
 type Msg = { id?: string | number; method?: string; params?: { _meta?: { progressToken?: string | number } }; result?: unknown; error?: unknown };
 
-/** What a stream is for: the request (id, progress token) of a POST, or nothing (the GET stream). */
+/** What a stream is for: the request (id, method, progress token) of a POST, or nothing (the GET stream). */
 interface StreamOwner {
   id?: string | number;
+  method?: string;
   token?: string | number;
 }
 
@@ -56,13 +60,25 @@ export interface HttpClientTransportOptions {
   headers: Record<string, string>;
 }
 
-/** True when `m` has the shape of a JSON-RPC 2.0 request, notification or response. */
+/**
+ * True when `m` has the shape of a JSON-RPC 2.0 request, notification or response (an error
+ * response's `error` with an integer `code` and a string `message`).
+ */
 function isJsonRpc(m: unknown): m is JSONRPCMessage {
   if (!m || typeof m !== 'object' || Array.isArray(m)) return false;
   const r = m as Record<string, unknown>;
   if (r.jsonrpc !== '2.0') return false;
   if (typeof r.method === 'string') return true;
-  return (typeof r.id === 'string' || typeof r.id === 'number') && ('result' in r || 'error' in r);
+  if (typeof r.id !== 'string' && typeof r.id !== 'number') return false;
+  if ('result' in r) return true;
+  const e = r.error as { code?: unknown; message?: unknown } | null | undefined;
+  return typeof e === 'object' && e !== null && Number.isInteger(e.code) && typeof e.message === 'string';
+}
+
+/** The first problem of `m` as a JSON-RPC message, as the SDK's message schema sees it. */
+function jsonRpcProblem(m: unknown): string {
+  const parsed = JSONRPCMessageSchema.safeParse(m);
+  return parsed.success ? 'not a JSON-RPC 2.0 message' : firstIssue(parsed.error.issues);
 }
 
 /**
@@ -78,11 +94,7 @@ export function jsonRpcMessages(text: string): JSONRPCMessage[] {
     throw new UpstreamProtocolError('JSON-RPC message', `not JSON (${(e as Error).message})`);
   }
   const messages = Array.isArray(data) ? data : [data];
-  for (const m of messages) {
-    if (isJsonRpc(m)) continue;
-    const parsed = JSONRPCMessageSchema.safeParse(m);
-    throw new UpstreamProtocolError('JSON-RPC message', parsed.success ? 'not a JSON-RPC 2.0 message' : firstIssue(parsed.error.issues));
-  }
+  for (const m of messages) if (!isJsonRpc(m)) throw new UpstreamProtocolError('JSON-RPC message', jsonRpcProblem(m));
   return messages as JSONRPCMessage[];
 }
 
@@ -91,6 +103,14 @@ export class HttpClientTransport implements Transport {
   onmessage?: (message: JSONRPCMessage, extra?: MessageExtraInfo) => void;
   onerror?: (error: Error) => void;
   onclose?: () => void;
+  /**
+   * Called when the request `id` sent on this transport can get no answer while the session goes
+   * on: the SSE stream of its POST broke or ended without the answer (and cannot be resumed), or
+   * carried something that is not JSON-RPC. `error` is an `UpstreamRequestLost` (`closed`, with the
+   * stream's failure as its `reason`) or an `UpstreamProtocolError`. Returns true when the request
+   * was failed with it; false (or no handler) reports `error` on {@link onerror} instead.
+   */
+  onrequesterror?: (id: string | number, error: Error) => boolean;
   sessionId?: string;
   private protocolVersion: string | undefined;
   private closed = false;
@@ -141,7 +161,7 @@ export class HttpClientTransport implements Transport {
       const id = (m.params as { requestId?: string | number } | undefined)?.requestId;
       if (id !== undefined) queueMicrotask(() => this.streams.get(id)?.abort());
     }
-    const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, token: m.params?._meta?.progressToken } : {};
+    const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, method: m.method, token: m.params?._meta?.progressToken } : {};
     const ex = new HttpExchange(this, owner, false, 0);
     this.inflight.add(ex);
     if (this.postHeadersFor !== this.sessionId) this.postHeaders = undefined;
@@ -164,6 +184,10 @@ export class HttpClientTransport implements Transport {
       try {
         const text = await ex.text();
         if (head.json && text) messages = jsonRpcMessages(text);
+        // The answer to a request is its response, in a JSON body or on an SSE stream: nothing else will come.
+        if (owner.id !== undefined && !messages.some((msg) => (msg as Msg).method === undefined && (msg as Msg).id === owner.id)) {
+          throw new UpstreamProtocolError(`answer to ${owner.method}`, nonAnswer(head, text, messages.length));
+        }
       } catch (e) {
         // The answer to a request breaks the protocol: the request fails with it (no answer will come).
         if (e instanceof UpstreamProtocolError && owner.id !== undefined) throw e;
@@ -171,6 +195,18 @@ export class HttpClientTransport implements Transport {
       }
       for (const msg of messages) this.deliver(msg, owner);
     }
+  }
+
+  /**
+   * The request `owner` sent can get no answer (see {@link onrequesterror}); its stream, if still
+   * open, is dropped.
+   */
+  private requestFailed(ex: HttpExchange, error: Error): void {
+    // Possibly inside the reading of its body: the rest of the chunk is skipped, and the stream ends after it.
+    ex.abortLater();
+    const { id } = ex.owner;
+    if (id !== undefined && this.onrequesterror?.(id, error)) return;
+    this.onerror?.(error);
   }
 
   /** An exchange's answer is an SSE stream: a cancellation of its request drops it. */
@@ -218,18 +254,29 @@ export class HttpClientTransport implements Transport {
     return reader;
   }
 
-  /** The `message` event `data` of the SSE body `ex` read. */
+  /**
+   * The `message` event `data` of the SSE body `ex` read. One that is not a JSON-RPC message fails
+   * the request of a POST stream (its answer cannot be told from it), and is reported and dropped on
+   * the GET stream.
+   */
   sseMessage(ex: HttpExchange, data: string): void {
     const { owner } = ex;
     let msg: Msg;
+    let problem: string | undefined;
     try {
       msg = JSON.parse(data) as Msg;
+      if (!isJsonRpc(msg)) problem = jsonRpcProblem(msg);
     } catch (e) {
-      this.onerror?.(e as Error);
+      problem = `not JSON (${(e as Error).message})`;
+    }
+    if (problem !== undefined) {
+      const error = new UpstreamProtocolError(owner.method ? `message on the SSE stream of ${owner.method}` : 'message on the SSE stream', problem);
+      if (owner.id !== undefined) this.requestFailed(ex, error);
+      else this.onerror?.(error);
       return;
     }
-    if (owner.id !== undefined && msg.method === undefined && msg.id === owner.id) ex.answered = true;
-    this.deliver(msg as JSONRPCMessage, owner);
+    if (owner.id !== undefined && msg!.method === undefined && msg!.id === owner.id) ex.answered = true;
+    this.deliver(msg! as JSONRPCMessage, owner);
   }
 
   /** The SSE body `ex` read ended (`failure`: how it broke); its reader is free again. */
@@ -247,15 +294,18 @@ export class HttpClientTransport implements Transport {
   private async streamEnded(ex: HttpExchange, failure: Error | undefined): Promise<void> {
     if (this.closed || ex.aborted || ex.answered) return;
     const resumable = ex.standalone || ex.lastEventId !== undefined;
-    if (failure !== undefined && !resumable) {
-      this.onerror?.(new Error(`SSE stream disconnected: ${failure.message}`));
+    if (!resumable) {
+      // A POST stream without an event id: its request's answer can no longer come.
+      if (failure !== undefined) this.requestFailed(ex, lostStream(ex.owner, `SSE stream disconnected: ${failure.message}`));
+      else this.requestFailed(ex, new UpstreamProtocolError(`SSE stream of ${ex.owner.method}`, 'it ended without the answer, and without an event id to resume it from'));
       return;
     }
-    if (!resumable) return;
     // A stream that carried something counts as a success: the next drop starts counting afresh.
     const attempt = ex.heard ? 0 : ex.attempt;
     if (attempt >= MAX_RETRIES) {
-      this.onerror?.(new Error(`Maximum reconnection attempts (${MAX_RETRIES}) exceeded.`));
+      const message = `Maximum reconnection attempts (${MAX_RETRIES}) exceeded.`;
+      if (ex.standalone) this.onerror?.(new Error(message));
+      else this.requestFailed(ex, lostStream(ex.owner, message));
       return;
     }
     await new Promise((r) => setTimeout(r, this.retryMs * 2 ** attempt));
@@ -279,13 +329,18 @@ export class HttpClientTransport implements Transport {
     try {
       head = await ex.start('GET', headers);
     } catch (e) {
-      if (!this.closed && !ex.aborted) this.onerror?.(new Error(`Failed to reconnect SSE stream: ${(e as Error).message}`));
+      if (this.closed || ex.aborted) return;
+      const message = `Failed to reconnect SSE stream: ${(e as Error).message}`;
+      if (standalone) this.onerror?.(new Error(message));
+      else this.requestFailed(ex, lostStream(owner, message));
       return;
     }
     if (head.status === 405 && standalone && attempt === 0) return;
     if (head.status === 200 && !head.sse) ex.abort();
     if ((head.status !== 200 || !head.sse) && !this.closed) {
-      this.onerror?.(new StreamableHTTPError(head.status, `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`));
+      const message = `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`;
+      if (standalone) this.onerror?.(new StreamableHTTPError(head.status, message));
+      else this.requestFailed(ex, lostStream(owner, message));
     }
   }
 
@@ -309,6 +364,21 @@ export class HttpClientTransport implements Transport {
   }
 }
 
+/** The failure of the request `owner` whose POST stream broke (`message`) while its session goes on. */
+function lostStream(owner: StreamOwner, message: string): UpstreamRequestLost {
+  return new UpstreamRequestLost('closed', `${message} (the SSE stream of ${owner.method})`, `the SSE stream of ${owner.method} broke before its answer: ${message}`);
+}
+
+/**
+ * What is wrong with a 2xx answer to a request that was neither an SSE stream nor a JSON body
+ * holding its response (`head`, its `text`, and `count` JSON-RPC messages found in it).
+ */
+function nonAnswer(head: ResponseHead, text: string, count: number): string {
+  if (!head.json) return `HTTP ${head.status} with Content-Type '${head.type || '(none)'}', neither application/json nor text/event-stream`;
+  if (!text) return `HTTP ${head.status} with an empty application/json body`;
+  return `the JSON body holds ${count} JSON-RPC message${count === 1 ? '' : 's'}, none the response to the request`;
+}
+
 /** Most SSE readers a transport keeps for reuse (one per stream open at once is what it needs). */
 const MAX_SPARE_READERS = 4;
 
@@ -326,6 +396,7 @@ class SseReader {
     this.parser = createParser({
       onEvent: (ev) => {
         const ex = this.ex!;
+        if (ex.aborted) return;
         ex.heard = true;
         if (ev.id) ex.lastEventId = ev.id;
         if (!ev.data || (ev.event && ev.event !== 'message')) return;
@@ -357,10 +428,13 @@ interface ResponseHead {
   /** `text/event-stream`: the body is read as SSE, in the background. */
   sse: boolean;
   json: boolean;
+  /** The `Content-Type` value, lower-cased. */
+  type: string;
 }
 
 /**
- * The values of `content-type` and `mcp-session-id` in undici's raw response headers (name and
+ * The values of `content-type` (lower-cased: media types are case-insensitive, RFC 9110 §8.3.1) and
+ * `mcp-session-id` in undici's raw response headers (name and
  * value Buffers in turn), without building an object of every header.
  */
 function headValues(raw: Buffer[]): { type: string; sessionId: string | undefined } {
@@ -368,7 +442,7 @@ function headValues(raw: Buffer[]): { type: string; sessionId: string | undefine
   let sessionId: string | undefined;
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = raw[i]!;
-    if (named(name, CONTENT_TYPE)) type = raw[i + 1]!.toString('latin1');
+    if (named(name, CONTENT_TYPE)) type = raw[i + 1]!.toString('latin1').toLowerCase();
     else if (named(name, MCP_SESSION_ID)) sessionId = raw[i + 1]!.toString('latin1');
   }
   return { type, sessionId };
@@ -442,6 +516,21 @@ class HttpExchange {
   abort(): void {
     if (this.aborted) return;
     this.aborted = true;
+    this.stop();
+  }
+
+  /**
+   * Like {@link abort}, for a caller that may be inside this exchange's `onData` (reading its SSE
+   * body): nothing more of it reaches the transport from now on, and the request ends after the
+   * current callback.
+   */
+  abortLater(): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    queueMicrotask(() => this.stop());
+  }
+
+  private stop(): void {
     this.abortRequest?.(new Error('aborted'));
     this.end(new Error('aborted'));
   }
@@ -459,7 +548,7 @@ class HttpExchange {
       this.transport.streaming(this);
     } else this.chunks = [];
     this.headDone = true;
-    this.headResolve({ status: statusCode, sessionId, sse, json: type.includes('application/json') });
+    this.headResolve({ status: statusCode, sessionId, sse, json: type.includes('application/json'), type });
     return true;
   }
 

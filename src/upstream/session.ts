@@ -337,6 +337,8 @@ interface PendingRequest {
   answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void;
   /** Fails the request: the connection closed before the response. */
   lost(): void;
+  /** Fails the request with `error` while the connection goes on (its answer cannot arrive); `notifications/cancelled` goes upstream. */
+  fail(error: Error): void;
   /** Gives the request up: `notifications/cancelled` goes upstream with `reason`. */
   cancel(reason: string): void;
 }
@@ -542,6 +544,16 @@ export class UpstreamSession {
       if (this.conn === conn) this.markDead(this.closing ? 'closed by the gateway' : 'connection closed');
       for (const p of [...conn.pending.values()]) p.lost();
     };
+    // A request whose own SSE stream broke fails alone; the session goes on with its other calls.
+    if (transport instanceof HttpClientTransport) {
+      transport.onrequesterror = (id, error) => {
+        const pending = conn.pending.get(Number(id));
+        if (!pending) return false;
+        this.log.debug({ err: error.message, session: this.id, method: pending.method }, 'upstream request failed on its own stream');
+        pending.fail(error);
+        return true;
+      };
+    }
     client.onerror = (err) => {
       if (this.conn !== conn && conn.ready) return;
       this.log.debug({ err: err.message, session: this.id }, 'upstream transport error');
@@ -1007,7 +1019,14 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
 
   answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void {
     if (!this.settle()) return;
-    if (response.error) return this.reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
+    const error = response.error as { code?: unknown; message?: unknown; data?: unknown } | null | undefined;
+    if (error !== undefined) {
+      // Relayed as the upstream's own error only when it is one (JSON-RPC 2.0 §5.1).
+      if (typeof error !== 'object' || error === null || !Number.isInteger(error.code) || typeof error.message !== 'string') {
+        return this.reject(new UpstreamProtocolError(`answer to ${this.method}`, 'error: expected an object with an integer code and a string message'));
+      }
+      return this.reject(McpError.fromError(error.code as number, error.message, error.data));
+    }
     const result = response.result;
     if (this.schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return this.resolve(result as z.infer<S>);
     const parsed = this.schema.safeParse(result);
@@ -1021,6 +1040,10 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
 
   cancel(reason: string): void {
     this.giveUp(reason, new UpstreamRequestLost('aborted', `${this.method} was cancelled: ${reason}`));
+  }
+
+  fail(error: Error): void {
+    this.giveUp(`the gateway cannot receive the answer: ${error.message}`, error);
   }
 
   /** Settles the request with `error` and tells the upstream (`notifications/cancelled` with `reason`). */

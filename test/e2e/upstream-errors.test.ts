@@ -3,7 +3,8 @@
  * protocol is the upstream's -32603 `protocol` fault on one line, a tool the upstream does not list
  * is -32602 "Unknown tool" (after one fresh listing), and relayed upstream errors lose the SDK's
  * `MCP error <code>: ` prefixes and keep their code, -32000 and -32001 included, on a session that
- * stays in use.
+ * stays in use; a Streamable HTTP answer that breaks the transport fails its own call at once, and
+ * only that call.
  */
 import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -142,5 +143,136 @@ describe("an upstream's own -32000 or -32001 error", () => {
     expect(r.status).toBe(200);
     expect(r.body.error).toEqual({ code, message });
     expect(await pid()).toBe(before);
+  });
+});
+
+/**
+ * A legacy (2025-06-18) Streamable HTTP server on 127.0.0.1 written against the wire, whose tools
+ * answer `tools/call` in ways that break the transport; `sessionOf` records the `Mcp-Session-Id`
+ * each call came with. `ask` sends an `elicitation/create` on its call's POST stream and answers
+ * once the client's response arrives.
+ */
+async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, string> }> {
+  const sessionOf = new Map<string, string>();
+  const waiting = new Map<string, (answer: unknown) => void>();
+  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type'];
+  let sessions = 0;
+  const srv = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const m = JSON.parse(body) as { id?: string | number; method?: string; params?: any };
+      const sid = String(req.headers['mcp-session-id']);
+      if (m.method === undefined) {
+        waiting.get(`${sid}/${m.id}`)?.(m);
+        return void res.writeHead(202).end();
+      }
+      if (m.id === undefined) return void res.writeHead(202).end();
+      const json = (obj: unknown, headers: Record<string, string> = {}) => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(obj));
+      const ok = (result: unknown) => ({ jsonrpc: '2.0', id: m.id, result });
+      const text = (t: string) => ok({ content: [{ type: 'text', text: t }] });
+      const event = (obj: unknown) => `event: message\ndata: ${JSON.stringify(obj)}\n\n`;
+      const sse = (type = 'text/event-stream') => res.writeHead(200, { 'content-type': type });
+      if (m.method === 'initialize') return json(ok({ protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'misbehaving', version: '1' } }), { 'mcp-session-id': `s${++sessions}` });
+      if (m.method === 'ping') return json(ok({}));
+      if (m.method === 'tools/list') return json(ok({ tools: tools.map((name) => ({ name, inputSchema: { type: 'object' } })) }));
+      const name = m.params.name as string;
+      sessionOf.set(name, sid);
+      switch (name) {
+        case 'ask': {
+          sse();
+          const id = `q-${m.id}`;
+          waiting.set(`${sid}/${id}`, (answer) => res.end(event(text(`got ${JSON.stringify((answer as any).result?.content)}`))));
+          return void res.write(event({ jsonrpc: '2.0', id, method: 'elicitation/create', params: { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } } }));
+        }
+        case 'html':
+          return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>oops</html>');
+        case 'json_empty':
+          return void res.writeHead(200, { 'content-type': 'application/json' }).end();
+        case 'json_notification':
+          return json({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: 'x' } });
+        case 'json_bad_error':
+          return json({ jsonrpc: '2.0', id: m.id, error: { code: 1.5, message: 42 } });
+        case 'sse_bad_error':
+          sse();
+          return void res.end(event({ jsonrpc: '2.0', id: m.id, error: 'boom' }));
+        case 'sse_string_code':
+          sse();
+          return void res.end(event({ jsonrpc: '2.0', id: m.id, error: { code: 'E_BAD', message: { nested: true } } }));
+        case 'sse_garbage':
+          sse();
+          return void res.end('event: message\ndata: not json\n\n');
+        case 'sse_end':
+          sse();
+          return void res.end(': nothing to say\n\n');
+        case 'sse_reset':
+          sse();
+          res.write('event: message\ndata: {"jsonrpc":"2.0",');
+          return void setTimeout(() => res.socket?.destroy(), 50);
+        case 'slow':
+          sse();
+          res.write(': started\n\n');
+          return void setTimeout(() => res.end(event(text('slow done'))), m.params.arguments?.ms ?? 500);
+        case 'upper_case_type':
+          sse('Text/Event-Stream; Charset=UTF-8');
+          return void res.end(event(text('read as SSE')));
+      }
+      json({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `Unknown tool: ${name}` } });
+    });
+  });
+  servers.push(srv);
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`, sessionOf };
+}
+
+describe('a Streamable HTTP upstream whose answer to one call breaks the transport', () => {
+  let gw: TestGateway;
+  let upstream: { url: string; sessionOf: Map<string, string> };
+  beforeAll(async () => {
+    upstream = await misbehaving();
+    // requestMs far above the bounds below: an answer waited for until the timeout would fail the tests.
+    gw = await gateway({ h: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', maxCallsPerSession: 8, timeouts: { requestMs: 30_000 } } });
+  });
+  const call = (name: string, args: Record<string, unknown> = {}, more: Record<string, unknown> = {}) => rpc(gw.url('h'), 'tools/call', { name, arguments: args, ...more }, { caps: { elicitation: {} } });
+
+  it.each([
+    ['html', "answer to tools/call: HTTP 200 with Content-Type 'text/html', neither application/json nor text/event-stream"],
+    ['json_empty', 'answer to tools/call: HTTP 200 with an empty application/json body'],
+    ['json_notification', 'answer to tools/call: the JSON body holds 1 JSON-RPC message, none the response to the request'],
+    ['json_bad_error', 'JSON-RPC message: '],
+    ['sse_bad_error', 'message on the SSE stream of tools/call: '],
+    ['sse_string_code', 'message on the SSE stream of tools/call: '],
+    ['sse_garbage', 'message on the SSE stream of tools/call: not JSON'],
+    ['sse_end', 'SSE stream of tools/call: it ended without the answer, and without an event id to resume it from'],
+  ])('%s: -32603 protocol at once, one line naming what was invalid', async (name, what) => {
+    const started = Date.now();
+    const r = await call(name);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
+    expect(r.body.error.message).toContain(`Upstream 'h' returned an invalid ${what}`);
+    expect(r.body.error.message).not.toMatch(/MCP error|\n/);
+  });
+
+  it('a Content-Type in other capitals (Text/Event-Stream) is read as SSE', async () => {
+    const r = await call('upper_case_type');
+    expect(r.body.result.content[0].text).toBe('read as SSE');
+  });
+
+  it('a POST stream that breaks fails its own call only (session-lost); another call on the same upstream session completes', async () => {
+    // The upstream asks on the call's own stream: from then on calls share sessions.
+    const first = await call('ask');
+    expect(first.body.result.resultType).toBe('input_required');
+    const [key] = Object.keys(first.body.result.inputRequests);
+    const done = await call('ask', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } });
+    expect(done.body.result.content[0].text).toContain('Ada');
+    const slow = call('slow', { ms: 800 });
+    await new Promise((r) => setTimeout(r, 100));
+    const broken = await call('sse_reset');
+    expect(broken.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'session-lost' } });
+    expect(broken.body.error.message).toContain('the SSE stream of tools/call broke before its answer');
+    expect((await slow).body.result.content[0].text).toBe('slow done');
+    expect(upstream.sessionOf.get('sse_reset')).toBe(upstream.sessionOf.get('slow'));
   });
 });
