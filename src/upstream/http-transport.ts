@@ -37,6 +37,14 @@ import { addTraceHeaders, tracingActive } from '../observability/tracing.js';
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
 export const RELATED_TOKEN_HEADER = 'x-mrtr-related-progress-token';
 
+/**
+ * Most bytes of one message read from the upstream (10 MiB, 10,485,760 bytes: the bound of the SDK's
+ * stdio transport, so a message too large for one transport is too large for all): a JSON body, or
+ * the bytes of an SSE stream since its last event.
+ */
+export const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+const TOO_LARGE = `over ${MAX_MESSAGE_BYTES} bytes (10 MiB), the most the gateway reads of one message`;
+
 /** Most resumptions of one stream, and the delay before the first, in ms (the server's `retry` wins). */
 const MAX_RETRIES = 2;
 const RETRY_DELAY_MS = 100;
@@ -183,6 +191,7 @@ export class HttpClientTransport implements Transport {
       let messages: JSONRPCMessage[] = [];
       try {
         const text = await ex.text();
+        if (ex.tooLarge) throw new UpstreamProtocolError(owner.method ? `answer to ${owner.method}` : 'JSON-RPC message', `the body is ${TOO_LARGE}`);
         if (head.json && text) messages = jsonRpcMessages(text);
         // The answer to a request is its response, in a JSON body or on an SSE stream: nothing else will come.
         if (owner.id !== undefined && !messages.some((msg) => (msg as Msg).method === undefined && (msg as Msg).id === owner.id)) {
@@ -277,6 +286,15 @@ export class HttpClientTransport implements Transport {
     }
     if (owner.id !== undefined && msg!.method === undefined && msg!.id === owner.id) ex.answered = true;
     this.deliver(msg! as JSONRPCMessage, owner);
+  }
+
+  /** The SSE body `ex` is reading grew past {@link MAX_MESSAGE_BYTES} without an event: it is dropped. */
+  sseTooLarge(ex: HttpExchange): void {
+    const { owner } = ex;
+    if (owner.id !== undefined) return this.requestFailed(ex, new UpstreamProtocolError(`message on the SSE stream of ${owner.method}`, TOO_LARGE));
+    ex.abortLater();
+    // The GET stream: the session cannot go on without what it carries.
+    this.onerror?.(new Error(`SSE error: a message on the GET stream is ${TOO_LARGE}`));
   }
 
   /** The SSE body `ex` read ended (`failure`: how it broke); its reader is free again. */
@@ -391,12 +409,15 @@ class SseReader {
   ex: HttpExchange | undefined;
   private readonly decoder = new StringDecoder('utf8');
   private readonly parser: EventSourceParser;
+  /** Bytes fed since the last event (about what the parser holds: the rest of a chunk after an event is not counted). */
+  private unread = 0;
 
   constructor(private readonly transport: HttpClientTransport) {
     this.parser = createParser({
       onEvent: (ev) => {
         const ex = this.ex!;
         if (ex.aborted) return;
+        this.unread = 0;
         ex.heard = true;
         if (ev.id) ex.lastEventId = ev.id;
         if (!ev.data || (ev.event && ev.event !== 'message')) return;
@@ -408,13 +429,16 @@ class SseReader {
 
   /** Parses the next chunk of the body. */
   feed(chunk: Buffer): void {
+    this.unread += chunk.length;
     this.parser.feed(this.decoder.write(chunk));
+    if (this.unread > MAX_MESSAGE_BYTES && !this.ex!.aborted) this.transport.sseTooLarge(this.ex!);
   }
 
   /** The body ended (`failure`: how it broke): the reader is reset and given back to the transport. */
   done(failure: Error | undefined): void {
     const ex = this.ex!;
     this.ex = undefined;
+    this.unread = 0;
     this.parser.reset();
     this.decoder.end();
     this.transport.sseEnded(this, ex, failure);
@@ -473,6 +497,9 @@ function named(raw: Buffer, lower: Buffer): boolean {
 class HttpExchange {
   heard = false;
   answered = false;
+  /** The body (not SSE) grew past {@link MAX_MESSAGE_BYTES}: it was dropped unread. */
+  tooLarge = false;
+  private size = 0;
   lastEventId: string | undefined;
   aborted = false;
   private abortRequest: ((err?: Error) => void) | undefined;
@@ -555,7 +582,11 @@ class HttpExchange {
   onData(chunk: Buffer): boolean {
     if (this.aborted || this.finished) return true;
     if (this.sse) this.sse.feed(chunk);
-    else this.chunks!.push(chunk);
+    else if ((this.size += chunk.length) > MAX_MESSAGE_BYTES) {
+      this.tooLarge = true;
+      this.chunks = [];
+      this.abortLater();
+    } else this.chunks!.push(chunk);
     return true;
   }
 

@@ -155,7 +155,7 @@ describe("an upstream's own -32000 or -32001 error", () => {
 async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, string> }> {
   const sessionOf = new Map<string, string>();
   const waiting = new Map<string, (answer: unknown) => void>();
-  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type'];
+  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many'];
   let sessions = 0;
   const srv = createServer((req, res) => {
     let body = '';
@@ -215,6 +215,21 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
           sse();
           res.write(': started\n\n');
           return void setTimeout(() => res.end(event(text('slow done'))), m.params.arguments?.ms ?? 500);
+        case 'json_huge':
+          // A body of 10 MiB and one byte in all (exactly 10 MiB with `fit`): 72 bytes of JSON-RPC around the text and the id.
+          return json(text('x'.repeat(10 * 1024 * 1024 - (m.params.arguments?.fit ? 72 : 71) - String(m.id).length)));
+        case 'sse_huge': {
+          sse();
+          const half = 'x'.repeat(6 * 1024 * 1024);
+          res.write(`event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`);
+          return void setTimeout(() => res.end(`${half}"}]}}\n\n`), 20);
+        }
+        case 'sse_many': {
+          // 12 MiB in all, in events of 1 MiB: each is a message of its own.
+          sse();
+          for (let i = 0; i < 11; i++) res.write(event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }));
+          return void res.end(event(text('many done')));
+        }
         case 'upper_case_type':
           sse('Text/Event-Stream; Charset=UTF-8');
           return void res.end(event(text('read as SSE')));
@@ -246,6 +261,8 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     ['sse_string_code', 'message on the SSE stream of tools/call: '],
     ['sse_garbage', 'message on the SSE stream of tools/call: not JSON'],
     ['sse_end', 'SSE stream of tools/call: it ended without the answer, and without an event id to resume it from'],
+    ['json_huge', 'answer to tools/call: the body is over 10485760 bytes (10 MiB), the most the gateway reads of one message'],
+    ['sse_huge', 'message on the SSE stream of tools/call: over 10485760 bytes (10 MiB), the most the gateway reads of one message'],
   ])('%s: -32603 protocol at once, one line naming what was invalid', async (name, what) => {
     const started = Date.now();
     const r = await call(name);
@@ -253,6 +270,16 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
     expect(r.body.error.message).toContain(`Upstream 'h' returned an invalid ${what}`);
     expect(r.body.error.message).not.toMatch(/MCP error|\n/);
+  });
+
+  it('an SSE stream of 12 MiB in messages of 1 MiB each is read whole (the 10 MiB bound is per message)', async () => {
+    const r = await call('sse_many');
+    expect(r.body.result.content[0].text).toBe('many done');
+  });
+
+  it('a JSON answer of exactly 10 MiB is read', async () => {
+    const r = await call('json_huge', { fit: true });
+    expect(r.body.result.content[0].text.length).toBeGreaterThan(10 * 1024 * 1024 - 100);
   });
 
   it('a Content-Type in other capitals (Text/Event-Stream) is read as SSE', async () => {
