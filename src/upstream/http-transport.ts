@@ -51,11 +51,23 @@ const RETRY_DELAY_MS = 100;
 
 type Msg = { id?: string | number; method?: string; params?: { _meta?: { progressToken?: string | number } }; result?: unknown; error?: unknown };
 
-/** What a stream is for: the request (id, method, progress token) of a POST, or nothing (the GET stream). */
+/**
+ * What a stream is for: the request (id, method, progress token) of a POST, or nothing (the GET
+ * stream). A request's stream and its resumptions share one owner.
+ */
 interface StreamOwner {
   id?: string | number;
   method?: string;
   token?: string | number;
+  /** The exchange reading (or about to read) the request's stream now. */
+  current?: HttpExchange;
+  /** The request was cancelled: its stream is dropped and not resumed. */
+  givenUp?: boolean;
+}
+
+/** True when the response id `id` answers the request id `of` (a server may send a number back as a string). */
+function sameId(id: unknown, of: string | number): boolean {
+  return id === of || (id !== undefined && id !== null && String(id) === String(of));
 }
 
 /** The options of {@link HttpClientTransport}. */
@@ -123,8 +135,8 @@ export class HttpClientTransport implements Transport {
   private protocolVersion: string | undefined;
   private closed = false;
   private readonly inflight = new Set<HttpExchange>();
-  /** POST streams by the id of their request, so a cancelled request's stream can be dropped. */
-  private readonly streams = new Map<string | number, HttpExchange>();
+  /** The requests whose POST stream is open or being resumed, by id, so a cancelled one's can be dropped. */
+  private readonly streams = new Map<string | number, StreamOwner>();
   private readonly origin: string;
   private readonly path: string;
   private retryMs = RETRY_DELAY_MS;
@@ -167,7 +179,14 @@ export class HttpClientTransport implements Transport {
     if (m.method === 'notifications/cancelled') {
       // The request is given up: its stream goes too, so nothing more of it can arrive.
       const id = (m.params as { requestId?: string | number } | undefined)?.requestId;
-      if (id !== undefined) queueMicrotask(() => this.streams.get(id)?.abort());
+      if (id !== undefined) {
+        queueMicrotask(() => {
+          const owner = this.streams.get(id);
+          if (!owner) return;
+          owner.givenUp = true;
+          owner.current?.abort();
+        });
+      }
     }
     const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, method: m.method, token: m.params?._meta?.progressToken } : {};
     const ex = new HttpExchange(this, owner, false, 0);
@@ -192,14 +211,18 @@ export class HttpClientTransport implements Transport {
       try {
         const text = await ex.text();
         if (ex.tooLarge) throw new UpstreamProtocolError(owner.method ? `answer to ${owner.method}` : 'JSON-RPC message', `the body is ${TOO_LARGE}`);
+        if (ex.broken) {
+          if (owner.id === undefined) throw new Error(`the answer to a message broke off: ${ex.broken.message}`);
+          throw new UpstreamRequestLost('closed', `${ex.broken.message} (the answer to ${owner.method})`, `the body of the answer to ${owner.method} broke off: ${ex.broken.message}`);
+        }
         if (head.json && text) messages = jsonRpcMessages(text);
         // The answer to a request is its response, in a JSON body or on an SSE stream: nothing else will come.
-        if (owner.id !== undefined && !messages.some((msg) => (msg as Msg).method === undefined && (msg as Msg).id === owner.id)) {
+        if (owner.id !== undefined && !messages.some((msg) => (msg as Msg).method === undefined && sameId((msg as Msg).id, owner.id!))) {
           throw new UpstreamProtocolError(`answer to ${owner.method}`, nonAnswer(head, text, messages.length));
         }
       } catch (e) {
-        // The answer to a request breaks the protocol: the request fails with it (no answer will come).
-        if (e instanceof UpstreamProtocolError && owner.id !== undefined) throw e;
+        // The answer to a request broke off or breaks the protocol: the request fails with it (no answer will come).
+        if ((e instanceof UpstreamProtocolError || e instanceof UpstreamRequestLost) && owner.id !== undefined) throw e;
         this.onerror?.(e as Error);
       }
       for (const msg of messages) this.deliver(msg, owner);
@@ -213,6 +236,7 @@ export class HttpClientTransport implements Transport {
   private requestFailed(ex: HttpExchange, error: Error): void {
     // Possibly inside the reading of its body: the rest of the chunk is skipped, and the stream ends after it.
     ex.abortLater();
+    this.streamOver(ex.owner);
     const { id } = ex.owner;
     if (id !== undefined && this.onrequesterror?.(id, error)) return;
     this.onerror?.(error);
@@ -220,13 +244,21 @@ export class HttpClientTransport implements Transport {
 
   /** An exchange's answer is an SSE stream: a cancellation of its request drops it. */
   streaming(ex: HttpExchange): void {
-    if (ex.owner.id !== undefined) this.streams.set(ex.owner.id, ex);
+    const { owner } = ex;
+    if (owner.id === undefined) return;
+    owner.current = ex;
+    this.streams.set(owner.id, owner);
+  }
+
+  /** The stream of the request `owner` is over for good (answered, failed, given up or not resumed). */
+  private streamOver(owner: StreamOwner): void {
+    owner.current = undefined;
+    if (owner.id !== undefined && this.streams.get(owner.id) === owner) this.streams.delete(owner.id);
   }
 
   /** An HTTP exchange ended (answered, failed or aborted): it no longer needs aborting on close. */
   forget(ex: HttpExchange): void {
     this.inflight.delete(ex);
-    if (ex.owner.id !== undefined && this.streams.get(ex.owner.id) === ex) this.streams.delete(ex.owner.id);
   }
 
   /** Reports a transport failure (the SDK's `onerror`). */
@@ -284,17 +316,17 @@ export class HttpClientTransport implements Transport {
       else this.onerror?.(error);
       return;
     }
-    if (owner.id !== undefined && msg!.method === undefined && msg!.id === owner.id) ex.answered = true;
+    if (owner.id !== undefined && msg!.method === undefined && sameId(msg!.id, owner.id)) ex.answered = true;
     this.deliver(msg! as JSONRPCMessage, owner);
   }
 
-  /** The SSE body `ex` is reading grew past {@link MAX_MESSAGE_BYTES} without an event: it is dropped. */
+  /** The SSE body `ex` is reading holds a message over {@link MAX_MESSAGE_BYTES} (or that many bytes without an event): it is dropped. */
   sseTooLarge(ex: HttpExchange): void {
     const { owner } = ex;
     if (owner.id !== undefined) return this.requestFailed(ex, new UpstreamProtocolError(`message on the SSE stream of ${owner.method}`, TOO_LARGE));
     ex.abortLater();
-    // The GET stream: the session cannot go on without what it carries.
-    this.onerror?.(new Error(`SSE error: a message on the GET stream is ${TOO_LARGE}`));
+    // The GET stream: the session cannot go on without what it carries (a notification's stream carries nothing awaited).
+    if (ex.standalone) this.onerror?.(new Error(`SSE error: a message on the GET stream is ${TOO_LARGE}`));
   }
 
   /** The SSE body `ex` read ended (`failure`: how it broke); its reader is free again. */
@@ -310,7 +342,10 @@ export class HttpClientTransport implements Transport {
 
   /** After an SSE body ended (`failure`: how it broke): resumes it when it can be, else reports a broken one. */
   private async streamEnded(ex: HttpExchange, failure: Error | undefined): Promise<void> {
-    if (this.closed || ex.aborted || ex.answered) return;
+    const { owner } = ex;
+    if (this.closed) return;
+    // Answered, dropped, given up, or the stream of a notification or response (nothing waits for it).
+    if (ex.aborted || ex.answered || owner.givenUp || (!ex.standalone && owner.id === undefined)) return this.streamOver(owner);
     const resumable = ex.standalone || ex.lastEventId !== undefined;
     if (!resumable) {
       // A POST stream without an event id: its request's answer can no longer come.
@@ -328,7 +363,8 @@ export class HttpClientTransport implements Transport {
     }
     await new Promise((r) => setTimeout(r, this.retryMs * 2 ** attempt));
     if (this.closed) return;
-    await this.openStream(ex.owner, ex.standalone, ex.lastEventId, attempt + 1);
+    if (owner.givenUp) return this.streamOver(owner);
+    await this.openStream(owner, ex.standalone, ex.lastEventId, attempt + 1);
   }
 
   /** Opens the standalone GET stream (after `initialized`). A 405 means the server has none. */
@@ -338,6 +374,9 @@ export class HttpClientTransport implements Transport {
 
   private async openStream(owner: StreamOwner, standalone: boolean, lastEventId: string | undefined, attempt: number): Promise<void> {
     const ex = new HttpExchange(this, owner, standalone, attempt);
+    // Resumed from there again if this stream also ends before the answer without an event id of its own.
+    ex.lastEventId = lastEventId;
+    if (!standalone) owner.current = ex;
     this.inflight.add(ex);
     const headers = this.headers('text/event-stream');
     if (lastEventId) headers['last-event-id'] = lastEventId;
@@ -347,13 +386,18 @@ export class HttpClientTransport implements Transport {
     try {
       head = await ex.start('GET', headers);
     } catch (e) {
-      if (this.closed || ex.aborted) return;
+      if (this.closed) return;
+      if (ex.aborted) return this.streamOver(owner);
       const message = `Failed to reconnect SSE stream: ${(e as Error).message}`;
       if (standalone) this.onerror?.(new Error(message));
       else this.requestFailed(ex, lostStream(owner, message));
       return;
     }
     if (head.status === 405 && standalone && attempt === 0) return;
+    if (owner.givenUp) {
+      ex.abort();
+      return this.streamOver(owner);
+    }
     if (head.status === 200 && !head.sse) ex.abort();
     if ((head.status !== 200 || !head.sse) && !this.closed) {
       const message = `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`;
@@ -421,6 +465,8 @@ class SseReader {
         ex.heard = true;
         if (ev.id) ex.lastEventId = ev.id;
         if (!ev.data || (ev.event && ev.event !== 'message')) return;
+        // A UTF-16 code unit is at most 3 UTF-8 bytes: only a long event is measured.
+        if (ev.data.length * 3 > MAX_MESSAGE_BYTES && Buffer.byteLength(ev.data) > MAX_MESSAGE_BYTES) return this.transport.sseTooLarge(ex);
         this.transport.sseMessage(ex, ev.data);
       },
       onRetry: (ms) => (this.transport.retryDelay = ms),
@@ -499,6 +545,8 @@ class HttpExchange {
   answered = false;
   /** The body (not SSE) grew past {@link MAX_MESSAGE_BYTES}: it was dropped unread. */
   tooLarge = false;
+  /** How the body (not SSE) broke off before its end (the connection closed, say). */
+  broken: Error | undefined;
   private size = 0;
   lastEventId: string | undefined;
   aborted = false;
@@ -616,6 +664,7 @@ class HttpExchange {
       this.sse = undefined;
       return sse.done(this.aborted ? undefined : (failure ?? undefined));
     }
+    if (failure && !this.aborted) this.broken = failure;
     this.bodyResolve?.(failure ? '' : Buffer.concat(this.chunks ?? []).toString('utf8'));
   }
 }

@@ -548,7 +548,9 @@ export class UpstreamSession {
     if (transport instanceof HttpClientTransport) {
       transport.onrequesterror = (id, error) => {
         const pending = conn.pending.get(Number(id));
-        if (!pending) return false;
+        // Once started, a request not pending here has settled already (answered, cancelled, timed
+        // out): nothing waits for its stream. Before, it is the SDK's initialize or ping: the start fails.
+        if (!pending) return conn.ready;
         this.log.debug({ err: error.message, session: this.id, method: pending.method }, 'upstream request failed on its own stream');
         pending.fail(error);
         return true;

@@ -7,11 +7,11 @@
  * only that call.
  */
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 
 const gateways: TestGateway[] = [];
@@ -152,16 +152,26 @@ describe("an upstream's own -32000 or -32001 error", () => {
  * each call came with. `ask` sends an `elicitation/create` on its call's POST stream and answers
  * once the client's response arrives.
  */
-async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, string> }> {
+async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, string>; resumed: string[] }> {
   const sessionOf = new Map<string, string>();
+  /** The `Last-Event-ID` of each GET that resumed a stream. */
+  const resumed: string[] = [];
+  /** What a resumption GET answers, by the event id it resumes from. */
+  const resumptions = new Map<string, (res: ServerResponse) => void>();
   const waiting = new Map<string, (answer: unknown) => void>();
-  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many'];
+  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id'];
   let sessions = 0;
   const srv = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (c: string) => (body += c));
     req.on('end', () => {
+      const last = req.headers['last-event-id'];
+      if (req.method === 'GET' && typeof last === 'string') {
+        resumed.push(last);
+        const answer = resumptions.get(last);
+        return void (answer ? answer(res) : res.writeHead(404).end());
+      }
       if (req.method !== 'POST') return void res.writeHead(405).end();
       const m = JSON.parse(body) as { id?: string | number; method?: string; params?: any };
       const sid = String(req.headers['mcp-session-id']);
@@ -224,6 +234,38 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
           res.write(`event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`);
           return void setTimeout(() => res.end(`${half}"}]}}\n\n`), 20);
         }
+        case 'sse_just_over': {
+          // One event whose data is 10 MiB and 1,000 bytes, its last 30,000 in a write of their own
+          // (what came before it is under 10 MiB).
+          sse();
+          const head = `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"`;
+          const body = 'x'.repeat(10 * 1024 * 1024 + 1000 - head.length - 5);
+          res.write(`event: message\ndata: ${head}${body.slice(0, -30_000)}`);
+          return void setTimeout(() => res.end(`${body.slice(-30_000)}"}]}}\n\n`), 50);
+        }
+        case 'poll_twice': {
+          // SEP-1699 polling: the stream closes after an event id; the first resumption ends with
+          // nothing new and no id of its own, the second carries the answer.
+          const first = `p-${m.id}`;
+          let gets = 0;
+          resumptions.set(first, (r) => {
+            r.writeHead(200, { 'content-type': 'text/event-stream' });
+            if (++gets === 1) return void r.end(': nothing yet\n\n');
+            r.end(event(text('polled twice')));
+          });
+          sse();
+          return void res.end(`id: ${first}\nretry: 50\ndata: \n\n`);
+        }
+        case 'resume_404':
+          // Resumable after 1 s; a resumption is refused (404).
+          sse();
+          return void res.end(`id: r-${m.id}\nretry: 1000\ndata: \n\n`);
+        case 'json_cut':
+          res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
+          res.write('{"jsonrpc":"2.0",');
+          return void setTimeout(() => res.socket?.destroy(), 20);
+        case 'json_string_id':
+          return json({ ...text('string id'), id: String(m.id) });
         case 'sse_many': {
           // 12 MiB in all, in events of 1 MiB: each is a message of its own.
           sse();
@@ -239,12 +281,12 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
   });
   servers.push(srv);
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
-  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`, sessionOf };
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`, sessionOf, resumed };
 }
 
 describe('a Streamable HTTP upstream whose answer to one call breaks the transport', () => {
   let gw: TestGateway;
-  let upstream: { url: string; sessionOf: Map<string, string> };
+  let upstream: { url: string; sessionOf: Map<string, string>; resumed: string[] };
   beforeAll(async () => {
     upstream = await misbehaving();
     // requestMs far above the bounds below: an answer waited for until the timeout would fail the tests.
@@ -263,6 +305,7 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     ['sse_end', 'SSE stream of tools/call: it ended without the answer, and without an event id to resume it from'],
     ['json_huge', 'answer to tools/call: the body is over 10485760 bytes (10 MiB), the most the gateway reads of one message'],
     ['sse_huge', 'message on the SSE stream of tools/call: over 10485760 bytes (10 MiB), the most the gateway reads of one message'],
+    ['sse_just_over', 'message on the SSE stream of tools/call: over 10485760 bytes (10 MiB), the most the gateway reads of one message'],
   ])('%s: -32603 protocol at once, one line naming what was invalid', async (name, what) => {
     const started = Date.now();
     const r = await call(name);
@@ -280,6 +323,22 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
   it('a JSON answer of exactly 10 MiB is read', async () => {
     const r = await call('json_huge', { fit: true });
     expect(r.body.result.content[0].text.length).toBeGreaterThan(10 * 1024 * 1024 - 100);
+  });
+
+  it('a POST stream resumed twice (SEP-1699 polling, the first resumption ending with nothing new) gets its answer', async () => {
+    const r = await call('poll_twice');
+    expect(r.body.result?.content[0].text, JSON.stringify(r.body)).toBe('polled twice');
+  });
+
+  it('a JSON answer that breaks off is the lost connection (session-lost), not a protocol fault', async () => {
+    const r = await call('json_cut');
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'session-lost' } });
+    expect(r.body.error.message).toContain('the body of the answer to tools/call broke off');
+  });
+
+  it('a JSON answer whose id is the request id as a string is taken as its answer', async () => {
+    const r = await call('json_string_id');
+    expect(r.body.result.content[0].text).toBe('string id');
   });
 
   it('a Content-Type in other capitals (Text/Event-Stream) is read as SSE', async () => {
@@ -301,5 +360,21 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     expect(broken.body.error.message).toContain('the SSE stream of tools/call broke before its answer');
     expect((await slow).body.result.content[0].text).toBe('slow done');
     expect(upstream.sessionOf.get('sse_reset')).toBe(upstream.sessionOf.get('slow'));
+  });
+
+  it('a call cancelled while its POST stream waits to be resumed: the stream is not resumed, and another call on the session completes', async () => {
+    const slow = call('slow', { ms: 1500 });
+    await new Promise((r) => setTimeout(r, 100));
+    const abort = new AbortController();
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/call', params: { name: 'resume_404', arguments: {}, _meta: envelope({ elicitation: {} }) } });
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'resume_404' };
+    const gone = fetch(gw.url('h'), { method: 'POST', headers, body, signal: abort.signal }).catch((e: Error) => e);
+    setTimeout(() => abort.abort(), 300);
+    expect(await gone).toBeInstanceOf(Error);
+    expect((await slow).body.result.content[0].text).toBe('slow done');
+    expect(upstream.sessionOf.get('resume_404')).toBe(upstream.sessionOf.get('slow'));
+    // Past the upstream's 1 s retry delay: no resumption was tried.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(upstream.resumed.filter((id) => id.startsWith('r-'))).toEqual([]);
   });
 });
