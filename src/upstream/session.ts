@@ -1006,7 +1006,6 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
     }
     conn.transport.send({ jsonrpc: '2.0', id, method: this.method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage).catch((e: unknown) => {
       if (!this.settle()) return;
-      this.forgetToken();
       this.reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.session.lostText(this.method) : e);
     });
   }
@@ -1047,16 +1046,6 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
 
   fail(error: Error): void {
     this.giveUp(`the gateway cannot receive the answer: ${error.message}`, error);
-    this.forgetToken();
-  }
-
-  /** Drops the request's progress token from its connection: no answer can come to settle it. */
-  private forgetToken(): void {
-    const { conn, id } = this;
-    const token = conn.tokenOf.get(id);
-    if (token === undefined) return;
-    conn.tokenOf.delete(id);
-    if (conn.idOf.get(token) === id) conn.idOf.delete(token);
   }
 
   /** Settles the request with `error` and tells the upstream (`notifications/cancelled` with `reason`). */
