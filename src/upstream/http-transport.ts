@@ -135,7 +135,10 @@ export class HttpClientTransport implements Transport {
   private protocolVersion: string | undefined;
   private closed = false;
   private readonly inflight = new Set<HttpExchange>();
-  /** The requests whose POST stream is open or being resumed, by id, so a cancelled one's can be dropped. */
+  /**
+   * The requests awaiting their answer's headers, or whose POST stream is open or being resumed, by
+   * id: a cancelled one's stream is dropped, or not resumed.
+   */
   private readonly streams = new Map<string | number, StreamOwner>();
   private readonly origin: string;
   private readonly path: string;
@@ -189,14 +192,24 @@ export class HttpClientTransport implements Transport {
       }
     }
     const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, method: m.method, token: m.params?._meta?.progressToken } : {};
+    // Known from now on, so that a cancellation before the answer's headers stops its stream from being resumed.
+    if (owner.id !== undefined) this.streams.set(owner.id, owner);
     const ex = new HttpExchange(this, owner, false, 0);
     this.inflight.add(ex);
     if (this.postHeadersFor !== this.sessionId) this.postHeaders = undefined;
     this.postHeadersFor = this.sessionId;
     const common = (this.postHeaders ??= { ...this.headers('application/json, text/event-stream'), 'content-type': 'application/json' });
     const headers = tracingActive() ? addTraceHeaders({ ...common }) : common;
-    const head = await ex.start('POST', headers, JSON.stringify(message));
+    let head: ResponseHead;
+    try {
+      head = await ex.start('POST', headers, JSON.stringify(message));
+    } catch (e) {
+      this.streamOver(owner);
+      throw e;
+    }
     if (head.sessionId && !this.sessionId) this.sessionId = head.sessionId;
+    // Only an SSE answer is a stream that may still need its request's owner.
+    if (!head.sse) this.streamOver(owner);
     if (head.status === 202) {
       if (m.method === 'notifications/initialized') void this.openStandalone(0);
       return;

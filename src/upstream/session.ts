@@ -629,15 +629,17 @@ export class UpstreamSession {
       this.lastReceivedAt = performance.now();
       const r = message as { id?: string | number; method?: string };
       if (r.method === undefined && r.id !== undefined) {
-        const token = conn.tokenOf.get(r.id);
+        // Every request sent here has a number id; a server may send it back as a string.
+        const id = typeof r.id === 'number' ? r.id : Number(r.id);
+        const token = conn.tokenOf.get(id);
         if (token !== undefined) {
-          conn.tokenOf.delete(r.id);
-          if (conn.idOf.get(token) === r.id) conn.idOf.delete(token);
+          conn.tokenOf.delete(id);
+          if (conn.idOf.get(token) === id) conn.idOf.delete(token);
           this.answered.get(token)?.();
         }
         // A response to a request of this session's own is settled here; the SDK's requests (ping,
         // initialize) and late answers of given-up requests go on to the SDK.
-        const pending = conn.pending.get(Number(r.id));
+        const pending = conn.pending.get(id);
         if (pending) return pending.answer(message as { result?: unknown; error?: { code: number; message: string; data?: unknown } });
       }
       deliver?.(message, extra);

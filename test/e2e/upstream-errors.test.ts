@@ -159,7 +159,7 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
   /** What a resumption GET answers, by the event id it resumes from. */
   const resumptions = new Map<string, (res: ServerResponse) => void>();
   const waiting = new Map<string, (answer: unknown) => void>();
-  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id'];
+  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id', 'late_poll', 'late_string_id'];
   let sessions = 0;
   const srv = createServer((req, res) => {
     let body = '';
@@ -264,6 +264,15 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
           res.writeHead(200, { 'content-type': 'application/json', 'content-length': '1000' });
           res.write('{"jsonrpc":"2.0",');
           return void setTimeout(() => res.socket?.destroy(), 20);
+        case 'late_poll':
+          // The answer's headers after 300 ms: a stream resumable 20 ms later (resumptions are refused, 404).
+          return void setTimeout(() => {
+            sse();
+            res.end(`id: l-${m.id}\nretry: 20\ndata: \n\n`);
+          }, 300);
+        case 'late_string_id':
+          // The answer after 300 ms, its id sent back as a string.
+          return void setTimeout(() => json({ ...text('late'), id: String(m.id) }), 300);
         case 'json_string_id':
           return json({ ...text('string id'), id: String(m.id) });
         case 'sse_many': {
@@ -346,13 +355,19 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     expect(r.body.result.content[0].text).toBe('read as SSE');
   });
 
+  /** Shows the gateway that the upstream asks on the call's own stream: from then on calls share sessions. */
+  let sharing: Promise<void> | undefined;
+  const share = () =>
+    (sharing ??= (async () => {
+      const first = await call('ask');
+      expect(first.body.result.resultType).toBe('input_required');
+      const [key] = Object.keys(first.body.result.inputRequests);
+      const done = await call('ask', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } });
+      expect(done.body.result.content[0].text).toContain('Ada');
+    })());
+
   it('a POST stream that breaks fails its own call only (session-lost); another call on the same upstream session completes', async () => {
-    // The upstream asks on the call's own stream: from then on calls share sessions.
-    const first = await call('ask');
-    expect(first.body.result.resultType).toBe('input_required');
-    const [key] = Object.keys(first.body.result.inputRequests);
-    const done = await call('ask', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } });
-    expect(done.body.result.content[0].text).toContain('Ada');
+    await share();
     const slow = call('slow', { ms: 800 });
     await new Promise((r) => setTimeout(r, 100));
     const broken = await call('sse_reset');
@@ -362,15 +377,39 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     expect(upstream.sessionOf.get('sse_reset')).toBe(upstream.sessionOf.get('slow'));
   });
 
+  /** Sends tools/call `name` and closes the connection after `ms`, before the answer. */
+  const callAndLeave = async (name: string, ms: number, g = gw) => {
+    const abort = new AbortController();
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/call', params: { name, arguments: {}, _meta: envelope({ elicitation: {} }) } });
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name };
+    const gone = fetch(g.url('h'), { method: 'POST', headers, body, signal: abort.signal }).catch((e: Error) => e);
+    setTimeout(() => abort.abort(), ms);
+    expect(await gone).toBeInstanceOf(Error);
+  };
+
+  it('a call cancelled before the headers of its answer: the stream that then comes is not resumed', async () => {
+    await callAndLeave('late_poll', 100);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(upstream.sessionOf.has('late_poll')).toBe(true);
+    expect(upstream.resumed.filter((id) => id.startsWith('l-'))).toEqual([]);
+  });
+
+  it('a cancelled call the upstream answers anyway, with its id as a string: the session is used again (the answer counts)', async () => {
+    const one = await gateway({ h: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', maxSessions: 1, maxCallsPerSession: 1, timeouts: { requestMs: 30_000 } } });
+    expect((await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result).toBeDefined();
+    const first = upstream.sessionOf.get('upper_case_type');
+    await callAndLeave('late_string_id', 100, one);
+    expect(upstream.sessionOf.get('late_string_id')).toBe(first);
+    await new Promise((r) => setTimeout(r, 500));
+    expect((await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result).toBeDefined();
+    expect(upstream.sessionOf.get('upper_case_type')).toBe(first);
+  });
+
   it('a call cancelled while its POST stream waits to be resumed: the stream is not resumed, and another call on the session completes', async () => {
+    await share();
     const slow = call('slow', { ms: 1500 });
     await new Promise((r) => setTimeout(r, 100));
-    const abort = new AbortController();
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/call', params: { name: 'resume_404', arguments: {}, _meta: envelope({ elicitation: {} }) } });
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'resume_404' };
-    const gone = fetch(gw.url('h'), { method: 'POST', headers, body, signal: abort.signal }).catch((e: Error) => e);
-    setTimeout(() => abort.abort(), 300);
-    expect(await gone).toBeInstanceOf(Error);
+    await callAndLeave('resume_404', 300);
     expect((await slow).body.result.content[0].text).toBe('slow done');
     expect(upstream.sessionOf.get('resume_404')).toBe(upstream.sessionOf.get('slow'));
     // Past the upstream's 1 s retry delay: no resumption was tried.
