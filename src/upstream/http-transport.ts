@@ -48,6 +48,8 @@ const TOO_LARGE = `over ${MAX_MESSAGE_BYTES} bytes (10 MiB), the most the gatewa
 /** Most resumptions of one stream, and the delay before the first, in ms (the server's `retry` wins). */
 const MAX_RETRIES = 2;
 const RETRY_DELAY_MS = 100;
+/** The shortest delay before a resumption, in ms, whatever `retry` the server gives: a server polled with `retry: 0` cannot spin the gateway. */
+const MIN_RETRY_DELAY_MS = 50;
 
 type Msg = { id?: string | number; method?: string; params?: { _meta?: { progressToken?: string | number } }; result?: unknown; error?: unknown };
 
@@ -350,7 +352,7 @@ export class HttpClientTransport implements Transport {
 
   /** The `retry` an SSE stream gave, in ms: the delay before its resumption. */
   set retryDelay(ms: number) {
-    this.retryMs = ms;
+    this.retryMs = Math.max(ms, MIN_RETRY_DELAY_MS);
   }
 
   /** After an SSE body ended (`failure`: how it broke): resumes it when it can be, else reports a broken one. */

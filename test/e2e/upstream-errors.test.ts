@@ -159,7 +159,7 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
   /** What a resumption GET answers, by the event id it resumes from. */
   const resumptions = new Map<string, (res: ServerResponse) => void>();
   const waiting = new Map<string, (answer: unknown) => void>();
-  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id', 'late_poll', 'late_string_id'];
+  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id', 'late_poll', 'late_string_id', 'poll_spin'];
   let sessions = 0;
   const srv = createServer((req, res) => {
     let body = '';
@@ -270,6 +270,15 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
             sse();
             res.end(`id: l-${m.id}\nretry: 20\ndata: \n\n`);
           }, 300);
+        case 'poll_spin': {
+          // Resumable at once (retry: 0), and every resumption the same, without ever answering.
+          const spin = (r: ServerResponse) => {
+            r.writeHead(200, { 'content-type': 'text/event-stream' });
+            r.end(`id: s-${m.id}\nretry: 0\ndata: \n\n`);
+          };
+          resumptions.set(`s-${m.id}`, spin);
+          return spin(res);
+        }
         case 'late_string_id':
           // The answer after 300 ms, its id sent back as a string.
           return void setTimeout(() => json({ ...text('late'), id: String(m.id) }), 300);
@@ -392,6 +401,16 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     await new Promise((r) => setTimeout(r, 1000));
     expect(upstream.sessionOf.has('late_poll')).toBe(true);
     expect(upstream.resumed.filter((id) => id.startsWith('l-'))).toEqual([]);
+  });
+
+  it('a server that asks to be polled with retry: 0 is polled at most every 50 ms (no spin), and not after the call is cancelled', async () => {
+    const before = upstream.resumed.length;
+    await callAndLeave('poll_spin', 1000);
+    const polled = upstream.resumed.length - before;
+    expect(polled).toBeGreaterThan(2);
+    expect(polled).toBeLessThanOrEqual(21);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(upstream.resumed.length - before).toBeLessThanOrEqual(polled + 1);
   });
 
   it('a cancelled call the upstream answers anyway, with its id as a string: the session is used again (the answer counts)', async () => {
