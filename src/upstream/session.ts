@@ -1023,14 +1023,8 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
 
   answer(response: { result?: unknown; error?: { code: number; message: string; data?: unknown } }): void {
     if (!this.settle()) return;
-    const error = response.error as { code?: unknown; message?: unknown; data?: unknown } | null | undefined;
-    if (error !== undefined) {
-      // Relayed as the upstream's own error only when it is one (JSON-RPC 2.0 §5.1).
-      if (typeof error !== 'object' || error === null || !Number.isInteger(error.code) || typeof error.message !== 'string') {
-        return this.reject(new UpstreamProtocolError(`answer to ${this.method}`, 'error: expected an object with an integer code and a string message'));
-      }
-      return this.reject(McpError.fromError(error.code as number, error.message, error.data));
-    }
+    // Every transport checked the error's shape (an integer code, a string message) before it got here.
+    if (response.error) return this.reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
     const result = response.result;
     if (this.schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return this.resolve(result as z.infer<S>);
     const parsed = this.schema.safeParse(result);
