@@ -257,12 +257,9 @@ export class HttpClientTransport implements Transport {
     this.onerror?.(error);
   }
 
-  /** An exchange's answer is an SSE stream: a cancellation of its request drops it. */
+  /** An exchange's answer is an SSE stream: a cancellation of its request (registered since `send`) drops it. */
   streaming(ex: HttpExchange): void {
-    const { owner } = ex;
-    if (owner.id === undefined) return;
-    owner.current = ex;
-    this.streams.set(owner.id, owner);
+    if (ex.owner.id !== undefined) ex.owner.current = ex;
   }
 
   /** The stream of the request `owner` is over for good (answered, failed, given up or not resumed). */
@@ -364,18 +361,13 @@ export class HttpClientTransport implements Transport {
     const resumable = ex.standalone || ex.lastEventId !== undefined;
     if (!resumable) {
       // A POST stream without an event id: its request's answer can no longer come.
-      if (failure !== undefined) this.requestFailed(ex, lostStream(ex.owner, `SSE stream disconnected: ${failure.message}`));
+      if (failure !== undefined) this.streamLost(ex, `SSE stream disconnected: ${failure.message}`);
       else this.requestFailed(ex, new UpstreamProtocolError(`SSE stream of ${ex.owner.method}`, 'it ended without the answer, and without an event id to resume it from'));
       return;
     }
     // A stream that carried something counts as a success: the next drop starts counting afresh.
     const attempt = ex.heard ? 0 : ex.attempt;
-    if (attempt >= MAX_RETRIES) {
-      const message = `Maximum reconnection attempts (${MAX_RETRIES}) exceeded.`;
-      if (ex.standalone) this.onerror?.(new Error(message));
-      else this.requestFailed(ex, lostStream(ex.owner, message));
-      return;
-    }
+    if (attempt >= MAX_RETRIES) return this.streamLost(ex, `Maximum reconnection attempts (${MAX_RETRIES}) exceeded.`);
     await new Promise((r) => setTimeout(r, this.retryMs * 2 ** attempt));
     if (this.closed) return;
     if (owner.givenUp) return this.streamOver(owner);
@@ -403,10 +395,7 @@ export class HttpClientTransport implements Transport {
     } catch (e) {
       if (this.closed) return;
       if (ex.aborted) return this.streamOver(owner);
-      const message = `Failed to reconnect SSE stream: ${(e as Error).message}`;
-      if (standalone) this.onerror?.(new Error(message));
-      else this.requestFailed(ex, lostStream(owner, message));
-      return;
+      return this.streamLost(ex, `Failed to reconnect SSE stream: ${(e as Error).message}`);
     }
     if (head.status === 405 && standalone && attempt === 0) return;
     if (owner.givenUp) {
@@ -414,11 +403,17 @@ export class HttpClientTransport implements Transport {
       return this.streamOver(owner);
     }
     if (head.status === 200 && !head.sse) ex.abort();
-    if ((head.status !== 200 || !head.sse) && !this.closed) {
-      const message = `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`;
-      if (standalone) this.onerror?.(new StreamableHTTPError(head.status, message));
-      else this.requestFailed(ex, lostStream(owner, message));
-    }
+    if ((head.status !== 200 || !head.sse) && !this.closed) this.streamLost(ex, `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`, head.status);
+  }
+
+  /**
+   * The stream `ex` reads cannot go on (`message`, with the HTTP `status` that refused it): the GET
+   * stream's loss goes to `onerror` (the session cannot go on without it), a POST stream's fails its
+   * request alone.
+   */
+  private streamLost(ex: HttpExchange, message: string, status?: number): void {
+    if (!ex.standalone) return this.requestFailed(ex, lostStream(ex.owner, message));
+    this.onerror?.(status === undefined ? new Error(message) : new StreamableHTTPError(status, message));
   }
 
   /** Sends the session's DELETE (a 405 or a failure is fine). */
