@@ -35,9 +35,8 @@ describe('upstream sessions', () => {
   it('closes a session idle for idleSessionMs; one used again before that stays open', async () => {
     const log = new FixtureLog();
     const mem = memoryLogger('info');
-    const g = await startGateway({ upstreams: { f: { ...fixtureStdio(log), idleSessionMs: 600 } } }, { log: mem.log });
-    gateways.push(g);
-    const gw = g;
+    const gw = await startGateway({ upstreams: { f: { ...fixtureStdio(log), idleSessionMs: 600 } } }, { log: mem.log });
+    gateways.push(gw);
     const pool = gw.gateway.upstreams.get('f')!.pool;
     expect((await rpc(gw.url('f'), 'tools/call', slow())).body.result.content[0].text).toBe('slept 10ms');
     // Used again every 300 ms for 1.2 s: never idle for 600 ms, the same process throughout.
