@@ -72,7 +72,8 @@ describe('metrics and readiness', () => {
     await rpc(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'M' } } } }, { caps: { elicitation: {} } });
     const task = await rpc(gw.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 400, steps: 1 } }, { caps: { extensions: { 'io.modelcontextprotocol/tasks': {} } } });
     expect(task.body.result.resultType).toBe('task');
-    await new Promise((r) => setTimeout(r, 600));
+    const completed = 'mrtr_tasks_total{status="completed"}';
+    expect(await eventually(async () => value(await scrape(), completed) > value(before, completed))).toBe(true);
     const after = await scrape();
     expect(after).toContain('# TYPE mrtr_requests_total counter');
     const calls = 'mrtr_requests_total{upstream="f",method="tools/call",outcome="complete"}';

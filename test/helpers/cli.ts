@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './processes.js';
+import { scaled } from './budget.js';
 
 /** A gateway started as its own process (the CLI), with its parsed log lines. */
 export interface CliGateway {
@@ -18,6 +19,7 @@ export interface CliGateway {
  * its "listening" line. Rejects if the process exits first or `timeoutMs` passes.
  */
 export function listeningPort(child: ChildProcess, logs: Record<string, any>[] = [], timeoutMs = 30_000): Promise<number> {
+  timeoutMs = scaled(timeoutMs);
   return new Promise((resolve, reject) => {
     let buf = '';
     let stderr = '';
@@ -87,7 +89,7 @@ export async function startCliArgs(args: string[], opts: CliOptions = {}): Promi
 /** Runs `node <entry> <args…>` to its exit and resolves with its exit code and output. */
 export function runCli(args: string[], opts: CliOptions & { timeoutMs?: number } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
-  const timeoutMs = opts.timeoutMs ?? 20_000;
+  const timeoutMs = scaled(opts.timeoutMs ?? 20_000);
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
     delete env.PORT;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { spawnListening, type SpawnedServer } from './processes.js';
+import { scaled } from './budget.js';
 
 export const FIXTURE = fileURLToPath(new URL('../fixtures/legacy-server.ts', import.meta.url));
 /** The conformance fixture server (legacy, v1 SDK, stdio): the items the conformance scenarios name. */
@@ -85,7 +86,7 @@ export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog, e
 
 /** Polls `check` (which may be async) until it returns true or `timeoutMs` passes. */
 export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
+  const end = Date.now() + scaled(timeoutMs);
   while (Date.now() < end) {
     if (await check()) return true;
     await new Promise((r) => setTimeout(r, stepMs));

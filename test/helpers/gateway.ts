@@ -10,6 +10,7 @@ import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
 import { startTracing, tracingActive } from '../../src/observability/tracing.js';
 import { EVERYTHING, ROOT } from './processes.js';
+import { scaled } from './budget.js';
 
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
 export interface TestGateway {
@@ -168,7 +169,7 @@ export async function listen(url: string, filter: Record<string, unknown>, opts:
     headers: res.headers,
     messages,
     async next(timeoutMs = 5000) {
-      const end = Date.now() + timeoutMs;
+      const end = Date.now() + scaled(timeoutMs);
       while (!queue.length && !ended && Date.now() < end) {
         await new Promise<void>((r) => {
           wake = r;

@@ -8,6 +8,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './processes.js';
+import { scaled } from './budget.js';
 
 /** A free TCP port on 127.0.0.1 (taken from the OS, then released). */
 export function freePort(): Promise<number> {
@@ -23,7 +24,7 @@ export function freePort(): Promise<number> {
 
 /** Resolves once something accepts TCP connections on `port`, or rejects after `timeoutMs`. */
 export async function waitForPort(port: number, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
+  const end = Date.now() + scaled(timeoutMs);
   while (Date.now() < end) {
     const ok = await new Promise<boolean>((r) => {
       const sock = connect(port, '127.0.0.1');

@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { scaled } from './budget.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const EVERYTHING = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url));
@@ -14,6 +15,7 @@ export interface SpawnedServer {
 
 /** Spawns `node args…` with the loopback-only preload and waits for "LISTENING <port>" on stderr. */
 export function spawnListening(args: string[], env: Record<string, string> = {}, timeoutMs = 15_000): Promise<SpawnedServer> {
+  timeoutMs = scaled(timeoutMs);
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--import', LOOPBACK_ONLY, ...args], {
       env: { ...process.env, PORT: '0', ...env },
