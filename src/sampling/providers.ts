@@ -12,7 +12,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { SamplingProviderConfig } from '../config/schema.js';
 import { fromAnthropicResponse, fromOpenAIResponse, toAnthropicRequest, toOpenAIRequest, type MappedCompletion, type ModelChoice, type SamplingParams } from './mapping.js';
 import type { SamplingFailure } from './errors.js';
-import { bySize, redactText } from '../security/redact.js';
+import { bySize, encodedForms, redactText } from '../security/redact.js';
 
 /** Default base URLs (the SDKs' own, given explicitly so no environment variable overrides them). */
 export const DEFAULT_BASE_URL = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' } as const;
@@ -111,9 +111,13 @@ export function retryAfterMs(headers: Headers | undefined, now = Date.now()): nu
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** Replaces `secrets` and anything shaped like an API key in `text`, and caps its length. */
+/**
+ * Replaces `secrets`, each also in its base64, base64url, percent-encoded and JSON-escaped forms
+ * ({@link encodedForms}), and anything shaped like an API key in `text` with `[redacted]`, and caps
+ * the result at 300 characters.
+ */
 export function scrub(text: string, secrets: (string | undefined)[]): string {
-  const out = redactText(text, bySize(secrets.filter((s): s is string => s !== undefined && s.length >= 4)));
+  const out = redactText(text, bySize(secrets.filter((s): s is string => s !== undefined && s.length >= 4).flatMap(encodedForms)));
   return out.length > 300 ? `${out.slice(0, 300)}…` : out;
 }
 

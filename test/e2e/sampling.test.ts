@@ -21,6 +21,9 @@ const OPENAI_KEY = 'sk-test-openai-key-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-test-key-0123456789abcdef';
 process.env.TEST_SAMPLING_OPENAI_KEY = OPENAI_KEY;
 process.env.TEST_SAMPLING_ANTHROPIC_KEY = ANTHROPIC_KEY;
+/** A key whose base64, base64url and URL-encoded forms all differ from it and from one another. */
+const ODD_KEY = 'live+key/0123456789=abc~xyz?';
+process.env.TEST_SAMPLING_ODD_KEY = ODD_KEY;
 /** principalHash('anonymous'). */
 const ANONYMOUS = '2f183a4e64493af3';
 
@@ -360,6 +363,23 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const all = JSON.stringify(lines);
     expect(all).not.toContain(OPENAI_KEY);
     expect(all).not.toContain('confidential paragraph');
+  });
+
+  it('a provider error quoting the key in base64, base64url or URL-encoded form reaches neither the upstream nor the sampling log line', async () => {
+    const forms = [Buffer.from(ODD_KEY).toString('base64'), Buffer.from(ODD_KEY).toString('base64url'), encodeURIComponent(ODD_KEY)];
+    const llm = await fake('openai', () => ({ status: 400, body: errorBody('openai', 400, 'invalid_request_error', `Bad header: ${forms[0]} / ${forms[1]} / ${forms[2]}`) }));
+    const log = new FixtureLog();
+    const mem = memoryLogger('debug');
+    const g = await gateway({ p: provider(llm, { apiKey: '${TEST_SAMPLING_ODD_KEY}' }) }, upstream(log), mem.log);
+    const r = await summarize(g);
+    expect(llm.requests[0]!.headers.authorization).toBe(`Bearer ${ODD_KEY}`);
+    const refused = answers(log).at(-1)!.error;
+    expect(refused).toMatchObject({ code: -32603, data: { reason: 'provider-rejected', status: 400 } });
+    expect(refused.message).toBe("provider 'p' rejected the request (HTTP 400): Bad header: [redacted] / [redacted] / [redacted]");
+    const [line] = mem.lines().filter((l) => l.msg === 'sampling');
+    expect(line).toMatchObject({ outcome: 'provider-rejected', err: refused.message });
+    const seen = JSON.stringify([answers(log), resultText(r), mem.lines()]);
+    for (const form of [ODD_KEY, ...forms]) expect(seen).not.toContain(form);
   });
 
   it('includeContext "thisServer": the upstream gets -32602 invalid-request (the gateway declared no sampling.context), the provider and the client are never asked', async () => {

@@ -322,6 +322,14 @@ describe('provider errors', () => {
     expect(retryAfterMs(new Headers())).toBeUndefined();
     expect(scrub('key sk-proj-AbC123xyz789 and Bearer abc.def and mysecretvalue', ['mysecretvalue'])).toBe('key [redacted] and Bearer [redacted] and [redacted]');
   });
+  it('the API key is scrubbed as given and in base64, base64url and URL-encoded forms', () => {
+    const key = 'live+key/0123456789=abc~xyz?';
+    const forms = [key, Buffer.from(key).toString('base64'), Buffer.from(key).toString('base64').replace(/=+$/, ''), Buffer.from(key).toString('base64url'), encodeURIComponent(key), new URLSearchParams({ k: key }).toString().slice(2)];
+    for (const form of forms) expect(scrub(`echo: ${form} (end)`, [key])).toBe('echo: [redacted] (end)');
+    const p = createProvider('p', { ...cfg, apiKey: key } as never);
+    const rejected = classifyFailure(apiError(400, { error: { message: `invalid key ${Buffer.from(key).toString('base64')}` } }), p);
+    expect(rejected.detail).toBe("provider 'p' rejected the request (HTTP 400): invalid key [redacted]");
+  });
 });
 
 describe('modes and the capabilities declared upstream', () => {
