@@ -291,6 +291,25 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(llm.requests).toHaveLength(1);
   });
 
+  it('a provider that reports no usage is charged an estimate (input from the request text, output as maxTokens), so the budget still holds', async () => {
+    const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'short', usage: null }) }));
+    const log = new FixtureLog();
+    const mem = memoryLogger('debug');
+    const g = await gateway({ p: provider(llm) }, upstream(log, { maxTokens: 30, budget: { tokensPerPrincipal: 100, windowMs: 60_000 } }), mem.log);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 8; i++) outcomes.push(resultText(await summarize(g)).includes('summary=short') ? 'answered' : 'refused');
+    // Each answer is charged 30 (maxTokens) plus the estimate of its input (the summarize request,
+    // 96 characters of JSON: 24 tokens): 54, 108, then no room for another 30.
+    expect(outcomes).toEqual(['answered', 'answered', ...Array(6).fill('refused')]);
+    expect(llm.requests).toHaveLength(2);
+    expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'budget', scope: 'principal', limit: 100 } });
+    expect(resultText(await summarize(g))).toMatch(/108 of 100 tokens spent in the last 60000 ms; this request needs room for 30/);
+    const lines = mem.lines().filter((l) => l.msg === 'sampling' && l.outcome === 'complete');
+    expect(lines).toEqual([expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true }), expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true })]);
+    // Nothing reported, nothing counted as reported.
+    expect((await metrics(g)).filter((l) => l.startsWith('mrtr_sampling_tokens_total'))).toEqual([]);
+  });
+
   it('429 with Retry-After, then success: retried after the wait, the upstream gets the answer', async () => {
     const llm = await fake('openai', (_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '1' }, body: errorBody('openai', 429, 'requests', 'Rate limit reached') } : { body: openaiCompletion({ content: 'after the wait' }) }));
     const log = new FixtureLog();

@@ -93,10 +93,11 @@ export function openaiCompletion(opts: {
   toolCalls?: { id: string; name: string; arguments: string }[];
   finish?: string;
   model?: string;
-  usage?: { prompt: number; completion: number };
+  /** Default: 12 prompt and 7 completion tokens; null: no `usage` field (as some OpenAI-compatible servers answer). */
+  usage?: { prompt: number; completion: number } | null;
   extraChoice?: Record<string, unknown>;
 }): unknown {
-  const usage = opts.usage ?? { prompt: 12, completion: 7 };
+  const usage = opts.usage === undefined ? { prompt: 12, completion: 7 } : opts.usage;
   return {
     id: 'chatcmpl-test',
     object: 'chat.completion',
@@ -116,7 +117,7 @@ export function openaiCompletion(opts: {
         ...opts.extraChoice,
       },
     ],
-    usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+    ...(usage ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } } : {}),
   };
 }
 

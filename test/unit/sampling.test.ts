@@ -12,6 +12,7 @@ import { Slots, TokenBudgets } from '../../src/sampling/budget.js';
 import { SamplingError } from '../../src/sampling/errors.js';
 import {
   anthropicStopReason,
+  estimateInputTokens,
   fromAnthropicResponse,
   fromOpenAIResponse,
   parseSamplingParams,
@@ -238,6 +239,20 @@ describe('answers mapped back to CreateMessageResult', () => {
     expect(failure(() => fromOpenAIResponse(completion({ content: null, tool_calls: [call('[1]')] }, 'tool_calls'), withTools)).message).toMatch(/not a JSON object/);
     expect(failure(() => fromOpenAIResponse(completion({ content: null, tool_calls: [call('{}')] }, 'tool_calls'), plain)).message).toMatch(/offered none/);
     expect(failure(() => fromOpenAIResponse({ choices: [] } as never, plain)).code).toBe(-32603);
+  });
+  it('usage left out by the provider is undefined, not 0 (the sampler then charges an estimate)', () => {
+    expect(fromOpenAIResponse(completion({ content: 'a' }, 'stop') as never, plain).usage).toEqual({ input: undefined, output: undefined });
+    expect(fromOpenAIResponse({ ...(completion({ content: 'a' }, 'stop') as object), usage: { prompt_tokens: 3 } } as never, plain).usage).toEqual({ input: 3, output: undefined });
+    const res = { model: 'm', content: [{ type: 'text', text: 'x' }], stop_reason: 'end_turn' };
+    expect(fromAnthropicResponse(res as never, plain).usage).toEqual({ input: undefined, output: undefined });
+    expect(fromAnthropicResponse({ ...res, usage: { output_tokens: 4, cache_read_input_tokens: 9 } } as never, plain).usage).toEqual({ input: undefined, output: 4 });
+  });
+  it('estimateInputTokens: a token per 4 characters of the request JSON, base64 media left out', () => {
+    const small = params({ messages: [user(text('x'.repeat(400)))] });
+    expect(estimateInputTokens(small)).toBeGreaterThanOrEqual(100);
+    expect(estimateInputTokens(small)).toBeLessThan(130);
+    const image = params({ messages: [user({ type: 'image', data: 'A'.repeat(100_000), mimeType: 'image/png' })] });
+    expect(estimateInputTokens(image)).toBeLessThan(50);
   });
   it('Anthropic stop_reason, usage with cache tokens, thinking blocks left out', () => {
     expect(['end_turn', 'stop_sequence', 'max_tokens', 'tool_use', 'refusal', 'pause_turn'].map(anthropicStopReason)).toEqual(['endTurn', 'stopSequence', 'maxTokens', 'toolUse', 'refusal', 'pause_turn']);
