@@ -128,6 +128,12 @@ export class Sampler {
         }
       }
       const mapped = adapter.parse(response, params);
+      // What is relayed upstream is held to the same bound as what was received (mapping can
+      // grow text: each invalid UTF-8 byte of the body becomes a 3-byte U+FFFD).
+      const size = Buffer.byteLength(JSON.stringify(mapped.result));
+      if (size > adapter.cfg.maxResponseBytes) {
+        throw new SamplingError('provider-protocol', `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${adapter.cfg.maxResponseBytes} bytes; it was dropped`, { provider: name, attempts });
+      }
       // A count the provider left out is charged as an estimate: the input from the request's
       // text, the output as the capped maxTokens (the most the provider was asked for).
       const { input, output } = mapped.usage;

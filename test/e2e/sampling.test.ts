@@ -11,7 +11,7 @@ import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
-import { anthropicMessage, errorBody, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
+import { anthropicMessage, errorBody, hugeAnswer, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import type { Logger } from '../../src/observability/log.js';
 import { parseSamplingParams } from '../../src/sampling/mapping.js';
@@ -399,6 +399,69 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(line).toMatchObject({ outcome: 'provider-rejected', err: refused.message });
     const seen = JSON.stringify([answers(log), resultText(r), mem.lines()]);
     for (const form of [ODD_KEY, ...forms]) expect(seen).not.toContain(form);
+  });
+
+  const MiB = 1024 * 1024;
+  /** A promise of a streamed reply's end, and the `onEnd` that settles it. */
+  const streamEnd = () => {
+    let onEnd!: (bytes: number, complete: boolean) => void;
+    const ended = new Promise<{ bytes: number; complete: boolean }>((resolve) => (onEnd = (bytes, complete) => resolve({ bytes, complete })));
+    return { ended, onEnd };
+  };
+
+  it('a 2 GiB answer streamed without content-length is cut off at maxResponseBytes (default 4 MiB): provider-protocol, not retried, the provider stops writing, and RSS stays bounded', async () => {
+    const { ended, onEnd } = streamEnd();
+    const llm = await fake('openai', () => ({ stream: hugeAnswer('openai', 2 * 1024 * MiB), onEnd }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { timeoutMs: 60_000 }) }, upstream(log));
+    const before = process.memoryUsage.rss();
+    let peak = before;
+    const watch = setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 5);
+    try {
+      const r = await summarize(g);
+      const end = await ended;
+      peak = Math.max(peak, process.memoryUsage.rss());
+      expect(end.complete).toBe(false);
+      // The gateway dropped the connection after 4 MiB; what else was written sat in socket buffers.
+      expect(end.bytes).toBeLessThan(64 * MiB);
+      expect(peak - before).toBeLessThan(256 * MiB);
+      const refused = answers(log).at(-1)!.error;
+      expect(refused).toEqual({ code: -32603, message: "provider 'p' answered more than maxResponseBytes=4194304 bytes; it was cut off and dropped", data: { reason: 'provider-protocol', provider: 'p', attempts: 1 } });
+      expect(resultText(r)).toContain('maxResponseBytes=4194304');
+      expect(llm.requests).toHaveLength(1);
+    } finally {
+      clearInterval(watch);
+    }
+  });
+
+  it('Anthropic: a content-length over maxResponseBytes is refused before the body is read', async () => {
+    const text = 1024 * MiB;
+    const length = [...hugeAnswer('anthropic', 0)].reduce((n, c) => n + c.byteLength, text);
+    const { ended, onEnd } = streamEnd();
+    const llm = await fake('anthropic', () => ({ headers: { 'content-length': String(length) }, stream: hugeAnswer('anthropic', text), onEnd }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxResponseBytes: 64 * 1024 }) }, upstream(log));
+    await summarize(g);
+    const end = await ended;
+    expect(end.complete).toBe(false);
+    expect(end.bytes).toBeLessThan(64 * MiB);
+    expect(answers(log).at(-1)!.error).toEqual({
+      code: -32603,
+      message: `provider 'p' answered more than maxResponseBytes=65536 bytes (content-length ${length}); it was cut off and dropped`,
+      data: { reason: 'provider-protocol', provider: 'p', attempts: 1 },
+    });
+    expect(llm.requests).toHaveLength(1);
+  });
+
+  it('the result relayed upstream is held to maxResponseBytes too (invalid UTF-8 in the body grows threefold as U+FFFD)', async () => {
+    const llm = await fake('openai', () => ({ stream: hugeAnswer('openai', 2000, 0xff) }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxResponseBytes: 4096 }) }, upstream(log));
+    await summarize(g);
+    const refused = answers(log).at(-1)!.error;
+    expect(refused).toMatchObject({ code: -32603, data: { reason: 'provider-protocol', provider: 'p', attempts: 1 } });
+    expect(refused.message).toMatch(/^provider 'p' answered a result of \d+ bytes, more than maxResponseBytes=4096 bytes; it was dropped$/);
+    expect(log.of('sample-result', 'summarize')).toEqual([]);
   });
 
   it('includeContext "thisServer": the upstream gets -32602 invalid-request (the gateway declared no sampling.context), the provider and the client are never asked', async () => {
