@@ -11,7 +11,7 @@
  * Its working directory is its `cwd` ({@link cwdProblem} says when that cannot be one).
  */
 import { statSync } from 'node:fs';
-import { bySize, redactText } from '../security/redact.js';
+import { bySize, encodedForms, redactText } from '../security/redact.js';
 
 /**
  * Variables every stdio child gets from the gateway's environment when they are set. The SDK's
@@ -119,52 +119,12 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
     const values = bySize(
       Object.entries(env)
         .filter(([name, v]) => !NOT_SECRET.test(v) && (v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name))))
-        .flatMap(([, v]) => encodings(v)),
+        .flatMap(([, v]) => encodedForms(v)),
     );
     made = (text) => redactText(text, values);
     redactors.set(env, made);
   }
   return made;
-}
-
-/**
- * `value` percent-encoded as UTF-8, every byte but ASCII letters, digits and `safe` as `%XX`
- * (upper case hex). Never throws (a lone surrogate is encoded as U+FFFD, as `Buffer` does).
- */
-function percentEncoded(value: string, safe: string): string {
-  let out = '';
-  for (const byte of Buffer.from(value, 'utf8')) {
-    const c = String.fromCharCode(byte);
-    out += byte < 0x80 && (/[A-Za-z0-9]/.test(c) || safe.includes(c)) ? c : `%${byte.toString(16).toUpperCase().padStart(2, '0')}`;
-  }
-  return out;
-}
-
-/**
- * `value` and the forms a child commonly prints it in: base64 (padded or not) and base64url;
- * percent-encoded as JavaScript's `encodeURIComponent`, RFC 3986 (Go's `PathEscape`, Python's
- * `quote` with and without `/` kept) and HTML forms (`URLSearchParams`, Java's `URLEncoder`,
- * PHP's `urlencode`, Go's `QueryEscape`: `+` for a space), each with upper or lower case hex; and
- * JSON-escaped as JavaScript, Python (non-ASCII as `\uXXXX`), Go (`<`, `>`, `&`, U+2028 and U+2029
- * as `\u00XX`) and PHP (`\/`) write it, with upper or lower case hex.
- */
-function encodings(given: string): string[] {
-  // A lone surrogate cannot reach a child's output as itself: its UTF-8 form is U+FFFD.
-  const value = Buffer.from(given, 'utf8').toString('utf8');
-  const padded = Buffer.from(value, 'utf8').toString('base64');
-  const b64 = padded.replace(/=+$/, '');
-  const percent = [
-    percentEncoded(value, "-_.!~*'()"),
-    percentEncoded(value, '-_.~'),
-    percentEncoded(value, '-_.~/'),
-    ...['-_.*', '-_.', '-_.~'].map((safe) => percentEncoded(value, ` ${safe}`).replace(/ /g, '+')),
-  ];
-  const urlForms = percent.flatMap((p) => [p, p.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())]);
-  const json = JSON.stringify(value).slice(1, -1);
-  const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  const escaped = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&\u2028\u2029]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
-  const jsonForms = escaped.flatMap((j) => [j, j.replace(/\\u[0-9a-f]{4}/g, (m) => `\\u${m.slice(2).toUpperCase()}`)]);
-  return [...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms])];
 }
 
 /** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */

@@ -191,6 +191,12 @@ const SamplingProviderSchema = z
       .max(10)
       .default(2)
       .describe('Retries after a 408, 409, 429, 5xx or connection failure, with backoff (Retry-After when the provider sends one), as long as they fit in timeoutMs'),
+    maxResponseBytes: z
+      .number()
+      .int()
+      .positive()
+      .default(4 * 1024 * 1024)
+      .describe("Largest provider response body, in bytes, counted while it streams (an error answer's too): a larger one is aborted and the request fails with provider-protocol. The result relayed to the upstream is held to it as well"),
     maxTokensField: z
       .enum(['max_completion_tokens', 'max_tokens'])
       .optional()

@@ -68,9 +68,9 @@ export interface BudgetLimit {
 
 /** Tokens held for one request in flight; settle it exactly once. */
 export interface Reservation {
-  /** Replaces the reservation with the tokens the provider reported (input + output), spent at `now` (epoch ms). */
+  /** Replaces the reservation with the tokens the request used (input + output, as reported or estimated), spent at `now` (epoch ms). */
   commit(tokens: number, now?: number): void;
-  /** Drops the reservation, counting nothing (the provider reported no usage). */
+  /** Drops the reservation, counting nothing (the request failed). */
   release(): void;
 }
 

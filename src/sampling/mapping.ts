@@ -31,8 +31,8 @@ type ResultContentBlock = ToolResultBlock['content'][number];
 export interface MappedCompletion {
   /** CreateMessageResult (or CreateMessageResultWithTools when the request had tools). */
   result: { role: 'assistant'; content: Record<string, unknown> | Record<string, unknown>[]; model: string; stopReason?: string };
-  /** Tokens the provider reported (0 when it reported none). */
-  usage: { input: number; output: number };
+  /** Tokens the provider reported; a count it left out (or sent as something other than a non-negative number) is undefined. */
+  usage: { input?: number; output?: number };
 }
 
 /** The model chosen for one request: its alias in config, its settings, and why it was chosen. */
@@ -98,6 +98,22 @@ export function selectModel(provider: Pick<SamplingProviderConfig, 'models' | 'd
     }
   }
   return { alias: provider.defaultModel, model: provider.models[provider.defaultModel]!, by: 'default' };
+}
+
+/** `n` when it is a token count (a finite number ≥ 0), else undefined. */
+const tokenCount = (n: unknown): number | undefined => (typeof n === 'number' && Number.isFinite(n) && n >= 0 ? n : undefined);
+
+/** Characters counted as one token by {@link estimateInputTokens}. */
+const CHARS_PER_TOKEN = 4;
+
+/**
+ * An estimate of a request's input tokens, for a provider answer that reports none: one token per
+ * 4 characters of the JSON of its `systemPrompt`, `messages` and `tools`, base64 media (`data`,
+ * `blob`) left out. JSON punctuation is counted too, so text is rather over- than under-estimated.
+ */
+export function estimateInputTokens(params: SamplingParams): number {
+  const json = JSON.stringify([params.systemPrompt ?? '', params.messages, params.tools ?? []], (k, v: unknown) => ((k === 'data' || k === 'blob') && typeof v === 'string' ? '' : v));
+  return Math.ceil(json.length / CHARS_PER_TOKEN);
 }
 
 const blocksOf = (m: SamplingMessage): Block[] => (Array.isArray(m.content) ? m.content : [m.content]) as Block[];
@@ -270,7 +286,7 @@ export function fromOpenAIResponse(res: ChatCompletion, params: SamplingParams):
   const matched = (choice as unknown as { stop_reason?: unknown }).stop_reason;
   return {
     result: withContent(content, params, res.model, openAIStopReason(choice.finish_reason, matched, params.stopSequences)),
-    usage: { input: res.usage?.prompt_tokens ?? 0, output: res.usage?.completion_tokens ?? 0 },
+    usage: { input: tokenCount(res.usage?.prompt_tokens), output: tokenCount(res.usage?.completion_tokens) },
   };
 }
 
@@ -383,6 +399,7 @@ export function fromAnthropicResponse(res: AnthropicMessage, params: SamplingPar
   }
   if (!content.length) content.push({ type: 'text', text: '' });
   const u = res.usage;
-  const input = (u?.input_tokens ?? 0) + (u?.cache_creation_input_tokens ?? 0) + (u?.cache_read_input_tokens ?? 0);
-  return { result: withContent(content, params, res.model, anthropicStopReason(res.stop_reason)), usage: { input, output: u?.output_tokens ?? 0 } };
+  const base = tokenCount(u?.input_tokens);
+  const input = base === undefined ? undefined : base + (tokenCount(u?.cache_creation_input_tokens) ?? 0) + (tokenCount(u?.cache_read_input_tokens) ?? 0);
+  return { result: withContent(content, params, res.model, anthropicStopReason(res.stop_reason)), usage: { input, output: tokenCount(u?.output_tokens) } };
 }

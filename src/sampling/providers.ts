@@ -12,10 +12,68 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { SamplingProviderConfig } from '../config/schema.js';
 import { fromAnthropicResponse, fromOpenAIResponse, toAnthropicRequest, toOpenAIRequest, type MappedCompletion, type ModelChoice, type SamplingParams } from './mapping.js';
 import type { SamplingFailure } from './errors.js';
-import { bySize, redactText } from '../security/redact.js';
+import { bySize, encodedForms, redactText } from '../security/redact.js';
 
 /** Default base URLs (the SDKs' own, given explicitly so no environment variable overrides them). */
 export const DEFAULT_BASE_URL = { openai: 'https://api.openai.com/v1', anthropic: 'https://api.anthropic.com' } as const;
+
+/** A provider's response body was larger than its `maxResponseBytes`. */
+export class ResponseTooLargeError extends Error {
+  override name = 'ResponseTooLargeError';
+  /**
+   * @param limit the provider's `maxResponseBytes`, in bytes.
+   * @param declared the body's `content-length` when it announced more than that.
+   */
+  constructor(
+    readonly limit: number,
+    readonly declared?: number,
+  ) {
+    super(`the response body is larger than maxResponseBytes=${limit} bytes${declared !== undefined ? ` (content-length ${declared})` : ''}`);
+  }
+}
+
+/** Statuses whose responses have no body (the Response constructor refuses one). */
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * A `fetch` for the provider SDKs whose responses' bodies end in an error once more than
+ * `maxBytes` bytes have arrived: a `content-length` above it errors the body before anything is
+ * read, and a body that streams past it errors at the chunk that crosses it. Either way the
+ * underlying body is cancelled, so the connection is dropped and the provider stops sending. The
+ * SDKs read the body in `response.json()` / `response.text()`, which then reject with
+ * {@link ResponseTooLargeError}; so at most `maxBytes` (plus one network chunk) is held.
+ */
+export function boundedFetch(maxBytes: number, inner: typeof fetch = fetch): typeof fetch {
+  return async (input, init) => {
+    const res = await inner(input, init);
+    if (!res.body || NULL_BODY_STATUS.has(res.status)) return res;
+    const reader = res.body.getReader();
+    const length = res.headers.get('content-length');
+    const declared = length !== null && /^\d+$/.test(length.trim()) ? Number(length) : undefined;
+    let seen = 0;
+    const refuse = (controller: ReadableStreamDefaultController<Uint8Array>, err: ResponseTooLargeError) => {
+      controller.error(err);
+      reader.cancel(err).catch(() => {});
+    };
+    const body = new ReadableStream<Uint8Array>(
+      {
+        start(controller) {
+          if (declared !== undefined && declared > maxBytes) refuse(controller, new ResponseTooLargeError(maxBytes, declared));
+        },
+        async pull(controller) {
+          const { done, value } = await reader.read();
+          if (done) return controller.close();
+          seen += value.byteLength;
+          if (seen > maxBytes) return refuse(controller, new ResponseTooLargeError(maxBytes));
+          controller.enqueue(value);
+        },
+        cancel: (reason) => reader.cancel(reason),
+      },
+      { highWaterMark: 0 },
+    );
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+}
 
 /** One attempt's limits. */
 export interface AttemptOptions {
@@ -59,6 +117,7 @@ export function createProvider(name: string, cfg: SamplingProviderConfig): Provi
       maxRetries: 0,
       timeout: cfg.timeoutMs,
       logLevel: 'off',
+      fetch: boundedFetch(cfg.maxResponseBytes),
       // A local server configured without a key gets no Authorization header at all.
       ...(cfg.apiKey === undefined ? { defaultHeaders: { authorization: null } } : {}),
     });
@@ -78,6 +137,7 @@ export function createProvider(name: string, cfg: SamplingProviderConfig): Provi
     timeout: cfg.timeoutMs,
     logLevel: 'off',
     openTelemetry: false,
+    fetch: boundedFetch(cfg.maxResponseBytes),
   });
   return {
     name,
@@ -111,9 +171,13 @@ export function retryAfterMs(headers: Headers | undefined, now = Date.now()): nu
   return Number.isNaN(at) ? undefined : Math.max(0, at - now);
 }
 
-/** Replaces `secrets` and anything shaped like an API key in `text`, and caps its length. */
+/**
+ * Replaces `secrets`, each also in its base64, base64url, percent-encoded and JSON-escaped forms
+ * ({@link encodedForms}), and anything shaped like an API key in `text` with `[redacted]`, and caps
+ * the result at 300 characters.
+ */
 export function scrub(text: string, secrets: (string | undefined)[]): string {
-  const out = redactText(text, bySize(secrets.filter((s): s is string => s !== undefined && s.length >= 4)));
+  const out = redactText(text, bySize(secrets.filter((s): s is string => s !== undefined && s.length >= 4).flatMap(encodedForms)));
   return out.length > 300 ? `${out.slice(0, 300)}…` : out;
 }
 
@@ -125,7 +189,8 @@ function providerMessage(err: { error?: unknown; message?: string }): string | u
 }
 
 /**
- * Classifies an SDK error of one attempt. 401/403: `provider-auth`, not retried, and the provider's
+ * Classifies an SDK error of one attempt. A body over `maxResponseBytes`: `provider-protocol`, not
+ * retried. 401/403: `provider-auth`, not retried, and the provider's
  * message is left out (it may quote part of the key). 408, 409, 429 and 5xx: retried. Other 4xx:
  * `provider-rejected`. Connection failures: retried. Anything else: `provider-protocol`.
  * Aborts and timeouts are decided by the caller, which owns the signal.
@@ -133,6 +198,9 @@ function providerMessage(err: { error?: unknown; message?: string }): string | u
 export function classifyFailure(err: unknown, provider: ProviderAdapter): AttemptFailure {
   const e = err as { status?: unknown; headers?: Headers; error?: unknown; message?: string };
   const where = `provider '${provider.name}'`;
+  if (err instanceof ResponseTooLargeError) {
+    return { reason: 'provider-protocol', retryable: false, detail: `${where} answered more than maxResponseBytes=${err.limit} bytes${err.declared !== undefined ? ` (content-length ${err.declared})` : ''}; it was cut off and dropped` };
+  }
   if (typeof e?.status === 'number') {
     const status = e.status;
     const said = providerMessage(e);

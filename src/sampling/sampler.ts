@@ -13,7 +13,7 @@ import type { Metrics } from '../observability/metrics.js';
 import { principalHash } from '../security/auth.js';
 import { Slots, TokenBudgets, type BudgetLimit, type Reservation } from './budget.js';
 import { SamplingError } from './errors.js';
-import { parseSamplingParams, selectModel } from './mapping.js';
+import { estimateInputTokens, parseSamplingParams, selectModel } from './mapping.js';
 import { classifyFailure, createProvider, type ProviderAdapter } from './providers.js';
 
 /** One `sampling/createMessage` the gateway answers. */
@@ -128,12 +128,24 @@ export class Sampler {
         }
       }
       const mapped = adapter.parse(response, params);
-      reservation.commit(mapped.usage.input + mapped.usage.output);
+      // What is relayed upstream is held to the same bound as what was received (mapping can
+      // grow text: each invalid UTF-8 byte of the body becomes a 3-byte U+FFFD).
+      const size = Buffer.byteLength(JSON.stringify(mapped.result));
+      if (size > adapter.cfg.maxResponseBytes) {
+        throw new SamplingError('provider-protocol', `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${adapter.cfg.maxResponseBytes} bytes; it was dropped`, { provider: name, attempts });
+      }
+      // A count the provider left out is charged as an estimate: the input from the request's
+      // text, the output as the capped maxTokens (the most the provider was asked for).
+      const { input, output } = mapped.usage;
+      const inputTokens = input ?? estimateInputTokens(params);
+      const outputTokens = output ?? maxTokens;
+      reservation.commit(inputTokens + outputTokens);
       reservation = undefined;
       const labels = { upstream: req.upstream, tool: req.tool ?? '', principal: who, provider: name, model: mapped.result.model };
-      this.metrics.samplingTokens.inc({ ...labels, direction: 'input' }, mapped.usage.input);
-      this.metrics.samplingTokens.inc({ ...labels, direction: 'output' }, mapped.usage.output);
-      Object.assign(line, { model: mapped.result.model, stopReason: mapped.result.stopReason, inputTokens: mapped.usage.input, outputTokens: mapped.usage.output, attempts });
+      if (input !== undefined) this.metrics.samplingTokens.inc({ ...labels, direction: 'input' }, input);
+      if (output !== undefined) this.metrics.samplingTokens.inc({ ...labels, direction: 'output' }, output);
+      const estimated = input === undefined || output === undefined;
+      Object.assign(line, { model: mapped.result.model, stopReason: mapped.result.stopReason, inputTokens, outputTokens, ...(estimated ? { usageEstimated: true } : {}), attempts });
       this.done(line, started);
       return { ...mapped.result };
     } catch (e) {

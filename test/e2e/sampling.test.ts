@@ -11,7 +11,7 @@ import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
-import { anthropicMessage, errorBody, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
+import { anthropicMessage, errorBody, hugeAnswer, openaiCompletion, startFakeLlm, type FakeLlm, type Reply } from '../helpers/llm.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import type { Logger } from '../../src/observability/log.js';
 import { parseSamplingParams } from '../../src/sampling/mapping.js';
@@ -21,6 +21,9 @@ const OPENAI_KEY = 'sk-test-openai-key-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-test-key-0123456789abcdef';
 process.env.TEST_SAMPLING_OPENAI_KEY = OPENAI_KEY;
 process.env.TEST_SAMPLING_ANTHROPIC_KEY = ANTHROPIC_KEY;
+/** A key whose base64, base64url and URL-encoded forms all differ from it and from one another. */
+const ODD_KEY = 'live+key/0123456789=abc~xyz?';
+process.env.TEST_SAMPLING_ODD_KEY = ODD_KEY;
 /** principalHash('anonymous'). */
 const ANONYMOUS = '2f183a4e64493af3';
 
@@ -288,6 +291,25 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(llm.requests).toHaveLength(1);
   });
 
+  it('a provider that reports no usage is charged an estimate (input from the request text, output as maxTokens), so the budget still holds', async () => {
+    const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'short', usage: null }) }));
+    const log = new FixtureLog();
+    const mem = memoryLogger('debug');
+    const g = await gateway({ p: provider(llm) }, upstream(log, { maxTokens: 30, budget: { tokensPerPrincipal: 100, windowMs: 60_000 } }), mem.log);
+    const outcomes: string[] = [];
+    for (let i = 0; i < 8; i++) outcomes.push(resultText(await summarize(g)).includes('summary=short') ? 'answered' : 'refused');
+    // Each answer is charged 30 (maxTokens) plus the estimate of its input (the summarize request,
+    // 96 characters of JSON: 24 tokens): 54, 108, then no room for another 30.
+    expect(outcomes).toEqual(['answered', 'answered', ...Array(6).fill('refused')]);
+    expect(llm.requests).toHaveLength(2);
+    expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'budget', scope: 'principal', limit: 100 } });
+    expect(resultText(await summarize(g))).toMatch(/108 of 100 tokens spent in the last 60000 ms; this request needs room for 30/);
+    const lines = mem.lines().filter((l) => l.msg === 'sampling' && l.outcome === 'complete');
+    expect(lines).toEqual([expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true }), expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true })]);
+    // Nothing reported, nothing counted as reported.
+    expect((await metrics(g)).filter((l) => l.startsWith('mrtr_sampling_tokens_total'))).toEqual([]);
+  });
+
   it('429 with Retry-After, then success: retried after the wait, the upstream gets the answer', async () => {
     const llm = await fake('openai', (_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '1' }, body: errorBody('openai', 429, 'requests', 'Rate limit reached') } : { body: openaiCompletion({ content: 'after the wait' }) }));
     const log = new FixtureLog();
@@ -360,6 +382,86 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const all = JSON.stringify(lines);
     expect(all).not.toContain(OPENAI_KEY);
     expect(all).not.toContain('confidential paragraph');
+  });
+
+  it('a provider error quoting the key in base64, base64url or URL-encoded form reaches neither the upstream nor the sampling log line', async () => {
+    const forms = [Buffer.from(ODD_KEY).toString('base64'), Buffer.from(ODD_KEY).toString('base64url'), encodeURIComponent(ODD_KEY)];
+    const llm = await fake('openai', () => ({ status: 400, body: errorBody('openai', 400, 'invalid_request_error', `Bad header: ${forms[0]} / ${forms[1]} / ${forms[2]}`) }));
+    const log = new FixtureLog();
+    const mem = memoryLogger('debug');
+    const g = await gateway({ p: provider(llm, { apiKey: '${TEST_SAMPLING_ODD_KEY}' }) }, upstream(log), mem.log);
+    const r = await summarize(g);
+    expect(llm.requests[0]!.headers.authorization).toBe(`Bearer ${ODD_KEY}`);
+    const refused = answers(log).at(-1)!.error;
+    expect(refused).toMatchObject({ code: -32603, data: { reason: 'provider-rejected', status: 400 } });
+    expect(refused.message).toBe("provider 'p' rejected the request (HTTP 400): Bad header: [redacted] / [redacted] / [redacted]");
+    const [line] = mem.lines().filter((l) => l.msg === 'sampling');
+    expect(line).toMatchObject({ outcome: 'provider-rejected', err: refused.message });
+    const seen = JSON.stringify([answers(log), resultText(r), mem.lines()]);
+    for (const form of [ODD_KEY, ...forms]) expect(seen).not.toContain(form);
+  });
+
+  const MiB = 1024 * 1024;
+  /** A promise of a streamed reply's end, and the `onEnd` that settles it. */
+  const streamEnd = () => {
+    let onEnd!: (bytes: number, complete: boolean) => void;
+    const ended = new Promise<{ bytes: number; complete: boolean }>((resolve) => (onEnd = (bytes, complete) => resolve({ bytes, complete })));
+    return { ended, onEnd };
+  };
+
+  it('a 2 GiB answer streamed without content-length is cut off at maxResponseBytes (default 4 MiB): provider-protocol, not retried, the provider stops writing, and RSS stays bounded', async () => {
+    const { ended, onEnd } = streamEnd();
+    const llm = await fake('openai', () => ({ stream: hugeAnswer('openai', 2 * 1024 * MiB), onEnd }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { timeoutMs: 60_000 }) }, upstream(log));
+    const before = process.memoryUsage.rss();
+    let peak = before;
+    const watch = setInterval(() => (peak = Math.max(peak, process.memoryUsage.rss())), 5);
+    try {
+      const r = await summarize(g);
+      const end = await ended;
+      peak = Math.max(peak, process.memoryUsage.rss());
+      expect(end.complete).toBe(false);
+      // The gateway dropped the connection after 4 MiB; what else was written sat in socket buffers.
+      expect(end.bytes).toBeLessThan(64 * MiB);
+      expect(peak - before).toBeLessThan(256 * MiB);
+      const refused = answers(log).at(-1)!.error;
+      expect(refused).toEqual({ code: -32603, message: "provider 'p' answered more than maxResponseBytes=4194304 bytes; it was cut off and dropped", data: { reason: 'provider-protocol', provider: 'p', attempts: 1 } });
+      expect(resultText(r)).toContain('maxResponseBytes=4194304');
+      expect(llm.requests).toHaveLength(1);
+    } finally {
+      clearInterval(watch);
+    }
+  });
+
+  it('Anthropic: a content-length over maxResponseBytes is refused before the body is read', async () => {
+    const text = 1024 * MiB;
+    const length = [...hugeAnswer('anthropic', 0)].reduce((n, c) => n + c.byteLength, text);
+    const { ended, onEnd } = streamEnd();
+    const llm = await fake('anthropic', () => ({ headers: { 'content-length': String(length) }, stream: hugeAnswer('anthropic', text), onEnd }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxResponseBytes: 64 * 1024 }) }, upstream(log));
+    await summarize(g);
+    const end = await ended;
+    expect(end.complete).toBe(false);
+    expect(end.bytes).toBeLessThan(64 * MiB);
+    expect(answers(log).at(-1)!.error).toEqual({
+      code: -32603,
+      message: `provider 'p' answered more than maxResponseBytes=65536 bytes (content-length ${length}); it was cut off and dropped`,
+      data: { reason: 'provider-protocol', provider: 'p', attempts: 1 },
+    });
+    expect(llm.requests).toHaveLength(1);
+  });
+
+  it('the result relayed upstream is held to maxResponseBytes too (invalid UTF-8 in the body grows threefold as U+FFFD)', async () => {
+    const llm = await fake('openai', () => ({ stream: hugeAnswer('openai', 2000, 0xff) }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxResponseBytes: 4096 }) }, upstream(log));
+    await summarize(g);
+    const refused = answers(log).at(-1)!.error;
+    expect(refused).toMatchObject({ code: -32603, data: { reason: 'provider-protocol', provider: 'p', attempts: 1 } });
+    expect(refused.message).toMatch(/^provider 'p' answered a result of \d+ bytes, more than maxResponseBytes=4096 bytes; it was dropped$/);
+    expect(log.of('sample-result', 'summarize')).toEqual([]);
   });
 
   it('includeContext "thisServer": the upstream gets -32602 invalid-request (the gateway declared no sampling.context), the provider and the client are never asked', async () => {

@@ -2,7 +2,8 @@
  * Local stand-ins for LLM provider APIs, on 127.0.0.1 with an ephemeral port: OpenAI Chat
  * Completions (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`), streaming
  * off, with the documented request and response shapes. Each records every request it receives
- * (path, headers, JSON body) and answers with what the test's `reply` function returns.
+ * (path, headers, JSON body) and answers with what the test's `reply` function returns (a JSON
+ * body, or a body streamed from a lazy generator, such as {@link hugeAnswer}).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,8 +17,21 @@ export interface ReceivedRequest {
   at: number;
 }
 
-/** What the fake provider answers: a JSON body with a status and headers, or no answer at all. */
-export type Reply = { status?: number; headers?: Record<string, string>; body: unknown } | 'hang';
+/**
+ * A body written chunk by chunk as the client reads it (chunked unless `headers` give a
+ * content-length). Chunks are taken from `stream` only while the connection is open and the socket
+ * is drained, so a lazily generated body of any size costs no memory; writing stops when the
+ * client goes away. `onEnd` gets the bytes written and whether the whole body was.
+ */
+export interface StreamedReply {
+  status?: number;
+  headers?: Record<string, string>;
+  stream: Iterable<Uint8Array>;
+  onEnd?: (bytesWritten: number, complete: boolean) => void;
+}
+
+/** What the fake provider answers: a JSON body with a status and headers, a streamed body, or no answer at all. */
+export type Reply = { status?: number; headers?: Record<string, string>; body: unknown } | StreamedReply | 'hang';
 
 /** A running fake provider. */
 export interface FakeLlm {
@@ -66,7 +80,9 @@ export async function startFakeLlm(kind: 'openai' | 'anthropic', reply: FakeLlm[
       hanging.add(res);
       res.on('close', () => hanging.delete(res));
       void Promise.resolve(fake.reply(received, fake.requests.length)).then((answer) => {
-        if (answer !== 'hang' && !res.destroyed) send(res, answer.status ?? 200, answer.headers ?? {}, answer.body);
+        if (answer === 'hang' || res.destroyed) return;
+        if ('stream' in answer) void stream(res, answer);
+        else send(res, answer.status ?? 200, answer.headers ?? {}, answer.body);
       });
     });
   });
@@ -82,6 +98,51 @@ function send(res: ServerResponse, status: number, headers: Record<string, strin
   res.end(text);
 }
 
+async function stream(res: ServerResponse, reply: StreamedReply): Promise<void> {
+  res.writeHead(reply.status ?? 200, { 'content-type': 'application/json', ...reply.headers });
+  let written = 0;
+  const open = () => !res.destroyed && !res.writableEnded;
+  for (const chunk of reply.stream) {
+    if (!open()) break;
+    written += chunk.byteLength;
+    if (!res.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done);
+          res.off('close', done);
+          resolve();
+        };
+        res.on('drain', done);
+        res.on('close', done);
+      });
+    }
+  }
+  const complete = open();
+  if (complete) res.end();
+  reply.onEnd?.(written, complete);
+}
+
+/**
+ * A Chat Completions (`openai`) or Messages (`anthropic`) answer whose one text block holds
+ * `textBytes` bytes of `fill` (a one-byte string, or a byte value), generated lazily in chunks of `chunkBytes` (one buffer, reused).
+ */
+export function* hugeAnswer(kind: 'openai' | 'anthropic', textBytes: number, fill: string | number = 'a', chunkBytes = 64 * 1024): Generator<Uint8Array> {
+  const [head, tail] =
+    kind === 'openai'
+      ? [
+          '{"id":"chatcmpl-huge","object":"chat.completion","created":0,"model":"gpt-test-2026-01-01","choices":[{"index":0,"message":{"role":"assistant","refusal":null,"content":"',
+          '"},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}',
+        ]
+      : [
+          '{"id":"msg_huge","type":"message","role":"assistant","model":"claude-test-5-20261101","content":[{"type":"text","text":"',
+          '"}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}',
+        ];
+  yield Buffer.from(head);
+  const chunk = Buffer.alloc(chunkBytes, fill);
+  for (let left = textBytes; left > 0; left -= chunkBytes) yield left >= chunkBytes ? chunk : chunk.subarray(0, left);
+  yield Buffer.from(tail);
+}
+
 /** The provider's error body: OpenAI `{error:{message,type,param,code}}`, Anthropic `{type:"error",error:{type,message}}`. */
 export function errorBody(kind: 'openai' | 'anthropic', status: number, type: string, message: string): unknown {
   return kind === 'openai' ? { error: { message, type, param: null, code: status === 429 ? 'rate_limit_exceeded' : null } } : { type: 'error', error: { type, message }, request_id: 'req_test' };
@@ -93,10 +154,11 @@ export function openaiCompletion(opts: {
   toolCalls?: { id: string; name: string; arguments: string }[];
   finish?: string;
   model?: string;
-  usage?: { prompt: number; completion: number };
+  /** Default: 12 prompt and 7 completion tokens; null: no `usage` field (as some OpenAI-compatible servers answer). */
+  usage?: { prompt: number; completion: number } | null;
   extraChoice?: Record<string, unknown>;
 }): unknown {
-  const usage = opts.usage ?? { prompt: 12, completion: 7 };
+  const usage = opts.usage === undefined ? { prompt: 12, completion: 7 } : opts.usage;
   return {
     id: 'chatcmpl-test',
     object: 'chat.completion',
@@ -116,7 +178,7 @@ export function openaiCompletion(opts: {
         ...opts.extraChoice,
       },
     ],
-    usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion },
+    ...(usage ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } } : {}),
   };
 }
 

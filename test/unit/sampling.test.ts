@@ -12,6 +12,7 @@ import { Slots, TokenBudgets } from '../../src/sampling/budget.js';
 import { SamplingError } from '../../src/sampling/errors.js';
 import {
   anthropicStopReason,
+  estimateInputTokens,
   fromAnthropicResponse,
   fromOpenAIResponse,
   parseSamplingParams,
@@ -239,6 +240,20 @@ describe('answers mapped back to CreateMessageResult', () => {
     expect(failure(() => fromOpenAIResponse(completion({ content: null, tool_calls: [call('{}')] }, 'tool_calls'), plain)).message).toMatch(/offered none/);
     expect(failure(() => fromOpenAIResponse({ choices: [] } as never, plain)).code).toBe(-32603);
   });
+  it('usage left out by the provider is undefined, not 0 (the sampler then charges an estimate)', () => {
+    expect(fromOpenAIResponse(completion({ content: 'a' }, 'stop') as never, plain).usage).toEqual({ input: undefined, output: undefined });
+    expect(fromOpenAIResponse({ ...(completion({ content: 'a' }, 'stop') as object), usage: { prompt_tokens: 3 } } as never, plain).usage).toEqual({ input: 3, output: undefined });
+    const res = { model: 'm', content: [{ type: 'text', text: 'x' }], stop_reason: 'end_turn' };
+    expect(fromAnthropicResponse(res as never, plain).usage).toEqual({ input: undefined, output: undefined });
+    expect(fromAnthropicResponse({ ...res, usage: { output_tokens: 4, cache_read_input_tokens: 9 } } as never, plain).usage).toEqual({ input: undefined, output: 4 });
+  });
+  it('estimateInputTokens: a token per 4 characters of the request JSON, base64 media left out', () => {
+    const small = params({ messages: [user(text('x'.repeat(400)))] });
+    expect(estimateInputTokens(small)).toBeGreaterThanOrEqual(100);
+    expect(estimateInputTokens(small)).toBeLessThan(130);
+    const image = params({ messages: [user({ type: 'image', data: 'A'.repeat(100_000), mimeType: 'image/png' })] });
+    expect(estimateInputTokens(image)).toBeLessThan(50);
+  });
   it('Anthropic stop_reason, usage with cache tokens, thinking blocks left out', () => {
     expect(['end_turn', 'stop_sequence', 'max_tokens', 'tool_use', 'refusal', 'pause_turn'].map(anthropicStopReason)).toEqual(['endTurn', 'stopSequence', 'maxTokens', 'toolUse', 'refusal', 'pause_turn']);
     const res = {
@@ -321,6 +336,14 @@ describe('provider errors', () => {
     expect(retryAfterMs(new Headers({ 'retry-after': new Date(10_000).toUTCString() }), 4000)).toBe(6000);
     expect(retryAfterMs(new Headers())).toBeUndefined();
     expect(scrub('key sk-proj-AbC123xyz789 and Bearer abc.def and mysecretvalue', ['mysecretvalue'])).toBe('key [redacted] and Bearer [redacted] and [redacted]');
+  });
+  it('the API key is scrubbed as given and in base64, base64url and URL-encoded forms', () => {
+    const key = 'live+key/0123456789=abc~xyz?';
+    const forms = [key, Buffer.from(key).toString('base64'), Buffer.from(key).toString('base64').replace(/=+$/, ''), Buffer.from(key).toString('base64url'), encodeURIComponent(key), new URLSearchParams({ k: key }).toString().slice(2)];
+    for (const form of forms) expect(scrub(`echo: ${form} (end)`, [key])).toBe('echo: [redacted] (end)');
+    const p = createProvider('p', { ...cfg, apiKey: key } as never);
+    const rejected = classifyFailure(apiError(400, { error: { message: `invalid key ${Buffer.from(key).toString('base64')}` } }), p);
+    expect(rejected.detail).toBe("provider 'p' rejected the request (HTTP 400): invalid key [redacted]");
   });
 });
 
