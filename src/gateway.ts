@@ -419,7 +419,10 @@ export class Gateway {
     this.log.info({ replica: this.replica, url: self.url, store: this.store.kind }, 'replica registered');
   }
 
-  /** The live replica `id` (its URL), or undefined when its heartbeat stopped. */
+  /**
+   * The live replica `id` (its URL), or undefined when its heartbeat stopped.
+   * @throws StoreUnavailable when the registry cannot be read (which says nothing about the replica).
+   */
   async replicaInfo(id: string): Promise<ReplicaInfo | undefined> {
     return this.store.replicas.lookup(id);
   }

@@ -716,10 +716,15 @@ function onClientGone(c: Context, gone: () => void): () => void {
   return () => signal.removeEventListener('abort', gone);
 }
 
-/** Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint); undefined when it is gone (no heartbeat, or unreachable). */
+/**
+ * Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint).
+ * @returns the owner's response, or undefined when it is gone (no heartbeat, or unreachable).
+ * @throws StoreUnavailable when the registry cannot be read: whether the owner lives is not known,
+ *   and the call may well still be held there (-32603 `store-unavailable`, not `replica-gone`).
+ */
 async function forwardHeld(gateway: Gateway, replica: string, name: string | undefined, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
   const secret = gateway.cfg.replicas.secret;
-  const owner = secret ? await gateway.replicaInfo(replica).catch(() => undefined) : undefined;
+  const owner = secret ? await gateway.replicaInfo(replica) : undefined;
   if (!owner || !secret || owner.id === gateway.replica) return undefined;
   return forwardToReplica(owner, name, body, headers, principal, secret);
 }

@@ -49,7 +49,10 @@ export interface ReplicaInfo {
 export interface ReplicaRegistry {
   /** Writes this replica's heartbeat (its id and URL), valid for `ttlMs`. */
   heartbeat(self: ReplicaInfo, ttlMs: number): Promise<void>;
-  /** The replica `id` when it is alive (its heartbeat is current), else undefined. */
+  /**
+   * The replica `id` when it is alive (its heartbeat is current), else undefined.
+   * @throws StoreUnavailable when the registry cannot be read: not a sign that the replica is gone.
+   */
   lookup(id: string): Promise<ReplicaInfo | undefined>;
   /** Removes this replica's entry (clean stop). */
   leave(id: string): Promise<void>;

@@ -513,6 +513,29 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     // b's request log line (read from its stdout) says so.
     expect(await eventually(() => forwardedIn(b) === forwarded + 1, 2000)).toBe(true);
   }, 60_000);
+  it('a retry that must be forwarded while Redis is down gets store-unavailable at once (not replica-gone), and the same retry completes once Redis is back', async () => {
+    const readiness = async () => Promise.all([a, b].map(async (g) => (await fetch(`${g.base}/readyz`)).status));
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    // Both warm (the upstream's era known), so the time below is the failure's alone.
+    for (const g of [a, b]) expect(await plainCall(`${g.base}/mcp/f`)).toBe('slept 5ms');
+    const first = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
+    expect(first.body.result.resultType).toBe('input_required');
+    const retry = { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Patient' } } } };
+    await redis.stop();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 503), 3000)).toBe(true);
+    const started = Date.now();
+    const down = await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT });
+    // b cannot tell whether a lives: the call is not said to be gone.
+    expect(down.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(await metric(a, 'mrtr_parked_calls', { upstream: 'f' })).toBe(1);
+    await redis.start();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    // The same retry (until a's heartbeat is written again): the state was not spent, and the call waited on a.
+    let back: any;
+    expect(await eventually(async () => (back = (await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT })).body).error?.data?.reason !== 'replica-gone', 3000, 100)).toBe(true);
+    expect(back.result?.content?.[0]?.text).toBe('Hello, Patient!');
+  }, 60_000);
 });
 
 describeWith(['redis-server'], 'a replica is registered as soon as the store is reachable', () => {
