@@ -9,6 +9,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createClient, type RedisClientType } from 'redis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { listen, rpc } from '../helpers/gateway.js';
 import { CONCURRENT_INPUT, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
@@ -535,6 +536,45 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     let back: any;
     expect(await eventually(async () => (back = (await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT })).body).error?.data?.reason !== 'replica-gone', 3000, 100)).toBe(true);
     expect(back.result?.content?.[0]?.text).toBe('Hello, Patient!');
+  }, 60_000);
+});
+
+describeWith(['redis-server'], 'a Redis user whose ACL does not cover the key prefix', () => {
+  let redis: TestRedis;
+  let admin: RedisClientType;
+  let a: CliGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = createClient({ url: redis.url }) as RedisClientType;
+    await admin.connect();
+    // Every command and channel, but keys only under another prefix than the gateway's (mrtr:).
+    await admin.sendCommand(['ACL', 'SETUSER', 'narrow', 'on', '>narrow-password-0123456789', 'resetkeys', '~otherprefix:*', '&*', '+@all']);
+    a = await startCli(replicaConfig(`redis://narrow:narrow-password-0123456789@127.0.0.1:${redis.port}`, { f: fixtureStdio() }));
+  }, 60_000);
+  afterAll(async () => {
+    a?.child.kill('SIGKILL');
+    await a?.exited;
+    await admin?.quit().catch(() => {});
+    await redis?.stop();
+  });
+
+  it('/readyz answers 503 naming the prefix and NOPERM, and 200 once the user may use the prefix', async () => {
+    let last: { status: number; body: any } | undefined;
+    const readyz = async () => {
+      const r = await fetch(`${a.base}/readyz`);
+      return (last = { status: r.status, body: await r.json() });
+    };
+    // Connected and subscribed (the channel is allowed), yet every key under mrtr: is refused.
+    expect(await eventually(async () => /NOPERM/.test((await readyz()).body.store ?? ''), 10_000, 100)).toBe(true);
+    expect(last!.status).toBe(503);
+    expect(last!.body.store).toMatch(/key prefix "mrtr:"/);
+    expect(last!.body.store).not.toMatch(/narrow-password/);
+    // What readiness says is what requests meet.
+    const task = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
+    expect(task.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    await admin.sendCommand(['ACL', 'SETUSER', 'narrow', '~mrtr:*']);
+    expect(await eventually(async () => (await readyz()).status === 200, 10_000, 100)).toBe(true);
   }, 60_000);
 });
 
