@@ -286,6 +286,55 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect((await hop({ 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': SECRET })).body.result.content[0].text).toBe('Hop, Ann!');
   });
 
+  it('the internal hop, even with the secret, serves only retries and task commands held there, for the principal they belong to; the rest is refused and counted', async () => {
+    const as = (principal: string) => Buffer.from(principal, 'utf8').toString('base64url');
+    const hop = (g: CliGateway, principal: string, method: string, params: Record<string, unknown>, caps: Record<string, unknown> = ELICIT, headers: Record<string, string> = {}) =>
+      rpc(`${g.base}/_replicas/forward/mcp/f`, method, params, { caps, headers: { 'x-mrtr-replica-secret': SECRET, 'x-mrtr-principal': as(principal), ...headers } });
+    const refused = (g: CliGateway, reason: string) => metric(g, 'mrtr_forward_refused_total', { reason });
+    const answered = log.of('elicit-result', 'ask_name').length;
+    const calls = log.of('call', 'slow').length;
+    const parked = await call(b.base, 'ask_name', { arguments: { greeting: 'Forge' } });
+    const retry = { name: 'ask_name', arguments: { greeting: 'Forge' }, ...answering(parked, named('Ann')) };
+    const before = { principal: await refused(b, 'principal'), method: await refused(b, 'method'), task: await refused(b, 'task'), state: await refused(b, 'state') };
+
+    // alice's state forwarded as bob, or as a principal no key or issuer produces.
+    for (const principal of ['apikey:bob', 'root']) {
+      const forged = await hop(b, principal, 'tools/call', retry);
+      expect(forged.status).toBe(403);
+      expect(forged.body.error).toMatchObject({ code: -32600, message: expect.stringMatching(/^Forbidden: .*principal/) });
+    }
+    expect(await refused(b, 'principal')).toBe(before.principal + 2);
+    // Anything but a retry or a task command: a new call, a listing, tasks/get.
+    const newCall = await hop(b, 'root', 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } });
+    expect(newCall.status).toBe(403);
+    expect(newCall.body.error.message).toMatch(/^Forbidden: the internal hop takes only retries/);
+    expect((await hop(b, 'apikey:alice', 'tools/list', {})).status).toBe(403);
+    expect(await refused(b, 'method')).toBe(before.method + 2);
+    // A state parked on another replica (a) is not b's to serve.
+    const elsewhere = await call(a.base, 'ask_name', { arguments: { greeting: 'Else' } });
+    expect((await hop(b, 'apikey:alice', 'tools/call', { name: 'ask_name', arguments: { greeting: 'Else' }, ...answering(elsewhere, named('X')) })).status).toBe(403);
+    expect(await refused(b, 'state')).toBe(before.state + 1);
+
+    // A task b runs for alice: bob's forwarded tasks/cancel is refused, and so is one sent to a, which does not run it.
+    const task = await call(b.base, 'slow', { arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
+    const taskId = task.body.result.taskId as string;
+    const taskHeaders = { 'mcp-name': taskId };
+    expect((await hop(b, 'apikey:bob', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).status).toBe(403);
+    expect(await refused(b, 'principal')).toBe(before.principal + 3);
+    expect((await hop(a, 'apikey:alice', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).status).toBe(403);
+    expect(await refused(a, 'task')).toBeGreaterThanOrEqual(1);
+    const got = await rpc(`${b.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...ALICE, ...taskHeaders } });
+    expect(got.body.result.status).toBe('working');
+
+    // Nothing of it reached the upstream: no new call ran, the parked call is unanswered.
+    expect(log.of('call', 'slow').length).toBe(calls + 1);
+    expect(log.of('elicit-result', 'ask_name')).toHaveLength(answered);
+    // What forwarding is for still passes: alice's retry, alice's tasks/cancel.
+    expect((await hop(b, 'apikey:alice', 'tools/call', retry)).body.result.content[0].text).toBe('Forge, Ann!');
+    expect((await hop(b, 'apikey:alice', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).body.result).toMatchObject({ resultType: 'complete' });
+    await call(a.base, 'ask_name', { arguments: { greeting: 'Else' }, ...answering(elsewhere, named('X')) });
+  });
+
   it('a retry of a call parked on another replica is forwarded without this replica opening an upstream session or listing tools for it', async () => {
     // A caller and capabilities c has served nothing for: it holds no tool list and no session for them.
     const caps = { ...ELICIT, sampling: {} };
