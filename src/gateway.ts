@@ -419,7 +419,10 @@ export class Gateway {
     this.log.info({ replica: this.replica, url: self.url, store: this.store.kind }, 'replica registered');
   }
 
-  /** The live replica `id` (its URL), or undefined when its heartbeat stopped. */
+  /**
+   * The live replica `id` (its URL), or undefined when its heartbeat stopped.
+   * @throws StoreUnavailable when the registry cannot be read (which says nothing about the replica).
+   */
   async replicaInfo(id: string): Promise<ReplicaInfo | undefined> {
     return this.store.replicas.lookup(id);
   }
@@ -432,7 +435,7 @@ export class Gateway {
   /**
    * Readiness: every upstream marked `required` can be started or reached (probing those that
    * have not succeeded yet, or failed last, by opening a session), and the shared store is
-   * reachable (`store` says why not).
+   * reachable and takes a write and a read under its key prefix (`store` says why not).
    */
   async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[]; store?: string }> {
     const out: { name: string; ready: boolean; reason?: string }[] = [];
@@ -459,7 +462,7 @@ export class Gateway {
         out.push({ name: up.name, ready: false, reason: up.pool.lastError ?? (e as Error).message });
       }
     }
-    const store = this.store.unavailable();
+    const store = await this.store.unavailable();
     return { ready: !this.closing && !store && out.every((u) => u.ready), upstreams: out, ...(store ? { store } : {}) };
   }
 

@@ -28,7 +28,7 @@ import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
-import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, secretMatches } from './replicas.js';
+import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, hopRefusal, secretMatches } from './replicas.js';
 import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
@@ -336,7 +336,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
             if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
             return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
           },
-          false,
+          undefined,
           federation,
         ),
     );
@@ -360,6 +360,15 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const auth = c.req.header('authorization');
     const token = auth && /^Bearer /i.test(auth) ? auth.replace(/^Bearer\s+/i, '') : undefined;
     const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : uniqueId();
+    const upstream = c.req.param('name');
+    // Only what forwarding exists for, for the principal the state or task belongs to.
+    const admit: HopGate = async (method, params) => {
+      const refused = await hopRefusal({ replica: gateway.replica, sealer: gateway.sealer, tasks: gateway.store.tasks }, upstream, method, params, principal);
+      if (!refused) return undefined;
+      gateway.metrics.forwardRefused.inc({ reason: refused.reason });
+      log.warn({ requestId, upstream: upstream ?? FEDERATED_LABEL, method: quoted(method), principal: principalHash(principal), reason: refused.reason }, 'forwarded request refused by the internal hop');
+      return refused.error;
+    };
     return handleMcp(
       c,
       gateway,
@@ -368,7 +377,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       requestId,
       trackIn(),
       () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Legacy sessions are not forwarded between replicas' }, 400),
-      true,
+      admit,
       federation,
     );
   };
@@ -521,9 +530,11 @@ async function handleMcp(
   requestId: string,
   track: WorkTracker,
   legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
-  forwarded = false,
+  hop?: HopGate,
   federation?: Federation,
 ): Promise<Response> {
+  // A request that came over the internal hop is never forwarded again.
+  const forwarded = hop !== undefined;
   // Undefined on the federated endpoint.
   const name: string | undefined = c.req.param('name');
   const target = targetOf(gateway, federation, name);
@@ -560,6 +571,15 @@ async function handleMcp(
   } catch (e) {
     const g = asGatewayError(e, log);
     return errorResponse(id, g.toJSON(), g.httpStatus);
+  }
+  if (hop) {
+    let refused: GatewayError | undefined;
+    try {
+      refused = await hop(rpc.method, rpc.params as Record<string, unknown> | undefined);
+    } catch (e) {
+      refused = asGatewayError(e, log);
+    }
+    if (refused) return errorResponse(rpc.id ?? null, refused.toJSON(), refused.httpStatus);
   }
   if (rpc.id === undefined) {
     // Notifications carry nothing the gateway acts on over HTTP (cancellation is closing the stream).
@@ -674,6 +694,12 @@ async function handleMcp(
   });
 }
 
+/**
+ * The check of a request that came over the internal hop, by its method and raw params: undefined
+ * when it may be served, else the error to answer (see `hopRefusal`).
+ */
+type HopGate = (method: string, params: Record<string, unknown> | undefined) => Promise<GatewayError | undefined>;
+
 /** The answer to a 2026-07-28 request: a JSON-RPC message and its HTTP status, or the response another replica gave. */
 interface Answer {
   message: unknown;
@@ -716,10 +742,15 @@ function onClientGone(c: Context, gone: () => void): () => void {
   return () => signal.removeEventListener('abort', gone);
 }
 
-/** Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint); undefined when it is gone (no heartbeat, or unreachable). */
+/**
+ * Forwards a request to the live replica `replica` (for upstream `name`, or the federated endpoint).
+ * @returns the owner's response, or undefined when it is gone (no heartbeat, or unreachable).
+ * @throws StoreUnavailable when the registry cannot be read: whether the owner lives is not known,
+ *   and the call may well still be held there (-32603 `store-unavailable`, not `replica-gone`).
+ */
 async function forwardHeld(gateway: Gateway, replica: string, name: string | undefined, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
   const secret = gateway.cfg.replicas.secret;
-  const owner = secret ? await gateway.replicaInfo(replica).catch(() => undefined) : undefined;
+  const owner = secret ? await gateway.replicaInfo(replica) : undefined;
   if (!owner || !secret || owner.id === gateway.replica) return undefined;
   return forwardToReplica(owner, name, body, headers, principal, secret);
 }

@@ -62,6 +62,13 @@ export class Metrics {
   readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
   /** Requests sent to the replica holding their call (outcome: the owner's HTTP status, or replica-gone). */
   readonly forwarded = new Counter({ name: 'mrtr_forwarded_total', help: 'Requests forwarded to the replica holding their call, by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  /** Requests the internal hop refused although they carried the replica secret, by reason (see `hopRefusal` in src/http/replicas.ts). */
+  readonly forwardRefused = new Counter({
+    name: 'mrtr_forward_refused_total',
+    help: 'Requests with the replica secret refused by the internal hop: not a retry or task command held here, or for another principal than the state or task',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   /** Upstream calls that used a feature 2026-07-28 deprecated or removed (see src/observability/census.ts). */
   readonly deprecatedFeatureCalls = new Counter({
     name: 'mrtr_deprecated_feature_calls_total',

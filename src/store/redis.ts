@@ -6,11 +6,14 @@
  *   id at once exactly one succeeds;
  * - live replicas: `<prefix>replica:<id>` = `{id, url}`, written on every heartbeat with a short
  *   expiry, so a replica that stops is gone once its last heartbeat expires;
- * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams.
+ * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
+ * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
+ *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
  *
  * Commands never wait for a connection that is down (`disableOfflineQueue`): they fail at once with
  * {@link StoreUnavailable}, and the client reconnects by itself (backoff up to 2 s).
  */
+import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
 import type { Logger } from '../observability/log.js';
@@ -27,7 +30,10 @@ export interface RedisStoreOptions {
   log: Logger;
 }
 
-/** The shared store on Redis. Create with {@link RedisStore.connect}. */
+/** How long the answer of a readiness probe is reused, in ms: `/readyz` is polled, and a probe costs two commands. */
+export const PROBE_CACHE_MS = 1000;
+
+/** The shared store on Redis. Create with {@link RedisStore.create}. */
 export class RedisStore implements SharedStore {
   readonly kind = 'redis' as const;
   readonly tasks: TaskStore;
@@ -41,6 +47,14 @@ export class RedisStore implements SharedStore {
   /** Whether the subscriber is subscribed to `<prefix>tasks` (kept across reconnections by node-redis). */
   private subscribed = false;
   private subscribing = false;
+  /** Why the last subscription failed (for readiness). */
+  private subscribeError: string | undefined;
+  /** The key the readiness probe writes and reads back, under the prefix. */
+  private readonly probeKey: string;
+  /** The last probe's answer (undefined: passed) and when it was taken (`performance.now()` ms). */
+  private probed: { at: number; problem: string | undefined } | undefined;
+  /** The probe in progress, shared by concurrent readiness checks. */
+  private probing: Promise<string | undefined> | undefined;
 
   private constructor(
     private readonly client: RedisClientType,
@@ -48,6 +62,7 @@ export class RedisStore implements SharedStore {
     private readonly opts: RedisStoreOptions,
   ) {
     const k = (s: string) => `${opts.keyPrefix}${s}`;
+    this.probeKey = k(`probe:${randomUUID()}`);
     this.tasks = {
       create: async (record) => {
         await this.run(() => this.client.set(k(`task:${record.taskId}`), JSON.stringify(record), { PX: record.ttlMs, NX: true }));
@@ -134,7 +149,9 @@ export class RedisStore implements SharedStore {
         }
       });
       this.subscribed = true;
+      this.subscribeError = undefined;
     } catch (e) {
+      this.subscribeError = (e as Error).message;
       this.opts.log.warn({ err: (e as Error).message }, 'shared store (Redis): task channel not subscribed yet');
     } finally {
       this.subscribing = false;
@@ -162,11 +179,46 @@ export class RedisStore implements SharedStore {
     this.reachableListeners.push(listener);
   }
 
-  unavailable(): string | undefined {
-    if (this.client.isReady && this.subscriber.isReady) {
-      return this.subscribed ? undefined : `the shared store (Redis at ${redact(this.opts.url)}) is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet`;
+  /**
+   * Undefined when usable: both connections are up, the task channel is subscribed, and a write and
+   * a read under the key prefix succeed (the probe's answer is reused for {@link PROBE_CACHE_MS};
+   * it waits at most `connectTimeoutMs`). Else why not, naming Redis's own error (such as `NOPERM`).
+   */
+  async unavailable(): Promise<string | undefined> {
+    const at = `the shared store (Redis at ${redact(this.opts.url)})`;
+    if (!this.client.isReady || !this.subscriber.isReady) return `${at} cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
+    if (!this.subscribed) return `${at} is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet${this.subscribeError ? `: ${this.subscribeError}` : ''}`;
+    if (this.probed && performance.now() - this.probed.at < PROBE_CACHE_MS) return this.probed.problem;
+    this.probing ??= this.probe(at).then((problem) => {
+      if (problem !== undefined && problem !== this.probed?.problem) this.opts.log.warn({ err: problem }, 'shared store (Redis) not usable');
+      this.probed = { at: performance.now(), problem };
+      this.probing = undefined;
+      return problem;
+    });
+    return this.probing;
+  }
+
+  /** Writes a random value to the probe key and reads it back; undefined when both worked, else why not. */
+  private async probe(at: string): Promise<string | undefined> {
+    const value = randomUUID();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<string>((r) => {
+      timer = setTimeout(() => r(`${at} did not answer a read and a write under the key prefix "${this.opts.keyPrefix}" within ${this.opts.connectTimeoutMs} ms`), this.opts.connectTimeoutMs);
+    });
+    const readWrite = (async () => {
+      try {
+        await this.client.set(this.probeKey, value, { PX: 60_000 });
+        const read = await this.client.get(this.probeKey);
+        return read === value ? undefined : `${at} did not return what was written to ${this.probeKey}`;
+      } catch (e) {
+        return `${at} refuses a write or read under the key prefix "${this.opts.keyPrefix}": ${(e as Error).message}`;
+      }
+    })();
+    try {
+      return await Promise.race([readWrite, late]);
+    } finally {
+      clearTimeout(timer);
     }
-    return `the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
   }
 
   async close(): Promise<void> {

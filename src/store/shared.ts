@@ -49,7 +49,10 @@ export interface ReplicaInfo {
 export interface ReplicaRegistry {
   /** Writes this replica's heartbeat (its id and URL), valid for `ttlMs`. */
   heartbeat(self: ReplicaInfo, ttlMs: number): Promise<void>;
-  /** The replica `id` when it is alive (its heartbeat is current), else undefined. */
+  /**
+   * The replica `id` when it is alive (its heartbeat is current), else undefined.
+   * @throws StoreUnavailable when the registry cannot be read: not a sign that the replica is gone.
+   */
   lookup(id: string): Promise<ReplicaInfo | undefined>;
   /** Removes this replica's entry (clean stop). */
   leave(id: string): Promise<void>;
@@ -65,8 +68,11 @@ export interface SharedStore {
   publishTask(record: TaskRecord): Promise<void>;
   /** Calls `listener` with task records other replicas published. */
   onTask(listener: (record: TaskRecord) => void): void;
-  /** Undefined when usable, else why not (for `/readyz`). */
-  unavailable(): string | undefined;
+  /**
+   * Undefined when usable, else why not (for `/readyz`). Cheap enough to poll: Redis reuses the
+   * answer of its read-and-write probe for a second.
+   */
+  unavailable(): Promise<string | undefined>;
   /**
    * Calls `listener` each time the store becomes reachable: its first connection and every
    * reconnection (what was written before may be gone, such as the heartbeat on a restarted Redis).
@@ -131,7 +137,7 @@ export class MemoryStore implements SharedStore {
 
   async publishTask(): Promise<void> {}
   onTask(): void {}
-  unavailable(): string | undefined {
+  async unavailable(): Promise<string | undefined> {
     return undefined;
   }
   onReachable(): void {}

@@ -9,6 +9,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createClient, type RedisClientType } from 'redis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { listen, rpc } from '../helpers/gateway.js';
 import { CONCURRENT_INPUT, eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
@@ -285,6 +286,55 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect((await hop({ 'x-mrtr-principal': alice, 'x-mrtr-replica-secret': SECRET })).body.result.content[0].text).toBe('Hop, Ann!');
   });
 
+  it('the internal hop, even with the secret, serves only retries and task commands held there, for the principal they belong to; the rest is refused and counted', async () => {
+    const as = (principal: string) => Buffer.from(principal, 'utf8').toString('base64url');
+    const hop = (g: CliGateway, principal: string, method: string, params: Record<string, unknown>, caps: Record<string, unknown> = ELICIT, headers: Record<string, string> = {}) =>
+      rpc(`${g.base}/_replicas/forward/mcp/f`, method, params, { caps, headers: { 'x-mrtr-replica-secret': SECRET, 'x-mrtr-principal': as(principal), ...headers } });
+    const refused = (g: CliGateway, reason: string) => metric(g, 'mrtr_forward_refused_total', { reason });
+    const answered = log.of('elicit-result', 'ask_name').length;
+    const calls = log.of('call', 'slow').length;
+    const parked = await call(b.base, 'ask_name', { arguments: { greeting: 'Forge' } });
+    const retry = { name: 'ask_name', arguments: { greeting: 'Forge' }, ...answering(parked, named('Ann')) };
+    const before = { principal: await refused(b, 'principal'), method: await refused(b, 'method'), task: await refused(b, 'task'), state: await refused(b, 'state') };
+
+    // alice's state forwarded as bob, or as a principal no key or issuer produces.
+    for (const principal of ['apikey:bob', 'root']) {
+      const forged = await hop(b, principal, 'tools/call', retry);
+      expect(forged.status).toBe(403);
+      expect(forged.body.error).toMatchObject({ code: -32600, message: expect.stringMatching(/^Forbidden: .*principal/) });
+    }
+    expect(await refused(b, 'principal')).toBe(before.principal + 2);
+    // Anything but a retry or a task command: a new call, a listing, tasks/get.
+    const newCall = await hop(b, 'root', 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } });
+    expect(newCall.status).toBe(403);
+    expect(newCall.body.error.message).toMatch(/^Forbidden: the internal hop takes only retries/);
+    expect((await hop(b, 'apikey:alice', 'tools/list', {})).status).toBe(403);
+    expect(await refused(b, 'method')).toBe(before.method + 2);
+    // A state parked on another replica (a) is not b's to serve.
+    const elsewhere = await call(a.base, 'ask_name', { arguments: { greeting: 'Else' } });
+    expect((await hop(b, 'apikey:alice', 'tools/call', { name: 'ask_name', arguments: { greeting: 'Else' }, ...answering(elsewhere, named('X')) })).status).toBe(403);
+    expect(await refused(b, 'state')).toBe(before.state + 1);
+
+    // A task b runs for alice: bob's forwarded tasks/cancel is refused, and so is one sent to a, which does not run it.
+    const task = await call(b.base, 'slow', { arguments: { ms: 30_000, steps: 30 } }, { caps: TASKS });
+    const taskId = task.body.result.taskId as string;
+    const taskHeaders = { 'mcp-name': taskId };
+    expect((await hop(b, 'apikey:bob', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).status).toBe(403);
+    expect(await refused(b, 'principal')).toBe(before.principal + 3);
+    expect((await hop(a, 'apikey:alice', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).status).toBe(403);
+    expect(await refused(a, 'task')).toBeGreaterThanOrEqual(1);
+    const got = await rpc(`${b.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...ALICE, ...taskHeaders } });
+    expect(got.body.result.status).toBe('working');
+
+    // Nothing of it reached the upstream: no new call ran, the parked call is unanswered.
+    expect(log.of('call', 'slow').length).toBe(calls + 1);
+    expect(log.of('elicit-result', 'ask_name')).toHaveLength(answered);
+    // What forwarding is for still passes: alice's retry, alice's tasks/cancel.
+    expect((await hop(b, 'apikey:alice', 'tools/call', retry)).body.result.content[0].text).toBe('Forge, Ann!');
+    expect((await hop(b, 'apikey:alice', 'tasks/cancel', { taskId }, TASKS, taskHeaders)).body.result).toMatchObject({ resultType: 'complete' });
+    await call(a.base, 'ask_name', { arguments: { greeting: 'Else' }, ...answering(elsewhere, named('X')) });
+  });
+
   it('a retry of a call parked on another replica is forwarded without this replica opening an upstream session or listing tools for it', async () => {
     // A caller and capabilities c has served nothing for: it holds no tool list and no session for them.
     const caps = { ...ELICIT, sampling: {} };
@@ -512,6 +562,68 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     expect(viaB.body.result.content[0].text).toBe('Hello, Back!');
     // b's request log line (read from its stdout) says so.
     expect(await eventually(() => forwardedIn(b) === forwarded + 1, 2000)).toBe(true);
+  }, 60_000);
+  it('a retry that must be forwarded while Redis is down gets store-unavailable at once (not replica-gone), and the same retry completes once Redis is back', async () => {
+    const readiness = async () => Promise.all([a, b].map(async (g) => (await fetch(`${g.base}/readyz`)).status));
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    // Both warm (the upstream's era known), so the time below is the failure's alone.
+    for (const g of [a, b]) expect(await plainCall(`${g.base}/mcp/f`)).toBe('slept 5ms');
+    const first = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
+    expect(first.body.result.resultType).toBe('input_required');
+    const retry = { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Patient' } } } };
+    await redis.stop();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 503), 3000)).toBe(true);
+    const started = Date.now();
+    const down = await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT });
+    // b cannot tell whether a lives: the call is not said to be gone.
+    expect(down.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    expect(Date.now() - started).toBeLessThan(1000);
+    expect(await metric(a, 'mrtr_parked_calls', { upstream: 'f' })).toBe(1);
+    await redis.start();
+    expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
+    // The same retry (until a's heartbeat is written again): the state was not spent, and the call waited on a.
+    let back: any;
+    expect(await eventually(async () => (back = (await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT })).body).error?.data?.reason !== 'replica-gone', 3000, 100)).toBe(true);
+    expect(back.result?.content?.[0]?.text).toBe('Hello, Patient!');
+  }, 60_000);
+});
+
+describeWith(['redis-server'], 'a Redis user whose ACL does not cover the key prefix', () => {
+  let redis: TestRedis;
+  let admin: RedisClientType;
+  let a: CliGateway;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = createClient({ url: redis.url }) as RedisClientType;
+    await admin.connect();
+    // Every command and channel, but keys only under another prefix than the gateway's (mrtr:).
+    await admin.sendCommand(['ACL', 'SETUSER', 'narrow', 'on', '>narrow-password-0123456789', 'resetkeys', '~otherprefix:*', '&*', '+@all']);
+    a = await startCli(replicaConfig(`redis://narrow:narrow-password-0123456789@127.0.0.1:${redis.port}`, { f: fixtureStdio() }));
+  }, 60_000);
+  afterAll(async () => {
+    a?.child.kill('SIGKILL');
+    await a?.exited;
+    await admin?.quit().catch(() => {});
+    await redis?.stop();
+  });
+
+  it('/readyz answers 503 naming the prefix and NOPERM, and 200 once the user may use the prefix', async () => {
+    let last: { status: number; body: any } | undefined;
+    const readyz = async () => {
+      const r = await fetch(`${a.base}/readyz`);
+      return (last = { status: r.status, body: await r.json() });
+    };
+    // Connected and subscribed (the channel is allowed), yet every key under mrtr: is refused.
+    expect(await eventually(async () => /NOPERM/.test((await readyz()).body.store ?? ''), 10_000, 100)).toBe(true);
+    expect(last!.status).toBe(503);
+    expect(last!.body.store).toMatch(/key prefix "mrtr:"/);
+    expect(last!.body.store).not.toMatch(/narrow-password/);
+    // What readiness says is what requests meet.
+    const task = await rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
+    expect(task.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
+    await admin.sendCommand(['ACL', 'SETUSER', 'narrow', '~mrtr:*']);
+    expect(await eventually(async () => (await readyz()).status === 200, 10_000, 100)).toBe(true);
   }, 60_000);
 });
 
