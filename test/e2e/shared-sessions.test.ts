@@ -9,6 +9,7 @@ import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, startFixtureHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import type { SessionPool } from '../../src/upstream/pool.js';
+import { textOf, v2Client } from '../helpers/v2client.js';
 
 const CAPS = { elicitation: {}, sampling: {} };
 const accept = (name: string) => ({ action: 'accept', content: { name } });
@@ -108,6 +109,32 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
       }),
     );
     expect(done.map((r) => r.body.result.content[0].text)).toEqual(tags.map((t, i) => `tag=${t} action=accept name=U${i}`));
+  });
+
+  it.each([
+    ['its session alone, the second sent 300 ms after the first answer arrived', false, { gapMs: 300, afterAnswer: true }, 0],
+    ['a shared session, the second sent 300 ms after the first answer arrived', true, { gapMs: 300, afterAnswer: true }, 0],
+    ['a shared session, the second sent 300 ms after the first, while the client still decides', true, { gapMs: 300 }, 800],
+  ])('a call on %s: both questions are asked, each in its round, and the tool completes', async (_what, shared, args, thinkMs) => {
+    const gw = await start();
+    if (shared) await prove(gw);
+    const { client, record } = await v2Client(gw.url('f'), {
+      elicit: (p) => {
+        // The v2 client's handler is synchronous: the wait is the user deciding.
+        const until = Date.now() + thinkMs;
+        while (Date.now() < until);
+        return accept(String(p.message).replace('?', ''));
+      },
+    });
+    try {
+      const r = await client.callTool({ name: 'ask_two_apart', arguments: args });
+      expect(textOf(r as never)).toBe('First and Second');
+      expect(record.elicitation.map((e) => e.message)).toEqual(['First?', 'Second?']);
+      expect(record.results.filter((x) => x.resultType === 'input_required').map((x) => Object.keys(x.inputRequests))).toEqual([['first'], ['second']]);
+      expect(poolOf(gw).stats().sharedCalls).toBe(0);
+    } finally {
+      await client.close();
+    }
   });
 
   it('calls that leased sessions alone before the upstream was seen asking on call streams share them once parked: 20 at once all park under maxParkedSessions 16, and later calls join their sessions', async () => {
