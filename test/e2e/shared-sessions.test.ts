@@ -118,13 +118,10 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
   ])('a call on %s: both questions are asked, each in its round, and the tool completes', async (_what, shared, args, thinkMs) => {
     const gw = await start();
     if (shared) await prove(gw);
+    // The user takes thinkMs to answer each question (the client's handler may return a promise).
+    const answer = (p: { message: string }) => accept(p.message.replace('?', ''));
     const { client, record } = await v2Client(gw.url('f'), {
-      elicit: (p) => {
-        // The v2 client's handler is synchronous: the wait is the user deciding.
-        const until = Date.now() + thinkMs;
-        while (Date.now() < until);
-        return accept(String(p.message).replace('?', ''));
-      },
+      elicit: (p) => (thinkMs ? (new Promise((r) => setTimeout(() => r(answer(p)), thinkMs)) as never) : answer(p)),
     });
     try {
       const r = await client.callTool({ name: 'ask_two_apart', arguments: args });
