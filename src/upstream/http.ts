@@ -65,6 +65,9 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
   return { fetch, sessionPool: (origin) => new Pool(origin, options), close };
 }
 
+/** HTTP statuses whose responses have no body (Fetch standard, "null body status"). */
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
 /** The byte sequences that end an SSE event (a blank line, after LF, CRLF or CR line ends). */
 const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\n\r\n'), Buffer.from('\r\r')];
 
@@ -85,7 +88,8 @@ function pastLastEventEnd(bytes: Buffer): number {
  * `onTooLarge(sse)` is called once. A response without a body is returned as it is.
  */
 export function boundedResponse(res: Response, maxBytes: number, onTooLarge: (sse: boolean) => void): Response {
-  if (!res.body) return res;
+  // A null-body status (204, 304 …) cannot be given a body again.
+  if (!res.body || NULL_BODY_STATUS.has(res.status)) return res;
   const sse = (res.headers.get('content-type') ?? '').toLowerCase().includes('text/event-stream');
   let since = 0;
   let tail = Buffer.alloc(0);
