@@ -317,6 +317,18 @@ export class Exchange implements CallHandlers {
     return this.init.method;
   }
 
+  /**
+   * Opens the session this call holds alone to other calls, when its pool allows that now (a
+   * Streamable HTTP upstream seen asking on the stream of the call, `SessionPool.share`): a call
+   * that leased its session before that was known then no longer holds one of its own. Not for a
+   * call running as a legacy upstream task (what it asks comes on the streams of its `tasks/*`
+   * requests). Returns whether the call now shares its session.
+   */
+  shareSession(): boolean {
+    if (this.outcome || this.cancelled || this.init.legacyTask || !this.holdsSession) return false;
+    return this.init.pool.share(this.init.lease);
+  }
+
   /** Starts the upstream request (its span a child of the active one). Call once. */
   start(): void {
     const { lease } = this.init;

@@ -223,6 +223,9 @@ export class MrtrBridge {
       exchange.cancel(err);
       throw err;
     }
+    // A call that leased its session alone before the upstream was seen asking on call streams
+    // lets other calls join it now: it holds no session of its own while parked.
+    if (exchange.shareSession()) this.holding.delete(exchange.id);
     if (!this.parked.has(exchange.id) && exchange.round === 0) {
       const full = this.parkingFull(exchange, binding);
       if (full) {
@@ -260,11 +263,37 @@ export class MrtrBridge {
       upstream++;
       if (h.principal === binding.principal) principal++;
     }
-    if (upstream >= sessions.max) return `maxParkedSessions=${sessions.max} for upstream '${binding.upstream}': the rest of its sessions stay free for other calls`;
+    if (upstream >= sessions.max) {
+      return `maxParkedSessions=${sessions.max} for upstream '${binding.upstream}': the rest of its sessions stay free for other calls; ${this.holdersText(binding.upstream)}`;
+    }
     if (sessions.perPrincipal !== undefined && principal >= sessions.perPrincipal) {
-      return `maxParkedSessionsPerPrincipal=${sessions.perPrincipal} for this caller on upstream '${binding.upstream}'`;
+      return `maxParkedSessionsPerPrincipal=${sessions.perPrincipal} for this caller on upstream '${binding.upstream}'; ${this.holdersText(binding.upstream, binding.principal)}`;
     }
     return undefined;
+  }
+
+  /**
+   * The calls of `upstream` (of `principal`, when given) counted against the parked-session
+   * bounds, in words: how many hold a session of their own, how many of them are parked now, and
+   * when the oldest parked one expires unless retried (ISO time and seconds from now).
+   */
+  private holdersText(upstream: string, principal?: string): string {
+    let holders = 0;
+    let parked = 0;
+    let oldest = Infinity;
+    for (const [id, h] of this.holding) {
+      if (h.upstream !== upstream || (principal !== undefined && h.principal !== principal)) continue;
+      holders++;
+      const p = this.parked.get(id);
+      if (!p) continue;
+      parked++;
+      oldest = Math.min(oldest, p.expiresAt);
+    }
+    const whose = principal !== undefined ? "this caller's calls" : 'calls';
+    const resumed = holders - parked;
+    const counted = `${holders} ${whose} hold a session of their own (${parked} parked waiting for input${resumed ? `, ${resumed} resumed and running` : ''})`;
+    if (oldest === Infinity) return counted;
+    return `${counted}; the oldest parked one expires at ${new Date(oldest).toISOString()} (in ${Math.max(0, Math.ceil((oldest - Date.now()) / 1000))} s) unless retried`;
   }
 
   /** Counts `exchange` against the parked-session bounds until it ends. */

@@ -183,7 +183,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   let draining = false;
   const legacy = new LegacySessions(gateway, log, (upstream, principal, r) => {
     const durationMs = Math.round(r.durationMs * 10) / 10;
-    log.info({ upstream, method: quoted(r.method), name: quoted(r.name), principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, era: 'legacy' }, 'request');
+    log.info({ upstream, method: quoted(r.method), name: quoted(r.name), principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, reason: r.reason, era: 'legacy' }, 'request');
     gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
   }, federation);
   gateway.onClose(() => legacy.close());

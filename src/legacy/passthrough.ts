@@ -40,14 +40,15 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode } from '../protocol/errors.js';
+import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, startServerSpan, tracingActive, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../upstream/session.js';
-import { INPUT_KIND_OF } from '../exchange/exchange.js';
+import { HttpClientTransport } from '../upstream/http-transport.js';
+import { downstreamError, INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
 import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
@@ -247,6 +248,7 @@ export class PassThroughRelay implements LegacyRelay {
     this.up = up;
     up.onmessage = (message) => void this.fromUpstream(message as Message);
     up.onclose = () => this.end('the upstream closed the session');
+    if (up instanceof HttpClientTransport) up.onrequesterror = (id, error) => this.requestFailed(id, error);
     up.onerror = (err) => {
       log.debug({ err: err.message }, 'legacy session: upstream transport error');
       if (isSessionNotFound(err) || /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect/i.test(err.message)) {
@@ -263,6 +265,20 @@ export class PassThroughRelay implements LegacyRelay {
     }
     this.pid = (up as { pid?: number | null }).pid ?? undefined;
     await this.toUpstream({ ...m, params });
+  }
+
+  /**
+   * The client request `id` can get no answer while the upstream session goes on (a Streamable HTTP
+   * upstream broke or overfilled its POST stream, see `HttpClientTransport.onrequesterror`): the
+   * client gets -32603 with `data.reason` (`protocol` or `session-lost`) at once. Returns true: a
+   * request no longer in flight (the client cancelled it) has nobody waiting.
+   */
+  private requestFailed(id: Id, error: Error): boolean {
+    if (!this.inflight.has(id)) return true;
+    this.init.log.debug({ err: error.message, id }, 'legacy session: upstream request failed on its own stream');
+    const e = downstreamError(this.init.upstream, error, { transportKind: this.init.cfg.transport });
+    void this.answerError(id, e.code, e.message, e.data);
+    return true;
   }
 
   private async failStart(id: Id, e: Error): Promise<void> {
@@ -306,11 +322,15 @@ export class PassThroughRelay implements LegacyRelay {
     } catch (e) {
       const err = e as Error;
       if (kindOf(m) === 'request') {
-        const lost = isSessionNotFound(err);
-        await this.answerError(m.id!, ErrorCode.InternalError, lost ? `Upstream '${this.init.upstream}' lost the session; initialize again` : `Upstream '${this.init.upstream}' failed: ${err.message}`, {
-          upstream: this.init.upstream,
-          reason: lost ? 'session-lost' : 'unreachable',
-        });
+        if (isSessionNotFound(err)) {
+          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' lost the session; initialize again`, { upstream: this.init.upstream, reason: 'session-lost' });
+        } else if (err instanceof UpstreamProtocolError || err instanceof UpstreamRequestLost) {
+          // Its answer broke the protocol (a JSON body over 10 MiB, say) or broke off.
+          const mapped = downstreamError(this.init.upstream, err, { transportKind: this.init.cfg.transport });
+          await this.answerError(m.id!, mapped.code, mapped.message, mapped.data);
+        } else {
+          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' failed: ${err.message}`, { upstream: this.init.upstream, reason: 'unreachable' });
+        }
         if (m.method === 'initialize') return this.failStart(m.id!, err);
       }
       if (isSessionNotFound(err)) this.end('the upstream forgot the session');

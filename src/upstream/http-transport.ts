@@ -43,7 +43,8 @@ export const RELATED_TOKEN_HEADER = 'x-mrtr-related-progress-token';
  * the bytes of an SSE stream since its last event.
  */
 export const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
-const TOO_LARGE = `over ${MAX_MESSAGE_BYTES} bytes (10 MiB), the most the gateway reads of one message`;
+/** How a message over {@link MAX_MESSAGE_BYTES} is named in errors. */
+export const TOO_LARGE = `over ${MAX_MESSAGE_BYTES} bytes (10 MiB), the most the gateway reads of one message`;
 
 /** Most resumptions of one stream, and the delay before the first, in ms (the server's `retry` wins). */
 const MAX_RETRIES = 2;

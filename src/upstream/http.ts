@@ -64,3 +64,54 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
   };
   return { fetch, sessionPool: (origin) => new Pool(origin, options), close };
 }
+
+/** HTTP statuses whose responses have no body (Fetch standard, "null body status"). */
+const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
+
+/** The byte sequences that end an SSE event (a blank line, after LF, CRLF or CR line ends). */
+const EVENT_ENDS = [Buffer.from('\n\n'), Buffer.from('\n\r\n'), Buffer.from('\r\r')];
+
+/** The index in `bytes` just past its last SSE event end, or -1 when it holds none. */
+function pastLastEventEnd(bytes: Buffer): number {
+  let past = -1;
+  for (const end of EVENT_ENDS) {
+    const at = bytes.lastIndexOf(end);
+    if (at >= 0) past = Math.max(past, at + end.length);
+  }
+  return past;
+}
+
+/**
+ * `res` with its body bounded to `maxBytes` per message: for `text/event-stream`, the bytes since
+ * the last event ended (a stream of many smaller events is not bounded); for any other body, the
+ * whole body. When the bound is passed, the body errors (nothing more of it is read) and
+ * `onTooLarge(sse)` is called once. A response without a body is returned as it is.
+ */
+export function boundedResponse(res: Response, maxBytes: number, onTooLarge: (sse: boolean) => void): Response {
+  // A null-body status (204, 304 …) cannot be given a body again.
+  if (!res.body || NULL_BODY_STATUS.has(res.status)) return res;
+  const sse = (res.headers.get('content-type') ?? '').toLowerCase().includes('text/event-stream');
+  let since = 0;
+  let tail = Buffer.alloc(0);
+  const bound = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      const bytes = Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+      if (!sse) since += bytes.length;
+      else {
+        const past = pastLastEventEnd(bytes);
+        // An event end split across two chunks: the last bytes of the one before and the first of this one.
+        const edge = past < 0 && tail.length ? pastLastEventEnd(Buffer.concat([tail, bytes.subarray(0, 2)])) - tail.length : -1;
+        const end = Math.max(past, edge);
+        since = end >= 0 ? bytes.length - end : since + bytes.length;
+        tail = Buffer.from(bytes.subarray(-2));
+      }
+      if (since > maxBytes) {
+        onTooLarge(sse);
+        controller.error(new Error(`a message over ${maxBytes} bytes`));
+        return;
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  return new Response(res.body.pipeThrough(bound), { status: res.status, statusText: res.statusText, headers: res.headers });
+}

@@ -8,7 +8,9 @@
  * - Streamable HTTP: one transport object per request over the upstream's shared keep-alive pool
  *   (undici); the transport adds `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` from the body,
  *   the gateway adds `Mcp-Param-*`. Everything on that request's SSE stream belongs to it.
- *   Cancelling closes the stream (2026-07-28 transports/streamable-http §Cancellation).
+ *   Cancelling closes the stream (2026-07-28 transports/streamable-http §Cancellation). A JSON body
+ *   or one SSE event over `MAX_MESSAGE_BYTES` (10 MiB) is not read further: the request fails with
+ *   ModernHopError `protocol`.
  * - stdio: one child per upstream, requests multiplexed by the gateway's own ids; progress is
  *   routed by `progressToken`, the notifications of a `subscriptions/listen` by their
  *   `_meta["io.modelcontextprotocol/subscriptionId"]` (the listen request's id); cancelling sends
@@ -22,7 +24,8 @@ import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
-import type { HttpHop } from './http.js';
+import { boundedResponse, type FetchLike, type HttpHop } from './http.js';
+import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-transport.js';
 import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, defaultChildEnv, endStdioChild, startFailureText } from './session.js';
 import { guardStdout } from './stdout-guard.js';
 
@@ -133,7 +136,10 @@ class ModernHttpUpstream implements ModernUpstream {
   async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
     if (this.closed) throw shuttingDownError();
     const id = newId();
-    const transport = new StreamableHTTPClientTransport(this.url, { fetch: this.http.fetch as never, requestInit: { headers: { ...this.headers, ...opts.hopHeaders } } });
+    // A message over MAX_MESSAGE_BYTES (the bound of every upstream transport) fails the request.
+    let tooLarge: (sse: boolean) => void = () => {};
+    const fetch: FetchLike = async (url, init) => boundedResponse(await this.http.fetch(url, init), MAX_MESSAGE_BYTES, (sse) => tooLarge(sse));
+    const transport = new StreamableHTTPClientTransport(this.url, { fetch: fetch as never, requestInit: { headers: { ...this.headers, ...opts.hopHeaders } } });
     await transport.start();
     const abort = new AbortController();
     const onAbort = () => abort.abort(opts.signal?.reason);
@@ -151,6 +157,10 @@ class ModernHttpUpstream implements ModernUpstream {
         };
         const ok = settle(resolve);
         const fail = settle(reject);
+        tooLarge = (sse) => {
+          fail(new ModernHopError('protocol', `the upstream returned an invalid ${sse ? `message on the SSE stream of ${method}:` : `answer to ${method}: the body is`} ${TOO_LARGE}`));
+          abort.abort('protocol');
+        };
         transport.onmessage = (message: JSONRPCMessage) => {
           const m = message as Incoming;
           if (m.id === id && m.result) ok({ result: m.result });

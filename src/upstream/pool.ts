@@ -77,8 +77,12 @@ class Lease implements SessionLease {
   constructor(
     readonly session: UpstreamSession,
     private readonly pool: SessionPool,
-    readonly shared?: true,
+    public shared?: true,
   ) {}
+  /** True once the lease was given back. */
+  get ended(): boolean {
+    return this.done;
+  }
   private end(ended: boolean | Promise<boolean>): void {
     if (this.shared) this.pool.endShared(this.session, ended === true);
     else this.pool.endExclusive(this.session, ended);
@@ -322,6 +326,28 @@ export class SessionPool {
     m.set(session, 0);
     session.shared = true;
     return this.shareLease(session);
+  }
+
+  /**
+   * Opens the session of `lease`, an exclusive lease of one call, to other calls when calls may
+   * share sessions now (a Streamable HTTP upstream seen asking on the stream of the call): a call
+   * that leased its session before that was known then no longer holds it alone. The lease becomes
+   * the session's first shared call (it ends through {@link endShared}). Returns whether it did;
+   * a lease already shared, ended, or of a session that died or carried a cancelled call stays as
+   * it is.
+   */
+  share(lease: SessionLease): boolean {
+    if (lease.shared || !(lease instanceof Lease) || lease.ended || !this.sharable) return false;
+    const { session } = lease;
+    if (session.deadReason || this.tainted.has(session) || this.sharing.get(session.key)?.has(session)) return false;
+    // As in toShared: the session stays counted as leased, now by its one shared call.
+    const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
+    this.sharing.set(session.key, m);
+    m.set(session, 1);
+    session.shared = true;
+    lease.shared = true;
+    this.handShared(session);
+    return true;
   }
 
   private shareLease(session: UpstreamSession): SessionLease {

@@ -9,6 +9,7 @@ import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, startFixtureHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import type { SessionPool } from '../../src/upstream/pool.js';
+import { textOf, v2Client } from '../helpers/v2client.js';
 
 const CAPS = { elicitation: {}, sampling: {} };
 const accept = (name: string) => ({ action: 'accept', content: { name } });
@@ -108,6 +109,69 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
       }),
     );
     expect(done.map((r) => r.body.result.content[0].text)).toEqual(tags.map((t, i) => `tag=${t} action=accept name=U${i}`));
+  });
+
+  it.each([
+    ['its session alone, the second sent 300 ms after the first answer arrived', false, { gapMs: 300, afterAnswer: true }, 0],
+    ['a shared session, the second sent 300 ms after the first answer arrived', true, { gapMs: 300, afterAnswer: true }, 0],
+    ['a shared session, the second sent 300 ms after the first, while the client still decides', true, { gapMs: 300 }, 800],
+  ])('a call on %s: both questions are asked, each in its round, and the tool completes', async (_what, shared, args, thinkMs) => {
+    const gw = await start();
+    if (shared) await prove(gw);
+    // The user takes thinkMs to answer each question (the client's handler may return a promise).
+    const answer = (p: { message: string }) => accept(p.message.replace('?', ''));
+    const { client, record } = await v2Client(gw.url('f'), {
+      elicit: (p) => (thinkMs ? (new Promise((r) => setTimeout(() => r(answer(p)), thinkMs)) as never) : answer(p)),
+    });
+    try {
+      const r = await client.callTool({ name: 'ask_two_apart', arguments: args });
+      expect(textOf(r as never)).toBe('First and Second');
+      expect(record.elicitation.map((e) => e.message)).toEqual(['First?', 'Second?']);
+      expect(record.results.filter((x) => x.resultType === 'input_required').map((x) => Object.keys(x.inputRequests))).toEqual([['first'], ['second']]);
+      expect(poolOf(gw).stats().sharedCalls).toBe(0);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('calls that leased sessions alone before the upstream was seen asking on call streams share them once parked: 20 at once all park under maxParkedSessions 16, and later calls join their sessions', async () => {
+    const gw = await start({ maxSessions: 32, maxCallsPerSession: 16 });
+    // Each call asks only after 500 ms: all 20 have leased a session alone before the first question shows where the upstream asks.
+    const parked = await Promise.all(Array.from({ length: 20 }, () => call(gw, 'ask_later', { ms: 500 })));
+    expect(parked.map((p) => p.body.error?.message ?? p.body.result.resultType)).toEqual(Array(20).fill('input_required'));
+    expect(poolOf(gw).attribution).toBe('post');
+    expect(poolOf(gw).stats()).toMatchObject({ total: 20, sharedCalls: 20 });
+    // Parked calls hold no session of their own: new calls join their sessions instead of opening more.
+    const more = await Promise.all(Array.from({ length: 5 }, () => call(gw, 'ask_later', { ms: 0 })));
+    for (const p of more) expect(p.body.result.resultType).toBe('input_required');
+    expect(poolOf(gw).stats()).toMatchObject({ total: 20, sharedCalls: 25 });
+    const done = await Promise.all(
+      [...parked, ...more].map((p, i) => {
+        const [key] = Object.keys(p.body.result.inputRequests);
+        return call(gw, 'ask_later', { ms: i < 20 ? 500 : 0 }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`L${i}`) } });
+      }),
+    );
+    expect(done.map((r) => r.body.result?.content[0].text)).toEqual(Array.from({ length: 25 }, (_, i) => `Hello, L${i}!`));
+  });
+
+  it('calls that hold sessions alone (no sharing) count against maxParkedSessions; the refusal says how many are parked and when the oldest expires', async () => {
+    const gw = await start({ maxSessions: 4, maxCallsPerSession: 1 }, { requestState: { ttlMs: 60_000 } });
+    const first = await call(gw, 'ask_name', {});
+    const second = await call(gw, 'ask_name', {});
+    for (const p of [first, second]) expect(p.body.result.resultType).toBe('input_required');
+    const before = Date.now();
+    const refused = await call(gw, 'ask_name', {});
+    expect(refused.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'parked-limit' } });
+    const message: string = refused.body.error.message;
+    expect(message).toContain('maxParkedSessions=2');
+    expect(message).toContain('2 calls hold a session of their own (2 parked waiting for input)');
+    const at = /the oldest parked one expires at (\S+) \(in (\d+) s\) unless retried/.exec(message);
+    expect(at, message).not.toBeNull();
+    const expires = Date.parse(at![1]!);
+    expect(expires).toBeGreaterThan(before + 50_000);
+    expect(expires).toBeLessThanOrEqual(before + 60_000);
+    expect(Number(at![2])).toBeGreaterThan(50);
+    expect(Number(at![2])).toBeLessThanOrEqual(60);
   });
 
   it('a question on the GET stream of a shared session is refused upstream, never given to a call, and sharing stops', async () => {

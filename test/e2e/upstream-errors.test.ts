@@ -10,8 +10,10 @@ import { writeFileSync } from 'node:fs';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 
 const gateways: TestGateway[] = [];
@@ -20,8 +22,8 @@ afterAll(async () => {
   await Promise.all(gateways.map((g) => g.close()));
   await Promise.all(servers.map((s) => new Promise((r) => s.close(r))));
 });
-async function gateway(upstreams: Record<string, unknown>): Promise<TestGateway> {
-  const g = await startGateway({ upstreams });
+async function gateway(upstreams: Record<string, unknown>, opts: Parameters<typeof startGateway>[1] = {}): Promise<TestGateway> {
+  const g = await startGateway({ upstreams }, opts);
   gateways.push(g);
   return g;
 }
@@ -434,5 +436,97 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
     // Past the upstream's 1 s retry delay: no resumption was tried.
     await new Promise((r) => setTimeout(r, 1000));
     expect(upstream.resumed.filter((id) => id.startsWith('r-'))).toEqual([]);
+  });
+});
+
+/**
+ * A 2026-07-28 Streamable HTTP server on 127.0.0.1 written against the wire: `server/discover`,
+ * and tools whose answers hold one message over 10 MiB (`sse_huge`, one SSE event sent in two
+ * writes; `json_huge`, a JSON body), or 12 MiB in events of 1 MiB each (`sse_many`).
+ */
+async function modernHuge(): Promise<string> {
+  const srv = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => {
+      if (req.method !== 'POST') return void res.writeHead(405).end();
+      const m = JSON.parse(body) as { id?: string | number; method?: string; params?: any };
+      if (m.id === undefined) return void res.writeHead(202).end();
+      const json = (obj: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(obj));
+      const text = (t: string) => ({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', content: [{ type: 'text', text: t }] } });
+      const event = (obj: unknown) => `event: message\ndata: ${JSON.stringify(obj)}\n\n`;
+      if (m.method === 'server/discover') return json({ jsonrpc: '2.0', id: m.id, result: { supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'huge', version: '1' } } } });
+      if (m.method === 'tools/list') return json({ jsonrpc: '2.0', id: m.id, result: { tools: ['sse_huge', 'json_huge', 'sse_many'].map((name) => ({ name, inputSchema: { type: 'object' } })) } });
+      const half = 'x'.repeat(6 * 1024 * 1024);
+      switch (m.params?.name) {
+        case 'sse_huge':
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          res.write(`event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`);
+          return void setTimeout(() => res.end(`${half}"}]}}\n\n`), 20);
+        case 'json_huge':
+          return json(text(half + half));
+        case 'sse_many':
+          res.writeHead(200, { 'content-type': 'text/event-stream' });
+          for (let i = 0; i < 11; i++) res.write(event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }));
+          return void res.end(event(text('many done')));
+      }
+      json({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `Unknown tool: ${m.params?.name}` } });
+    });
+  });
+  servers.push(srv);
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  return `http://127.0.0.1:${(srv.address() as AddressInfo).port}/mcp`;
+}
+
+describe('a legacy client whose upstream sends one message over 10 MiB', () => {
+  const TOO_LARGE = 'over 10485760 bytes (10 MiB), the most the gateway reads of one message';
+  const mem = memoryLogger('info');
+  let legacyUp: TestGateway;
+  let modernUp: TestGateway;
+  beforeAll(async () => {
+    // requestMs far above the bound below: an answer waited for until the timeout would fail the tests.
+    legacyUp = await gateway({ h: { transport: 'streamable-http', url: (await misbehaving()).url, protocol: 'legacy', timeouts: { requestMs: 30_000 } } }, { log: mem.log });
+    modernUp = await gateway({ m: { transport: 'streamable-http', url: await modernHuge(), protocol: '2026-07-28', timeouts: { requestMs: 30_000 } } }, { log: mem.log });
+  });
+
+  /** Calls `name` with the v1 SDK client (2025-11-25) on a session of its own; resolves with the error it got (or the result) and how long it took, in ms. */
+  async function legacyCall(url: string, name: string): Promise<{ error?: any; result?: any; ms: number }> {
+    const client = new Client({ name: 'legacy-huge', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const started = Date.now();
+    try {
+      const result = await client.callTool({ name, arguments: {} }, undefined, { timeout: 20_000 });
+      return { result, ms: Date.now() - started };
+    } catch (error) {
+      return { error, ms: Date.now() - started };
+    } finally {
+      await client.close();
+    }
+  }
+
+  it.each([
+    ['pass-through (legacy Streamable HTTP upstream)', 'h', 'sse_huge', `Upstream 'h' returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`],
+    ['pass-through (legacy Streamable HTTP upstream)', 'h', 'json_huge', `Upstream 'h' returned an invalid answer to tools/call: the body is ${TOO_LARGE}`],
+    ['reverse bridge (2026-07-28 upstream)', 'm', 'sse_huge', `Upstream 'm' failed: the upstream returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`],
+    ['reverse bridge (2026-07-28 upstream)', 'm', 'json_huge', `Upstream 'm' failed: the upstream returned an invalid answer to tools/call: the body is ${TOO_LARGE}`],
+  ])('%s, %s %s: -32603 protocol at once, and the request is logged', async (_path, upstream, name, message) => {
+    const gw = upstream === 'h' ? legacyUp : modernUp;
+    const r = await legacyCall(gw.url(upstream), name);
+    expect(r.result).toBeUndefined();
+    expect(r.ms).toBeLessThan(5000);
+    expect(r.error).toMatchObject({ code: -32603, data: { upstream, reason: 'protocol' } });
+    expect(r.error.message).toContain(message);
+    const logged = mem.lines().filter((l) => l.msg === 'request' && l.era === 'legacy' && l.upstream === upstream && l.name === name);
+    expect(logged.at(-1)).toMatchObject({ method: 'tools/call', outcome: 'error', code: -32603, reason: 'protocol' });
+  });
+
+  it('a 2026-07-28 client gets the same -32603 from the 2026-07-28 upstream; an SSE stream of 12 MiB in events of 1 MiB is read whole (the bound is per message)', async () => {
+    const r = await rpc(modernUp.url('m'), 'tools/call', { name: 'sse_huge', arguments: {} });
+    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'm', reason: 'protocol' } });
+    expect(r.body.error.message).toContain(`message on the SSE stream of tools/call: ${TOO_LARGE}`);
+    const many = await rpc(modernUp.url('m'), 'tools/call', { name: 'sse_many', arguments: {} });
+    expect(many.body.result?.content[0].text, JSON.stringify(many.body).slice(0, 300)).toBe('many done');
+    expect((await legacyCall(modernUp.url('m'), 'sse_many')).result?.content[0].text).toBe('many done');
   });
 });
