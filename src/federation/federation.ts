@@ -38,7 +38,7 @@ import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '.
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../subscriptions.js';
 import { TASK_NOT_FOUND, tasksExtensionRequired } from '../tasks/manager.js';
-import { toolAllowed, unknownTool } from '../upstream/tool-policy.js';
+import { invalidToolName, toolAllowed, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
 import { MergedSubscription, mergeHonored } from './listen.js';
 import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
 import { UriIndex } from './resources.js';
@@ -257,7 +257,8 @@ export class Federation {
       if (req.method === 'resources/list' || req.method === 'resources/templates/list') this.uris.recordOffering(ctx.principal, member.name);
       for (const item of page) {
         if (kind && isObject(item) && typeof item.name === 'string') {
-          const exposed = this.naming.expose(member, item.name);
+          const exposed = this.exposedName(kind, member, item.name, true);
+          if (exposed === undefined) continue;
           const other = seen.get(exposed);
           if (other) throw nameConflict(kind, exposed, [other, { member, name: item.name }]);
           seen.set(exposed, { member, name: item.name });
@@ -289,6 +290,20 @@ export class Federation {
     };
   }
 
+  /**
+   * The name the client sees for tool or prompt `name` of `member`, or undefined when that name
+   * breaks the tool-name rules (a tool's name with its prefix longer than 128 characters; the
+   * upstream's own name was checked behind the router): such a tool is left out, reported when
+   * `report` is set.
+   */
+  private exposedName(kind: NameKind, member: FederatedUpstream, name: string, report: boolean): string | undefined {
+    const exposed = this.naming.expose(member, name);
+    const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
+    if (!problem) return exposed;
+    if (report) this.gateway.dropped.note({ upstream: member.name, kind: 'tool', name, reason: 'invalid-name', detail: `on /mcp, with the prefix '${member.prefix}', the name ${problem}` });
+    return undefined;
+  }
+
   /** Every item of one upstream's list (all pages, at most {@link MAX_PAGES}). */
   private async listAll(m: FederatedUpstream, method: string, req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>[]> {
     const { field } = LISTS[method]!;
@@ -316,7 +331,8 @@ export class Federation {
     for (const { member, value } of answers) {
       for (const item of value) {
         if (typeof item.name !== 'string') continue;
-        const exposed = this.naming.expose(member, item.name);
+        const exposed = this.exposedName(kind, member, item.name, false);
+        if (exposed === undefined) continue;
         index.set(exposed, [...(index.get(exposed) ?? []), { member, name: item.name }]);
       }
     }
@@ -357,6 +373,8 @@ export class Federation {
   private async named(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
     const kind: NameKind = req.method === 'tools/call' ? 'tools' : 'prompts';
     const exposed = String(req.params.name);
+    const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
+    if (problem) throw invalidToolName(exposed, problem);
     const stateUp = req.params.requestState !== undefined ? await this.stateUpstream(req.params.requestState) : undefined;
     const target = await this.resolveName(kind, exposed, req, ctx, stateUp);
     if (kind === 'tools' && !toolAllowed(target.member.cfg.tools, target.name)) throw unknownTool(exposed);

@@ -10,8 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conformanceUpstream, eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
-import { everythingStdio, listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
+import { conformanceUpstream, eventually, FixtureLog, fixtureStdio, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { everythingStdio, listen, memoryLogger, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
@@ -443,6 +443,125 @@ describe('federation of a 2026-07-28 upstream beside a legacy one', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describe('tool names outside the MCP tool-name rules', () => {
+  // Names a careless or hostile upstream may list: markup, a space, a comma, a control character,
+  // `/`, a non-ASCII letter, 129 characters. The rules: 1 to 128 of A-Z a-z 0-9 _ - .
+  const MARKUP = '<img src=x onerror=alert(1)>';
+  const BAD = [MARKUP, 'two words', 'a,b', 'bell\u0007', 'path/name', 'caf\u00e9', 'x'.repeat(129)];
+  const GOOD = 'dotted.ok-name_1';
+  // 128 characters: good on /mcp/NAME, too long on /mcp behind the prefix `leg_`.
+  const LONGEST = 'n'.repeat(128);
+  const RULE = /^[A-Za-z0-9_.-]{1,128}$/;
+  const extra = { FIXTURE_EXTRA_TOOLS: JSON.stringify([GOOD, LONGEST, ...BAD]) };
+  const legLog = new FixtureLog();
+  const modLog = new FixtureLog();
+  let gw: TestGateway;
+  let fed: string;
+  let lines: () => Record<string, any>[];
+
+  beforeAll(async () => {
+    const mem = memoryLogger('info');
+    lines = mem.lines;
+    gw = await startGateway(
+      {
+        federation: { enabled: true, prefixes: { leg: 'leg_', mod: 'mod_' } },
+        upstreams: { leg: fixtureStdio(legLog, extra), mod: { ...modernStdio(modLog, extra), protocol: '2026-07-28' } },
+      },
+      { log: mem.log },
+    );
+    fed = `${gw.base}/mcp`;
+  });
+  afterAll(() => gw?.close());
+
+  /** The tool names a legacy client (the v1 SDK) sees at `url`. */
+  async function legacyNames(url: string): Promise<{ names: string[]; client: Client }> {
+    const client = new Client({ name: 'tool-names', version: '1.0.0' }, { capabilities: {} });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const names: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor });
+      names.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+    } while (cursor);
+    return { names, client };
+  }
+
+  it('are left out of tools/list for 2026-07-28 clients on /mcp/NAME (legacy and 2026-07-28 upstreams) and on /mcp', async () => {
+    for (const name of ['leg', 'mod']) {
+      const { items } = await listAll(gw.url(name), 'tools/list', 'tools');
+      const names = items.map((t) => t.name);
+      expect(names, name).toEqual(expect.arrayContaining([GOOD, LONGEST]));
+      for (const bad of BAD) expect(names, name).not.toContain(bad);
+      expect(names.filter((n) => !RULE.test(n)), name).toEqual([]);
+    }
+    const { items } = await listAll(fed, 'tools/list', 'tools');
+    const names = items.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining([`leg_${GOOD}`, `mod_${GOOD}`, 'leg_ask_name', 'mod_two_round']));
+    // The prefix makes the 128-character name too long for /mcp.
+    expect(names).not.toContain(`leg_${LONGEST}`);
+    expect(names.filter((n) => !RULE.test(n))).toEqual([]);
+  });
+
+  it('are left out for legacy clients: pass-through, reverse bridge and /mcp', async () => {
+    for (const [url, prefix] of [
+      [gw.url('leg'), ''],
+      [gw.url('mod'), ''],
+      [fed, 'leg_'],
+    ] as const) {
+      const { names, client } = await legacyNames(url);
+      try {
+        expect(names, url).toContain(`${prefix}${GOOD}`);
+        expect(names.filter((n) => !RULE.test(n)), url).toEqual([]);
+      } finally {
+        await client.close();
+      }
+    }
+  });
+
+  it('a call of one is refused with -32602 saying which rule the name breaks, in every era; nothing reaches the upstream', async () => {
+    for (const [url, name] of [
+      [gw.url('leg'), MARKUP],
+      [gw.url('mod'), MARKUP],
+      [fed, `leg_${MARKUP}`],
+      [fed, `leg_${LONGEST}`],
+    ] as const) {
+      const r = await rpc(url, 'tools/call', { name, arguments: {} });
+      expect(r.status, url).toBe(200);
+      expect(r.body.error, url).toMatchObject({ code: -32602, message: expect.stringMatching(/^Tool name not served: the name (has characters outside|is longer than 128)/), data: { reason: 'invalid-tool-name' } });
+    }
+    for (const url of [gw.url('leg'), gw.url('mod')]) {
+      const client = new Client({ name: 'tool-names', version: '1.0.0' }, { capabilities: {} });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+      try {
+        await expect(client.callTool({ name: 'bell\u0007', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('"\\u0007"') });
+        const ok = await client.callTool({ name: GOOD, arguments: {} });
+        expect((ok.content as { text: string }[])[0]!.text).toBe(GOOD);
+      } finally {
+        await client.close();
+      }
+    }
+    for (const bad of BAD) {
+      expect(legLog.of('call', bad), bad).toEqual([]);
+      expect(modLog.of('call', bad), bad).toEqual([]);
+    }
+    const good = await rpc(fed, 'tools/call', { name: `mod_${GOOD}`, arguments: {} });
+    expect(good.body.result.content[0].text).toBe(GOOD);
+  });
+
+  it('each one left out is logged once and counted', async () => {
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    for (const upstream of ['leg', 'mod']) {
+      const m = new RegExp(`mrtr_list_entries_dropped_total\\{upstream="${upstream}",kind="tool",reason="invalid-name"\\} (\\d+)`).exec(metrics);
+      expect(Number(m?.[1]), upstream).toBeGreaterThanOrEqual(BAD.length);
+    }
+    const logged = lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'leg');
+    expect(logged.map((l) => l.name).sort()).toEqual([...BAD, LONGEST].sort());
+    expect(logged.find((l) => l.name === LONGEST)?.detail).toMatch(/^on \/mcp, with the prefix 'leg_', the name is longer than 128 characters \(132\)/);
+    expect(gw.gateway.dropped.snapshot().find((e) => e.upstream === 'mod' && e.name === MARKUP)).toMatchObject({ kind: 'tool', reason: 'invalid-name', count: expect.any(Number) });
   });
 });
 

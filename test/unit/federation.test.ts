@@ -11,7 +11,7 @@ import { decodeCursor, encodeCursor, federationMembers, Naming } from '../../src
 import { templateToRegExp, UriIndex } from '../../src/federation/resources.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import type { ListenFilter, ListenHandle, SubscriptionSink } from '../../src/subscriptions.js';
-import { globToRegExp, servedToolList, toolAllowed } from '../../src/upstream/tool-policy.js';
+import { globToRegExp, servedToolList, toolAllowed, toolCallRefusal, toolNameProblem } from '../../src/upstream/tool-policy.js';
 
 describe('tool policy', () => {
   it('globs: * any run, ? one character, everything else literal, whole name, case-sensitive', () => {
@@ -40,10 +40,31 @@ describe('tool policy', () => {
   });
 
   it('servedToolList filters a tools array and leaves anything else alone', () => {
-    const tools = [{ name: 'get_a' }, { name: 'delete_a' }, { other: true }];
-    expect(servedToolList({ deny: ['delete_*'] }, tools)).toEqual([{ name: 'get_a' }, { other: true }]);
-    expect(servedToolList({ deny: [] }, tools)).toBe(tools);
+    const tools = [{ name: 'get_a' }, { name: 'delete_a' }, { name: 'b.c-d_9' }];
+    expect(servedToolList({ deny: ['delete_*'] }, tools)).toEqual([{ name: 'get_a' }, { name: 'b.c-d_9' }]);
+    expect(servedToolList({ deny: [] }, tools)).toEqual(tools);
+    expect(servedToolList(undefined, tools)).toEqual(tools);
     expect(servedToolList({ deny: ['x'] }, undefined)).toBeUndefined();
+  });
+
+  it('tool names: 1 to 128 of A-Z a-z 0-9 _ - . (MCP server/tools); others are left out, reported, and refused', () => {
+    for (const ok of ['a', 'getUser', 'DATA_EXPORT_v2', 'admin.tools.list', '-x-', 'n'.repeat(128)]) expect(toolNameProblem(ok), ok).toBeUndefined();
+    expect(toolNameProblem('')).toBe('is empty');
+    expect(toolNameProblem('n'.repeat(129))).toBe('is longer than 128 characters (129)');
+    expect(toolNameProblem('<b>x</b>')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "/")');
+    expect(toolNameProblem('a b,c/d\u0007')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . (" " "," "/" "\\u0007")');
+    expect(toolNameProblem('caf\u00e9')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . ("\u00e9")');
+    expect(toolNameProblem(7)).toBe('is not a string');
+    const dropped: [string, string][] = [];
+    const tools = [{ name: 'ok' }, { name: 'no way' }, { other: true }, { name: 'x'.repeat(200) }];
+    expect(servedToolList(undefined, tools, (n, p) => dropped.push([n, p]))).toEqual([{ name: 'ok' }]);
+    expect(dropped.map(([n]) => n)).toEqual(['no way', 'undefined', 'x'.repeat(200)]);
+    expect(toolCallRefusal(undefined, 'ok')).toBeUndefined();
+    expect(toolCallRefusal({ deny: ['ok'] }, 'ok')?.message).toBe('Unknown tool: ok');
+    const e = toolCallRefusal(undefined, '<img src=x>')!;
+    expect(e.code).toBe(-32602);
+    expect(e.message).toMatch(/^Tool name not served: the name has characters outside .*; the gateway serves only tool names of 1 to 128 characters/);
+    expect(e.data).toEqual({ reason: 'invalid-tool-name', name: '<img src=x>' });
   });
 });
 
