@@ -32,6 +32,7 @@ import type { Logger } from './observability/log.js';
 import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './observability/tracing.js';
 import { Metrics } from './observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from './observability/census.js';
+import { DroppedEntries, type DropReport } from './observability/dropped.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
 import { LooseResult, unreachableText } from './upstream/session.js';
@@ -40,7 +41,7 @@ import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './up
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
 import { Sampler } from './sampling/sampler.js';
-import { servedToolList, toolAllowed, unknownTool } from './upstream/tool-policy.js';
+import { servedToolList, toolCallRefusal, unknownTool } from './upstream/tool-policy.js';
 
 export type { CallContext };
 
@@ -134,12 +135,12 @@ export class Upstream {
   private started: Promise<UpstreamEra> | undefined;
   /** The era `protocol: "auto"` detected, until forgotten. */
   private detected: UpstreamEra | undefined;
-  /** Tools already reported as dropped from `tools/list` (name and reason), so each is logged once. */
-  private readonly droppedLogged = new Set<string>();
   /** The logger of this upstream's calls (`upstream` bound once, not per call). */
   readonly callLog: Logger;
   /** Counts a form elicitation declined upstream for asking secrets (set by the gateway's metrics). */
   onSecretDeclined: () => void = () => {};
+  /** Records an entry of this upstream left out of a list answer (set by the gateway: logged, counted, shown on the admin page). */
+  onDropped: (r: DropReport) => void = () => {};
   /** How this upstream sends its batches of input requests, learned from its calls. */
   readonly batching: BatchLearning;
   /** {@link mirrorCapabilities} of each parsed (shared, frozen) clientCapabilities object. */
@@ -283,12 +284,18 @@ export class Upstream {
     if (reason === 'unreachable' || reason === 'crashed' || (modern && reason === 'protocol')) this.forgetEra();
   }
 
-  /** Logs, once per tool and reason, that a tool is left out of `tools/list`. */
-  noteDropped(tool: string, reason: string): void {
-    const k = `${tool}\u0000${reason}`;
-    if (this.droppedLogged.has(k) || this.droppedLogged.size > 1000) return;
-    this.droppedLogged.add(k);
-    this.log.warn({ upstream: this.name, tool, reason }, 'tool left out of tools/list: invalid x-mcp-header annotation');
+  /**
+   * Reports that tool `tool` is left out of a `tools/list` answer: its `x-mcp-header` annotations
+   * are invalid (`invalid-x-mcp-header`), or its name breaks the tool-name rules (`invalid-name`);
+   * `detail` says how.
+   */
+  noteDropped(tool: string, reason: 'invalid-x-mcp-header' | 'invalid-name', detail: string): void {
+    this.onDropped({ upstream: this.name, kind: 'tool', name: tool, reason, detail: reason === 'invalid-name' ? `the name ${detail}` : detail });
+  }
+
+  /** `tools` of a `tools/list` result as the gateway serves them: without the tools the `tools` lists leave out or whose names break the tool-name rules (reported). */
+  servedList<T>(tools: T): T {
+    return servedToolList(this.cfg.tools, tools, (name, problem) => this.noteDropped(name, 'invalid-name', problem));
   }
 }
 
@@ -349,6 +356,8 @@ export class Gateway {
   readonly sampler: Sampler;
   /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
   readonly census: Census;
+  /** Entries left out of list answers (invalid tool names and annotations, federation conflicts). */
+  readonly dropped: DroppedEntries;
   /** True when no requestState key was configured and one was generated. */
   readonly generatedStateKey: boolean;
   private closing = false;
@@ -391,6 +400,8 @@ export class Gateway {
       census: () => this.census.snapshot(),
     });
     for (const up of this.upstreams.values()) up.onSecretDeclined = () => this.metrics.secretDeclines.inc({ upstream: up.name });
+    this.dropped = new DroppedEntries(log, (upstream, kind, reason) => this.metrics.droppedEntries.inc({ upstream, kind, reason }));
+    for (const up of this.upstreams.values()) up.onDropped = (r) => this.dropped.note(r);
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
     this.census = new Census({ upstreams: [...this.upstreams.keys()], onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
     for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
@@ -481,10 +492,13 @@ export class Gateway {
     if (this.closing) throw shutdownFailure(name);
     if (this.draining && !Gateway.drainAdmits(req)) throw shuttingDown(name);
     if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
-    if (req.method === 'tools/call' && !toolAllowed(up.cfg.tools, String(req.params.name))) throw unknownTool(String(req.params.name));
+    if (req.method === 'tools/call') {
+      const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
+      if (refused) throw refused;
+    }
     try {
       const result = await this.route(up, req, ctx);
-      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = servedToolList(up.cfg.tools, result.tools);
+      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
       return result;
     } catch (e) {
       // An upstream that failed this way may come back as another era.
@@ -656,7 +670,7 @@ export class Gateway {
     for (const t of tools) {
       const h = index.get(t.name);
       if (h && 'invalid' in h) {
-        up.noteDropped(t.name, h.invalid);
+        up.noteDropped(t.name, 'invalid-x-mcp-header', h.invalid);
         continue;
       }
       served.push(withoutTaskSupport(t));

@@ -5,6 +5,7 @@
  */
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
+import type { DroppedEntry } from '../observability/dropped.js';
 import type { CensusView, InputView, ParkedView, SessionView, TasksView, UpstreamView } from './view.js';
 
 /** Everything the page shows. */
@@ -20,6 +21,8 @@ export interface PageData {
   tasks: TasksView;
   sessions: SessionView[];
   census: CensusView;
+  /** Entries left out of list answers. */
+  dropped: DroppedEntry[];
 }
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -189,6 +192,26 @@ function censusSection(census: CensusView): Html {
   );
 }
 
+function droppedSection(dropped: DroppedEntry[]): Html {
+  const rows = dropped.map(
+    (d) => html`<tr><td>${d.upstream}</td><td>${d.kind}</td><td><code>${d.name}</code></td><td>${d.reason}</td><td>${d.detail}</td><td class="n">${d.count}</td><td>${d.firstSeen}</td><td>${d.lastSeen}</td></tr>`,
+  );
+  return table(
+    [
+      ['upstream', 'the upstream whose entry was left out'],
+      ['kind', 'tool, prompt, resource or resourceTemplate'],
+      ['name', 'the name, URI or URI template as the upstream gave it'],
+      ['reason', 'invalid-name: breaks the MCP tool-name rules; invalid-x-mcp-header: invalid x-mcp-header annotations; conflict: on /mcp, an earlier upstream (config order) serves the same name or URI'],
+      ['detail', 'the rule broken, or the upstream that serves it instead'],
+      ['times', 'list answers it was left out of'],
+      ['first seen', 'first time (ISO 8601)'],
+      ['last seen', 'last time (ISO 8601)'],
+    ],
+    rows,
+    'Nothing left out since start.',
+  );
+}
+
 /** The whole page. */
 export function renderPage(d: PageData): Html {
   return html`<!doctype html>
@@ -199,11 +222,12 @@ export function renderPage(d: PageData): Html {
 <style>${raw(STYLE)}</style>
 </head><body>
 <h1>mrtr-gateway</h1>
-<p class="meta">Replica <code>${d.replica}</code>, store ${d.store}. Read at ${d.now}; reloads every ${d.refreshSeconds} s. JSON: <a href="/admin/api/upstreams">upstreams</a>, <a href="/admin/api/parked">parked</a>, <a href="/admin/api/tasks">tasks</a>, <a href="/admin/api/sessions">sessions</a>, <a href="/admin/api/census">census</a>.</p>
+<p class="meta">Replica <code>${d.replica}</code>, store ${d.store}. Read at ${d.now}; reloads every ${d.refreshSeconds} s. JSON: <a href="/admin/api/upstreams">upstreams</a>, <a href="/admin/api/parked">parked</a>, <a href="/admin/api/tasks">tasks</a>, <a href="/admin/api/sessions">sessions</a>, <a href="/admin/api/census">census</a>, <a href="/admin/api/dropped">dropped</a>.</p>
 <section id="upstreams"><h2>Upstreams</h2>${upstreamsSection(d.upstreams)}</section>
 <section id="parked"><h2>Parked calls</h2>${parkedSection(d.parked)}</section>
 <section id="tasks"><h2>Tasks</h2>${tasksSection(d.tasks)}</section>
 <section id="sessions"><h2>Legacy sessions</h2>${sessionsSection(d.sessions)}</section>
 <section id="census"><h2>Deprecation census</h2><p class="meta">Uses of what MCP 2026-07-28 deprecated or removed, since this replica started.</p>${censusSection(d.census)}</section>
+<section id="dropped"><h2>Left out of lists</h2><p class="meta">Tools, prompts, resources and templates upstreams listed that clients were not shown, since this replica started.</p>${droppedSection(d.dropped)}</section>
 </body></html>`;
 }

@@ -1,6 +1,6 @@
 /**
- * What the admin page shows, as plain JSON: upstreams, parked calls, tasks, legacy sessions and
- * the deprecation census. Each function reads the gateway's live state through read-only
+ * What the admin page shows, as plain JSON: upstreams, parked calls, tasks, legacy sessions, the
+ * deprecation census and the entries left out of list answers. Each function reads the gateway's live state through read-only
  * accessors; nothing here changes anything.
  *
  * Nothing shown is a secret: principals and legacy session ids appear only as hashes (the first
@@ -13,6 +13,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { Gateway } from '../gateway.js';
 import type { LegacySessionInfo, LegacySessions } from '../http/legacy.js';
 import { DEPRECATED_FEATURES, type CensusEntry, type DeprecatedFeature } from '../observability/census.js';
+import type { DroppedEntry } from '../observability/dropped.js';
 import type { UpstreamFailure } from '../observability/upstream-health.js';
 import type { InputRequest } from '../protocol/wire.js';
 import { principalHash } from '../security/auth.js';
@@ -260,4 +261,13 @@ export interface CensusView {
 /** The deprecation census. */
 export function censusView({ gateway }: AdminSources): CensusView {
   return { features: DEPRECATED_FEATURES, entries: gateway.census.snapshot() };
+}
+
+/**
+ * The entries left out of list answers since start, the most recently left out first (see
+ * src/observability/dropped.ts): invalid tool names and annotations, and federation conflicts.
+ * Names and details come from upstreams: the page escapes them like any other text.
+ */
+export function droppedView({ gateway }: AdminSources): DroppedEntry[] {
+  return gateway.dropped.snapshot();
 }

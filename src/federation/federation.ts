@@ -12,11 +12,15 @@
  *   configurable, or none). `tools/call`, `prompts/get` and `completion/complete` with a
  *   `ref/prompt` go to the upstream whose prefix the name carries, without it. When prefixes
  *   overlap (an unprefixed upstream, or one prefix beginning another), the upstreams' listings
- *   decide; two upstreams serving one name is a -32603 `name-conflict` error naming both.
+ *   decide.
  * - Resource URIs stay as they are. `resources/read`, `completion/complete` with a `ref/resource`
- *   and `resourceSubscriptions` go to the upstream that listed the URI (or a template matching it)
- *   for this principal; an unknown URI makes the federation list every upstream's resources once;
- *   still unknown or ambiguous: -32602 naming the candidates.
+ *   and `resourceSubscriptions` go to the upstream that listed the URI (else the most specific
+ *   template matching it) for this principal; an unknown URI makes the federation list every
+ *   upstream's resources once; still unknown: -32602 naming the candidates.
+ * - Conflicts found at run time (two upstreams serving one name, URI or URI template) never fail a
+ *   request: the upstream earlier in federation order keeps the entry, the later one's is left out
+ *   of the lists (logged, counted, on the admin page: src/observability/dropped.ts) and calls go
+ *   to the earlier one.
  * - A retry with `requestState` goes to the upstream the sealed state names (`up`); a state of
  *   another upstream than the name's is -32602, like any state that does not fit its request.
  * - `tasks/get|update|cancel` go to the upstream of the task record (legacy upstreams), or the
@@ -35,10 +39,11 @@ import { canonicalJson } from '../protocol/canonical.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { ErrorCode, GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
 import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '../protocol/wire.js';
+import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../subscriptions.js';
 import { TASK_NOT_FOUND, tasksExtensionRequired } from '../tasks/manager.js';
-import { toolAllowed, unknownTool } from '../upstream/tool-policy.js';
+import { invalidToolName, toolAllowed, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
 import { MergedSubscription, mergeHonored } from './listen.js';
 import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
 import { UriIndex } from './resources.js';
@@ -57,6 +62,12 @@ export type FederationContext = CallContext & { paramHeaders?: Record<string, st
 
 /** Tool or prompt names: the two kinds of prefixed names. */
 type NameKind = 'tools' | 'prompts';
+
+/** One upstream's part of a merged list page: its items as it sent them. */
+interface Page {
+  member: FederatedUpstream;
+  items: unknown[];
+}
 
 /** The list methods: the result field that holds the items, and which names are prefixed. */
 const LISTS: Record<string, { field: string; kind?: NameKind }> = {
@@ -93,17 +104,6 @@ export function unionCapabilities(a: Record<string, unknown>, b: Record<string, 
   return out;
 }
 
-/** -32603 `name-conflict`: two federated upstreams serve the same tool or prompt name on /mcp. */
-export function nameConflict(kind: NameKind, exposed: string, owners: readonly Candidate[]): GatewayError {
-  const what = kind === 'tools' ? 'tool' : 'prompt';
-  const who = owners.map((o) => `'${o.member.name}' (as '${o.name}')`).join(' and ');
-  return new GatewayError(
-    ErrorCode.InternalError,
-    `Federation name conflict: ${what} '${exposed}' is served by upstreams ${who}; give them distinct prefixes (federation.prefixes)`,
-    { reason: 'name-conflict', name: exposed, upstreams: owners.map((o) => o.member.name) },
-  );
-}
-
 const unknownName = (kind: NameKind, exposed: string) => (kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`));
 
 /** The federated endpoint's request routing, between the front door and the router. */
@@ -134,11 +134,11 @@ export class Federation {
    * through the router, or merged from all of them (`server/discover`, the list methods).
    * @returns the JSON-RPC `result` (always with `resultType`).
    * @throws GatewayError: what the router throws for the upstream it went to; -32602 for an unknown
-   *   tool or prompt name, a tool the upstream's `tools` policy does not serve, an unknown or
-   *   ambiguous resource URI (`data.uri`, `data.candidates`), a `requestState` of another upstream
-   *   than the name's, an invalid cursor, or an unknown task; -32021 (HTTP 400) for `tasks/*`
-   *   without the tasks extension; -32601 (HTTP 404) when no federated upstream offers the
-   *   method's capability; -32603 `name-conflict` when two upstreams serve one name.
+   *   tool or prompt name, a tool the upstream's `tools` policy does not serve or whose name breaks
+   *   the tool-name rules (`data.reason: "invalid-tool-name"`), a resource URI no upstream serves (`data.uri`, `data.candidates`), a `requestState` of another
+   *   upstream than the name's, an invalid cursor, or an unknown task; -32021 (HTTP 400) for
+   *   `tasks/*` without the tasks extension; -32601 (HTTP 404) when no federated upstream offers
+   *   the method's capability.
    */
   async handle(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
     switch (req.method) {
@@ -249,35 +249,12 @@ export class Federation {
       positions.map(([m]) => m),
       (m) => this.forward(m, req, at.get(m) === undefined ? {} : { cursor: at.get(m) }, ctx),
     );
-    const items: unknown[] = [];
     const next: Record<string, string> = {};
-    const seen = new Map<string, Candidate<FederatedUpstream>>();
-    for (const { member, value } of answers) {
-      const page = Array.isArray(value[field]) ? (value[field] as Record<string, unknown>[]) : [];
-      if (req.method === 'resources/list' || req.method === 'resources/templates/list') this.uris.recordOffering(ctx.principal, member.name);
-      for (const item of page) {
-        if (kind && isObject(item) && typeof item.name === 'string') {
-          const exposed = this.naming.expose(member, item.name);
-          const other = seen.get(exposed);
-          if (other) throw nameConflict(kind, exposed, [other, { member, name: item.name }]);
-          seen.set(exposed, { member, name: item.name });
-          items.push({ ...item, name: exposed });
-          continue;
-        }
-        if (req.method === 'resources/list' && isObject(item) && typeof item.uri === 'string') this.uris.recordUri(ctx.principal, member.name, item.uri);
-        if (req.method === 'resources/templates/list' && isObject(item) && typeof item.uriTemplate === 'string') this.uris.recordTemplate(ctx.principal, member.name, item.uriTemplate);
-        items.push(item);
-      }
+    const pages: Page[] = answers.map(({ member, value }) => {
       if (typeof value.nextCursor === 'string' && value.nextCursor !== '') next[member.name] = value.nextCursor;
-    }
-    if (kind && this.naming.overlapping && seen.size) {
-      // A name on this page may also be another upstream's, on a page not listed yet.
-      const index = await this.nameIndex(kind, req, ctx);
-      for (const exposed of seen.keys()) {
-        const owners = index.get(exposed) ?? [];
-        if (owners.length > 1) throw nameConflict(kind, exposed, owners);
-      }
-    }
+      return { member, items: Array.isArray(value[field]) ? (value[field] as unknown[]) : [] };
+    });
+    const items = kind ? await this.namedItems(kind, pages, req, ctx) : await this.resourceItems(req.method, pages, decoded !== undefined || Object.keys(next).length > 0, req, ctx);
     return {
       resultType: 'complete',
       [field]: items,
@@ -287,6 +264,120 @@ export class Federation {
         partial,
       ),
     };
+  }
+
+  /**
+   * The tools or prompts of one merged page, named as the client sees them. An entry whose name
+   * an earlier upstream (in federation order) also serves is left out, as is a second entry of one
+   * name on the page (each reported as a `conflict`), so the client sees every name once and the
+   * name leads to the upstream that keeps it. With overlapping prefixes, the complete listings
+   * ({@link nameIndex}) decide, since the earlier upstream's entry may be on a page not listed yet.
+   */
+  private async namedItems(kind: NameKind, pages: readonly Page[], req: ValidatedRequest, ctx: FederationContext): Promise<unknown[]> {
+    let index = this.naming.overlapping ? await this.nameIndex(kind, req, ctx) : undefined;
+    const unindexed = (i: Map<string, Candidate<FederatedUpstream>[]>) =>
+      pages.some(({ member, items }) =>
+        items.some((item) => {
+          if (!isObject(item) || typeof item.name !== 'string') return false;
+          const exposed = this.exposedName(kind, member, item.name, false);
+          return exposed !== undefined && !i.get(exposed)?.some((o) => o.member === member);
+        }),
+      );
+    // A name the kept listings lack (listed since): list again once.
+    if (index && unindexed(index)) index = await this.nameIndex(kind, req, ctx, true);
+    const out: unknown[] = [];
+    const seen = new Map<string, FederatedUpstream>();
+    for (const { member, items } of pages) {
+      for (const item of items) {
+        if (!isObject(item) || typeof item.name !== 'string') {
+          out.push(item);
+          continue;
+        }
+        const exposed = this.exposedName(kind, member, item.name, true);
+        if (exposed === undefined) continue;
+        const owner = seen.get(exposed) ?? index?.get(exposed)?.[0]?.member;
+        if (seen.has(exposed) || (owner !== undefined && owner !== member)) {
+          this.dropConflict(kind === 'tools' ? 'tool' : 'prompt', member, item.name, exposed, owner ?? member);
+          continue;
+        }
+        seen.set(exposed, member);
+        out.push({ ...item, name: exposed });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * The resources or resource templates of one merged page, remembered for routing. A URI (or URI
+   * template) an earlier upstream (in federation order) also lists is left out, as is a second
+   * entry of one URI on the page (each reported as a `conflict`); reads of it go to the earlier
+   * upstream. When the answer is paged, the complete listings ({@link refreshUris}, trusted for
+   * 30 s) decide, since the earlier upstream's entry may be on a page not listed yet.
+   */
+  private async resourceItems(method: string, pages: readonly Page[], paged: boolean, req: ValidatedRequest, ctx: FederationContext): Promise<unknown[]> {
+    const templates = method === 'resources/templates/list';
+    const key = templates ? 'uriTemplate' : 'uri';
+    const principal = ctx.principal;
+    for (const { member } of pages) this.uris.recordOffering(principal, member.name);
+    if (paged && !this.recentlyComplete(principal)) {
+      await this.refreshUris(req, ctx).catch((e: unknown) => {
+        if (!(e instanceof GatewayError)) throw e;
+        this.log.debug({ method, err: e.message }, 'federation: resources not listed completely; the page decides alone');
+      });
+    }
+    for (const { member, items } of pages) {
+      for (const item of items) {
+        if (!isObject(item) || typeof item[key] !== 'string') continue;
+        if (templates) this.uris.recordTemplate(principal, member.name, item[key]);
+        else this.uris.recordUri(principal, member.name, item[key]);
+      }
+    }
+    const out: unknown[] = [];
+    const seen = new Set<string>();
+    for (const { member, items } of pages) {
+      for (const item of items) {
+        if (!isObject(item) || typeof item[key] !== 'string') {
+          out.push(item);
+          continue;
+        }
+        const value = item[key];
+        const listers = templates ? this.uris.templateBy(principal, value) : this.uris.listedBy(principal, value);
+        const owner = this.members.find((m) => listers.includes(m.name));
+        if (seen.has(value) || (owner !== undefined && owner !== member)) {
+          this.dropConflict(templates ? 'resourceTemplate' : 'resource', member, value, value, owner ?? member);
+          continue;
+        }
+        seen.add(value);
+        out.push(item);
+      }
+    }
+    return out;
+  }
+
+  /** Reports that `member`'s entry `name` (shown as `shown`) is left out of a list on /mcp because `owner` serves it. */
+  private dropConflict(kind: DroppedKind, member: FederatedUpstream, name: string, shown: string, owner: FederatedUpstream): void {
+    const detail = owner === member ? `on /mcp, '${shown}' is listed twice by this upstream; the first is kept` : `on /mcp, '${shown}' is served by '${owner.name}', earlier in federation order`;
+    this.gateway.dropped.note({ upstream: member.name, kind, name, reason: 'conflict', detail });
+  }
+
+  /** True when every member's resources were listed completely for `principal` within the last {@link NAME_INDEX_TTL_MS}. */
+  private recentlyComplete(principal: string): boolean {
+    const at = this.uris.completeAt(principal);
+    return at !== undefined && Date.now() - at < NAME_INDEX_TTL_MS;
+  }
+
+  /**
+   * The name the client sees for tool or prompt `name` of `member`, or undefined when that name
+   * breaks the tool-name rules (a tool's name with its prefix longer than 128 characters; the
+   * upstream's own name was checked behind the router): such a tool is left out, reported when
+   * `report` is set.
+   */
+  private exposedName(kind: NameKind, member: FederatedUpstream, name: string, report: boolean): string | undefined {
+    const exposed = this.naming.expose(member, name);
+    const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
+    if (!problem) return exposed;
+    if (report) this.gateway.dropped.note({ upstream: member.name, kind: 'tool', name, reason: 'invalid-name', detail: `on /mcp, with the prefix '${member.prefix}', the name ${problem}` });
+    return undefined;
   }
 
   /** Every item of one upstream's list (all pages, at most {@link MAX_PAGES}). */
@@ -305,7 +396,8 @@ export class Federation {
 
   /**
    * Every tool or prompt name on /mcp for this caller's view (principal and capabilities), with
-   * the upstreams that serve it, from complete listings of every member; kept for a short while.
+   * the upstreams that serve it in federation order (the first keeps the name), from complete
+   * listings of every member; kept for a short while.
    */
   private async nameIndex(kind: NameKind, req: ValidatedRequest, ctx: FederationContext, fresh = false): Promise<Map<string, Candidate<FederatedUpstream>[]>> {
     const key = `${kind}\u0000${ctx.principal}\u0000${canonicalJson(req.clientCapabilities)}`;
@@ -316,7 +408,8 @@ export class Federation {
     for (const { member, value } of answers) {
       for (const item of value) {
         if (typeof item.name !== 'string') continue;
-        const exposed = this.naming.expose(member, item.name);
+        const exposed = this.exposedName(kind, member, item.name, false);
+        if (exposed === undefined) continue;
         index.set(exposed, [...(index.get(exposed) ?? []), { member, name: item.name }]);
       }
     }
@@ -327,9 +420,9 @@ export class Federation {
   /**
    * The upstream and its own name behind a tool or prompt name the client sent: the one member
    * whose prefix the name carries; with overlapping prefixes, the one of those whose listing has
-   * it. With a `requestState`, the member the state names (`stateUpstream`) must be one of them.
-   * @throws GatewayError -32602 unknown name, or a state of another upstream (INVALID_STATE);
-   *   -32603 `name-conflict` when two upstreams serve the name.
+   * it, the earliest in federation order when several do (the others' entries are left out of
+   * the lists). With a `requestState`, the member the state names (`stateUpstream`) must be one of them.
+   * @throws GatewayError -32602 unknown name, or a state of another upstream (INVALID_STATE).
    */
   private async resolveName(kind: NameKind, exposed: string, req: ValidatedRequest, ctx: FederationContext, stateUpstream?: string): Promise<Candidate<FederatedUpstream>> {
     const candidates = this.naming.candidates(exposed);
@@ -342,8 +435,7 @@ export class Federation {
     if (candidates.length === 1) return candidates[0]!;
     for (const fresh of [false, true]) {
       const owners = ((await this.nameIndex(kind, req, ctx, fresh)).get(exposed) ?? []).filter((o) => candidates.some((c) => c.member === o.member && c.name === o.name));
-      if (owners.length === 1) return owners[0]!;
-      if (owners.length > 1) throw nameConflict(kind, exposed, owners);
+      if (owners.length > 0) return owners[0]!;
     }
     throw unknownName(kind, exposed);
   }
@@ -357,6 +449,8 @@ export class Federation {
   private async named(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
     const kind: NameKind = req.method === 'tools/call' ? 'tools' : 'prompts';
     const exposed = String(req.params.name);
+    const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
+    if (problem) throw invalidToolName(exposed, problem);
     const stateUp = req.params.requestState !== undefined ? await this.stateUpstream(req.params.requestState) : undefined;
     const target = await this.resolveName(kind, exposed, req, ctx, stateUp);
     if (kind === 'tools' && !toolAllowed(target.member.cfg.tools, target.name)) throw unknownTool(exposed);
@@ -369,6 +463,7 @@ export class Federation {
     if (!pending) {
       // Shared by concurrent requests of the principal: not cut short when one of their clients leaves.
       const own: FederationContext = { principal: ctx.principal, token: ctx.token, connection: new ClientConnection(), timing: ctx.timing };
+      const started = Date.now();
       pending = this.gather('resources/list', this.members, async (m) => {
         let offered = false;
         let failure: unknown;
@@ -388,7 +483,9 @@ export class Federation {
         if (failure !== undefined) throw failure;
         if (!offered) throw methodNotFound(`upstream '${m.name}' offers no resources`);
       })
-        .then(() => undefined)
+        .then(({ partial }) => {
+          if (!partial) this.uris.markComplete(ctx.principal, started);
+        })
         .finally(() => this.refreshing.delete(ctx.principal));
       this.refreshing.set(ctx.principal, pending);
     }
@@ -396,25 +493,23 @@ export class Federation {
   }
 
   /**
-   * The upstream that serves resource `uri` for this principal: the one that listed it (or a
-   * template matching it); on a miss, after listing every member's resources once; when none
-   * lists it and exactly one member offers resources, that one.
-   * @throws GatewayError -32602 when no upstream or several do (`data.uri`, `data.candidates`, in
-   *   config order).
+   * The upstream that serves resource `uri` for this principal: one that listed it; else one that
+   * listed it as a template; else one with the most specific template matching it, trusted only
+   * when every member's resources were listed within 30 s (so a URI an upstream lists is never
+   * taken by another's template). On a miss, or a template match not so trusted, every member's
+   * resources are listed first. Several upstreams: the earliest in federation order. None, and
+   * exactly one member offers resources: that one.
+   * @throws GatewayError -32602 when no upstream does (`data.uri`, `data.candidates`).
    */
   private async resolveUri(uri: string, req: ValidatedRequest, ctx: FederationContext): Promise<FederatedUpstream> {
     let found = this.uris.owners(ctx.principal, uri);
-    if (found.owners.length === 0) {
+    if (found.by === 'none' || (found.by === 'match' && !this.recentlyComplete(ctx.principal))) {
       await this.refreshUris(req, ctx);
       found = this.uris.owners(ctx.principal, uri);
     }
-    // In config order, whichever listing answered first.
     const members = [...this.byName.keys()];
     const owners = members.filter((n) => found.owners.includes(n));
-    if (owners.length === 1) return this.byName.get(owners[0]!)!;
-    if (owners.length > 1) {
-      throw invalidParams(`Ambiguous resource URI '${uri}': upstreams ${owners.map((o) => `'${o}'`).join(' and ')} both list it (or a template matching it)`, { uri, candidates: owners });
-    }
+    if (owners.length > 0) return this.byName.get(owners[0]!)!;
     const offering = members.filter((n) => found.offering.includes(n));
     if (offering.length === 1) return this.byName.get(offering[0]!)!;
     throw invalidParams(
@@ -470,7 +565,7 @@ export class Federation {
   /**
    * Opens a `subscriptions/listen` on the federated endpoint: the list-change flags go to every
    * member (each honors what its upstream declares), each `resourceSubscriptions` URI to the
-   * upstream that serves it (unknown or ambiguous URIs are not honored), each `taskIds` entry to
+   * upstream that serves it (unknown URIs are not honored), each `taskIds` entry to
    * its task's upstream (unknown ids are not honored). The parts are opened through the router and
    * merged; the acknowledged filter is the union of what they honored.
    * @throws GatewayError -32021 (HTTP 400) for `taskIds` without the tasks extension; the error of

@@ -4,7 +4,7 @@
  *
  * - `GET /admin`: the admin page (HTML, reloads itself every `admin.refreshSeconds`);
  * - `GET /admin/api/upstreams`, `/admin/api/parked`, `/admin/api/tasks`, `/admin/api/sessions`,
- *   `/admin/api/census`: the same data as JSON (shapes in src/admin/view.ts).
+ *   `/admin/api/census`, `/admin/api/dropped`: the same data as JSON (shapes in src/admin/view.ts).
  *
  * Access, in this order: the Host/Origin check of the MCP endpoints (403), the same
  * authentication (401, or 403 for a JWT without a required scope), then the admin's own rule:
@@ -16,7 +16,7 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { renderPage } from '../admin/page.js';
-import { censusView, parkedView, Redactor, sessionsView, tasksView, upstreamsView, type AdminSources } from '../admin/view.js';
+import { censusView, droppedView, parkedView, Redactor, sessionsView, tasksView, upstreamsView, type AdminSources } from '../admin/view.js';
 import type { Gateway } from '../gateway.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, principalHash, type Authenticator } from '../security/auth.js';
@@ -56,7 +56,7 @@ const SECURITY_HEADERS: Record<string, string> = {
 };
 
 /** Every admin endpoint, by its full path. */
-const ENDPOINTS = ['/admin', '/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census'];
+const ENDPOINTS = ['/admin', '/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census', '/admin/api/dropped'];
 
 const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify({ error: message }), { status, headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers } });
@@ -111,6 +111,7 @@ export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authent
         tasks: tasksView(sources),
         sessions: sessionsView(sources),
         census: censusView(sources),
+        dropped: droppedView(sources),
       }),
     ),
   );
@@ -119,6 +120,7 @@ export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authent
   app.get('/api/tasks', (c) => c.json(tasksView(sources)));
   app.get('/api/sessions', (c) => c.json({ sessions: sessionsView(sources) }));
   app.get('/api/census', (c) => c.json(censusView(sources)));
+  app.get('/api/dropped', (c) => c.json({ dropped: droppedView(sources) }));
   app.all('*', (c) => {
     const path = c.req.path;
     if (ENDPOINTS.includes(path)) return refusal(405, `${c.req.method} is not supported on ${path}; use GET`, { allow: 'GET, HEAD' });

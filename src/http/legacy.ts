@@ -410,6 +410,7 @@ export class LegacySessions {
         ? new ReverseRelay({
             upstream,
             ...reverseSettings(up.cfg, who.token),
+            onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
             modern: up.modern!,
             downstream: transport,
             log: log.child({ component: 'reverse' }),
@@ -425,6 +426,7 @@ export class LegacySessions {
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       onRequest,
       onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+      onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
       sampler: this.gateway.sampler,

@@ -26,8 +26,9 @@
  * would leave the client with nothing to resume from. A stdio upstream has no way to ask for a
  * close itself, so the gateway decides, by time alone.
  *
- * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`
- * results, and a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream.
+ * The upstream's `tools` policy and the tool-name rules apply (src/upstream/tool-policy.ts): tools
+ * the gateway does not serve are left out of `tools/list` results, and a `tools/call` of one is
+ * answered -32602 without reaching the upstream.
  *
  * A `sampling/createMessage` the upstream's `sampling` mode gives to the gateway's provider
  * (provider mode, or fallback mode for a client that cannot answer it) never reaches the client:
@@ -50,7 +51,7 @@ import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText,
 import { HttpClientTransport } from '../upstream/http-transport.js';
 import { downstreamError, INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
-import { servedToolList, toolAllowed, unknownTool } from '../upstream/tool-policy.js';
+import { servedToolList, toolCallRefusal } from '../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
 import type { Sampler } from '../sampling/sampler.js';
 import { secretRedactor } from '../config/child-env.js';
@@ -108,6 +109,8 @@ export interface PassThroughInit {
   onRequest?: (r: RelayedRequest) => void;
   /** Called when the secret guard declined a form. */
   onSecretDeclined?: () => void;
+  /** Called for each tool left out of a `tools/list` result because its name breaks the tool-name rules (`problem` says how). */
+  onToolDropped?: (name: string, problem: string) => void;
   /** SSE polling: close the stream of a request still in flight this many ms after it arrived, once (0 or unset: never). */
   closeStreamAfterMs?: number;
   /** The caller's principal (sampling budgets, metrics and logs). */
@@ -198,11 +201,12 @@ export class PassThroughRelay implements LegacyRelay {
       if (token !== undefined) this.progressOwner.set(token, m.id!);
       if (m.method === 'tools/call' && params.task !== undefined) this.noteCall(m.id!, 'legacy_tasks');
       if (m.method === 'initialize') return within(trace?.client, () => this.start(m));
-      if (m.method === 'tools/call' && typeof params.name === 'string' && !toolAllowed(this.init.cfg.tools, params.name)) {
-        // A tool the upstream's `tools` policy does not serve is unknown here too; nothing goes upstream
+      const refused = m.method === 'tools/call' && typeof params.name === 'string' ? toolCallRefusal(this.init.cfg.tools, params.name) : undefined;
+      if (refused) {
+        // A tool the gateway does not serve is refused here too; nothing goes upstream
         // (so no span says it did: the unended relay span is dropped).
         if (trace) trace.client = undefined;
-        return this.answerError(m.id!, ErrorCode.InvalidParams, unknownTool(params.name).message);
+        return this.answerError(m.id!, refused.code, refused.message, refused.data);
       }
       return within(trace?.client, () => this.toUpstream(m));
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
@@ -350,7 +354,7 @@ export class PassThroughRelay implements LegacyRelay {
       this.forget(m.id!);
       if (req?.method === 'tools/list' && m.result && typeof m.result === 'object') {
         const result = m.result as { tools?: unknown };
-        m = { ...m, result: { ...result, tools: servedToolList(this.init.cfg.tools, result.tools) } };
+        m = { ...m, result: { ...result, tools: servedToolList(this.init.cfg.tools, result.tools, this.init.onToolDropped) } };
       }
       if (req) {
         const error = m.error as { code?: number } | undefined;

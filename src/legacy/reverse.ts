@@ -12,8 +12,9 @@
  * the client receives as the answer to its original request. A declined or cancelled elicitation is
  * an answer like any other. Progress and `notifications/message` of a request reach the client on
  * that request's stream; `notifications/cancelled` from the client cancels the upstream request.
- * The upstream's `tools` policy applies: tools it does not serve are left out of `tools/list`, and
- * a `tools/call` of one is answered -32602 "Unknown tool" without reaching the upstream. The
+ * The upstream's `tools` policy and the tool-name rules apply (src/upstream/tool-policy.ts): tools
+ * the gateway does not serve are left out of `tools/list`, and a `tools/call` of one is answered
+ * -32602 without reaching the upstream. The
  * upstream's -32021 names a capability the client did not declare in `initialize` (-32021 to the
  * client), or one `input.allow` withholds (-32603 `protocol`). List changes and resource
  * subscriptions are not relayed: the `initialize` result offers neither, and `resources/subscribe`
@@ -28,7 +29,7 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, within } from '../observability/tracing.js';
 import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
-import { servedToolList, toolAllowed, unknownTool, type ToolPolicyConfig } from '../upstream/tool-policy.js';
+import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
 
 type Id = string | number;
@@ -45,6 +46,8 @@ export interface ReverseInit {
   inputAllow: readonly string[];
   /** The upstream's `tools` policy; undefined: every tool (the federated endpoint applies each member's own behind the hop). */
   tools?: ToolPolicyConfig;
+  /** Called for each tool left out of a `tools/list` result because its name breaks the tool-name rules (`problem` says how). */
+  onToolDropped?: (name: string, problem: string) => void;
   /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
   idleMs?: number;
   /** Headers of the hop on every request (a forwarded `Authorization`); ignored on stdio. */
@@ -154,8 +157,9 @@ export class ReverseRelay implements LegacyRelay {
         this.logLevel = typeof params.level === 'string' ? params.level : undefined;
         return { result: {} };
       case 'tools/call':
-        if (typeof params.name === 'string' && !toolAllowed(this.init.tools, params.name)) {
-          return { error: { code: ErrorCode.InvalidParams, message: unknownTool(params.name).message } };
+        if (typeof params.name === 'string') {
+          const refused = toolCallRefusal(this.init.tools, params.name);
+          if (refused) return { error: refused.toJSON() as NonNullable<Message['error']> };
         }
         return this.rounds(m, entry);
       case 'prompts/get':
@@ -168,7 +172,7 @@ export class ReverseRelay implements LegacyRelay {
         const r = await this.send(m.method!, params, m.id!, entry);
         if ('error' in r) return { error: this.upstreamError(r.error) };
         const result = legacyResult(r.result);
-        if (m.method === 'tools/list') result.tools = servedToolList(this.init.tools, result.tools);
+        if (m.method === 'tools/list') result.tools = servedToolList(this.init.tools, result.tools, this.init.onToolDropped);
         return { result };
       }
     }

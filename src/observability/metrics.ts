@@ -76,6 +76,13 @@ export class Metrics {
     labelNames: ['upstream', 'tool', 'feature'] as const,
     registers: [this.registry],
   });
+  /** Entries left out of list answers (see src/observability/dropped.ts), by upstream, kind and reason. */
+  readonly droppedEntries = new Counter({
+    name: 'mrtr_list_entries_dropped_total',
+    help: 'Entries left out of list answers, by upstream, kind (tool, prompt, resource, resourceTemplate) and reason (invalid-name, invalid-x-mcp-header, conflict)',
+    labelNames: ['upstream', 'kind', 'reason'] as const,
+    registers: [this.registry],
+  });
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
 

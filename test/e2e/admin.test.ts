@@ -28,7 +28,7 @@ const DEV_KEY = 'dev-key-0123456789abcdef';
 const ops = { authorization: `Bearer ${OPS_KEY}` };
 const dev = { authorization: `Bearer ${DEV_KEY}` };
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
-const API = ['/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census'];
+const API = ['/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census', '/admin/api/dropped'];
 
 const get = (url: string, headers: Record<string, string> = {}) => fetch(url, { headers });
 
@@ -144,6 +144,7 @@ describe('admin page: access and JSON', () => {
     const census = await json('/admin/api/census');
     expect(census.features).toContain('elicitation_form');
     expect(census.entries).toEqual([{ upstream: 'f', tool: 'ask_name', feature: 'elicitation_form', calls: 1, firstSeen: expect.any(String), lastSeen: expect.any(String) }]);
+    expect(await json('/admin/api/dropped')).toEqual({ dropped: [] });
 
     for (const path of API) expect(JSON.stringify(await json(path)), path).not.toMatch(/apikey:|dev-key|ops-key|db-secret/);
   });
@@ -234,8 +235,12 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
     await client.connect(transport);
     await client.callTool({ name: 'ask_name', arguments: {} });
     legacy = { client, transport };
+    // The hostile tool name breaks the MCP tool-name rules: left out of tools/list (and shown on
+    // the page as left out), and not callable.
+    const listed = await rpc(gw.url('x'), 'tools/list', {}, { headers: dev });
+    expect(listed.body.result.tools.map((t: { name: string }) => t.name)).not.toContain(HOSTILE_TOOL);
     const hostile = await rpc(gw.url('x'), 'tools/call', { name: HOSTILE_TOOL, arguments: {} }, { caps: { elicitation: {} }, headers: dev });
-    expect(hostile.body.result.resultType).toBe('input_required');
+    expect(hostile.body.error).toMatchObject({ code: -32602, data: { reason: 'invalid-tool-name', name: HOSTILE_TOOL } });
     expect((await rpc(gw.url('broken'), 'tools/list', {}, { headers: dev })).body.error.data.reason).toBe('unreachable');
     browser = await chromium.launch({
       executablePath: CHROMIUM,
@@ -340,8 +345,9 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
       expect(await page.title()).toBe('mrtr-gateway admin');
       expect(await page.$$eval('script, img, b', (els) => els.length)).toBe(0);
       const cells = (selector: string) => page.$$eval(selector, (tds) => tds.map((td) => td.textContent));
-      expect(await cells('#parked tbody tr td:nth-child(2)')).toContain(HOSTILE_TOOL);
-      expect(await cells('#census tbody tr td:nth-child(2)')).toContain(HOSTILE_TOOL);
+      expect(await cells('#dropped tbody tr td:nth-child(3)')).toEqual([HOSTILE_TOOL]);
+      expect(await cells('#dropped tbody tr td:nth-child(4)')).toEqual(['invalid-name']);
+      expect(await cells('#dropped tbody tr td:nth-child(5)')).toEqual(['the name has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "=" "\\"" "/")']);
       const stderr = await cells('#upstreams tbody tr pre');
       expect(stderr).toEqual([HOSTILE_STDERR]);
     } finally {

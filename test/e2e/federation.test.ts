@@ -10,8 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conformanceUpstream, eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
-import { everythingStdio, listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
+import { conformanceUpstream, eventually, FixtureLog, fixtureStdio, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { everythingStdio, listen, memoryLogger, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
@@ -446,6 +446,125 @@ describe('federation of a 2026-07-28 upstream beside a legacy one', () => {
   });
 });
 
+describe('tool names outside the MCP tool-name rules', () => {
+  // Names a careless or hostile upstream may list: markup, a space, a comma, a control character,
+  // `/`, a non-ASCII letter, 129 characters. The rules: 1 to 128 of A-Z a-z 0-9 _ - .
+  const MARKUP = '<img src=x onerror=alert(1)>';
+  const BAD = [MARKUP, 'two words', 'a,b', 'bell\u0007', 'path/name', 'caf\u00e9', 'x'.repeat(129)];
+  const GOOD = 'dotted.ok-name_1';
+  // 128 characters: good on /mcp/NAME, too long on /mcp behind the prefix `leg_`.
+  const LONGEST = 'n'.repeat(128);
+  const RULE = /^[A-Za-z0-9_.-]{1,128}$/;
+  const extra = { FIXTURE_EXTRA_TOOLS: JSON.stringify([GOOD, LONGEST, ...BAD]) };
+  const legLog = new FixtureLog();
+  const modLog = new FixtureLog();
+  let gw: TestGateway;
+  let fed: string;
+  let lines: () => Record<string, any>[];
+
+  beforeAll(async () => {
+    const mem = memoryLogger('info');
+    lines = mem.lines;
+    gw = await startGateway(
+      {
+        federation: { enabled: true, prefixes: { leg: 'leg_', mod: 'mod_' } },
+        upstreams: { leg: fixtureStdio(legLog, extra), mod: { ...modernStdio(modLog, extra), protocol: '2026-07-28' } },
+      },
+      { log: mem.log },
+    );
+    fed = `${gw.base}/mcp`;
+  });
+  afterAll(() => gw?.close());
+
+  /** The tool names a legacy client (the v1 SDK) sees at `url`. */
+  async function legacyNames(url: string): Promise<{ names: string[]; client: Client }> {
+    const client = new Client({ name: 'tool-names', version: '1.0.0' }, { capabilities: {} });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const names: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor });
+      names.push(...page.tools.map((t) => t.name));
+      cursor = page.nextCursor;
+    } while (cursor);
+    return { names, client };
+  }
+
+  it('are left out of tools/list for 2026-07-28 clients on /mcp/NAME (legacy and 2026-07-28 upstreams) and on /mcp', async () => {
+    for (const name of ['leg', 'mod']) {
+      const { items } = await listAll(gw.url(name), 'tools/list', 'tools');
+      const names = items.map((t) => t.name);
+      expect(names, name).toEqual(expect.arrayContaining([GOOD, LONGEST]));
+      for (const bad of BAD) expect(names, name).not.toContain(bad);
+      expect(names.filter((n) => !RULE.test(n)), name).toEqual([]);
+    }
+    const { items } = await listAll(fed, 'tools/list', 'tools');
+    const names = items.map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining([`leg_${GOOD}`, `mod_${GOOD}`, 'leg_ask_name', 'mod_two_round']));
+    // The prefix makes the 128-character name too long for /mcp.
+    expect(names).not.toContain(`leg_${LONGEST}`);
+    expect(names.filter((n) => !RULE.test(n))).toEqual([]);
+  });
+
+  it('are left out for legacy clients: pass-through, reverse bridge and /mcp', async () => {
+    for (const [url, prefix] of [
+      [gw.url('leg'), ''],
+      [gw.url('mod'), ''],
+      [fed, 'leg_'],
+    ] as const) {
+      const { names, client } = await legacyNames(url);
+      try {
+        expect(names, url).toContain(`${prefix}${GOOD}`);
+        expect(names.filter((n) => !RULE.test(n)), url).toEqual([]);
+      } finally {
+        await client.close();
+      }
+    }
+  });
+
+  it('a call of one is refused with -32602 saying which rule the name breaks, in every era; nothing reaches the upstream', async () => {
+    for (const [url, name] of [
+      [gw.url('leg'), MARKUP],
+      [gw.url('mod'), MARKUP],
+      [fed, `leg_${MARKUP}`],
+      [fed, `leg_${LONGEST}`],
+    ] as const) {
+      const r = await rpc(url, 'tools/call', { name, arguments: {} });
+      expect(r.status, url).toBe(200);
+      expect(r.body.error, url).toMatchObject({ code: -32602, message: expect.stringMatching(/^Tool name not served: the name (has characters outside|is longer than 128)/), data: { reason: 'invalid-tool-name' } });
+    }
+    for (const url of [gw.url('leg'), gw.url('mod')]) {
+      const client = new Client({ name: 'tool-names', version: '1.0.0' }, { capabilities: {} });
+      await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+      try {
+        await expect(client.callTool({ name: 'bell\u0007', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('"\\u0007"') });
+        const ok = await client.callTool({ name: GOOD, arguments: {} });
+        expect((ok.content as { text: string }[])[0]!.text).toBe(GOOD);
+      } finally {
+        await client.close();
+      }
+    }
+    for (const bad of BAD) {
+      expect(legLog.of('call', bad), bad).toEqual([]);
+      expect(modLog.of('call', bad), bad).toEqual([]);
+    }
+    const good = await rpc(fed, 'tools/call', { name: `mod_${GOOD}`, arguments: {} });
+    expect(good.body.result.content[0].text).toBe(GOOD);
+  });
+
+  it('each one left out is logged once and counted', async () => {
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    for (const upstream of ['leg', 'mod']) {
+      const m = new RegExp(`mrtr_list_entries_dropped_total\\{upstream="${upstream}",kind="tool",reason="invalid-name"\\} (\\d+)`).exec(metrics);
+      expect(Number(m?.[1]), upstream).toBeGreaterThanOrEqual(BAD.length);
+    }
+    const logged = lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'leg');
+    expect(logged.map((l) => l.name).sort()).toEqual([...BAD, LONGEST].sort());
+    expect(logged.find((l) => l.name === LONGEST)?.detail).toMatch(/^on \/mcp, with the prefix 'leg_', the name is longer than 128 characters \(132\)/);
+    expect(gw.gateway.dropped.snapshot().find((e) => e.upstream === 'mod' && e.name === MARKUP)).toMatchObject({ kind: 'tool', reason: 'invalid-name', count: expect.any(Number) });
+  });
+});
+
 describe('subscriptions/listen on /mcp', () => {
   let gw: TestGateway;
   let fed: string;
@@ -492,26 +611,42 @@ describe('subscriptions/listen on /mcp', () => {
 describe('federation without prefixes', () => {
   let gw: TestGateway;
   let fed: string;
+  const logs = { a: new FixtureLog(), b: new FixtureLog(), c: new FixtureLog() };
 
   afterAll(() => gw?.close());
 
-  it('names unique across upstreams are routed by the listings; a name both serve is a -32603 name-conflict naming both', async () => {
-    gw = await startGateway({
-      federation: { enabled: true, prefix: 'none' },
-      upstreams: {
-        a: { ...fixtureStdio(), tools: { allow: ['ask_name', 'echo_*'] } },
-        // A glob: the config cannot tell that b and c both serve `slow`.
-        b: { ...fixtureStdio(), tools: { allow: ['sl*'] } },
-        c: { ...fixtureStdio(), tools: { allow: ['slow', 'summarize'] } },
+  it('a tool or prompt two upstreams serve: the earlier one keeps it, the later one is left out (logged, counted, on the admin page); the lists never fail', async () => {
+    const mem = memoryLogger('info');
+    gw = await startGateway(
+      {
+        admin: { enabled: true },
+        federation: { enabled: true, prefix: 'none' },
+        upstreams: {
+          a: { ...fixtureStdio(logs.a), tools: { allow: ['ask_name', 'echo_*'] } },
+          // A glob: the config cannot tell that b and c both serve `slow`.
+          b: { ...fixtureStdio(logs.b), tools: { allow: ['sl*'] } },
+          c: { ...fixtureStdio(logs.c), tools: { allow: ['slow', 'summarize'] } },
+        },
       },
-    });
+      { log: mem.log },
+    );
     fed = `${gw.base}/mcp`;
     const list = await rpc(fed, 'tools/list');
-    expect(list.body.error).toMatchObject({ code: -32603, data: { reason: 'name-conflict', name: 'slow', upstreams: ['b', 'c'] } });
-    expect(list.body.error.message).toContain("'b'");
-    expect(list.body.error.message).toContain("'c'");
+    expect(list.body.error).toBeUndefined();
+    const names = list.body.result.tools.map((t: { name: string }) => t.name);
+    expect(names.filter((n: string) => n === 'slow')).toHaveLength(1);
+    expect(names).toEqual(expect.arrayContaining(['ask_name', 'echo_after_ask', 'slow', 'summarize']));
+    expect(new Set(names).size).toBe(names.length);
+    // The name leads to b, the earlier of the two in config order; c never sees the call.
     const call = await rpc(fed, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
-    expect(call.body.error).toMatchObject({ code: -32603, data: { reason: 'name-conflict', upstreams: ['b', 'c'] } });
+    expect(call.body.result.content[0].text).toBe('slept 10ms');
+    expect(logs.b.of('call', 'slow')).toHaveLength(1);
+    expect(logs.c.of('call', 'slow')).toEqual([]);
+    // Every upstream has greeting_prompt: listed once, a's; prompts/get reaches a and elicits.
+    const prompts = await rpc(fed, 'prompts/list');
+    expect(prompts.body.result.prompts.filter((p: { name: string }) => p.name === 'greeting_prompt')).toHaveLength(1);
+    const prompt = await rpc(fed, 'prompts/get', { name: 'greeting_prompt', arguments: {} }, { caps: ELICIT });
+    expect(prompt.body.result.resultType).toBe('input_required');
     // Names only one upstream serves still route.
     const summarize = await rpc(fed, 'tools/call', { name: 'summarize', arguments: { text: 'x' } }, { caps: { sampling: {} } });
     expect(summarize.body.result.resultType).toBe('input_required');
@@ -519,7 +654,22 @@ describe('federation without prefixes', () => {
     expect(tag.body.result.resultType).toBe('input_required');
     const unknown = await rpc(fed, 'tools/call', { name: 'crash', arguments: {} });
     expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: crash' });
-  });
+    // Left out: logged once each, counted, and on the admin page.
+    const { dropped } = await (await fetch(`${gw.base}/admin/api/dropped`)).json();
+    expect(dropped).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ upstream: 'c', kind: 'tool', name: 'slow', reason: 'conflict', detail: "on /mcp, 'slow' is served by 'b', earlier in federation order" }),
+        expect.objectContaining({ upstream: 'b', kind: 'prompt', name: 'greeting_prompt', reason: 'conflict', detail: "on /mcp, 'greeting_prompt' is served by 'a', earlier in federation order" }),
+        expect.objectContaining({ upstream: 'c', kind: 'prompt', name: 'greeting_prompt', reason: 'conflict' }),
+      ]),
+    );
+    expect(dropped.some((d: { upstream: string }) => d.upstream === 'a')).toBe(false);
+    const page = await (await fetch(`${gw.base}/admin`)).text();
+    expect(page).toContain('on /mcp, &#39;slow&#39; is served by &#39;b&#39;, earlier in federation order');
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    expect(metrics).toMatch(/mrtr_list_entries_dropped_total\{upstream="c",kind="tool",reason="conflict"\} [1-9]/);
+    expect(mem.lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'c' && l.name === 'slow')).toHaveLength(1);
+  }, 60_000);
 });
 
 describe('a resource URI two upstreams list', () => {
@@ -544,27 +694,64 @@ describe('a resource URI two upstreams list', () => {
     await Promise.all([a?.stop(), b?.stop()]);
   });
 
-  it('resources/read on /mcp → -32602 naming both upstreams (data.uri, data.candidates); the read reaches neither', async () => {
+  it('is listed once, the earlier upstream’s, and read there; the later upstream’s entries are left out', async () => {
     const listed = await listAll(fed, 'resources/list', 'resources');
-    expect(listed.items.filter((r) => r.uri === 'fixture://notes/secret')).toHaveLength(2);
-    for (const uri of ['fixture://notes/secret', 'fixture://plain/7']) {
-      const r = await rpc(fed, 'resources/read', { uri }, { caps: ELICIT });
-      expect(r.status).toBe(200);
-      expect(r.body.error).toEqual({
-        code: -32602,
-        message: `Ambiguous resource URI '${uri}': upstreams 'a' and 'b' both list it (or a template matching it)`,
-        data: { uri, candidates: ['a', 'b'] },
-      });
-    }
-    expect(methods(logA)).toContain('resources/list');
-    expect(methods(logB)).toContain('resources/list');
-    expect(methods(logA)).not.toContain('resources/read');
+    expect(listed.items.filter((r) => r.uri === 'fixture://notes/secret')).toHaveLength(1);
+    const templates = await listAll(fed, 'resources/templates/list', 'resourceTemplates');
+    expect(templates.items.filter((t) => t.uriTemplate === 'fixture://plain/{id}')).toHaveLength(1);
+    const note = await rpc(fed, 'resources/read', { uri: 'fixture://plain/7' });
+    expect(note.body.result.contents[0].text).toBe('note 7');
+    const secret = await rpc(fed, 'resources/read', { uri: 'fixture://notes/secret' }, { caps: ELICIT });
+    expect(secret.body.result.resultType).toBe('input_required');
+    expect(methods(logA).filter((m) => m === 'resources/read')).toHaveLength(2);
     expect(methods(logB)).not.toContain('resources/read');
-    // The same read on one upstream's own endpoint is served, and its log shows it.
-    const direct = await rpc(gw.url('a'), 'resources/read', { uri: 'fixture://plain/7' });
-    expect(direct.body.result.contents[0].text).toBe('note 7');
-    expect(methods(logA)).toContain('resources/read');
-    expect(methods(logB)).not.toContain('resources/read');
+    expect(gw.gateway.dropped.snapshot().map((d) => [d.upstream, d.kind, d.name, d.reason])).toEqual(
+      expect.arrayContaining([
+        ['b', 'resource', 'fixture://notes/secret', 'conflict'],
+        ['b', 'resourceTemplate', 'fixture://plain/{id}', 'conflict'],
+      ]),
+    );
+    expect(gw.gateway.dropped.snapshot().some((d) => d.upstream === 'a')).toBe(false);
+  });
+});
+
+describe('a catch-all URI template of an earlier upstream', () => {
+  let gw: TestGateway;
+  let fed: string;
+  const greedy = new FixtureLog();
+
+  beforeAll(async () => {
+    gw = await startGateway({
+      federation: { enabled: true },
+      // `greedy` comes first and lists the template {+uri}, which matches every URI.
+      upstreams: { greedy: fixtureStdio(greedy, { FIXTURE_EXTRA_TEMPLATE: '{+uri}' }), everything: everythingStdio },
+    });
+    fed = `${gw.base}/mcp`;
+  });
+  afterAll(() => gw?.close());
+
+  it('never takes a URI another upstream lists, nor one a narrower template matches; it still serves what nobody else claims', async () => {
+    // The client knows the templates (greedy's {+uri} among them), not the resources.
+    const templates = await listAll(fed, 'resources/templates/list', 'resourceTemplates');
+    expect(templates.items.map((t) => t.uriTemplate)).toEqual(expect.arrayContaining(['{+uri}', 'demo://resource/dynamic/text/{resourceId}']));
+    const direct = await listAll(gw.url('everything'), 'resources/list', 'resources');
+    const doc = direct.items.find((r) => String(r.uri).startsWith('demo://resource/static/document/'));
+    expect(doc).toBeDefined();
+    // Listed by everything: read there, not by greedy's template.
+    const listed = await rpc(fed, 'resources/read', { uri: doc.uri });
+    expect(listed.body.error).toBeUndefined();
+    expect(listed.body.result.contents[0].uri).toBe(doc.uri);
+    expect(listed.body.result.contents[0].text).not.toMatch(/^extra /);
+    // Matched by everything's narrower template too: everything's, not ambiguous.
+    const dynamic = await rpc(fed, 'resources/read', { uri: 'demo://resource/dynamic/text/3' });
+    expect(dynamic.body.error).toBeUndefined();
+    expect(dynamic.body.result.contents[0].uri).toBe('demo://resource/dynamic/text/3');
+    expect(dynamic.body.result.contents[0].text).not.toMatch(/^extra /);
+    expect(greedy.of('read')).toEqual([]);
+    // What nobody lists or matches more narrowly is the catch-all's.
+    const other = await rpc(fed, 'resources/read', { uri: 'elsewhere://x/y' });
+    expect(other.body.result.contents[0].text).toBe('extra elsewhere://x/y');
+    expect(greedy.of('read').map((e) => e.uri)).toEqual(['elsewhere://x/y']);
   });
 });
 

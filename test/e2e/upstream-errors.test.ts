@@ -83,9 +83,13 @@ describe('a tool the upstream does not list', () => {
     expect(r.status).toBe(200);
     expect(r.body.error).toEqual({ code: -32602, message: 'Unknown tool: nope' });
     expect(r.body.result).toBeUndefined();
-    // A long name is quoted cut, not echoed whole.
+    // A name longer than the tool-name rules allow is refused as such, and quoted cut, not echoed whole.
     const long = await rpc(gw.url('x'), 'tools/call', { name: `n${'x'.repeat(5000)}`, arguments: {} });
-    expect(long.body.error).toEqual({ code: -32602, message: `Unknown tool: n${'x'.repeat(199)}…` });
+    expect(long.body.error).toEqual({
+      code: -32602,
+      message: expect.stringMatching(/^Tool name not served: the name is longer than 128 characters \(5001\); /),
+      data: { reason: 'invalid-tool-name', name: `n${'x'.repeat(199)}…` },
+    });
   });
 
   it('is refused only after the cached listing was refreshed once, and a tool that appears without a list change is then served', async () => {

@@ -57,6 +57,7 @@ function hostilePage(): PageData {
       features: ['elicitation_form'],
       entries: [{ upstream: 'up', tool: EVIL, feature: 'elicitation_form', calls: 1, firstSeen: now, lastSeen: now }],
     },
+    dropped: [{ upstream: 'up', kind: 'tool', name: EVIL, reason: 'conflict', detail: EVIL, count: 2, firstSeen: now, lastSeen: now }],
   };
 }
 
@@ -67,8 +68,9 @@ describe('admin page rendering', () => {
     expect(page).not.toContain('<img');
     expect(page).not.toContain('onerror="');
     // The parked call's tool; the task's tool and status message; the census's tool; the upstream's
-    // and the session's revision; the failure's message and its two stderr lines.
-    expect(page.split(ESCAPED).length - 1).toBe(9);
+    // and the session's revision; the failure's message and its two stderr lines; the name and the
+    // detail of an entry left out of a list.
+    expect(page.split(ESCAPED).length - 1).toBe(11);
   });
 
   it('shows durations for people', () => {

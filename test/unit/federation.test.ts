@@ -5,13 +5,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
-import { nameConflict, unionCapabilities } from '../../src/federation/federation.js';
+import { unionCapabilities } from '../../src/federation/federation.js';
 import { MergedSubscription, mergeHonored } from '../../src/federation/listen.js';
 import { decodeCursor, encodeCursor, federationMembers, Naming } from '../../src/federation/naming.js';
-import { templateToRegExp, UriIndex } from '../../src/federation/resources.js';
 import { GatewayError } from '../../src/protocol/errors.js';
+import { templateSpecificity, templateToRegExp, UriIndex } from '../../src/federation/resources.js';
 import type { ListenFilter, ListenHandle, SubscriptionSink } from '../../src/subscriptions.js';
-import { globToRegExp, servedToolList, toolAllowed } from '../../src/upstream/tool-policy.js';
+import { globToRegExp, servedToolList, toolAllowed, toolCallRefusal, toolNameProblem } from '../../src/upstream/tool-policy.js';
 
 describe('tool policy', () => {
   it('globs: * any run, ? one character, everything else literal, whole name, case-sensitive', () => {
@@ -40,10 +40,31 @@ describe('tool policy', () => {
   });
 
   it('servedToolList filters a tools array and leaves anything else alone', () => {
-    const tools = [{ name: 'get_a' }, { name: 'delete_a' }, { other: true }];
-    expect(servedToolList({ deny: ['delete_*'] }, tools)).toEqual([{ name: 'get_a' }, { other: true }]);
-    expect(servedToolList({ deny: [] }, tools)).toBe(tools);
+    const tools = [{ name: 'get_a' }, { name: 'delete_a' }, { name: 'b.c-d_9' }];
+    expect(servedToolList({ deny: ['delete_*'] }, tools)).toEqual([{ name: 'get_a' }, { name: 'b.c-d_9' }]);
+    expect(servedToolList({ deny: [] }, tools)).toEqual(tools);
+    expect(servedToolList(undefined, tools)).toEqual(tools);
     expect(servedToolList({ deny: ['x'] }, undefined)).toBeUndefined();
+  });
+
+  it('tool names: 1 to 128 of A-Z a-z 0-9 _ - . (MCP server/tools); others are left out, reported, and refused', () => {
+    for (const ok of ['a', 'getUser', 'DATA_EXPORT_v2', 'admin.tools.list', '-x-', 'n'.repeat(128)]) expect(toolNameProblem(ok), ok).toBeUndefined();
+    expect(toolNameProblem('')).toBe('is empty');
+    expect(toolNameProblem('n'.repeat(129))).toBe('is longer than 128 characters (129)');
+    expect(toolNameProblem('<b>x</b>')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "/")');
+    expect(toolNameProblem('a b,c/d\u0007')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . (" " "," "/" "\\u0007")');
+    expect(toolNameProblem('caf\u00e9')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . ("\u00e9")');
+    expect(toolNameProblem(7)).toBe('is not a string');
+    const dropped: [string, string][] = [];
+    const tools = [{ name: 'ok' }, { name: 'no way' }, { other: true }, { name: 'x'.repeat(200) }];
+    expect(servedToolList(undefined, tools, (n, p) => dropped.push([n, p]))).toEqual([{ name: 'ok' }]);
+    expect(dropped.map(([n]) => n)).toEqual(['no way', 'undefined', 'x'.repeat(200)]);
+    expect(toolCallRefusal(undefined, 'ok')).toBeUndefined();
+    expect(toolCallRefusal({ deny: ['ok'] }, 'ok')?.message).toBe('Unknown tool: ok');
+    const e = toolCallRefusal(undefined, '<img src=x>')!;
+    expect(e.code).toBe(-32602);
+    expect(e.message).toMatch(/^Tool name not served: the name has characters outside .*; the gateway serves only tool names of 1 to 128 characters/);
+    expect(e.data).toEqual({ reason: 'invalid-tool-name', name: '<img src=x>' });
   });
 });
 
@@ -92,19 +113,6 @@ describe('naming', () => {
       expect(() => decodeCursor(bad, 'tools/list', members)).toThrow(expect.objectContaining({ code: -32602 }));
     }
   });
-
-  it('a name conflict error names both upstreams', () => {
-    const [a, b] = federationMembers(cfg({ prefix: 'none' }));
-    const e = nameConflict('tools', 'search', [
-      { member: a!, name: 'search' },
-      { member: b!, name: 'search' },
-    ]);
-    expect(e).toBeInstanceOf(GatewayError);
-    expect(e.code).toBe(-32603);
-    expect(e.message).toContain("'github'");
-    expect(e.message).toContain("'jira'");
-    expect(e.data).toEqual({ reason: 'name-conflict', name: 'search', upstreams: ['github', 'jira'] });
-  });
 });
 
 describe('resource URIs', () => {
@@ -120,20 +128,34 @@ describe('resource URIs', () => {
     expect(templateToRegExp('broken://{x')).toBeUndefined();
   });
 
-  it('owners: listed URIs first, then a template given as such, then matching templates; per principal', () => {
+  it('owners: listed URIs first, then a template given as such, then the most specific matching templates; per principal', () => {
     const idx = new UriIndex();
     idx.recordUri('alice', 'a', 'x://doc/1');
     idx.recordTemplate('alice', 'b', 'x://doc/{id}');
     idx.recordTemplate('alice', 'c', 'y://{+rest}');
     idx.recordOffering('alice', 'd');
-    expect(idx.owners('alice', 'x://doc/1').owners).toEqual(['a']);
-    expect(idx.owners('alice', 'x://doc/2').owners).toEqual(['b']);
-    expect(idx.owners('alice', 'x://doc/{id}').owners).toEqual(['b']);
+    expect(idx.owners('alice', 'x://doc/1')).toMatchObject({ owners: ['a'], by: 'uri' });
+    expect(idx.owners('alice', 'x://doc/2')).toMatchObject({ owners: ['b'], by: 'match' });
+    expect(idx.owners('alice', 'x://doc/{id}')).toMatchObject({ owners: ['b'], by: 'template' });
     expect(idx.owners('alice', 'y://deep/path').owners).toEqual(['c']);
-    expect(idx.owners('alice', 'z://none')).toEqual({ owners: [], offering: ['a', 'b', 'c', 'd'] });
-    expect(idx.owners('bob', 'x://doc/1')).toEqual({ owners: [], offering: [] });
+    expect(idx.owners('alice', 'z://none')).toEqual({ owners: [], by: 'none', offering: ['a', 'b', 'c', 'd'] });
+    expect(idx.owners('bob', 'x://doc/1')).toEqual({ owners: [], by: 'none', offering: [] });
     idx.recordUri('alice', 'c', 'x://doc/1');
     expect(idx.owners('alice', 'x://doc/1').owners).toEqual(['a', 'c']);
+    expect(idx.listedBy('alice', 'x://doc/1')).toEqual(['a', 'c']);
+    expect(idx.templateBy('alice', 'x://doc/{id}')).toEqual(['b']);
+    // A catch-all template never takes a URI from a narrower one, nor from an upstream that listed it.
+    idx.recordTemplate('alice', 'e', '{+uri}');
+    expect(idx.owners('alice', 'x://doc/7').owners).toEqual(['b']);
+    expect(idx.owners('alice', 'x://doc/1').owners).toEqual(['a', 'c']);
+    expect(idx.owners('alice', 'q://anything')).toMatchObject({ owners: ['e'], by: 'match' });
+    idx.recordTemplate('alice', 'f', 'x://doc/{id}');
+    expect(idx.owners('alice', 'x://doc/7').owners).toEqual(['b', 'f']);
+    expect(templateSpecificity('{+uri}')).toBe(0);
+    expect(templateSpecificity('x://doc/{id}{?v}')).toBe(8);
+    expect(idx.completeAt('alice')).toBeUndefined();
+    idx.markComplete('alice', 5);
+    expect(idx.completeAt('alice')).toBe(5);
   });
 });
 
