@@ -45,7 +45,7 @@ const TimeoutsSchema = z
       'Longest silence from the upstream while it works on one request; progress notifications and server-initiated requests reset it, time parked waiting for the client does not count',
     ).default(60_000),
     totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(600_000),
-    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy').default(10_000),
+    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting').default(10_000),
   })
   .strict()
   .describe('Timeouts for this upstream, in milliseconds');
@@ -251,6 +251,14 @@ const upstreamCommon = {
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
   maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)'),
+  maxStartingSessions: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe(
+      'Most new sessions of this upstream starting at once (a stdio child spawning until it answered initialize; an HTTP connect and initialize). Further new sessions wait in order for a start to end, up to timeouts.queueMs, and each start gets its whole timeouts.connectMs from when it begins, so a burst of calls is served a few starts at a time instead of all timing out together on a busy host. Default: 4 on stdio, no bound beyond maxSessions on HTTP',
+    ),
   maxSessionsPerPrincipal: z
     .number()
     .int()
