@@ -468,7 +468,15 @@ export const GatewayConfigSchema = z
       .strict()
       .prefault({})
       .describe('Front door: DNS-rebinding protection, CORS and public URL'),
-    shutdownGraceMs: z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
+    shutdownGraceMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(MAX_TIMER_MS, tooLong)
+      .default(8000)
+      .describe(
+        'On SIGTERM/SIGINT, the whole stop in milliseconds, from the signal to exit code 0: requests, parked calls and tasks may finish until 2.5 s (at most half of it) before its end, the rest goes to ending upstream sessions and children. Keep it under the stop timeout of what runs the gateway (Docker 10 s, Kubernetes terminationGracePeriodSeconds 30 s by default)',
+      ),
     logLevel: z
       .preprocess((v) => (typeof v === 'string' ? (toLogLevel(v) ?? v) : v), z.enum(LOG_LEVELS))
       .optional()
