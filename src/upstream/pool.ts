@@ -606,7 +606,7 @@ export class SessionPool {
             upstreamFailed(
               this.name,
               'busy',
-              `Upstream '${this.name}' had ${limit} new sessions starting (maxStartingSessions) and others waiting before this one for all of timeouts.queueMs=${queueMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
+              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within timeouts.queueMs=${queueMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
             ),
           );
         }, this.cfg.timeouts.queueMs),
