@@ -28,5 +28,7 @@ USER node
 EXPOSE 8787
 HEALTHCHECK --interval=15s --timeout=3s --start-period=15s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||8787)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+# The gateway exits 0 within shutdownGraceMs (8 s in the bundled config) of SIGTERM, inside docker
+# stop's default 10 s; raise both together (docs/operations.md, "Sizing the grace period").
 STOPSIGNAL SIGTERM
 CMD ["node", "dist/main.js", "--config", "/etc/mrtr-gateway/gateway.config.json"]

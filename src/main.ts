@@ -3,7 +3,7 @@
  * `OTEL_*`). Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a
  * bad config, flag or environment value, with a one-line message on stderr), starts tracing when
  * the `OTEL_*` variables ask for it, serves every upstream at `POST /mcp/NAME`, and stops cleanly
- * on SIGTERM/SIGINT (exit code 0), exporting the spans still buffered. `--help` lists the flags,
+ * on SIGTERM/SIGINT within `shutdownGraceMs` (exit code 0), exporting the spans still buffered. `--help` lists the flags,
  * environment variables and exit codes.
  */
 import { parseArgs } from 'node:util';
@@ -16,6 +16,7 @@ import { httpServerOptions } from './http/server.js';
 import { createLogger, LOG_LEVELS, toLogLevel } from './observability/log.js';
 import { describeTracing, startTracing } from './observability/tracing.js';
 import { isLoopback } from './security/frontdoor.js';
+import { endChildrenBy } from './upstream/session.js';
 
 function usage(): string {
   return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--help]';
@@ -162,40 +163,50 @@ server.on('error', (e: NodeJS.ErrnoException) => {
   fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}${hint ? ` (${hint})` : ''}`, 1);
 });
 
-/** Longest wait for the gateway's upstream sessions to close at shutdown, in ms. */
-const CLOSE_MS = 10_000;
+/**
+ * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
+ * stdio child that ignores SIGTERM gets SIGKILL `KILL_AFTER_MS`, 2 s, after it) and writing the
+ * last answers, in ms; at most half of `shutdownGraceMs`.
+ */
+const CLOSE_RESERVE_MS = 2500;
+/** How long before the end of `shutdownGraceMs` stdio children still running get SIGKILL, in ms (at most a quarter of it). */
+const REAP_MS = 250;
 
 let stopping = false;
 /**
- * Graceful stop. While requests, parked calls or tasks are in flight, for up to shutdownGraceMs
- * (ms), the gateway keeps listening: new MCP calls get 503 / -32603 "gateway shutting down" (retries
- * of parked calls and tasks/* are still served), `/readyz` 503 and `/healthz` 200. Then it stops
- * listening, answers calls still running with -32603 "gateway shutting down", ends upstream
- * sessions and children (waiting at most 10 s for them), and exits 0.
+ * Graceful stop, all of it within shutdownGraceMs (ms) of the signal, so that a container runtime's
+ * stop timeout (Docker 10 s, Kubernetes 30 s) sees exit code 0 rather than its SIGKILL. While
+ * requests, parked calls or tasks are in flight, until CLOSE_RESERVE_MS (at most half of it)
+ * before the end, the gateway keeps listening: new MCP calls get 503 / -32603 "gateway shutting
+ * down" (retries of parked calls and tasks/* are still served), `/readyz` 503 and `/healthz` 200.
+ * Then it stops listening, answers calls still running with -32603 "gateway shutting down", ends
+ * upstream sessions and children, and exits 0. Stdio children still running REAP_MS before the
+ * end get SIGKILL, and at the end it exits 0 whatever is left.
  */
 async function stop(signal: string): Promise<void> {
   if (stopping) return;
   stopping = true;
-  log.info({ signal, graceMs: cfg.shutdownGraceMs }, 'stopping: draining requests in flight');
-  const left = await front.drain(cfg.shutdownGraceMs);
-  if (left) log.warn({ inFlight: left }, 'grace period over: answering the rest with gateway shutting down');
+  const graceMs = cfg.shutdownGraceMs;
+  const deadline = performance.now() + graceMs;
+  const left = () => Math.max(0, deadline - performance.now());
+  // Stdio children still running just before the end get SIGKILL, so they have exited when it comes.
+  endChildrenBy(deadline - Math.min(REAP_MS, graceMs / 4));
+  setTimeout(() => {
+    log.warn({ graceMs }, 'shutdownGraceMs over: exiting without waiting for the rest');
+    process.exit(0);
+  }, graceMs);
+  const drainMs = graceMs - Math.min(CLOSE_RESERVE_MS, graceMs / 2);
+  log.info({ signal, graceMs, drainMs }, 'stopping: draining requests in flight');
+  const inFlight = await front.drain(drainMs);
+  if (inFlight) log.warn({ inFlight }, 'grace period over: answering the rest with gateway shutting down');
   // Stop accepting connections; idle keep-alive connections are closed now, busy ones below.
   server.close();
-  // Bounded: shutdown never waits on an upstream for ever.
-  let closeTimer: NodeJS.Timeout | undefined;
-  const closed = await Promise.race([
-    gateway.close().then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((r) => (closeTimer = setTimeout(() => r(false), CLOSE_MS))),
-  ]);
-  clearTimeout(closeTimer);
-  if (!closed) log.warn({ waitedMs: CLOSE_MS }, 'upstream sessions did not all close in time: exiting without them');
-  await front.settle(2000);
+  // Bounded by the timer above: shutdown never waits on an upstream past shutdownGraceMs.
+  await gateway.close().catch(() => {});
+  await front.settle(Math.min(2000, left()));
   (server as unknown as { closeAllConnections?: () => void }).closeAllConnections?.();
   // The spans of the last requests are still buffered: export them (bounded).
-  await tracing?.shutdown(5000);
+  await tracing?.shutdown(Math.min(5000, left()));
   log.info('stopped');
   process.exit(0);
 }

@@ -45,7 +45,7 @@ const TimeoutsSchema = z
       'Longest silence from the upstream while it works on one request; progress notifications and server-initiated requests reset it, time parked waiting for the client does not count',
     ).default(60_000),
     totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(600_000),
-    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy').default(10_000),
+    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting').default(10_000),
   })
   .strict()
   .describe('Timeouts for this upstream, in milliseconds');
@@ -257,6 +257,14 @@ const upstreamCommon = {
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
   maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)'),
+  maxStartingSessions: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe(
+      'Most new sessions of this upstream starting at once (a stdio child spawning until it answered initialize; an HTTP connect and initialize). Further new sessions wait in order for a start to end, up to timeouts.queueMs, and each start gets its whole timeouts.connectMs from when it begins, so a burst of calls is served a few starts at a time instead of all timing out together on a busy host. Default: 4 on stdio, no bound beyond maxSessions on HTTP',
+    ),
   maxSessionsPerPrincipal: z
     .number()
     .int()
@@ -466,7 +474,15 @@ export const GatewayConfigSchema = z
       .strict()
       .prefault({})
       .describe('Front door: DNS-rebinding protection, CORS and public URL'),
-    shutdownGraceMs: z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).default(10_000).describe('On SIGTERM/SIGINT, how long in-flight requests may finish, in milliseconds'),
+    shutdownGraceMs: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(MAX_TIMER_MS, tooLong)
+      .default(8000)
+      .describe(
+        'On SIGTERM/SIGINT, the whole stop in milliseconds, from the signal to exit code 0: requests, parked calls and tasks may finish until 2.5 s (at most half of it) before its end, the rest goes to ending upstream sessions and children. Keep it under the stop timeout of what runs the gateway (Docker 10 s, Kubernetes terminationGracePeriodSeconds 30 s by default)',
+      ),
     logLevel: z
       .preprocess((v) => (typeof v === 'string' ? (toLogLevel(v) ?? v) : v), z.enum(LOG_LEVELS))
       .optional()

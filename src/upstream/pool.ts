@@ -4,7 +4,9 @@
  * Sessions are keyed by (principal, capability fingerprint); a session carries one call at a time
  * (an exclusive lease), at most `maxSessions` exist per upstream, and a queue with `queueMs` stands
  * behind the bound. Idle sessions close after `idleSessionMs`. When sessions keep dying, new ones are
- * opened with exponential backoff.
+ * opened with exponential backoff. At most `maxStartingSessions` sessions start at once (default 4 on
+ * stdio, where each start is a process): further new sessions wait their turn in order, within
+ * `queueMs`, and each start's `connectMs` runs from when it begins.
  *
  * Shared sessions: on a Streamable HTTP upstream a server-initiated request related to a call comes
  * on that call's own POST stream, so it can be attributed without an exclusive session. Once the
@@ -110,6 +112,16 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
+/** A new session waiting for its turn to start (see {@link startLimit}). */
+interface StartWaiter {
+  key: string;
+  /** Its turn came (no argument), or a warm session of its key was freed and handed to it instead. */
+  go: (handed?: UpstreamSession) => void;
+  timer: NodeJS.Timeout;
+  /** Leaves the line with `err` (its timer fired, its caller went away, the pool closed). */
+  leave: (err: Error) => void;
+}
+
 interface IdleEntry {
   session: UpstreamSession;
   /** When it went idle (epoch ms): it closes `idleSessionMs` later unless taken before. */
@@ -149,6 +161,18 @@ export function startTimeoutMessage(upstream: string, connectMs: number, detail:
   return `Upstream '${upstream}' did not start within timeouts.connectMs=${connectMs} ms (${detail}); check that it starts and answers ${answers}, or raise timeouts.connectMs`;
 }
 
+/** Most sessions of a stdio upstream starting at once when `maxStartingSessions` is not set. */
+export const DEFAULT_STDIO_STARTS = 4;
+
+/**
+ * The most sessions of upstream `cfg` that may start at once: `maxStartingSessions`, by default
+ * {@link DEFAULT_STDIO_STARTS} on stdio (each start spawns a process that loads its runtime) and
+ * no bound on HTTP (beyond `maxSessions`).
+ */
+export function startLimit(cfg: Pick<UpstreamConfig, 'maxStartingSessions' | 'transport'>): number {
+  return cfg.maxStartingSessions ?? (cfg.transport === 'stdio' ? DEFAULT_STDIO_STARTS : Infinity);
+}
+
 /** Backoff before opening a session after `failures` consecutive failures, in ms. */
 export function backoffMs(failures: number): number {
   return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
@@ -167,6 +191,10 @@ export class SessionPool {
   private readonly perPrincipal = new Map<string, number>();
   private leased = 0;
   private failures = 0;
+  /** Sessions starting now (spawn or connect, until `initialize` and the start barrier are done). */
+  private starting = 0;
+  /** New sessions waiting for their turn to start, oldest first. */
+  private startLine: StartWaiter[] = [];
   private closedPool = false;
   /** Aborted by {@link close}: sessions still starting stop. */
   private readonly closing = new AbortController();
@@ -227,12 +255,12 @@ export class SessionPool {
   lastError: string | undefined;
 
   /** Counts for metrics and tests. */
-  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number; sharedCalls: number } {
+  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number; sharedCalls: number; starting: number; waitingToStart: number } {
     let idle = 0;
     for (const l of this.idle.values()) idle += l.length;
     let sharedCalls = 0;
     for (const m of this.sharing.values()) for (const n of m.values()) sharedCalls += n;
-    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures, sharedCalls };
+    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures, sharedCalls, starting: this.starting, waitingToStart: this.startLine.length };
   }
 
   /** Whether calls may share sessions now (Streamable HTTP, attribution by POST stream seen, never by GET). */
@@ -395,7 +423,8 @@ export class SessionPool {
    *   "protocol" when it answered `initialize` with something that is not JSON-RPC, "busy" when no
    *   session frees up in time, "cancelled" when `signal` aborted while queued, "shutting-down"
    *   after {@link close}, "timeout" when a new session did not start within
-   *   `timeouts.connectMs` or `opts.startMs`).
+   *   `timeouts.connectMs` or `opts.startMs`; "busy" as well when a new session waited
+   *   `timeouts.queueMs` for its turn to start, see {@link startLimit}).
    */
   async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions & { call?: boolean } = {}): Promise<SessionLease> {
     if (this.closedPool) throw shutdownFailure(this.name);
@@ -471,7 +500,7 @@ export class SessionPool {
   private openFor(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, opts: AcquireOptions): Promise<SessionLease> {
     const { signal, timing } = opts;
     const started = performance.now();
-    const opening = this.openNew(key, caps, headers, opts.startMs);
+    const opening = this.openNew(key, caps, headers, opts);
     const charge = () => {
       if (timing) timing.upstreamMs += performance.now() - started;
     };
@@ -565,15 +594,93 @@ export class SessionPool {
     );
   }
 
-  /** Opens a new session of `key`; `startMs`: its start budget (default `timeouts.connectMs`). */
-  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, startMs?: number): Promise<SessionLease> {
+  /**
+   * Waits for a turn to start a session of `key` (at most {@link startLimit} start at once, the
+   * others in order), up to `timeouts.queueMs`. Resolves undefined when the turn came (the caller
+   * then starts and calls {@link endStart} when the start is over), or with a warm session of `key`
+   * that was freed meanwhile and handed over instead.
+   * @throws GatewayError -32603 `busy` when no turn came within `queueMs`, `cancelled` when
+   *   `signal` aborted, `shutting-down` when the pool closed.
+   */
+  private startTurn(key: string, signal?: AbortSignal): Promise<UpstreamSession | undefined> {
+    const limit = startLimit(this.cfg);
+    if (this.starting < limit) {
+      this.starting++;
+      return Promise.resolve(undefined);
+    }
+    if (signal?.aborted) return Promise.reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
+    return new Promise<UpstreamSession | undefined>((resolve, reject) => {
+      const onAbort = () => w.leave(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
+      const done = () => {
+        clearTimeout(w.timer);
+        signal?.removeEventListener('abort', onAbort);
+      };
+      const w: StartWaiter = {
+        key,
+        go: (handed) => {
+          done();
+          resolve(handed);
+        },
+        leave: (err) => {
+          done();
+          this.startLine = this.startLine.filter((x) => x !== w);
+          reject(err);
+        },
+        timer: setTimeout(() => {
+          const queueMs = this.cfg.timeouts.queueMs;
+          w.leave(
+            upstreamFailed(
+              this.name,
+              'busy',
+              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within timeouts.queueMs=${queueMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
+            ),
+          );
+        }, this.cfg.timeouts.queueMs),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.startLine.push(w);
+    });
+  }
+
+  /** A start is over (opened or failed): the next new session in line starts. */
+  private endStart(): void {
+    this.starting--;
+    const next = this.startLine.shift();
+    if (!next) return;
+    this.starting++;
+    next.go();
+  }
+
+  /**
+   * Opens a new session of `key`: after the restart backoff, and once its turn to start came
+   * ({@link startTurn}; a warm session of `key` freed meanwhile is leased instead). `opts.startMs`:
+   * its start budget from when it begins (default `timeouts.connectMs`); `opts.signal`: its caller
+   * went away, so it leaves the line.
+   */
+  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, opts: { startMs?: number; signal?: AbortSignal } = {}): Promise<SessionLease> {
+    const { startMs } = opts;
     this.slot(key, 1);
+    let turn = false;
     try {
       const delay = backoffMs(this.failures);
       if (delay) {
         this.log.info({ upstream: this.name, delayMs: delay, failures: this.failures }, 'upstream restart backoff');
         await new Promise((r) => setTimeout(r, delay));
       }
+      if (this.closedPool) throw shutdownFailure(this.name);
+      let handed: UpstreamSession | undefined;
+      while ((handed = await this.startTurn(key, opts.signal))) {
+        if (this.closedPool) throw shutdownFailure(this.name);
+        if (!handed.deadReason) {
+          // The handed session has a slot of its own: this one's is given back.
+          this.slot(key, -1);
+          this.wakeWaiter();
+          return this.lease(handed);
+        }
+        // It died on the way: its slot is freed, and this start waits for a turn again.
+        this.slot(handed.key, -1);
+      }
+      turn = true;
       if (this.closedPool) throw shutdownFailure(this.name);
       const session = await UpstreamSession.open({
         upstream: this.name,
@@ -602,7 +709,8 @@ export class SessionPool {
       return this.lease(session);
     } catch (e) {
       this.slot(key, -1);
-      this.failures++;
+      // Only a start that began is a failure of the upstream (not a wait for a turn that ended).
+      if (turn) this.failures++;
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
       if (this.closedPool) throw shutdownFailure(this.name);
@@ -617,6 +725,8 @@ export class SessionPool {
       }
       if (e instanceof UpstreamStartError && e.fault) throw upstreamProtocolFault(this.name, e.fault.what, e.fault.problem);
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, extra);
+    } finally {
+      if (turn) this.endStart();
     }
   }
 
@@ -632,6 +742,13 @@ export class SessionPool {
         const [w] = this.waiters.splice(idx, 1);
         clearTimeout(w!.timer);
         w!.resolve(this.lease(session));
+        return;
+      }
+      // A new session of the same key still waiting for its turn to start takes this one instead.
+      const next = this.startLine.findIndex((w) => w.key === session.key);
+      if (next >= 0) {
+        const [w] = this.startLine.splice(next, 1);
+        w!.go(session);
         return;
       }
       // Close it for a waiter only if closing frees a slot that waiter may use.
@@ -714,6 +831,7 @@ export class SessionPool {
       clearTimeout(w.timer);
       w.reject(shutdownFailure(this.name));
     }
+    for (const w of [...this.startLine]) w.leave(shutdownFailure(this.name));
     const all: Promise<void>[] = [];
     clearTimeout(this.sweeper);
     this.sweeper = undefined;

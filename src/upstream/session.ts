@@ -379,11 +379,29 @@ export function childOf(transport: object): import('node:child_process').ChildPr
 /** How long a stdio child may run on after the gateway sent it SIGTERM at close before it gets SIGKILL, in ms. */
 export const KILL_AFTER_MS = 2000;
 
+/** The stdio children {@link endStdioChild} is ending that have not exited yet. */
+const ending = new Set<import('node:child_process').ChildProcess>();
+/** When every child being ended gets SIGKILL at the latest (`performance.now()`, ms); see {@link endChildrenBy}. */
+let killBy = Infinity;
+
+/**
+ * Bounds the end of stdio children from now on (the gateway stops within `shutdownGraceMs`): a
+ * child {@link endStdioChild} ends gets SIGKILL at `at` (`performance.now()`, ms) if that comes
+ * before its `killAfterMs`; children being ended already get it at `at` too.
+ */
+export function endChildrenBy(at: number): void {
+  killBy = at;
+  const timer = setTimeout(() => {
+    for (const child of ending) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }, Math.max(0, at - performance.now()));
+  timer.unref();
+}
+
 /**
  * Closes a stdio transport (v1 or v2 SDK) and makes sure its child ends: `close` runs the SDK's
  * close (stdin ends, then SIGTERM), the child gets SIGTERM at once as well, and SIGKILL when it
- * still runs `killAfterMs` (ms) later. Resolves when the child has exited (or at once without
- * one) and `close` has settled. Never throws.
+ * still runs `killAfterMs` (ms) later, or at the time {@link endChildrenBy} set if sooner. Resolves
+ * when the child has exited (or at once without one) and `close` has settled. Never throws.
  */
 export async function endStdioChild(transport: object, close: () => Promise<unknown>, killAfterMs = KILL_AFTER_MS): Promise<void> {
   const child = childOf(transport);
@@ -392,11 +410,20 @@ export async function endStdioChild(transport: object, close: () => Promise<unkn
     await close().catch(() => {});
     return;
   }
-  const exited = new Promise<void>((r) => child!.once('exit', () => r()));
+  ending.add(child!);
+  const exited = new Promise<void>((r) =>
+    child!.once('exit', () => {
+      ending.delete(child!);
+      r();
+    }),
+  );
   child!.kill('SIGTERM');
-  const timer = setTimeout(() => {
-    if (running()) child!.kill('SIGKILL');
-  }, killAfterMs);
+  const timer = setTimeout(
+    () => {
+      if (running()) child!.kill('SIGKILL');
+    },
+    Math.max(0, Math.min(killAfterMs, killBy - performance.now())),
+  );
   await Promise.all([exited, close().catch(() => {})]);
   clearTimeout(timer);
 }

@@ -175,7 +175,7 @@ describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
 
   it('a replica shutting down: what it refuses (503) the balancer sends to the other replica; its health check stays green meanwhile', async () => {
     const calls = log.of('call', 'slow').length;
-    // A call in flight keeps a draining (shutdownGraceMs, 10 s) while the test looks.
+    // A call in flight keeps a draining (most of shutdownGraceMs, 8 s by default) while the test looks.
     const long = rpc(`${a.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 20 } }).catch(() => undefined);
     // Bounded by what a loaded machine needs to start the call (the upstream session may spawn first).
     expect(await eventually(() => log.of('call', 'slow').length > calls, 20_000)).toBe(true);

@@ -1,5 +1,6 @@
 /**
- * Shutdown of the CLI gateway (docs/operations.md, "Signals and exit codes"): calls in flight to
+ * Shutdown of the CLI gateway (docs/operations.md, "Signals and exit codes"): with the default
+ * settings a parked call does not hold the stop past a container's stop timeout, calls in flight to
  * 2026-07-28 upstreams are answered -32603 "gateway shutting down" at the end of the grace period,
  * stdio children of both eras end (SIGKILL for those that ignore SIGTERM), and every 503 of the
  * drain closes its connection.
@@ -131,6 +132,24 @@ afterEach(() => {
 
 const stoppingLogged = (gw: CliGateway) => eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000);
 
+describe('the default shutdownGraceMs', () => {
+  it("fits Docker's 10 s stop timeout: with a call parked for its client's answer, SIGTERM ends in exit code 0 well within 10 s", async () => {
+    const gw = await startCli({ upstreams: { f: fixtureStdio() } });
+    started.push(gw);
+    // A 2026-07-28 client that gets its input_required round and never retries.
+    const asked = await rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { elicitation: {} } });
+    expect(asked.body.result.resultType).toBe('input_required');
+    const exitAt = new Promise<number>((r) => gw.child.once('exit', () => r(performance.now())));
+    const t0 = performance.now();
+    gw.child.kill('SIGTERM');
+    const ms = (await exitAt) - t0;
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+    expect(ms).toBeLessThan(10_000);
+    expect(gw.logs.find((l) => /^stopping/.test(l.msg))).toMatchObject({ graceMs: 8000 });
+    expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true);
+  }, 40_000);
+});
+
 describe('shutdown of 2026-07-28 upstreams', () => {
   it('calls still running at the end of the grace period get -32603 "gateway shutting down" (stdio and Streamable HTTP); the HTTP call is cancelled upstream and the child ends', async () => {
     const silent = stub({ MODE: 'modern', SILENT: '1' }, '2026-07-28');
@@ -195,7 +214,7 @@ describe('stdio children that end by themselves while the gateway stops', () => 
 });
 
 describe('stdio children that ignore SIGTERM', () => {
-  it('get SIGKILL about 2 s after SIGTERM, legacy and 2026-07-28 alike; none outlives the gateway', async () => {
+  it('get SIGKILL 2 s after SIGTERM, or sooner when shutdownGraceMs ends first, legacy and 2026-07-28 alike; none outlives the gateway', async () => {
     const legacy = stub({ MODE: 'legacy', IGNORE_TERM: '1' }, 'legacy');
     const modern = stub({ MODE: 'modern', SILENT: '1', IGNORE_TERM: '1' }, '2026-07-28');
     const gw = await startCli({ shutdownGraceMs: 300, upstreams: { leg: legacy.config, mod: modern.config } });
@@ -219,7 +238,7 @@ describe('stdio children that ignore SIGTERM', () => {
 describe('the 503 of the drain', () => {
   it('carries Connection: close and the request id, from the router and for a legacy initialize', async () => {
     const CAPS = { elicitation: {} };
-    const gw = await startCli({ shutdownGraceMs: 3000, upstreams: { f: fixtureStdio() } });
+    const gw = await startCli({ shutdownGraceMs: 6000, upstreams: { f: fixtureStdio() } });
     started.push(gw);
     const url = `${gw.base}/mcp/f`;
     const asked = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });

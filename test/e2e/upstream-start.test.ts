@@ -2,12 +2,15 @@
  * Starting an upstream is bounded by `timeouts.connectMs`: an HTTP+SSE upstream that never sends
  * its `endpoint` event, a stdio child that never answers or floods stdout with text, an HTTP
  * upstream that accepts connections and never answers. Also: a client that goes away while the
- * upstream starts is released, shutdown never waits on a starting upstream, and start-up time is
- * upstream time in the request log.
+ * upstream starts is released, shutdown never waits on a starting upstream, start-up time is
+ * upstream time in the request log, and a burst of new stdio sessions starts a few at a time.
  */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
@@ -418,5 +421,106 @@ describe('many sessions opening at once', () => {
       process.off('warning', onWarning);
     }
     expect(warnings.filter((w) => /MaxListeners/.test(w))).toEqual([]);
+  }, 30_000);
+});
+
+/**
+ * A legacy stdio server (plain JSON-RPC lines) whose start takes turns with its siblings, as
+ * children that share a busy host's cores slow each other down: it joins a line (a file in the
+ * directory `LINE`, named by when it came) and, once first in it, starts for `HOLD_MS` before it
+ * leaves the line and reads stdin. So the k-th of a burst spawned together is ready after
+ * k × HOLD_MS. Its tool `ask` asks `elicitation/create` for a name and answers `Hello, NAME!`;
+ * its tool `hi` answers `hi` at once.
+ */
+const TAKING_TURNS = `
+import { readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+const dir = process.env.LINE;
+const me = String(Date.now()).padStart(15, '0') + '-' + String(process.pid).padStart(8, '0');
+writeFileSync(join(dir, me), '');
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+function turn() {
+  const first = readdirSync(dir).sort()[0];
+  if (first === me) return void setTimeout(() => { unlinkSync(join(dir, me)); serve(); }, Number(process.env.HOLD_MS));
+  // One that was stopped while it waited or started leaves the line.
+  if (!alive(Number(first.split('-')[1]))) try { unlinkSync(join(dir, first)); } catch {}
+  setTimeout(turn, 10);
+}
+function serve() {
+  const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\\n');
+  const asked = new Map();
+  let n = 0;
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    const m = JSON.parse(line);
+    if (m.method === undefined && asked.has(m.id)) {
+      const call = asked.get(m.id);
+      asked.delete(m.id);
+      return send({ id: call, result: { content: [{ type: 'text', text: 'Hello, ' + m.result.content.name + '!' }] } });
+    }
+    if (m.id === undefined) return;
+    if (m.method === 'initialize') return send({ id: m.id, result: { protocolVersion: m.params.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: 'turns', version: '1.0.0' } } });
+    if (m.method === 'tools/list') return send({ id: m.id, result: { tools: [{ name: 'ask', inputSchema: { type: 'object' } }, { name: 'hi', inputSchema: { type: 'object' } }] } });
+    if (m.method === 'tools/call' && m.params.name === 'hi') return send({ id: m.id, result: { content: [{ type: 'text', text: 'hi' }] } });
+    if (m.method === 'tools/call') {
+      const id = 'ask-' + ++n;
+      asked.set(id, m.id);
+      return send({ id, method: 'elicitation/create', params: { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } } });
+    }
+    send({ id: m.id, result: {} });
+  });
+}
+turn();
+`;
+
+/** A stdio upstream running {@link TAKING_TURNS}, each start holding its turn `holdMs`; `extra` goes into its config. */
+function takingTurns(holdMs: number, extra: Record<string, unknown>): Record<string, unknown> {
+  const dir = mkdtempSync(join(tmpdir(), 'mrtr-turns-'));
+  const script = join(dir, 'turns.mjs');
+  writeFileSync(script, TAKING_TURNS);
+  const line = join(dir, 'line');
+  mkdirSync(line);
+  return { transport: 'stdio', command: process.execPath, args: [script], env: { LINE: line, HOLD_MS: String(holdMs) }, protocol: 'legacy', ...extra };
+}
+
+describe('a burst of new stdio sessions', () => {
+  it('starts a few at a time (maxStartingSessions, 4 by default), each start timed by connectMs from when it begins: 12 parallel eliciting calls on a cold upstream whose starts slow each other down are all served', async () => {
+    // 800 ms per start in turn: of 12 spawned at once the last 5 need 6.4 s or more; of 4 at once none needs more than 3.2 s (plus spawning, a second or more on a busy host).
+    const gw = await gateway({ upstreams: { t: takingTurns(800, { maxSessions: 16, maxParkedSessions: 12, timeouts: { connectMs: 6000 } }) } });
+    const caps = { elicitation: {} };
+    const first = await Promise.all(Array.from({ length: 12 }, () => rpc(gw.url('t'), 'tools/call', { name: 'ask', arguments: {} }, { caps })));
+    expect(first.map((r) => r.body.error ?? r.body.result.resultType)).toEqual(Array(12).fill('input_required'));
+    // Each call holds a session of its own while it waits for its answer.
+    expect(gw.gateway.upstreams.get('t')!.pool.stats()).toMatchObject({ total: 12, leased: 12, starting: 0, waitingToStart: 0 });
+    const done = await Promise.all(
+      first.map((r, i) =>
+        rpc(gw.url('t'), 'tools/call', { name: 'ask', arguments: {}, requestState: r.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: `n${i}` } } } }, { caps }),
+      ),
+    );
+    expect(done.map((r) => r.body.result?.content?.[0]?.text ?? r.body.error)).toEqual(Array.from({ length: 12 }, (_, i) => `Hello, n${i}!`));
+  }, 60_000);
+
+  it('a new session that waits for its turn longer than queueMs gets -32603 busy naming maxStartingSessions; the start under way goes on', async () => {
+    const gw = await gateway({ upstreams: { t: takingTurns(1500, { maxStartingSessions: 1, timeouts: { queueMs: 300, connectMs: 20_000 } }) } });
+    // Parked calls: the first takes the session that listed the tools, each of the others needs a new one.
+    const calls = await Promise.all(Array.from({ length: 3 }, () => rpc(gw.url('t'), 'tools/call', { name: 'ask', arguments: {} }, { caps: { elicitation: {} } })));
+    expect(calls.filter((r) => r.body.result?.resultType === 'input_required')).toHaveLength(2);
+    const refused = calls.filter((r) => r.body.error);
+    expect(refused).toHaveLength(1);
+    expect(refused[0]!.body.error).toEqual({
+      code: -32603,
+      message: "New sessions of upstream 't' start 1 at a time (maxStartingSessions) and this one's turn did not come within timeouts.queueMs=300 ms; raise maxStartingSessions if the host has room for more starts at once, or retry later",
+      data: { upstream: 't', reason: 'busy' },
+    });
+    expect(gw.gateway.upstreams.get('t')!.pool.stats()).toMatchObject({ total: 2, leased: 2, starting: 0, waitingToStart: 0 });
+  }, 30_000);
+
+  it('a warm session freed while new ones wait for their turn is leased to the next of its key instead of starting another', async () => {
+    // The first call takes the session that listed the tools and frees it at once; the second starts
+    // a session, and the third, waiting behind that start, gets the first session.
+    const gw = await gateway({ upstreams: { t: takingTurns(300, { maxStartingSessions: 1 }) } });
+    const calls = await Promise.all(Array.from({ length: 3 }, () => rpc(gw.url('t'), 'tools/call', { name: 'hi', arguments: {} })));
+    expect(calls.map((r) => r.body.result?.content?.[0]?.text ?? r.body.error)).toEqual(['hi', 'hi', 'hi']);
+    expect(gw.gateway.upstreams.get('t')!.pool.stats()).toMatchObject({ total: 2, idle: 2, starting: 0, waitingToStart: 0 });
   }, 30_000);
 });
