@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { listServerScenarios } from './run.js';
 import { LEGACY_REVISIONS, legacyScenarios, MRTR_SCENARIOS, SERVER_SCENARIOS, SPEC_VERSION, TASKS_SCENARIOS } from './scenarios.js';
+import { scaled } from '../helpers/budget.js';
 
 describe('conformance scenario coverage', () => {
   it('the test files run exactly the applicable server scenarios the CLI lists', async () => {
@@ -26,5 +27,5 @@ describe('conformance scenario coverage', () => {
     // Nothing is left out but the skills extension.
     const covered = new Set([...run, ...LEGACY_REVISIONS.flatMap((r) => legacyScenarios(r))]);
     expect(listed.filter((s) => !covered.has(s.name)).map((s) => s.name)).toEqual(listed.filter((s) => s.name.startsWith('sep-2640-')).map((s) => s.name));
-  }, 60_000);
+  }, scaled(60_000));
 });

@@ -23,6 +23,7 @@ import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { regressions, tally, type Tally } from './compare.js';
 import { runScenario, untolerated, type Check } from './run.js';
 import { MRTR_SCENARIOS, SERVER_SCENARIOS, SPEC_VERSION, TASKS_SCENARIOS } from './scenarios.js';
+import { scaled } from '../helpers/budget.js';
 
 const FIXTURE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
 
@@ -96,7 +97,7 @@ describe('official conformance scenarios, directly and through the gateway, agai
     void last.finally(startTasks);
     const tasks = pool(TASKS, 2, async (s) => (await tasksMayStart, together(s)));
     results = new Map([...versioned, ...tasks]);
-  }, 30_000);
+  }, scaled(30_000));
 
   afterAll(async () => {
     await gw?.close();
@@ -124,7 +125,7 @@ describe('official conformance scenarios, directly and through the gateway, agai
     expect(failedDirectly, `${scenario} directly:\n${failedDirectly.join('\n')}`).toEqual([]);
     const lost = regressions(direct, gateway);
     expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
-  }, 240_000);
+  }, scaled(240_000));
 
   it.each(TASKS)('%s: what passes directly passes through the gateway', async (scenario) => {
     const { direct, gateway, attempts } = await results.get(scenario)!;
@@ -132,7 +133,7 @@ describe('official conformance scenarios, directly and through the gateway, agai
     expect(direct.length).toBeGreaterThan(0);
     const lost = regressions(direct, gateway);
     expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
-  }, 240_000);
+  }, scaled(240_000));
 });
 
 describe('comparing direct and gateway runs', () => {

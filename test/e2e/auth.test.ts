@@ -9,6 +9,7 @@ import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, memoryLogger, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { scaled } from '../helpers/budget.js';
 
 const ISSUER = 'https://issuer.test';
 const AUDIENCE = 'mrtr-gateway';
@@ -411,7 +412,7 @@ describe('fairness between principals', () => {
     } finally {
       await g.close();
     }
-  }, 30_000);
+  }, scaled(30_000));
 
   it('where maxSessionsPerPrincipal is not below maxSessions, one principal still parks only half of maxParkedSessions: another principal can park beside it', async () => {
     const g = await startGateway({

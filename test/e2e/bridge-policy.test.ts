@@ -8,6 +8,7 @@ import { ROOT } from '../helpers/processes.js';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
+import { scaled } from '../helpers/budget.js';
 
 const CAPS = { elicitation: {}, sampling: {} };
 
@@ -184,9 +185,9 @@ describe('parked calls leave sessions for other calls (default gateway.config.js
       expect(r.body.error.message).toContain('maxParkedSessions=4');
     }
     // Refused when they asked, not after waiting queueMs (10 s) for a session.
-    expect(Date.now() - started).toBeLessThan(8000);
+    expect(Date.now() - started).toBeLessThan(scaled(8000));
     expect(gw.gateway.bridge.parkedCount).toBe(4);
     const plain = await Promise.all(Array.from({ length: 4 }, (_, i) => rpc(url, 'tools/call', { name: 'echo', arguments: { message: `m${i}` } })));
     plain.forEach((r, i) => expect(r.body.result?.content?.[0]?.text).toBe(`Echo: m${i}`));
-  }, 60_000);
+  }, scaled(60_000));
 });

@@ -13,6 +13,7 @@ import { createLogger } from '../../src/observability/log.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { describeWith, PROGRAMS } from '../helpers/installed.js';
+import { scaled } from '../helpers/budget.js';
 
 const CHROMIUM = PROGRAMS.chromium;
 
@@ -68,7 +69,7 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
       executablePath: CHROMIUM,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
-  }, 60_000);
+  }, scaled(60_000));
 
   afterAll(async () => {
     await browser?.close();
@@ -81,7 +82,7 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
     const page = await browser.newPage();
     try {
       await page.goto(`${origin}/?gw=${encodeURIComponent(gw.url('f'))}`);
-      await page.waitForFunction(() => (window as unknown as { result?: unknown }).result !== undefined, undefined, { timeout: 20_000 });
+      await page.waitForFunction(() => (window as unknown as { result?: unknown }).result !== undefined, undefined, { timeout: scaled(20_000) });
       return await page.evaluate(() => (window as unknown as { result: unknown }).result);
     } finally {
       await page.close();
@@ -93,7 +94,7 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
     expect(r).toMatchObject({ ok: true, status: 200 });
     expect(r.body.result).toBeDefined();
     expect(r.requestId).toMatch(/^[0-9a-f-]{36}$/);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a page from another port, or from 127.0.0.2, is blocked at the preflight', async () => {
     for (const origin of [otherPort.origin, otherHost.origin]) {
@@ -104,5 +105,5 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
       const refused = logs.filter((l) => l.preflight).slice(before);
       expect(refused.map((l) => l.reason)).toEqual([`Origin '${origin}' is not allowed`]);
     }
-  }, 30_000);
+  }, scaled(30_000));
 });

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceUpstream, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import { everythingStdio, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { scaled } from '../helpers/budget.js';
 
 const ALL = { elicitation: { form: {}, url: {} }, sampling: { tools: {} }, roots: {}, extensions: { 'io.modelcontextprotocol/tasks': {} } };
 
@@ -49,7 +50,7 @@ describe('deprecation census', () => {
         e: { ...everythingStdio, tasks: { taskAfterMs: 0 } },
       },
     });
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     await gw?.close();
     await http?.stop();
@@ -118,7 +119,7 @@ describe('deprecation census', () => {
     expect(seen('first')).toBe(Date.parse(askName.firstSeen) / 1000);
     expect(seen('last')).toBe(Date.parse(askName.lastSeen) / 1000);
     expect(metrics).toContain('# TYPE mrtr_deprecated_feature_last_seen_timestamp_seconds gauge');
-  }, 60_000);
+  }, scaled(60_000));
 
   it('counts, in a legacy session, under the one tool call in flight, else under (unknown)', async () => {
     // While ask_name's question is open, echo_after_ask starts: its question arrives with two tool calls in flight.
@@ -161,7 +162,7 @@ describe('deprecation census', () => {
     expect(at('f', 'url_required', 'url_elicitation_required')).toBe(2);
     expect(at('e', 'simulate-research-query', 'legacy_tasks')).toBe(2);
     expect(at('c', 'test_tool_with_logging', 'logging')).toBe(2);
-  }, 60_000);
+  }, scaled(60_000));
 
   it('counts the same over a Streamable HTTP upstream: in a call, and on the standalone stream outside any call', async () => {
     const call = (name: string) => rpc(gw.url('h'), 'tools/call', { name, arguments: {} }, { caps: ALL });
@@ -175,5 +176,5 @@ describe('deprecation census', () => {
     expect(row(entries, 'h', 'ask_name', 'elicitation_form')?.calls).toBe(1);
     expect(row(entries, 'h', '(none)', 'roots_list')?.calls).toBe(1);
     expect(row(entries, 'h', 'later_roots', 'roots_list')).toBeUndefined();
-  }, 30_000);
+  }, scaled(30_000));
 });

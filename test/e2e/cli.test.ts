@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, startCli, startCliArgs, type CliGateway } from '../helpers/cli.js';
 import { everythingStdio, rpc } from '../helpers/gateway.js';
 import { EVERYTHING, ROOT, startEverythingHttp, type SpawnedServer } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 const BIN = join(ROOT, 'bin/mrtr-gateway.js');
 /** The OpenTelemetry variables `--help` names. */
@@ -89,7 +90,7 @@ describe('an mcpServers file given to --config', () => {
       undefined,
       { MRTR_TEST_FROM_FILE: value },
     );
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     await stop(gw);
     await http?.stop();
@@ -155,7 +156,7 @@ describe('envPassthrough', () => {
       // NODE_OPTIONS holds a flag of the gateway's own (harmless here: it only silences warnings).
       { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret, NODE_OPTIONS: NODE_FLAGS },
     );
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(() => stop(gw));
 
   it('passes the listed variables and prefix matches to the stdio child; env wins; an unlisted variable is absent', async () => {
@@ -232,7 +233,7 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
 
   it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
     await serveFromElsewhere(BIN, 'from elsewhere');
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 /**
@@ -271,7 +272,7 @@ describe('the bin launcher in a production install (no tsx)', () => {
   let prod: string;
   beforeAll(() => {
     prod = productionTree(dir, true);
-  }, 180_000);
+  }, scaled(180_000));
 
   it('tsx does not resolve there, as after npm ci --omit=dev (the dev checkout does resolve it)', () => {
     expect(resolvesFrom(join(prod, 'bin'), 'tsx/esm/api')).toBe(false);
@@ -288,7 +289,7 @@ describe('the bin launcher in a production install (no tsx)', () => {
 
   it('serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
     await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
-  }, 60_000);
+  }, scaled(60_000));
 
   it('neither dist/ nor tsx → exit 1 with one line on stderr saying what to run', async () => {
     const bare = productionTree(dir, false);

@@ -17,6 +17,7 @@ import { startCli, type CliGateway } from '../helpers/cli.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
+import { scaled } from '../helpers/budget.js';
 
 const MODERN = fileURLToPath(new URL('../fixtures/modern-server.ts', import.meta.url));
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
@@ -669,7 +670,7 @@ describe('federation without prefixes', () => {
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     expect(metrics).toMatch(/mrtr_list_entries_dropped_total\{upstream="c",kind="tool",reason="conflict"\} [1-9]/);
     expect(mem.lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'c' && l.name === 'slow')).toHaveLength(1);
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describe('a resource URI two upstreams list', () => {
@@ -770,7 +771,7 @@ describeWith(['redis-server'], '/mcp on two replicas sharing Redis', () => {
       upstreams: { everything: everythingStdio, fixture: fixtureStdio() },
     };
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     for (const g of [a, b]) g?.child.kill('SIGTERM');
     await Promise.all([a?.exited, b?.exited]);

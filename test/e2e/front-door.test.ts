@@ -13,6 +13,7 @@ import { startCli, type CliGateway } from '../helpers/cli.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 /** What a raw TCP client saw: the bytes the server sent, and when the server closed, in ms after the first write. */
 interface RawResult {
@@ -122,20 +123,20 @@ describe('request read timeout and broken uploads (CLI, limits.requestReadTimeou
     const r = await rawSend(gw.port, head(gw.port, 'Content-Length: 100\r\n\r\n{"jsonrpc":"2.0","id":1,"method":"tools/list",'));
     expect(r.response).toMatch(/^HTTP\/1\.1 408 /);
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(1900);
-    expect(r.closedAfterMs).toBeLessThan(3200);
+    expect(r.closedAfterMs).toBeLessThan(scaled(3200));
   });
 
   it('half the headers, then a stall: 408 and the connection closed about 2 s after the request started', async () => {
     const r = await rawSend(gw.port, `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${gw.port}\r\nContent-Ty`);
     expect(r.response).toMatch(/^HTTP\/1\.1 408 /);
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(1900);
-    expect(r.closedAfterMs).toBeLessThan(3200);
+    expect(r.closedAfterMs).toBeLessThan(scaled(3200));
   });
 
   it('a chunked body that stalls: closed about 2 s after the request started, logged below warn', async () => {
     const r = await rawSend(gw.port, head(gw.port, 'Transfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\n'));
     expect(r.closedAfterMs).toBeGreaterThanOrEqual(1900);
-    expect(r.closedAfterMs).toBeLessThan(3200);
+    expect(r.closedAfterMs).toBeLessThan(scaled(3200));
     expect(await eventually(() => gw.logs.filter((l) => l.msg === 'request body not received').length > 0)).toBe(true);
     expect(errorLines()).toEqual([]);
   });
@@ -144,7 +145,7 @@ describe('request read timeout and broken uploads (CLI, limits.requestReadTimeou
     const before = gw.logs.filter((l) => l.msg === 'request body not received').length;
     const r = await rawSend(gw.port, head(gw.port, 'Transfer-Encoding: chunked\r\n\r\n5\r\n{"jso\r\nZZ\r\nnot a chunk\r\n'));
     expect(r.response).toMatch(/^HTTP\/1\.1 400 /);
-    expect(r.closedAfterMs).toBeLessThan(1000);
+    expect(r.closedAfterMs).toBeLessThan(scaled(1000));
     expect(await eventually(() => gw.logs.filter((l) => l.msg === 'request body not received').length > before)).toBe(true);
     const line = gw.logs.filter((l) => l.msg === 'request body not received').at(-1)!;
     expect(line.level).toBe(20);
@@ -189,7 +190,7 @@ describe('limits with auth none: keyed by client address', () => {
       expect(statuses.filter((s) => s !== 200), `${elapsed.toFixed(0)} ms for 300 requests`).toEqual([]);
       // Fast enough that 50 per second with a burst of 100 would have refused some: it lets
       // 300 through only over 4 s.
-      expect(elapsed).toBeLessThan(4000);
+      expect(elapsed).toBeLessThan(scaled(4000));
     });
   });
 
@@ -219,7 +220,7 @@ describe('limits with auth none: keyed by client address', () => {
       expect(answers.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
       expect(answers[0]!.body.result.content[0].text).toBe('slept 2000ms');
       expect(answers.slice(1).filter((r) => r.body.result.content[0].text !== 'slept 10ms')).toEqual([]);
-    }, 60_000);
+    }, scaled(60_000));
   });
 
   describe('a configured rate limit (1 per second, burst 5)', () => {
@@ -333,7 +334,7 @@ describe('shutdown (CLI)', () => {
     const r = await call;
     expect(r.body.result.content[0].text).toBe('slept 2500ms');
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-  }, 30_000);
+  }, scaled(30_000));
 
   it('during the drain a retry of a parked call is accepted and completes, one needing a new round gets shutting-down, new calls get 503', async () => {
     const CAPS = { elicitation: {}, sampling: {} };
@@ -370,8 +371,8 @@ describe('shutdown (CLI)', () => {
     // Nothing is parked any more: the drain ends without waiting out the grace period.
     const exited = Date.now();
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - exited).toBeLessThan(8000);
-  }, 40_000);
+    expect(Date.now() - exited).toBeLessThan(scaled(8000));
+  }, scaled(40_000));
 
   it('during the drain tasks/update answers a task held here; the task completes upstream before the process exits 0', async () => {
     const TASKS_AND_ELICIT = { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} };
@@ -392,7 +393,7 @@ describe('shutdown (CLI)', () => {
     expect(log.of('elicit-result', 'slow_then_ask').map((e) => e.result)).toEqual([{ action: 'accept', content: { name: 'Marie' } }]);
     // The drain ended when the task did, not with the grace period (which would cancel it).
     expect(gw.logs.some((l) => /grace period over/.test(l.msg))).toBe(false);
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('CORS preflights over plain HTTP', () => {

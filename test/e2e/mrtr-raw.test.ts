@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { scaled } from '../helpers/budget.js';
 
 const ELICIT = { elicitation: {} };
 
@@ -256,5 +257,5 @@ describe('single use across a restart (replay mode, configured keys, memory stor
     } finally {
       await after.close();
     }
-  }, 60_000);
+  }, scaled(60_000));
 });

@@ -8,6 +8,7 @@ import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
 import { ROOT } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 describe('limits and isolation', () => {
   let gw: TestGateway;
@@ -42,9 +43,9 @@ describe('limits and isolation', () => {
     const started = Date.now();
     const quick = await rpc(gw.url('other'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
     expect(quick.body.result.content[0].text).toBe('slept 10ms');
-    expect(Date.now() - started).toBeLessThan(2500);
+    expect(Date.now() - started).toBeLessThan(scaled(2500));
     expect((await stuck).body.result.content[0].text).toBe('slept 4000ms');
-  }, 20_000);
+  }, scaled(20_000));
 });
 
 describe('metrics and readiness', () => {
@@ -121,7 +122,7 @@ describe('process lifecycle', () => {
     expect(await gw.exited).toEqual({ code: 0, signal: null });
     await new Promise((r2) => setTimeout(r2, 200));
     expect(alive(pids[0]!)).toBe(false);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('calls still running when the grace period ends get -32603 "gateway shutting down"', async () => {
     const log = new FixtureLog();
@@ -132,7 +133,7 @@ describe('process lifecycle', () => {
     const r = await call;
     expect(r.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
     expect((await gw.exited).code).toBe(0);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('refuses to listen on a non-loopback address without auth (exit 2)', () => {
     let status = 0;
@@ -161,5 +162,5 @@ describe('process lifecycle', () => {
       gw.child.kill('SIGTERM');
       expect((await gw.exited).code).toBe(0);
     }
-  }, 120_000);
+  }, scaled(120_000));
 });

@@ -22,6 +22,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { interpretConfig } from '../../src/config/load.js';
 import { startCliArgs, type CliGateway } from '../helpers/cli.js';
 import { ROOT } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 /** The base URL the README's commands use. */
@@ -107,7 +108,7 @@ function runSteps(steps: Step[], base: string, cwd: string): Promise<string[]> {
     const timer = setTimeout(() => {
       bash.kill('SIGKILL');
       reject(new Error(`the tour did not finish within 60 s; output so far:\n${out}`));
-    }, 60_000);
+    }, scaled(60_000));
     bash.once('exit', () => {
       clearTimeout(timer);
       const outputs: string[] = [];
@@ -224,7 +225,7 @@ describe('README.md', () => {
       expect(node).toBe('node');
       gw = await startCliArgs(['--config', file], { entry, cwd: ROOT });
       outputs = await runSteps(steps, gw.base, dir);
-    }, 90_000);
+    }, scaled(90_000));
 
     afterAll(async () => {
       if (gw) {

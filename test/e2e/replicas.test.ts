@@ -17,6 +17,7 @@ import { alive, startCli, type CliGateway } from '../helpers/cli.js';
 import { startHaproxy, startRedis, type TestBalancer, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
+import { scaled } from '../helpers/budget.js';
 
 const SECRET = 'replica-secret-0123456789abcdefghij';
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
@@ -72,7 +73,7 @@ describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
     const cfg = replicaConfig(redis.url, { f: fixtureStdio(log) });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
     lb = await startHaproxy([a.port, b.port]);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     await lb?.stop();
     for (const g of [a, b]) g?.child.kill('SIGTERM');
@@ -116,7 +117,7 @@ describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
     expect(failures).toEqual([]);
     // Round robin sends about half of the retries to the other replica, which forwards them.
     expect(forwardedIn(a) + forwardedIn(b) - forwardedBefore).toBeGreaterThan(20);
-  }, 240_000);
+  }, scaled(240_000));
 
   it('tasks through the balancer, 20 times: created, polled to completed, answered with tasks/update, cancelled upstream', async () => {
     const url = `${lb.base}/mcp/f`;
@@ -161,7 +162,7 @@ describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
     // Task commands landing on the replica that does not run the task were forwarded to it: a
     // tasks/cancel follows its task's creation at once, so round robin sends it to the other one.
     expect(forwardedIn(a, 'tasks/cancel') + forwardedIn(b, 'tasks/cancel') - cancelsBefore).toBeGreaterThanOrEqual(10);
-  }, 240_000);
+  }, scaled(240_000));
 
   it('the same requestState sent to both replicas at once: exactly one succeeds, the other gets -32602', async () => {
     for (let i = 0; i < 5; i++) {
@@ -188,7 +189,7 @@ describeWith(INFRA, 'two replicas behind haproxy, sharing Redis', () => {
     expect(through).toEqual(Array(6).fill('slept 5ms'));
     a.child.kill('SIGKILL');
     await long;
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replica that stops', () => {
@@ -226,7 +227,7 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     [a, b, c] = await Promise.all([startCli(cfg), startCli(cfg), startCli(cfg)]);
     // Checks every 2 s, as the recipe does: a replica just killed still gets requests for a while, which the balancer must send elsewhere.
     lb = await startHaproxy([a.port, b.port, c.port], 2000);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     await lb?.stop();
     for (const g of [a, b, c]) g?.child.kill('SIGKILL');
@@ -449,7 +450,7 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     // Keys stay unique over the whole call.
     expect(new Set(keys).size).toBe(3);
     expect(JSON.parse(r.body.result.content[0].text)).toEqual({ topic: 'cranes', line: 'a line', roots: ['file:///cranes'] });
-  }, 90_000);
+  }, scaled(90_000));
 
   it('the replica holding a parked call is killed: requests the balancer sends it go elsewhere, the retry through the balancer gets the clear error within a second of the heartbeat timeout, and its task reads failed with the reason', async () => {
     const parked = await call(b.base, 'ask_name');
@@ -464,7 +465,7 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     const killed = Date.now();
     const retry = await call(lb.base, 'ask_name', answering(parked, named('Late')));
     // deadAfterMs (1 s) plus a second.
-    expect(Date.now() - killed).toBeLessThan(2000);
+    expect(Date.now() - killed).toBeLessThan(scaled(2000));
     expect(retry.body.error).toMatchObject({ code: -32603, data: { reason: 'replica-gone' } });
     expect(retry.body.error.message).toMatch(/stopped; start the call again/);
     // The balancer has not noticed yet (it checks every 2 s, and needs two failures): what lands on b is sent to c.
@@ -475,7 +476,7 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     await sleep(Math.max(0, killed + 1200 - Date.now()));
     const got = await rpc(`${lb.base}/mcp/f`, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...ALICE, 'mcp-name': taskId } });
     expect(got.body.result).toMatchObject({ status: 'failed', error: { code: -32603, data: { reason: 'replica-gone' } } });
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(INFRA, 'Redis stopped and started again', () => {
@@ -489,7 +490,7 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     const cfg = replicaConfig(redis.url, { f: fixtureStdio() });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
     lb = await startHaproxy([a.port, b.port], 300);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     await lb?.stop();
     for (const g of [a, b]) g?.child.kill('SIGKILL');
@@ -525,7 +526,7 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     expect(taskDown.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
     // The store's address is for the operator (readiness, logs), not for callers.
     expect(taskDown.body.error.message).toBe('The shared store of the gateway cannot be reached; retry shortly');
-    expect(Date.now() - started).toBeLessThan(2000);
+    expect(Date.now() - started).toBeLessThan(scaled(2000));
     // Long enough for the balancer's checks (every 300 ms, 2 failures) to drain both replicas, were they checking readiness.
     await sleep(Math.max(0, down + 2000 - Date.now()));
     // Six plain calls through the balancer started and answered while Redis is down (however slow the machine).
@@ -562,7 +563,7 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     expect(viaB.body.result.content[0].text).toBe('Hello, Back!');
     // b's request log line (read from its stdout) says so.
     expect(await eventually(() => forwardedIn(b) === forwarded + 1, 2000)).toBe(true);
-  }, 60_000);
+  }, scaled(60_000));
   it('a retry that must be forwarded while Redis is down gets store-unavailable at once (not replica-gone), and the same retry completes once Redis is back', async () => {
     const readiness = async () => Promise.all([a, b].map(async (g) => (await fetch(`${g.base}/readyz`)).status));
     expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
@@ -577,7 +578,7 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     const down = await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT });
     // b cannot tell whether a lives: the call is not said to be gone.
     expect(down.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(scaled(1000));
     expect(await metric(a, 'mrtr_parked_calls', { upstream: 'f' })).toBe(1);
     await redis.start();
     expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
@@ -585,7 +586,7 @@ describeWith(INFRA, 'Redis stopped and started again', () => {
     let back: any;
     expect(await eventually(async () => (back = (await rpc(`${b.base}/mcp/f`, 'tools/call', retry, { caps: ELICIT })).body).error?.data?.reason !== 'replica-gone', 3000, 100)).toBe(true);
     expect(back.result?.content?.[0]?.text).toBe('Hello, Patient!');
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(['redis-server'], 'a Redis user whose ACL does not cover the key prefix', () => {
@@ -600,7 +601,7 @@ describeWith(['redis-server'], 'a Redis user whose ACL does not cover the key pr
     // Every command and channel, but keys only under another prefix than the gateway's (mrtr:).
     await admin.sendCommand(['ACL', 'SETUSER', 'narrow', 'on', '>narrow-password-0123456789', 'resetkeys', '~otherprefix:*', '&*', '+@all']);
     a = await startCli(replicaConfig(`redis://narrow:narrow-password-0123456789@127.0.0.1:${redis.port}`, { f: fixtureStdio() }));
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     a?.child.kill('SIGKILL');
     await a?.exited;
@@ -624,7 +625,7 @@ describeWith(['redis-server'], 'a Redis user whose ACL does not cover the key pr
     expect(task.body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
     await admin.sendCommand(['ACL', 'SETUSER', 'narrow', '~mrtr:*']);
     expect(await eventually(async () => (await readyz()).status === 200, 10_000, 100)).toBe(true);
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(['redis-server'], 'a replica is registered as soon as the store is reachable', () => {
@@ -637,7 +638,7 @@ describeWith(['redis-server'], 'a replica is registered as soon as the store is 
     // A heartbeat far longer than the test: only the registration on connecting can make a findable.
     const cfg = replicaConfig(redis.url, { f: fixtureStdio() }, { replicas: { secret: SECRET, heartbeatMs: 120_000, deadAfterMs: 240_000 } });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     for (const g of [a, b]) g?.child.kill('SIGKILL');
     await Promise.all([a?.exited, b?.exited]);
@@ -668,7 +669,7 @@ describeWith(['redis-server'], 'a replica is registered as soon as the store is 
     await redis.start();
     expect(await eventually(async () => (await readiness()).every((s) => s === 200), 10_000, 50)).toBe(true);
     expect(await eventually(async () => (await parkOnAretryOnB('Again')) === 'Hello, Again!', 1000, 100)).toBe(true);
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, and a replica started while it is down', () => {
@@ -695,7 +696,7 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     redis = await startRedis({ appendOnly: true });
     cfg = replicaConfig(redis.url, { f: fixtureStdio() });
     [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     for (const g of [a, b, late]) g?.child.kill('SIGKILL');
     await Promise.all([a?.exited, b?.exited, late?.exited]);
@@ -712,7 +713,7 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     const createdAt = Date.now();
     await redis.stop();
     // Stopped before the tool ends: its progress and its result reach a while Redis is down.
-    expect(Date.now() - createdAt).toBeLessThan(1200);
+    expect(Date.now() - createdAt).toBeLessThan(scaled(1200));
     expect(await eventually(async () => (await readyz(a)) === 503, 3000)).toBe(true);
     expect((await getTask(a, taskId)).body.error).toMatchObject({ code: -32603, data: { reason: 'store-unavailable' } });
     // The tool has ended (1.5 s) and a tried to write its result; then Redis comes back.
@@ -724,7 +725,7 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     // The record in Redis has it: the other replica reads the same.
     const onB = await completedOn(b, taskId, 5000);
     expect(onB).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 1500ms' }] } });
-  }, 60_000);
+  }, scaled(60_000));
 
   it('a replica started while Redis is down follows, once Redis is up, a task another replica runs on a subscriptions/listen stream', async () => {
     await redis.stop();
@@ -748,7 +749,7 @@ describeWith(INFRA, 'Redis (with its append-only file) stopped while tasks run, 
     } finally {
       stream.close();
     }
-  }, 60_000);
+  }, scaled(60_000));
 });
 
 describeWith(['redis-server'], 'a running task whose record a Redis restart lost', () => {
@@ -758,7 +759,7 @@ describeWith(['redis-server'], 'a running task whose record a Redis restart lost
   beforeAll(async () => {
     redis = await startRedis();
     [a] = await Promise.all([startCli(replicaConfig(redis.url, { f: fixtureStdio() }, { admin: { enabled: true } }))]);
-  }, 60_000);
+  }, scaled(60_000));
   afterAll(async () => {
     a?.child.kill('SIGKILL');
     await a?.exited;
@@ -779,5 +780,5 @@ describeWith(['redis-server'], 'a running task whose record a Redis restart lost
       const t = await tasks();
       return t.running.length === 0 && t.counts.working === 0;
     }, 8000, 100)).toBe(true);
-  }, 30_000);
+  }, scaled(30_000));
 });

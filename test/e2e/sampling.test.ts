@@ -16,6 +16,7 @@ import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import type { Logger } from '../../src/observability/log.js';
 import { parseSamplingParams } from '../../src/sampling/mapping.js';
 import { createProvider } from '../../src/sampling/providers.js';
+import { scaled } from '../helpers/budget.js';
 
 const OPENAI_KEY = 'sk-test-openai-key-0123456789abcdef';
 const ANTHROPIC_KEY = 'sk-ant-test-key-0123456789abcdef';
@@ -319,7 +320,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(llm.requests).toHaveLength(2);
     const waited = llm.requests[1]!.at - llm.requests[0]!.at;
     expect(waited).toBeGreaterThanOrEqual(950);
-    expect(waited).toBeLessThan(5000);
+    expect(waited).toBeLessThan(scaled(5000));
     expect(await metrics(g)).toContain('mrtr_sampling_retries_total{provider="p",status="429"} 1');
   });
 
@@ -328,7 +329,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { timeoutMs: 5000 }) }, upstream(log));
     const r = await summarize(g);
-    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(2000);
+    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(scaled(2000));
     expect(resultText(r)).toMatch(/rate limiting \(HTTP 429\): Number of request tokens has exceeded your per-minute rate limit; no time left within timeoutMs=5000 ms to retry after 30000 ms/);
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'provider-rate-limited', provider: 'p', status: 429, retryAfterMs: 30_000, attempts: 1 } });
     expect(llm.requests).toHaveLength(1);
@@ -342,7 +343,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(llm.requests).toHaveLength(3);
     // Backoff 0.5 s then 1 s (with up to 25 % jitter off).
     expect(llm.requests[2]!.at - llm.requests[0]!.at).toBeGreaterThanOrEqual(1100);
-    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(5000);
+    expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(scaled(5000));
     expect(resultText(r)).toMatch(/provider 'p' failed \(HTTP 500\): The server had an error; gave up after 3 attempts/);
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'provider-unavailable', status: 500, attempts: 3 } });
     expect(await metrics(g)).toContain('mrtr_sampling_retries_total{provider="p",status="500"} 2');
@@ -357,7 +358,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const took = answers(log).at(-1)!.at - llm.requests[0]!.at;
     // The clock starts when the request reaches the gateway, a little before the provider sees it.
     expect(took).toBeGreaterThanOrEqual(1000);
-    expect(took).toBeLessThan(3500);
+    expect(took).toBeLessThan(scaled(3500));
     expect(resultText(r)).toContain("Provider 'p' gave no answer within timeoutMs=1500 ms");
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'timeout', provider: 'p' } });
     expect(llm.requests).toHaveLength(1);
@@ -500,7 +501,7 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const started = Date.now();
     const second = await summarize(g);
     // Refused without waiting for the held request (timeoutMs is 30 s).
-    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(Date.now() - started).toBeLessThan(scaled(10_000));
     expect(second.body.result.isError).toBe(true);
     expect(resultText(second)).toContain('The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)');
     expect(answers(log).at(-1)!.error).toEqual({ code: -32603, message: 'The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)', data: { reason: 'busy', provider: 'p' } });

@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { alive, startCli, type CliGateway } from '../helpers/cli.js';
+import { scaled } from '../helpers/budget.js';
 
 /**
  * A stdio upstream written for these tests. It appends its pid to `PID_FILE` and every line it
@@ -144,10 +145,11 @@ describe('the default shutdownGraceMs', () => {
     gw.child.kill('SIGTERM');
     const ms = (await exitAt) - t0;
     expect(await gw.exited).toEqual({ code: 0, signal: null });
+    // Docker's own stop timeout: not scaled, a slow host gets no more time from Docker.
     expect(ms).toBeLessThan(10_000);
     expect(gw.logs.find((l) => /^stopping/.test(l.msg))).toMatchObject({ graceMs: 8000 });
     expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true);
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('shutdown of 2026-07-28 upstreams', () => {
@@ -171,7 +173,7 @@ describe('shutdown of 2026-07-28 upstreams', () => {
     expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true);
     expect(alive(pid!)).toBe(false);
     expect(await eventually(() => http.closed() === 1, 2000)).toBe(true);
-  }, 40_000);
+  }, scaled(40_000));
 
   it('a stdio child with nothing in flight ends with the gateway', async () => {
     const up = stub({ MODE: 'modern' }, '2026-07-28');
@@ -184,7 +186,7 @@ describe('shutdown of 2026-07-28 upstreams', () => {
     gw.child.kill('SIGTERM');
     expect(await gw.exited).toEqual({ code: 0, signal: null });
     expect(alive(pid!)).toBe(false);
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('stdio children that end by themselves while the gateway stops', () => {
@@ -210,7 +212,7 @@ describe('stdio children that end by themselves while the gateway stops', () => 
     for (const upstream of ['leg', 'slow']) expect(gw.logs.filter((l) => l.msg === 'upstream session ended while the gateway stops' && l.upstream === upstream)).toHaveLength(1);
     expect(gw.logs.filter((l) => l.msg === 'modern upstream process exited while the gateway stops' && l.upstream === 'mod')).toHaveLength(1);
     expect(gw.logs.filter((l) => l.level >= 40 && /died|exited/.test(l.msg))).toEqual([]);
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('stdio children that ignore SIGTERM', () => {
@@ -232,7 +234,7 @@ describe('stdio children that ignore SIGTERM', () => {
     for (const pid of pids) expect(alive(pid)).toBe(false);
     // The modern child was told which request the shutdown cancelled.
     expect(modern.lines().some((l) => l.includes('notifications/cancelled'))).toBe(true);
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('the 503 of the drain', () => {
@@ -256,5 +258,5 @@ describe('the 503 of the drain', () => {
     expect(init.headers.connection).toBe('close');
     expect(init.body).toMatchObject({ id: 7, error: { code: -32603, message: 'gateway shutting down' } });
     expect(await gw.exited).toEqual({ code: 0, signal: null });
-  }, 40_000);
+  }, scaled(40_000));
 });

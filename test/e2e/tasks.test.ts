@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, everythingStdio, listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { scaled } from '../helpers/budget.js';
 
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
 const TASKS_AND_ELICIT = { ...TASKS, elicitation: {} };
@@ -115,7 +116,7 @@ describe('tasks extension', () => {
     expect(r.body.result.resultType).toBe('complete');
     expect(r.body.result.content[0].text).toContain('waiting');
     expect(r.body.result.isError).toBeUndefined();
-  }, 30_000);
+  }, scaled(30_000));
 
   it('tasks/cancel reaches the upstream as notifications/cancelled with its own request id, and the task ends cancelled', async () => {
     const url = gw.url('fixture');
@@ -339,7 +340,7 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     } finally {
       await gw.close();
     }
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a listen whose client goes away while it waits for an upstream session frees its place at once', async () => {
     const gw = await startGateway({ limits: { maxListensPerPrincipal: 1 }, upstreams: { f: { ...fixtureStdio(log), maxSessions: 1, timeouts: { queueMs: 8000 } } } });
@@ -361,7 +362,7 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     } finally {
       await gw.close();
     }
-  }, 30_000);
+  }, scaled(30_000));
 
   for (const how of ['expires', 'is dropped to make room'] as const) {
     it(`a listened task whose record ${how} while it runs: the stream gets cancelled, then its result, and the upstream call is cancelled`, async () => {
@@ -386,6 +387,6 @@ describe('task records are bounded per caller, and a listen stream hears of a re
       } finally {
         await gw.close();
       }
-    }, 30_000);
+    }, scaled(30_000));
   }
 });

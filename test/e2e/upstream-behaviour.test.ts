@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, listen, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FIXTURE, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 const gateways: TestGateway[] = [];
 const servers: SpawnedServer[] = [];
@@ -172,7 +173,7 @@ describe('a cancelled call the upstream answers anyway', () => {
     const next = await rpc(url, 'tools/call', slow(10));
     expect(next.body.result.content[0].text).toBe('slept 10ms');
     expect(new Set(log.of('call', 'slow').map((e) => e.pid)).size).toBe(2);
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('a call waiting for a session', () => {
@@ -342,7 +343,7 @@ describe('the upstream HTTP hop takes its limits from config', () => {
     expect(cut.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'timeout' } });
     expect(cut.body.error.message).toContain('requestMs=500');
     expect(elapsed).toBeGreaterThanOrEqual(450);
-    expect(elapsed).toBeLessThan(1400);
+    expect(elapsed).toBeLessThan(scaled(1400));
 
     const long = await gateway({ upstreams: { f: { ...srv.config, timeouts: { requestMs: 5000 } } } });
     const ok = await rpc(long.url('f'), 'tools/call', slow(2000), { dispatcher: client });
@@ -366,7 +367,7 @@ describe('the two time budgets of a call', () => {
     expect(cut.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'timeout' } });
     expect(cut.body.error.message).toContain('totalMs=1200');
     expect(elapsed).toBeGreaterThanOrEqual(1150);
-    expect(elapsed).toBeLessThan(3000);
+    expect(elapsed).toBeLessThan(scaled(3000));
     // Without progress, requestMs cuts first.
     const silent = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1000, steps: 1 } });
     expect(silent.body.error.message).toContain('requestMs=400');

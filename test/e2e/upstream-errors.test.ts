@@ -15,6 +15,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { scaled } from '../helpers/budget.js';
 
 const gateways: TestGateway[] = [];
 const servers: Server[] = [];
@@ -60,7 +61,7 @@ describe('an upstream that breaks the protocol', () => {
     const gw = await gateway({ h: { transport: 'streamable-http', url, protocol, timeouts: { connectMs: 30_000, requestMs: 30_000 } } });
     const started = Date.now();
     const r = await rpc(gw.url('h'), 'tools/list', {});
-    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(Date.now() - started).toBeLessThan(scaled(15_000));
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
     expect(r.body.error.message).toMatch(/^Upstream 'h' .*invalid JSON-RPC message: jsonrpc: expected "2\.0"$/);
     expect(r.body.error.message).not.toContain('\n');
@@ -333,7 +334,7 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
   ])('%s: -32603 protocol at once, one line naming what was invalid', async (name, what) => {
     const started = Date.now();
     const r = await call(name);
-    expect(Date.now() - started).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(scaled(5000));
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
     expect(r.body.error.message).toContain(`Upstream 'h' returned an invalid ${what}`);
     expect(r.body.error.message).not.toMatch(/MCP error|\n/);
@@ -500,7 +501,7 @@ describe('a legacy client whose upstream sends one message over 10 MiB', () => {
     await client.connect(new StreamableHTTPClientTransport(new URL(url)));
     const started = Date.now();
     try {
-      const result = await client.callTool({ name, arguments: {} }, undefined, { timeout: 20_000 });
+      const result = await client.callTool({ name, arguments: {} }, undefined, { timeout: scaled(20_000) });
       return { result, ms: Date.now() - started };
     } catch (error) {
       return { error, ms: Date.now() - started };
@@ -518,7 +519,7 @@ describe('a legacy client whose upstream sends one message over 10 MiB', () => {
     const gw = upstream === 'h' ? legacyUp : modernUp;
     const r = await legacyCall(gw.url(upstream), name);
     expect(r.result).toBeUndefined();
-    expect(r.ms).toBeLessThan(5000);
+    expect(r.ms).toBeLessThan(scaled(5000));
     expect(r.error).toMatchObject({ code: -32603, data: { upstream, reason: 'protocol' } });
     expect(r.error.message).toContain(message);
     const logged = mem.lines().filter((l) => l.msg === 'request' && l.era === 'legacy' && l.upstream === upstream && l.name === name);

@@ -7,6 +7,7 @@ import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/ga
 import { eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { spawnListening } from '../helpers/processes.js';
 import { FIXTURE } from '../helpers/fixture.js';
+import { scaled } from '../helpers/budget.js';
 
 const gateways: TestGateway[] = [];
 async function gateway(raw: Record<string, unknown>): Promise<TestGateway> {
@@ -104,7 +105,7 @@ describe('upstream sessions', () => {
     await rpc(gw.url('f'), 'tools/call', slow());
     const started = Date.now();
     const crashed = await rpc(gw.url('f'), 'tools/call', { name: 'crash', arguments: {} });
-    expect(Date.now() - started).toBeLessThan(3000);
+    expect(Date.now() - started).toBeLessThan(scaled(3000));
     expect(crashed.body.error.code).toBe(-32603);
     expect(crashed.body.error.data).toEqual({ upstream: 'f', reason: 'crashed' });
     const next = await rpc(gw.url('f'), 'tools/call', slow());
@@ -161,7 +162,7 @@ describe('upstream sessions', () => {
       const killedAt = Date.now();
       srv.child.kill('SIGKILL');
       const failed = await inflight;
-      expect(Date.now() - killedAt).toBeLessThan(3000);
+      expect(Date.now() - killedAt).toBeLessThan(scaled(3000));
       expect(failed.body.error.code).toBe(-32603);
       expect(failed.body.error.data.upstream).toBe('f');
 

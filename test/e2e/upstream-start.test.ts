@@ -15,6 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
+import { scaled } from '../helpers/budget.js';
 
 const gateways: TestGateway[] = [];
 const servers: { close(): void }[] = [];
@@ -72,16 +73,16 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     expect(r.body.error.message).toContain("Upstream 's' did not start within timeouts.connectMs=1500 ms");
     expect(r.body.error.message).toContain('endpoint event');
     expect(ms).toBeGreaterThanOrEqual(1400);
-    expect(ms).toBeLessThan(6000);
+    expect(ms).toBeLessThan(scaled(6000));
     const ready = await timed(fetch(`${gw.base}/readyz`));
     expect(ready.value.status).toBe(503);
     const body = (await ready.value.json()) as { ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[] };
     expect(body.ready).toBe(false);
     expect(body.upstreams).toEqual([{ name: 's', ready: false, reason: expect.stringContaining('took longer than 1500 ms') }]);
-    expect(ready.ms).toBeLessThan(6000);
+    expect(ready.ms).toBeLessThan(scaled(6000));
     // The stalled streams were closed, not left open.
     expect(await eventually(() => sse.open() === 0, 3000)).toBe(true);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a stdio child that never answers (protocol auto): timeout within connectMs in total, with a message naming the setting', async () => {
     const gw = await gateway({ upstreams: { z: { transport: 'stdio', command: 'sleep', args: ['100'], timeouts: { connectMs: 2000 } } } });
@@ -90,8 +91,8 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than the \d+ ms the era probe left of it\)/);
     expect(r.body.error.message).not.toContain('MCP error');
     // Era probe and initialize share the 2 s (before: 2 s probe, 2 s closing its child, 2 s initialize).
-    expect(ms).toBeLessThan(4500);
-  }, 30_000);
+    expect(ms).toBeLessThan(scaled(4500));
+  }, scaled(30_000));
 
   it('an HTTP upstream that accepts connections and never answers (protocol auto): timeout within connectMs in total', async () => {
     const port = await silentTcp();
@@ -100,8 +101,8 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'timeout' } });
     expect(r.body.error.message).toContain("Upstream 'h' did not start within timeouts.connectMs=3000 ms");
     expect(r.body.error.message).not.toContain('MCP error');
-    expect(ms).toBeLessThan(5000);
-  }, 30_000);
+    expect(ms).toBeLessThan(scaled(5000));
+  }, scaled(30_000));
 
   for (const protocol of ['auto', 'legacy'] as const) {
     it(`a stdio child that floods stdout with text (protocol ${protocol}) fails fast and is stopped, never taken for an era`, async () => {
@@ -111,12 +112,12 @@ describe('upstream start bounded by timeouts.connectMs', () => {
       expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'y', reason: 'protocol' } });
       expect(r.body.error.message).toContain('1000 lines in a row that are not JSON-RPC messages on stdout');
       // Well before connectMs: the flood itself ends the start.
-      expect(ms).toBeLessThan(3500);
+      expect(ms).toBeLessThan(scaled(3500));
       expect(mem.lines().filter((l) => l.msg === 'upstream era detected')).toEqual([]);
       const stopped = mem.lines().filter((l) => l.msg === 'upstream stdout is not JSON-RPC: stopping the process');
       expect(stopped).toHaveLength(1);
       expect(await eventually(() => !alive(stopped[0]!.pid), 3000)).toBe(true);
-    }, 30_000);
+    }, scaled(30_000));
   }
 });
 
@@ -159,15 +160,15 @@ describe('a pinned 2026-07-28 upstream (protocol "2026-07-28"): start bounded by
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
     expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(no answer to server\/discover within 2000 ms\); check that it starts and answers server\/discover/);
     expect(ms).toBeGreaterThanOrEqual(1900);
-    expect(ms).toBeLessThan(8000);
+    expect(ms).toBeLessThan(scaled(8000));
     const started = mem.lines().filter((l) => l.msg === 'modern upstream process started');
     expect(started).toHaveLength(1);
     expect(await eventually(() => !alive(started[0]!.pid), 3000)).toBe(true);
     const ready = await timed(fetch(`${gw.base}/readyz`));
     expect(ready.value.status).toBe(503);
     expect(((await ready.value.json()) as Readiness).upstreams).toEqual([{ name: 'z', ready: false, reason: expect.stringContaining('did not start within timeouts.connectMs=2000 ms') }]);
-    expect(ready.ms).toBeLessThan(8000);
-  }, 30_000);
+    expect(ready.ms).toBeLessThan(scaled(8000));
+  }, scaled(30_000));
 
   it('an HTTP upstream that accepts connections and never answers: -32603 timeout after about connectMs, and not ready', async () => {
     const port = await silentTcp();
@@ -176,11 +177,11 @@ describe('a pinned 2026-07-28 upstream (protocol "2026-07-28"): start bounded by
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'timeout' } });
     expect(r.body.error.message).toContain("Upstream 'h' did not start within timeouts.connectMs=2000 ms");
     expect(ms).toBeGreaterThanOrEqual(1900);
-    expect(ms).toBeLessThan(8000);
+    expect(ms).toBeLessThan(scaled(8000));
     const ready = await fetch(`${gw.base}/readyz`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as Readiness).upstreams).toEqual([{ name: 'h', ready: false, reason: expect.stringContaining('did not start within timeouts.connectMs=2000 ms') }]);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a closed port and a command that does not exist: /readyz 503 naming each, with the reason', async () => {
     const port = await closedPort();
@@ -198,7 +199,7 @@ describe('a pinned 2026-07-28 upstream (protocol "2026-07-28"): start bounded by
       { name: 'refused', ready: false, reason: expect.stringMatching(/^Upstream 'refused' could not be started or reached: .*ECONNREFUSED/) },
       { name: 'missing', ready: false, reason: expect.stringMatching(/^Upstream 'missing' could not be started or reached: .*ENOENT/) },
     ]);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('an upstream that answers: ready, asked once (the start is kept), and its calls are served', async () => {
     const up = await discoverOnly();
@@ -212,7 +213,7 @@ describe('a pinned 2026-07-28 upstream (protocol "2026-07-28"): start bounded by
     const r = await rpc(gw.url('d'), 'server/discover');
     expect(r.body.result.supportedVersions).toEqual(['2026-07-28']);
     expect(up.count('server/discover')).toBe(2);
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('text on a stdio child\'s stdout', () => {
@@ -222,7 +223,7 @@ describe('text on a stdio child\'s stdout', () => {
     const gw = await gateway({ upstreams: { b: banner } });
     const r = await rpc(gw.url('b'), 'tools/list');
     expect(r.body.result.tools.length).toBeGreaterThan(0);
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 /**
@@ -261,7 +262,7 @@ describe('an HTTP upstream that refuses the credentials', () => {
       expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: name, reason: 'unreachable' } });
       expect(r.body.error.message).toContain(`the upstream refused the credentials (HTTP ${code}): check ${check}`);
     }
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('what a stdio child writes reaches callers and logs only as it should', () => {
@@ -298,7 +299,7 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     expect(r.body.error.data.stderr).toEqual(['b64 [redacted] b64url [redacted] url [redacted] json {"p":"[redacted]"}']);
     const everything = JSON.stringify(r.body) + JSON.stringify(mem.lines());
     for (const hidden of forms) expect(everything).not.toContain(hidden);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a message past the 10 MiB stdio bound fails the call with protocol, naming the bound, logged at warn; the next call gets a new child', async () => {
     const mem = memoryLogger('info');
@@ -310,7 +311,7 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     expect(warned).toHaveLength(1);
     expect(await eventually(() => !alive(warned[0]!.pid), 3000)).toBe(true);
     expect((await rpc(gw.url('big'), 'tools/list')).body.result.tools).toEqual([expect.objectContaining({ name: 'big' })]);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a secret cut by the stderr bound of an unfinished line, or split across stdout writes, is hidden all the same', async () => {
     const secret = 'tok-SECRETVALUE-123';
@@ -328,7 +329,7 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     const s = await rpc(gw.url('split'), 'tools/list');
     expect(s.body.error.message).toContain('(the first: "stray [redacted]")');
     for (const part of ['E-123', 'tok-SECRET', 'VALUE-123']) expect(JSON.stringify([l.body, s.body])).not.toContain(part);
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a start that times out says what the child wrote on stdout that is not MCP, with its env hidden', async () => {
     const cmd = 'setInterval(() => console.log("hello not json, key " + process.env.API_KEY), 100)';
@@ -337,7 +338,7 @@ describe('what a stdio child writes reaches callers and logs only as it should',
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'chatty', reason: 'timeout' } });
     expect(r.body.error.message).toMatch(/did not start within timeouts\.connectMs=1500 ms \(waiting for the initialize result took longer than 1500 ms; the process wrote \d+ line\(s\) on stdout that are not MCP messages \(the first: "hello not json, key \[redacted\]"\)/);
     expect(r.body.error.message).not.toContain('key-0123456789');
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('client disconnect and shutdown while an upstream starts', () => {
@@ -365,13 +366,13 @@ describe('client disconnect and shutdown while an upstream starts', () => {
       const answer = await waiting;
       expect(answer).toMatchObject({ body: { error: { code: -32603, message: 'gateway shutting down' } } });
       expect(await gw.exited).toEqual({ code: 0, signal: null });
-      expect(performance.now() - t0).toBeLessThan(8000);
+      expect(performance.now() - t0).toBeLessThan(scaled(8000));
       const over = gw.logs.find((l) => /grace period over/.test(l.msg));
       expect(over?.inFlight).toBe(1);
     } finally {
       if (gw.child.exitCode === null) gw.child.kill('SIGKILL');
     }
-  }, 40_000);
+  }, scaled(40_000));
 });
 
 describe('start-up time is upstream time', () => {
@@ -387,7 +388,7 @@ describe('start-up time is upstream time', () => {
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     const added = Number(/mrtr_gateway_added_seconds_sum\{[^}]*upstream="f"[^}]*\} ([\d.e+-]+)/.exec(metrics)?.[1]);
     expect(added).toBeLessThan((line.durationMs / 1000) * 0.2);
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('the era probe of a stdio upstream (protocol auto)', () => {
@@ -400,7 +401,7 @@ describe('the era probe of a stdio upstream (protocol auto)', () => {
     expect(msgs).toContain('era probe process started (protocol: auto)');
     expect(msgs).not.toContain('modern upstream process started');
     expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'f', era: 'legacy' });
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 describe('many sessions opening at once', () => {
@@ -421,7 +422,7 @@ describe('many sessions opening at once', () => {
       process.off('warning', onWarning);
     }
     expect(warnings.filter((w) => /MaxListeners/.test(w))).toEqual([]);
-  }, 30_000);
+  }, scaled(30_000));
 });
 
 /**
@@ -498,7 +499,7 @@ describe('a burst of new stdio sessions', () => {
       ),
     );
     expect(done.map((r) => r.body.result?.content?.[0]?.text ?? r.body.error)).toEqual(Array.from({ length: 12 }, (_, i) => `Hello, n${i}!`));
-  }, 60_000);
+  }, scaled(60_000));
 
   it('a new session that waits for its turn longer than queueMs gets -32603 busy naming maxStartingSessions; the start under way goes on', async () => {
     const gw = await gateway({ upstreams: { t: takingTurns(1500, { maxStartingSessions: 1, timeouts: { queueMs: 300, connectMs: 20_000 } }) } });
@@ -513,7 +514,7 @@ describe('a burst of new stdio sessions', () => {
       data: { upstream: 't', reason: 'busy' },
     });
     expect(gw.gateway.upstreams.get('t')!.pool.stats()).toMatchObject({ total: 2, leased: 2, starting: 0, waitingToStart: 0 });
-  }, 30_000);
+  }, scaled(30_000));
 
   it('a warm session freed while new ones wait for their turn is leased to the next of its key instead of starting another', async () => {
     // The first call takes the session that listed the tools and frees it at once; the second starts
@@ -522,5 +523,5 @@ describe('a burst of new stdio sessions', () => {
     const calls = await Promise.all(Array.from({ length: 3 }, () => rpc(gw.url('t'), 'tools/call', { name: 'hi', arguments: {} })));
     expect(calls.map((r) => r.body.result?.content?.[0]?.text ?? r.body.error)).toEqual(['hi', 'hi', 'hi']);
     expect(gw.gateway.upstreams.get('t')!.pool.stats()).toMatchObject({ total: 2, idle: 2, starting: 0, waitingToStart: 0 });
-  }, 30_000);
+  }, scaled(30_000));
 });

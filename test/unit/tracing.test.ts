@@ -11,6 +11,7 @@ import * as incubating from '@opentelemetry/semantic-conventions/incubating';
 import { describe, expect, it } from 'vitest';
 import { ATTR, describeTracing, tracingWanted } from '../../src/observability/tracing.js';
 import { ROOT } from '../helpers/processes.js';
+import { scaled } from '../helpers/budget.js';
 
 const TRACING = fileURLToPath(new URL('../../src/observability/tracing.ts', import.meta.url));
 const GATEWAY = fileURLToPath(new URL('../../src/gateway.ts', import.meta.url));
@@ -162,7 +163,7 @@ describe('nothing set', () => {
     // The API package is loaded only because the Anthropic SDK imports it (its client is made with
     // openTelemetry: false); no SDK, exporter or resource package is.
     expect(probe({})).toEqual({ started: false, active: false, globalApi: false, loaded: ['@opentelemetry/api'], spans: 0, spanRecording: false, passThrough: true, providerRecords: false });
-  }, 90_000);
+  }, scaled(90_000));
 
   it('starts the SDK when an exporter is configured (same probe, so it can tell)', () => {
     const sampledOff = probe({ OTEL_TRACES_EXPORTER: 'console', OTEL_TRACES_SAMPLER: 'always_off' });
@@ -170,5 +171,5 @@ describe('nothing set', () => {
     expect(sampledOff.loaded).toEqual(expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/sdk-node', '@opentelemetry/resources']));
     const on = probe({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_EXPORT_TIMEOUT: '100' });
     expect(on).toMatchObject({ started: true, spans: 3, spanRecording: true, passThrough: false });
-  }, 90_000);
+  }, scaled(90_000));
 });
