@@ -876,8 +876,8 @@ export class UpstreamSession {
 
   /**
    * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
-   * `progressToken` reach `handlers.onRequest`, as do, on a session that is not {@link shared}, those
-   * that came with no stream to name them (stdio, the GET stream) while it is the only call; its
+   * `progressToken` reach `handlers.onRequest`, as do those that came with no stream to name them
+   * (stdio, the GET stream) while it is the only call on the session, shared or not; its
    * progress notifications reach `handlers.onProgress`. {@link detach} undoes it.
    */
   attach(progressToken: string, handlers: CallHandlers): void {
@@ -932,7 +932,9 @@ export class UpstreamSession {
       return call;
     }
     if (conn.transport instanceof HttpClientTransport && this.calls.size > 0) this.opts.onAttribution?.('get');
-    if (this.shared || this.calls.size !== 1) return undefined;
+    // Named by no stream (stdio, the GET stream): it can only be the call's when one is in flight,
+    // on a shared session as on one held alone.
+    if (this.calls.size !== 1) return undefined;
     return this.calls.values().next().value;
   }
 

@@ -174,6 +174,25 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     expect(Number(at![2])).toBeLessThanOrEqual(60);
   });
 
+  it('a question on the GET stream of a shared session with one call in flight is that call\'s: asked in its next round, and the call completes', async () => {
+    const gw = await start();
+    await prove(gw);
+    const first = await call(gw, 'ask_then_sample_unrelated', {});
+    expect(Object.values(first.body.result.inputRequests).map((r: any) => r.method)).toEqual(['elicitation/create']);
+    // The call's session is shared (the upstream asks on call streams) and the call is alone on it.
+    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 1 });
+    const [ek] = Object.keys(first.body.result.inputRequests);
+    const second = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } });
+    expect(second.body.result?.resultType, JSON.stringify(second.body)).toBe('input_required');
+    const [sk, sampling] = Object.entries(second.body.result.inputRequests as Record<string, { method: string }>)[0]!;
+    expect(sampling.method).toBe('sampling/createMessage');
+    const sample = { role: 'assistant', content: { type: 'text', text: 'Hi Ada' }, model: 'm', stopReason: 'endTurn' };
+    const done = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } });
+    expect(done.body.result.content[0].text).toBe('name=Ada sample=Hi Ada');
+    // A question on the GET stream: calls get sessions of their own from now on.
+    expect(poolOf(gw).attribution).toBe('get');
+  });
+
   it('a question on the GET stream of a shared session is refused upstream, never given to a call, and sharing stops', async () => {
     const gw = await start();
     await prove(gw);
