@@ -28,7 +28,24 @@ export class ResponseTooLargeError extends Error {
     readonly limit: number,
     readonly declared?: number,
   ) {
-    super(`the response body is larger than maxResponseBytes=${limit} bytes${declared !== undefined ? ` (content-length ${declared})` : ''}`);
+    super(`${ResponseTooLargeError.MARK}${limit} bytes${declared !== undefined ? ` (content-length ${declared})` : ''}`);
+  }
+
+  /** How its message begins. */
+  static readonly MARK = 'the response body is larger than maxResponseBytes=';
+
+  /**
+   * The error `err` carries, where an SDK kept only its message: it reads the body of an error
+   * answer (HTTP 4xx/5xx) into the text of the error it throws, so a cut-off error body shows there.
+   */
+  static in(err: unknown): ResponseTooLargeError | undefined {
+    if (err instanceof ResponseTooLargeError) return err;
+    const message = (err as { message?: unknown })?.message;
+    if (typeof message !== 'string') return undefined;
+    const at = message.indexOf(ResponseTooLargeError.MARK);
+    if (at < 0) return undefined;
+    const m = /^(\d+) bytes(?: \(content-length (\d+)\))?/.exec(message.slice(at + ResponseTooLargeError.MARK.length));
+    return m ? new ResponseTooLargeError(Number(m[1]), m[2] === undefined ? undefined : Number(m[2])) : undefined;
   }
 }
 
@@ -189,8 +206,8 @@ function providerMessage(err: { error?: unknown; message?: string }): string | u
 }
 
 /**
- * Classifies an SDK error of one attempt. A body over `maxResponseBytes`: `provider-protocol`, not
- * retried. 401/403: `provider-auth`, not retried, and the provider's
+ * Classifies an SDK error of one attempt. A body over `maxResponseBytes`, of a success or an error
+ * answer: `provider-protocol`, not retried. 401/403: `provider-auth`, not retried, and the provider's
  * message is left out (it may quote part of the key). 408, 409, 429 and 5xx: retried. Other 4xx:
  * `provider-rejected`. Connection failures: retried. Anything else: `provider-protocol`.
  * Aborts and timeouts are decided by the caller, which owns the signal.
@@ -198,8 +215,14 @@ function providerMessage(err: { error?: unknown; message?: string }): string | u
 export function classifyFailure(err: unknown, provider: ProviderAdapter): AttemptFailure {
   const e = err as { status?: unknown; headers?: Headers; error?: unknown; message?: string };
   const where = `provider '${provider.name}'`;
-  if (err instanceof ResponseTooLargeError) {
-    return { reason: 'provider-protocol', retryable: false, detail: `${where} answered more than maxResponseBytes=${err.limit} bytes${err.declared !== undefined ? ` (content-length ${err.declared})` : ''}; it was cut off and dropped` };
+  const tooLarge = ResponseTooLargeError.in(err);
+  if (tooLarge) {
+    const status = typeof e?.status === 'number' ? ` (HTTP ${e.status})` : '';
+    return {
+      reason: 'provider-protocol',
+      retryable: false,
+      detail: `${where} answered${status} more than maxResponseBytes=${tooLarge.limit} bytes${tooLarge.declared !== undefined ? ` (content-length ${tooLarge.declared})` : ''}; it was cut off and dropped`,
+    };
   }
   if (typeof e?.status === 'number') {
     const status = e.status;

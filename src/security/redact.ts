@@ -47,7 +47,9 @@ function percentEncoded(value: string, safe: string): string {
  * `quote` with and without `/` kept) and HTML forms (`URLSearchParams`, Java's `URLEncoder`,
  * PHP's `urlencode`, Go's `QueryEscape`: `+` for a space), each with upper or lower case hex; and
  * JSON-escaped as JavaScript, Python (non-ASCII as `\uXXXX`), Go (`<`, `>`, `&`, U+2028 and U+2029
- * as `\u00XX`) and PHP (`\/`) write it, with upper or lower case hex.
+ * as `\u00XX`) and PHP (`\/`) write it, with upper or lower case hex; hex, every byte
+ * percent-encoded and every character `\uXXXX`-escaped; and its base64 inside a longer base64 text
+ * (`user:KEY` in a Basic `Authorization` header).
  */
 export function encodedForms(given: string): string[] {
   // A lone surrogate cannot reach printed text as itself: its UTF-8 form is U+FFFD.
@@ -65,5 +67,32 @@ export function encodedForms(given: string): string[] {
   const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
   const escaped = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&\u2028\u2029]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
   const jsonForms = escaped.flatMap((j) => [j, j.replace(/\\u[0-9a-f]{4}/g, (m) => `\\u${m.slice(2).toUpperCase()}`)]);
-  return [...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms])];
+  const bytes = Buffer.from(value, 'utf8');
+  const hex = bytes.toString('hex');
+  const everyByte = hex.replace(/../g, (h) => `%${h}`);
+  const everyChar = value.split('').map(u).join('');
+  const whole = [hex, hex.toUpperCase(), everyByte, everyByte.toUpperCase(), everyChar, everyChar.toUpperCase().replace(/\\U/g, '\\u')];
+  const inner = embeddedBase64(bytes).flatMap((f) => [f, f.replace(/\+/g, '-').replace(/\//g, '_')]);
+  return [...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms, ...whole, ...inner])];
+}
+
+/**
+ * The base64 characters that stand for `bytes` wherever they sit inside a longer base64 text (for
+ * example `user:KEY` in an echoed Basic `Authorization` header): for each of the three positions
+ * the value can start at within a 3-byte group, the run of characters that only its own bits
+ * decide (the one or two characters shared with the bytes around it are left out). Each is at
+ * least 4 × length / 3 − 3 characters long, so it names the value alone.
+ */
+function embeddedBase64(bytes: Buffer): string[] {
+  const forms: string[] = [];
+  for (let offset = 1; offset <= 2; offset++) {
+    const encoded = Buffer.concat([Buffer.alloc(offset), bytes]).toString('base64');
+    const start = Math.ceil((offset * 8) / 6);
+    const end = Math.floor(((offset + bytes.length) * 8) / 6);
+    if (end - start >= 8) forms.push(encoded.slice(start, end));
+  }
+  // At offset 0, only the characters decided by whole groups of the value, without its tail.
+  const whole = Math.floor((bytes.length * 8) / 6);
+  if (whole >= 8) forms.push(bytes.toString('base64').slice(0, whole));
+  return forms;
 }

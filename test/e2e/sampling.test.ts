@@ -454,6 +454,27 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(llm.requests).toHaveLength(1);
   });
 
+  it.each([
+    ['HTTP 500 streamed without content-length', 500, false],
+    ['HTTP 400 with a content-length', 400, true],
+  ])('an error answer over maxResponseBytes (%s) is cut off too: provider-protocol, not retried', async (_what, status, declared) => {
+    const text = 8 * MiB;
+    const length = [...hugeAnswer('openai', 0)].reduce((n, c) => n + c.byteLength, text);
+    const { ended, onEnd } = streamEnd();
+    const llm = await fake('openai', () => ({ status, ...(declared ? { headers: { 'content-length': String(length) } } : {}), stream: hugeAnswer('openai', text), onEnd }));
+    const log = new FixtureLog();
+    const g = await gateway({ p: provider(llm, { maxResponseBytes: MiB, maxRetries: 2 }) }, upstream(log));
+    await summarize(g);
+    expect((await ended).complete).toBe(false);
+    const refused = answers(log).at(-1)!.error;
+    expect(refused).toEqual({
+      code: -32603,
+      message: `provider 'p' answered (HTTP ${status}) more than maxResponseBytes=1048576 bytes${declared ? ` (content-length ${length})` : ''}; it was cut off and dropped`,
+      data: { reason: 'provider-protocol', provider: 'p', attempts: 1 },
+    });
+    expect(llm.requests).toHaveLength(1);
+  });
+
   it('the result relayed upstream is held to maxResponseBytes too (invalid UTF-8 in the body grows threefold as U+FFFD)', async () => {
     const llm = await fake('openai', () => ({ stream: hugeAnswer('openai', 2000, 0xff) }));
     const log = new FixtureLog();

@@ -337,10 +337,22 @@ describe('provider errors', () => {
     expect(retryAfterMs(new Headers())).toBeUndefined();
     expect(scrub('key sk-proj-AbC123xyz789 and Bearer abc.def and mysecretvalue', ['mysecretvalue'])).toBe('key [redacted] and Bearer [redacted] and [redacted]');
   });
-  it('the API key is scrubbed as given and in base64, base64url and URL-encoded forms', () => {
+  it('the API key is scrubbed as given and in base64 (also inside a longer base64 text), base64url, URL-encoded, hex and \\u-escaped forms', () => {
     const key = 'live+key/0123456789=abc~xyz?';
     const forms = [key, Buffer.from(key).toString('base64'), Buffer.from(key).toString('base64').replace(/=+$/, ''), Buffer.from(key).toString('base64url'), encodeURIComponent(key), new URLSearchParams({ k: key }).toString().slice(2)];
     for (const form of forms) expect(scrub(`echo: ${form} (end)`, [key])).toBe('echo: [redacted] (end)');
+    // Inside a longer base64 text (a Basic Authorization header echoed back), at each alignment.
+    for (const around of ['user:', ':', 'a', 'ab', 'abc']) {
+      const blob = Buffer.from(`${around}${key}!`).toString('base64');
+      expect(scrub(`echo: ${blob}`, [key]), around).toContain('[redacted]');
+      expect(scrub(`echo: ${blob}`, [key]), around).not.toMatch(/[A-Za-z0-9+/]{30}/);
+    }
+    // Hex, every byte percent-encoded, every character \u-escaped.
+    const hex = Buffer.from(key).toString('hex');
+    const everyChar = key.split('').map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`).join('');
+    for (const form of [hex, hex.toUpperCase(), hex.replace(/../g, (h) => `%${h.toUpperCase()}`), everyChar]) {
+      expect(scrub(`echo: ${form} (end)`, [key]), form).toBe('echo: [redacted] (end)');
+    }
     const p = createProvider('p', { ...cfg, apiKey: key } as never);
     const rejected = classifyFailure(apiError(400, { error: { message: `invalid key ${Buffer.from(key).toString('base64')}` } }), p);
     expect(rejected.detail).toBe("provider 'p' rejected the request (HTTP 400): invalid key [redacted]");
