@@ -28,7 +28,7 @@ import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
-import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, hopRefusal, secretMatches } from './replicas.js';
+import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, hopRefusal, secretMatches, type HopRefusalReason } from './replicas.js';
 import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
@@ -362,11 +362,14 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const requestId = /^[\w.:-]{1,128}$/.test(c.req.header('x-request-id') ?? '') ? c.req.header('x-request-id')! : uniqueId();
     const upstream = c.req.param('name');
     // Only what forwarding exists for, for the principal the state or task belongs to.
+    const refuse = (reason: HopRefusalReason, method: string | undefined) => {
+      gateway.metrics.forwardRefused.inc({ reason });
+      log.warn({ requestId, upstream: upstream ?? FEDERATED_LABEL, method: quoted(method), principal: principalHash(principal), reason }, 'forwarded request refused by the internal hop');
+    };
     const admit: HopGate = async (method, params) => {
       const refused = await hopRefusal({ replica: gateway.replica, sealer: gateway.sealer, tasks: gateway.store.tasks }, upstream, method, params, principal);
       if (!refused) return undefined;
-      gateway.metrics.forwardRefused.inc({ reason: refused.reason });
-      log.warn({ requestId, upstream: upstream ?? FEDERATED_LABEL, method: quoted(method), principal: principalHash(principal), reason: refused.reason }, 'forwarded request refused by the internal hop');
+      refuse(refused.reason, method);
       return refused.error;
     };
     return handleMcp(
@@ -376,7 +379,11 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       { principal, token },
       requestId,
       trackIn(),
-      () => errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Legacy sessions are not forwarded between replicas' }, 400),
+      // A legacy session request (initialize, a batch, a session's request) is never forwarded.
+      (_era, body) => {
+        refuse('method', (body as { method?: string } | undefined)?.method);
+        return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Forbidden: the internal hop takes no legacy session requests; legacy sessions are not forwarded between replicas' }, 403);
+      },
       admit,
       federation,
     );

@@ -310,7 +310,15 @@ describeWith(INFRA, 'replay mode across replicas, the internal hop, and a replic
     expect(newCall.status).toBe(403);
     expect(newCall.body.error.message).toMatch(/^Forbidden: the internal hop takes only retries/);
     expect((await hop(b, 'apikey:alice', 'tools/list', {})).status).toBe(403);
-    expect(await refused(b, 'method')).toBe(before.method + 2);
+    // A legacy client's initialize: legacy sessions are never forwarded.
+    const init = await fetch(`${b.base}/_replicas/forward/mcp/f`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'x-mrtr-replica-secret': SECRET, 'x-mrtr-principal': as('apikey:alice') },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'forged', version: '1' } } }),
+    });
+    expect(init.status).toBe(403);
+    expect(((await init.json()) as any).error.message).toMatch(/^Forbidden: the internal hop takes no legacy session requests/);
+    expect(await refused(b, 'method')).toBe(before.method + 3);
     // A state parked on another replica (a) is not b's to serve.
     const elsewhere = await call(a.base, 'ask_name', { arguments: { greeting: 'Else' } });
     expect((await hop(b, 'apikey:alice', 'tools/call', { name: 'ask_name', arguments: { greeting: 'Else' }, ...answering(elsewhere, named('X')) })).status).toBe(403);
