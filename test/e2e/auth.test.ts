@@ -8,7 +8,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, memoryLogger, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { FixtureLog, fixtureStdio } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { scaled } from '../helpers/budget.js';
 
 const ISSUER = 'https://issuer.test';
@@ -402,7 +402,9 @@ describe('fairness between principals', () => {
     try {
       await post(g.url('f'), 'tools/list', {}, B);
       const held = [0, 1].map(() => post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 6000, steps: 1 } }, A));
-      await new Promise((r) => setTimeout(r, 2500));
+      // Both of alice's calls hold a started session.
+      const pool = g.gateway.upstreams.get('f')!.pool;
+      expect(await eventually(() => pool.stats().leased === 2 && pool.stats().starting === 0, 10_000)).toBe(true);
       const bob = await post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
       expect(bob.body.error, JSON.stringify(bob.body)).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
       expect(bob.body.error.message).toBe(
