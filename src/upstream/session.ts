@@ -452,6 +452,8 @@ export class UpstreamSession {
   readonly closed: Promise<void>;
   /** The calls running on this session, by the `progressToken` each sent upstream. */
   private readonly calls = new Map<string, CallHandlers>();
+  /** Progress tokens of attached calls that have had another call beside them on this session. */
+  private readonly accompanied = new Set<string>();
   /**
    * True while several calls may run on this session at once: a server-initiated request is then
    * delivered only to the call whose POST stream carried it, never by elimination.
@@ -877,16 +879,23 @@ export class UpstreamSession {
   /**
    * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
    * `progressToken` reach `handlers.onRequest`, as do those that came with no stream to name them
-   * (stdio, the GET stream) while it is the only call on the session, shared or not; its
+   * (stdio, the GET stream) while it is the only call on the session and has been since it was
+   * attached, shared or not; its
    * progress notifications reach `handlers.onProgress`. {@link detach} undoes it.
    */
   attach(progressToken: string, handlers: CallHandlers): void {
+    if (this.calls.size > 0) {
+      for (const token of this.calls.keys()) this.accompanied.add(token);
+      this.accompanied.add(progressToken);
+    }
     this.calls.set(progressToken, handlers);
   }
 
   /** Detaches the call `handlers` attached under `progressToken`: what arrives for it afterwards is refused upstream. */
   detach(progressToken: string, handlers: CallHandlers): void {
-    if (this.calls.get(progressToken) === handlers) this.calls.delete(progressToken);
+    if (this.calls.get(progressToken) !== handlers) return;
+    this.calls.delete(progressToken);
+    this.accompanied.delete(progressToken);
   }
 
   /** Resolvers of {@link whenAnswered}, by progress token. */
@@ -921,6 +930,7 @@ export class UpstreamSession {
   /** Detaches every call. */
   detachAll(): void {
     this.calls.clear();
+    this.accompanied.clear();
   }
 
   /** The call a server-initiated request belongs to, if it can be known. */
@@ -932,10 +942,12 @@ export class UpstreamSession {
       return call;
     }
     if (conn.transport instanceof HttpClientTransport && this.calls.size > 0) this.opts.onAttribution?.('get');
-    // Named by no stream (stdio, the GET stream): it can only be the call's when one is in flight,
-    // on a shared session as on one held alone.
+    // Named by no stream (stdio, the GET stream): it is the call's only when that call has been
+    // alone on the session all along, on a shared session as on one held alone. A call that had
+    // others beside it cannot be told from them, even after they ended.
     if (this.calls.size !== 1) return undefined;
-    return this.calls.values().next().value;
+    const [only, call] = this.calls.entries().next().value!;
+    return this.accompanied.has(only) ? undefined : call;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */

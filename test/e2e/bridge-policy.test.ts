@@ -126,7 +126,7 @@ describe('bridge policy', () => {
       expect(first.body.result.resultType).toBe('input_required');
       // Both in one round (5 ms from then on), or split on a loaded machine: learned from the gap
       // when the second request arrives, which may be after the first round was answered.
-      await vi.waitFor(() => expect(batching.quietMs).toBeGreaterThanOrEqual(5), { timeout: 5000, interval: 20 });
+      await vi.waitFor(() => expect(batching.quietMs).toBeGreaterThanOrEqual(5), { timeout: scaled(5000), interval: 20 });
     } finally {
       await learner.close();
     }

@@ -169,7 +169,7 @@ describe('deprecation census', () => {
     expect((await call('ask_name')).body.result.resultType).toBe('input_required');
     expect((await call('later_roots')).body.result.resultType).toBe('complete');
     let entries = await census();
-    for (let i = 0; i < 50 && !row(entries, 'h', '(none)', 'roots_list'); i++) {
+    for (const end = Date.now() + scaled(5000); Date.now() < end && !row(entries, 'h', '(none)', 'roots_list'); ) {
       await new Promise((r) => setTimeout(r, 100));
       entries = await census();
     }

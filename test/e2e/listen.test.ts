@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conformanceUpstream } from '../helpers/fixture.js';
 import { listen, rpc, startGateway, type ListenStream, type TestGateway } from '../helpers/gateway.js';
+import { scaled } from '../helpers/budget.js';
 
 const SUB = 'io.modelcontextprotocol/subscriptionId';
 
@@ -113,13 +114,13 @@ describe('subscriptions/listen: list changes and resource subscriptions', () => 
   it('the stream holds one upstream session while open; closing it unsubscribes upstream and gives the session back', async () => {
     const pool = gw.gateway.upstreams.get('conformance')!.pool;
     // The streams of the tests before have been closed: their sessions come back.
-    await expect.poll(() => pool.stats().leased, { timeout: 3000 }).toBe(0);
+    await expect.poll(() => pool.stats().leased, { timeout: scaled(3000) }).toBe(0);
     const s = await subscribe({ toolsListChanged: true, resourceSubscriptions: ['test://watched-resource'] }, 'held-1');
     await s.next();
     expect(pool.stats().leased).toBe(1);
     expect(upstreamSubscriptions()).toEqual(['test://watched-resource']);
     s.close();
-    await expect.poll(() => pool.stats().leased, { timeout: 3000 }).toBe(0);
+    await expect.poll(() => pool.stats().leased, { timeout: scaled(3000) }).toBe(0);
     // resources/unsubscribe went upstream before the session was given back.
     expect(upstreamSubscriptions()).toEqual([]);
   });
