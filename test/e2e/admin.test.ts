@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { principalHash } from '../../src/security/auth.js';
 import { fixtureStdio } from '../helpers/fixture.js';
@@ -207,6 +207,19 @@ describe('admin page with auth.mode "none": loopback clients only', () => {
   });
 });
 
+/**
+ * `context` with /admin served without its meta refresh, so that a reload never destroys a page
+ * under evaluation between two reads (the reload itself is checked on a page without this).
+ */
+async function withoutRefresh(context: BrowserContext): Promise<BrowserContext> {
+  await context.route(/\/admin$/, async (route) => {
+    const response = await route.fetch();
+    const body = (await response.text()).replace(/<meta http-equiv="refresh"[^>]*>/, '');
+    await route.fulfill({ response, body });
+  });
+  return context;
+}
+
 describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () => {
   let browser: Browser;
   let gw: TestGateway;
@@ -255,14 +268,7 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
   });
 
   it('shows the parked call, the running task, the session counts, the legacy session and the census, and reloads itself', async () => {
-    const context = await browser.newContext({ extraHTTPHeaders: ops, viewport: { width: 1600, height: 1000 } });
-    // The page under evaluation is served without its meta refresh, so that a reload never destroys
-    // it between two reads; the reload itself is checked on a page of its own below.
-    await context.route(`${gw.base}/admin`, async (route) => {
-      const response = await route.fetch();
-      const body = (await response.text()).replace(/<meta http-equiv="refresh"[^>]*>/, '');
-      await route.fulfill({ response, body });
-    });
+    const context = await withoutRefresh(await browser.newContext({ extraHTTPHeaders: ops, viewport: { width: 1600, height: 1000 } }));
     const page = await context.newPage();
     try {
       const res = await page.goto(`${gw.base}/admin`);
@@ -338,7 +344,7 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
     expect(raw).toContain('&lt;script&gt;document.title=&quot;pwned&quot;&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;&amp;amp;');
     expect(raw).toContain('fatal: &lt;/pre&gt;&lt;script&gt;');
 
-    const context = await browser.newContext({ extraHTTPHeaders: ops });
+    const context = await withoutRefresh(await browser.newContext({ extraHTTPHeaders: ops }));
     const page = await context.newPage();
     try {
       await page.goto(`${gw.base}/admin`);

@@ -155,7 +155,7 @@ describe('nothing set', () => {
       process.stdout.write(JSON.stringify(out), () => process.exit(0));
     `;
     const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_')));
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env: { ...clean, ...env }, encoding: 'utf8', timeout: 60_000 });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env: { ...clean, ...env }, encoding: 'utf8', timeout: scaled(60_000) });
     return JSON.parse(out);
   }
 
