@@ -37,6 +37,7 @@ import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
 import { LooseResult, unreachableText } from './upstream/session.js';
 import { createModernUpstream, ModernHopError, probeModern, startModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
+import { FirstStart } from './upstream/stdio-child.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
 import { upstreamSamplingCapability } from './sampling/mode.js';
@@ -135,6 +136,8 @@ export class Upstream {
   private started: Promise<UpstreamEra> | undefined;
   /** The era `protocol: "auto"` detected, until forgotten. */
   private detected: UpstreamEra | undefined;
+  /** The start budget until a start succeeded (`timeouts.firstStartMs`), shared by the pool and the 2026-07-28 hop. */
+  readonly firstStart: FirstStart;
   /** The logger of this upstream's calls (`upstream` bound once, not per call). */
   readonly callLog: Logger;
   /** Counts a form elicitation declined upstream for asking secrets (set by the gateway's metrics). */
@@ -169,7 +172,8 @@ export class Upstream {
     perPrincipalBound = true,
     stopping: () => boolean = () => false,
   ) {
-    this.pool = new SessionPool(name, cfg, log, perPrincipalBound, stopping);
+    this.firstStart = new FirstStart(cfg);
+    this.pool = new SessionPool(name, cfg, log, perPrincipalBound, stopping, this.firstStart);
     this.callLog = log.child({ upstream: name });
     this.batching = {
       quietMs: 0,
@@ -181,7 +185,7 @@ export class Upstream {
       died: (reason, stderr) => this.health.noteDied(reason, stderr),
       openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
     };
-    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping);
+    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping, this.firstStart);
     if (modern && cfg.protocol === '2026-07-28') modern.onLost = () => (this.started = undefined);
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
@@ -197,10 +201,12 @@ export class Upstream {
    * The era the upstream speaks: configured, or (with `protocol: "auto"`) learned once by asking
    * `server/discover` (2026-07-28 basic/versioning: a legacy server answers with an error, or an
    * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}. The probe waits at
-   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy. With
+   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy. A stdio child
+   * the probe spawned is then handed to the first legacy session (see {@link SessionPool.adopt}),
+   * which sends `initialize` on it within what is left of its start budget since the spawn. With
    * `protocol: "2026-07-28"`, the upstream is started first (see {@link startModern}: its first
-   * answer, to a `server/discover`, within `timeouts.connectMs`), once until a call fails with
-   * `unreachable`, `crashed` or `protocol`, or its stdio child exits.
+   * answer, to a `server/discover`, within `timeouts.connectMs`, or `firstStartMs` for a first
+   * start), once until a call fails with `unreachable`, `crashed` or `protocol`, or its stdio child exits.
    * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask (or to
    *   start); `timeout` when a pinned 2026-07-28 upstream did not answer within `connectMs`;
    *   `protocol` when it broke the protocol.
@@ -208,14 +214,15 @@ export class Upstream {
   era(): Promise<UpstreamEra> {
     if (!this.modern) return Promise.resolve('legacy');
     if (this.cfg.protocol === '2026-07-28') {
-      const connectMs = this.cfg.timeouts.connectMs;
-      this.started ??= startModern(this.modern, connectMs).then(
+      const budgetMs = this.firstStart.budgetMs();
+      const setting = this.firstStart.setting();
+      this.started ??= startModern(this.modern, budgetMs).then(
         () => 'modern' as const,
         (e: Error) => {
           this.started = undefined;
           // A stdio child that did not answer in time is stopped (the next call starts another).
           if (e instanceof ModernHopError && e.reason === 'timeout') void this.modern!.close({ reopen: true });
-          return this.startFailed(e);
+          return this.startFailed(e, budgetMs, setting);
         },
       );
       return this.started;
@@ -226,8 +233,13 @@ export class Upstream {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
         this.detected = era;
         this.log.info({ upstream: this.name, era }, 'upstream era detected');
-        // A stdio child started only to ask is not needed by a legacy upstream (it ends in the background).
-        if (era === 'legacy') void this.modern!.close({ reopen: true });
+        if (era === 'legacy') {
+          // The stdio child that was asked goes on as the first legacy session's (it is started
+          // once, and a slow one keeps its whole budget); over HTTP nothing is left to close.
+          const child = this.modern!.handOver?.();
+          if (child) this.pool.adopt(child);
+          else void this.modern!.close({ reopen: true });
+        }
         return era;
       },
       (e: Error) => {
@@ -251,14 +263,14 @@ export class Upstream {
    * Records and logs that the era probe or the start of a 2026-07-28 upstream failed with `e`.
    * @throws GatewayError -32603 `timeout` (no answer within `timeouts.connectMs`), `protocol` or `unreachable`.
    */
-  private startFailed(e: Error): never {
+  private startFailed(e: Error, budgetMs = this.cfg.timeouts.connectMs, setting = 'timeouts.connectMs'): never {
     const stderr = e instanceof ModernHopError ? e.stderr : [];
     const extra = stderr.length ? { stderr } : undefined;
     this.health.noteProbeFailed(e.message, stderr);
     this.log.warn({ upstream: this.name, err: e.message, ...extra }, 'upstream session failed to open');
     if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
     if (e instanceof ModernHopError && e.reason === 'timeout') {
-      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, this.cfg.timeouts.connectMs, e.message, 'server/discover'), extra);
+      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budgetMs, e.message, 'server/discover', setting), extra);
     }
     throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), extra);
   }
@@ -523,7 +535,9 @@ export class Gateway {
       if (this.draining && !(TASK_METHODS as readonly string[]).includes(req.method)) throw shuttingDown(up.name);
       return this.modern.handle(up, req, ctx);
     }
-    const legacy: LegacyContext = { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
+    // Over HTTP the probe's time counts against connectMs; a stdio session takes over the probe's
+    // child with what is left of its budget since the spawn (or spawns one with a whole budget).
+    const legacy: LegacyContext = up.cfg.transport === 'stdio' ? ctx : { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
     if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, legacy);
     if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
     return this.simple(up, req, legacy);

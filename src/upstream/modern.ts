@@ -14,10 +14,11 @@
  * - stdio: one child per upstream, requests multiplexed by the gateway's own ids; progress is
  *   routed by `progressToken`, the notifications of a `subscriptions/listen` by their
  *   `_meta["io.modelcontextprotocol/subscriptionId"]` (the listen request's id); cancelling sends
- *   `notifications/cancelled`. A child that exits is started again on the next request.
+ *   `notifications/cancelled`. A child that exits is started again on the next request. The
+ *   child of a `protocol: "auto"` era probe that found a legacy server is handed over to the
+ *   legacy pool ({@link ModernUpstream.handOver}) rather than stopped.
  */
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
-import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { secretRedactor } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
@@ -26,7 +27,8 @@ import { endSpan, startClientSpan, traceMeta, within } from '../observability/tr
 import { errorText, validationProblem } from '../protocol/errors.js';
 import { boundedResponse, type FetchLike, type HttpHop } from './http.js';
 import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-transport.js';
-import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, defaultChildEnv, endStdioChild, startFailureText } from './session.js';
+import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, createStdioChild, endStdioChild, startFailureText } from './session.js';
+import { FirstStart, type StdioChild } from './stdio-child.js';
 import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
@@ -88,6 +90,12 @@ export interface ModernUpstream {
   close(opts?: { reopen?: boolean }): Promise<void>;
   /** Called when the connection ends by itself (a stdio child exited); the next request starts it again. */
   onLost?: () => void;
+  /**
+   * Gives up the running stdio child without ending it, for a legacy session to use (the era
+   * probe found a legacy upstream): undefined over HTTP, when no child runs, or while requests
+   * are in flight. The next request starts a child again.
+   */
+  handOver?(): StdioChild | undefined;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -223,10 +231,15 @@ interface Pending {
   touch: () => void;
 }
 
+/** A message to a stdio child (the v1 SDK transport's type; the shapes are the same). */
+const wire = (m: Record<string, unknown>) => m as unknown as Parameters<StdioChild['send']>[0];
+
 /** stdio: one child, requests multiplexed by the gateway's ids. */
 class ModernStdioUpstream implements ModernUpstream {
-  private transport: StdioClientTransport | undefined;
-  private starting: Promise<StdioClientTransport> | undefined;
+  private transport: StdioChild | undefined;
+  private starting: Promise<StdioChild> | undefined;
+  /** Requests sent to the running child that it has not answered (for a hand-over: their late answers are dropped). */
+  private unanswered = new Set<string>();
   private readonly pending = new Map<string, Pending>();
   private readonly byToken = new Map<string | number, string>();
   private stderr: StderrTail;
@@ -246,36 +259,42 @@ class ModernStdioUpstream implements ModernUpstream {
    */
   private eraProbe: boolean;
 
-  /** @param stopping true once the gateway begins to stop: a child that exits by itself then went with it (logged at info). */
+  /**
+   * @param stopping true once the gateway begins to stop: a child that exits by itself then went with it (logged at info).
+   * @param firstStart the upstream's first-start budget (shared with its legacy pool): a child's first answer ends it.
+   */
   constructor(
     private readonly cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
     private readonly log: Logger,
     private readonly stopping: () => boolean = () => false,
+    private readonly firstStart: FirstStart = new FirstStart(cfg),
   ) {
     this.eraProbe = cfg.protocol === 'auto';
     this.redact = secretRedactor(cfg.env);
     this.stderr = new StderrTail(this.redact);
   }
 
-  private start(): Promise<StdioClientTransport> {
+  private start(): Promise<StdioChild> {
     if (this.transport) return Promise.resolve(this.transport);
     this.starting ??= (async () => {
       this.closed = false;
       const stderr = (this.stderr = new StderrTail(this.redact));
       this.heard = false;
-      const t = new StdioClientTransport({ command: this.cfg.command, args: this.cfg.args, env: { ...defaultChildEnv(), ...this.cfg.env }, cwd: this.cfg.cwd, stderr: 'pipe' });
-      t.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk.toString('utf8'), (line) => this.log.debug({ stderr: line }, 'upstream stderr')));
+      this.unanswered = new Set();
+      const t = createStdioChild(this.cfg, this.log, stderr, this.firstStart.active);
+      t.budgetMs = this.firstStart.budgetMs();
       t.onmessage = (message) => this.receive(message as Incoming);
       t.onerror = (e) => this.log.debug({ err: e.message }, 'modern upstream transport error');
       t.onclose = () => this.lost(t);
-      guardStdout(t, (reason) => {
+      t.strays = guardStdout(t, (reason) => t.onFlood?.(reason), this.redact);
+      t.onFlood = (reason) => {
         this.log.warn({ pid: t.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
         childOf(t)?.kill('SIGTERM');
         for (const [id, p] of this.pending) {
           this.forget(id);
           p.reject(new ModernHopError('protocol', reason, stderr.get()));
         }
-      }, this.redact);
+      };
       try {
         await t.start();
       } catch (e) {
@@ -292,7 +311,16 @@ class ModernStdioUpstream implements ModernUpstream {
 
   onLost?: () => void;
 
-  private lost(t: StdioClientTransport): void {
+  handOver(): StdioChild | undefined {
+    const t = this.transport;
+    if (!t || !t.child || this.pending.size) return undefined;
+    this.transport = undefined;
+    t.adopt(this.unanswered);
+    this.log.info({ pid: t.pid ?? undefined }, 'era probe process handed to the first legacy session');
+    return t;
+  }
+
+  private lost(t: StdioChild): void {
     if (this.transport !== t) return;
     this.transport = undefined;
     this.onLost?.();
@@ -315,7 +343,10 @@ class ModernStdioUpstream implements ModernUpstream {
 
   private receive(m: Incoming): void {
     this.heard = true;
+    // The child answers: it started (whatever its first start installed is in place).
+    this.firstStart.done();
     if (m.id !== undefined && m.method === undefined) {
+      this.unanswered.delete(String(m.id));
       const p = this.pending.get(String(m.id));
       if (!p) return;
       this.forget(String(m.id));
@@ -343,7 +374,7 @@ class ModernStdioUpstream implements ModernUpstream {
     }
     if (m.method && m.id !== undefined) {
       // 2026-07-28 servers send no requests; answer one anyway so it does not hang.
-      void this.transport?.send({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found: server-initiated requests are not part of MCP 2026-07-28' } } as JSONRPCMessage);
+      void this.transport?.send(wire({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found: server-initiated requests are not part of MCP 2026-07-28' } }));
     }
   }
 
@@ -355,7 +386,7 @@ class ModernStdioUpstream implements ModernUpstream {
 
   async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
     if (this.shutDown) throw shuttingDownError();
-    let t: StdioClientTransport;
+    let t: StdioChild;
     try {
       t = await this.start();
     } catch (e) {
@@ -369,7 +400,7 @@ class ModernStdioUpstream implements ModernUpstream {
       const cancel = (reason: ModernHopError) => {
         if (!this.pending.has(id)) return;
         this.forget(id);
-        void t.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: reason.message, _meta: params._meta } } as JSONRPCMessage).catch(() => {});
+        void t.send(wire({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: reason.message, _meta: params._meta } })).catch(() => {});
         reject(reason);
       };
       const idle = idleTimer(opts.idleMs, () => cancel(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`)));
@@ -388,7 +419,8 @@ class ModernStdioUpstream implements ModernUpstream {
         touch: idle.touch,
       });
       if (progressToken !== undefined) this.byToken.set(progressToken, id);
-      t.send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage).catch((e: Error) => {
+      this.unanswered.add(id);
+      t.send(wire({ jsonrpc: '2.0', id, method, params })).catch((e: Error) => {
         const p = this.pending.get(id);
         this.forget(id);
         p?.reject(new ModernHopError('crashed', e.message, this.stderr.get()));
@@ -404,7 +436,7 @@ class ModernStdioUpstream implements ModernUpstream {
     if (!t) return;
     for (const [id, p] of [...this.pending]) {
       this.forget(id);
-      void t.send({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'gateway shutting down', _meta: p.meta } } as JSONRPCMessage).catch(() => {});
+      void t.send(wire({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'gateway shutting down', _meta: p.meta } })).catch(() => {});
       p.reject(shuttingDownError());
     }
     await endStdioChild(t, () => t.close());
@@ -414,10 +446,11 @@ class ModernStdioUpstream implements ModernUpstream {
 /**
  * The 2026-07-28 connection for an upstream (HTTP transports use `http`, the upstream's pool).
  * HTTP+SSE upstreams are legacy by definition and get none. `stopping`: true once the gateway
- * begins to stop (a stdio child that exits then ends its calls as `shutting-down`).
+ * begins to stop (a stdio child that exits then ends its calls as `shutting-down`); `firstStart`:
+ * the upstream's first-start budget, shared with its legacy pool (src/upstream/stdio-child.ts).
  */
-export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined, stopping?: () => boolean): ModernUpstream | undefined {
-  if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log, stopping);
+export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined, stopping?: () => boolean, firstStart?: FirstStart): ModernUpstream | undefined {
+  if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log, stopping, firstStart);
   if (cfg.transport === 'streamable-http' && http) return new ModernHttpUpstream(new URL(cfg.url), http, cfg.headers);
   return undefined;
 }
@@ -443,6 +476,7 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
       }
     },
     close: (opts) => up.close(opts),
+    ...(up.handOver ? { handOver: () => up.handOver!() } : {}),
   };
 }
 

@@ -23,7 +23,8 @@ import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { shutdownFailure, upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError, type Attribution, type ServerInitiatedRequest } from './session.js';
+import { UpstreamSession, UpstreamStartError, endStdioChild, type Attribution, type ServerInitiatedRequest } from './session.js';
+import { FirstStart, type StdioChild } from './stdio-child.js';
 
 /** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
 export interface PoolObserver {
@@ -47,7 +48,11 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /** Gets the time this caller spent opening a new session (backoff, spawn or connect, `initialize`) added to `upstreamMs`, in ms. */
   timing?: { upstreamMs: number };
-  /** The start budget of a new session, in ms (default `timeouts.connectMs`): what is left of it after the era probe. */
+  /**
+   * The start budget of a new session, in ms (default `timeouts.connectMs`, or `firstStartMs` until
+   * a start succeeded): what the era probe left of it over HTTP. A stdio session that takes over
+   * the era probe's child gets what is left of that child's budget since its spawn instead.
+   */
   startMs?: number;
 }
 
@@ -153,12 +158,13 @@ export function fitCapabilities(caps: LegacyClientCapabilities, revision: string
 }
 
 /**
- * The message of a start that ran out of `timeouts.connectMs` (`connectMs`, in ms): it names the
- * upstream, the setting, what the start was doing (`detail`) and the request it must answer
- * (`answers`: `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
+ * The message of a start that ran out of its budget (`budgetMs`, in ms, from `setting`:
+ * `timeouts.connectMs`, or `timeouts.firstStartMs` for a first start): it names the upstream, the
+ * setting, what the start was doing (`detail`) and the request it must answer (`answers`:
+ * `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
  */
-export function startTimeoutMessage(upstream: string, connectMs: number, detail: string, answers = 'initialize'): string {
-  return `Upstream '${upstream}' did not start within timeouts.connectMs=${connectMs} ms (${detail}); check that it starts and answers ${answers}, or raise timeouts.connectMs`;
+export function startTimeoutMessage(upstream: string, budgetMs: number, detail: string, answers = 'initialize', setting = 'timeouts.connectMs'): string {
+  return `Upstream '${upstream}' did not start within ${setting}=${budgetMs} ms (${detail}); check that it starts and answers ${answers}, or raise ${setting}`;
 }
 
 /** Most sessions of a stdio upstream starting at once when `maxStartingSessions` is not set. */
@@ -223,6 +229,8 @@ export class SessionPool {
     private readonly perPrincipalBound = true,
     /** True once the gateway begins to stop (before {@link close}); see `SessionOptions.stopping`. */
     private readonly stopping: () => boolean = () => false,
+    /** The upstream's first-start budget, shared with its 2026-07-28 hop (src/upstream/stdio-child.ts). */
+    private readonly firstStart: FirstStart = new FirstStart(cfg),
   ) {
     this.revision = cfg.protocolVersion;
     this.http = cfg.transport === 'stdio' ? undefined : createHttpHop(cfg.timeouts);
@@ -603,7 +611,9 @@ export class SessionPool {
    *   `signal` aborted, `shutting-down` when the pool closed.
    */
   private startTurn(key: string, signal?: AbortSignal): Promise<UpstreamSession | undefined> {
-    const limit = startLimit(this.cfg);
+    const limit = this.startsAtOnce();
+    // Behind a first start (an install, maybe), the wait for a turn is as long as that start may take.
+    const waitMs = this.firstStart.active ? Math.max(this.cfg.timeouts.queueMs, this.firstStart.budgetMs()) : this.cfg.timeouts.queueMs;
     if (this.starting < limit) {
       this.starting++;
       return Promise.resolve(undefined);
@@ -632,23 +642,65 @@ export class SessionPool {
             upstreamFailed(
               this.name,
               'busy',
-              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within timeouts.queueMs=${queueMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
+              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within ${waitMs === queueMs ? `timeouts.queueMs=${queueMs}` : `${waitMs}`} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
             ),
           );
-        }, this.cfg.timeouts.queueMs),
+        }, waitMs),
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.startLine.push(w);
     });
   }
 
-  /** A start is over (opened or failed): the next new session in line starts. */
+  /** How many sessions may start at once now: one while a first start may be installing, else {@link startLimit}. */
+  private startsAtOnce(): number {
+    return this.firstStart.active ? 1 : startLimit(this.cfg);
+  }
+
+  /** A start is over (opened or failed): the next new sessions in line start, as many as may start at once. */
   private endStart(): void {
     this.starting--;
-    const next = this.startLine.shift();
-    if (!next) return;
-    this.starting++;
-    next.go();
+    let next: StartWaiter | undefined;
+    while (this.starting < this.startsAtOnce() && (next = this.startLine.shift())) {
+      this.starting++;
+      next.go();
+    }
+  }
+
+  /** The era probe's stdio child, handed over for the next new session, and the timer that ends it unused. */
+  private adopted: { child: StdioChild; timer: NodeJS.Timeout } | undefined;
+
+  /**
+   * Takes the era probe's stdio child (see `ModernUpstream.handOver`): the next new session sends
+   * `initialize` on it instead of spawning a child, with what is left of the child's start budget
+   * since its spawn. Unused when that budget ends (or the pool closes), the child is ended.
+   */
+  adopt(child: StdioChild): void {
+    this.dropAdopted();
+    if (this.closedPool) return void endStdioChild(child, () => child.close());
+    const left = child.budgetMs - (performance.now() - child.spawnedAt);
+    const timer = setTimeout(() => this.dropAdopted(), Math.max(0, left));
+    timer.unref();
+    this.adopted = { child, timer };
+    // It exits before it is used: nothing to hand over any more.
+    child.onclose = () => {
+      if (this.adopted?.child === child) this.takeAdopted();
+    };
+  }
+
+  /** The handed-over child, if it still runs, taken out of the pool. */
+  private takeAdopted(): StdioChild | undefined {
+    const a = this.adopted;
+    this.adopted = undefined;
+    if (!a) return undefined;
+    clearTimeout(a.timer);
+    return a.child.child ? a.child : undefined;
+  }
+
+  /** Ends the handed-over child nobody used. */
+  private dropAdopted(): void {
+    const child = this.takeAdopted();
+    if (child) void endStdioChild(child, () => child.close());
   }
 
   /**
@@ -661,6 +713,8 @@ export class SessionPool {
     const { startMs } = opts;
     this.slot(key, 1);
     let turn = false;
+    let budget = this.cfg.timeouts.connectMs;
+    let setting = 'timeouts.connectMs';
     try {
       const delay = backoffMs(this.failures);
       if (delay) {
@@ -682,6 +736,9 @@ export class SessionPool {
       }
       turn = true;
       if (this.closedPool) throw shutdownFailure(this.name);
+      const adopt = this.cfg.transport === 'stdio' ? this.takeAdopted() : undefined;
+      budget = this.firstStart.budgetMs();
+      setting = this.firstStart.setting();
       const session = await UpstreamSession.open({
         upstream: this.name,
         cfg: this.cfg,
@@ -692,10 +749,13 @@ export class SessionPool {
         http: this.http,
         onAttribution: (seen) => this.noteAttribution(seen),
         onUnclaimed: (m) => this.observer.unclaimed?.(m),
-        startMs,
+        startMs: adopt ? Math.max(1, adopt.budgetMs - (performance.now() - adopt.spawnedAt)) : (startMs ?? budget),
+        adopt,
+        installing: this.firstStart.active,
         signal: this.closing.signal,
         stopping: this.stopping,
       });
+      this.firstStart.done();
       this.observer.opened?.();
       this.lastError = undefined;
       if (this.revision === undefined && session.info.protocolVersion !== 'unknown') this.revision = session.info.protocolVersion;
@@ -721,7 +781,7 @@ export class SessionPool {
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
       const extra = stderr.length ? { stderr } : undefined;
       if (e instanceof UpstreamStartError && e.reason === 'timeout') {
-        throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, this.cfg.timeouts.connectMs, msg), extra);
+        throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budget, msg, 'initialize', setting), extra);
       }
       if (e instanceof UpstreamStartError && e.fault) throw upstreamProtocolFault(this.name, e.fault.what, e.fault.problem);
       throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, extra);
@@ -833,6 +893,8 @@ export class SessionPool {
     }
     for (const w of [...this.startLine]) w.leave(shutdownFailure(this.name));
     const all: Promise<void>[] = [];
+    const child = this.takeAdopted();
+    if (child) all.push(endStdioChild(child, () => child.close()));
     clearTimeout(this.sweeper);
     this.sweeper = undefined;
     for (const list of this.idle.values()) for (const e of list) all.push(e.session.close());

@@ -52,6 +52,7 @@ import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
 import { UpstreamProtocolError, UpstreamRequestLost, errorText, withoutMcpPrefix } from '../protocol/errors.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from './http-transport.js';
+import { StdioChild } from './stdio-child.js';
 import { guardStdout, straysText, type StdoutStrays } from './stdout-guard.js';
 
 /** A server-initiated request as it arrives from the upstream. */
@@ -153,8 +154,13 @@ function nextRequestId(client: Client): number {
 /** Quiet time after the last request a server made while starting, before the session is used, in ms. */
 const START_QUIET_MS = 100;
 
-/** A start budget of `startMs` in words: the whole `connectMs`, or what the era probe left of it (ms). */
-function budgetText(startMs: number, connectMs: number): string {
+/**
+ * A start budget in words: `startMs` (ms) from when the start began, what the era probe left of
+ * `connectMs`, or, for a child the era probe spawned and handed over (`sinceSpawnMs` spent before
+ * the session began), the whole budget counted from the spawn.
+ */
+function budgetText(startMs: number, connectMs: number, sinceSpawnMs?: number): string {
+  if (sinceSpawnMs !== undefined) return `${Math.round(startMs + sinceSpawnMs)} ms since the process was spawned (the era probe asked it first)`;
   const ms = Math.round(startMs);
   return ms < connectMs ? `the ${ms} ms the era probe left of it` : `${ms} ms`;
 }
@@ -261,24 +267,32 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
 }
 
 /**
- * A v1 SDK client transport for a legacy upstream: stdio (a child with a minimal environment plus
- * the configured `env`, its stderr kept in `stderrTail` and logged at debug), Streamable HTTP or
- * HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`).
+ * The stdio child of upstream `cfg` (not started): a minimal environment plus the configured
+ * `env`, its stderr kept in `stderrTail` and logged at debug. `installing`: spawned for a first
+ * start (see src/upstream/stdio-child.ts).
  */
-export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined): Transport {
+export function createStdioChild(cfg: Extract<UpstreamConfig, { transport: 'stdio' }>, log: Logger, stderrTail: StderrTail | undefined, installing = false): StdioChild {
+  const t = new StdioChild({ command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' }, installing, log);
+  const stderr = t.stderr;
+  if (stderr && stderrTail) {
+    stderrTail.ended = new Promise((resolve) => {
+      stderr.once('end', resolve);
+      stderr.once('close', resolve);
+    });
+    stderr.on('data', (chunk: Buffer) => stderrTail.push(chunk.toString('utf8'), (line) => log.debug({ stderr: line }, 'upstream stderr')));
+  }
+  t.stderrTail = stderrTail;
+  return t;
+}
+
+/**
+ * A v1 SDK client transport for a legacy upstream: stdio ({@link createStdioChild}), Streamable
+ * HTTP or HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`).
+ */
+export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined, installing = false): Transport {
   switch (cfg.transport) {
-    case 'stdio': {
-      const t = new StdioClientTransport({ command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' });
-      const stderr = t.stderr;
-      if (stderr && stderrTail) {
-        stderrTail.ended = new Promise((resolve) => {
-          stderr.once('end', resolve);
-          stderr.once('close', resolve);
-        });
-        stderr.on('data', (chunk: Buffer) => stderrTail.push(chunk.toString('utf8'), (line) => log.debug({ stderr: line }, 'upstream stderr')));
-      }
-      return t;
-    }
+    case 'stdio':
+      return createStdioChild(cfg, log, stderrTail, installing);
     case 'streamable-http':
       if (http) {
         const url = new URL(cfg.url);
@@ -362,6 +376,13 @@ export interface SessionOptions {
   onUnclaimed?: (message: ServerInitiatedRequest) => void;
   /** The whole start's budget (spawn or connect, `initialize`, start barrier), in ms; default `timeouts.connectMs`. */
   startMs?: number;
+  /**
+   * A stdio child that runs already (the era probe's, handed over): the session sends `initialize`
+   * on it instead of spawning one; `startMs` is then what is left of its budget since its spawn.
+   */
+  adopt?: StdioChild;
+  /** A stdio child spawned now is spawned for a first start (see src/upstream/stdio-child.ts). */
+  installing?: boolean;
   /** Aborts the start (the pool closes): the open fails with the signal's reason. */
   signal?: AbortSignal;
   /**
@@ -398,12 +419,18 @@ export function endChildrenBy(at: number): void {
 }
 
 /**
- * Closes a stdio transport (v1 or v2 SDK) and makes sure its child ends: `close` runs the SDK's
+ * Closes a stdio transport (v1 or v2 SDK) and makes sure its child ends (except a child left to
+ * finish its first start, see {@link StdioChild.release}): `close` runs the SDK's
  * close (stdin ends, then SIGTERM), the child gets SIGTERM at once as well, and SIGKILL when it
  * still runs `killAfterMs` (ms) later, or at the time {@link endChildrenBy} set if sooner. Resolves
  * when the child has exited (or at once without one) and `close` has settled. Never throws.
  */
 export async function endStdioChild(transport: object, close: () => Promise<unknown>, killAfterMs = KILL_AFTER_MS): Promise<void> {
+  // A child still in its first start may be installing: it is left to finish (stdio-child.ts).
+  if (transport instanceof StdioChild && transport.release()) {
+    await close().catch(() => {});
+    return;
+  }
   const child = childOf(transport);
   const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
   if (!running()) {
@@ -526,8 +553,12 @@ export class UpstreamSession {
     const { cfg, capabilities, extraHeaders = {}, http } = this.opts;
     const client = new Client(GATEWAY_CLIENT_INFO, { capabilities, jsonSchemaValidator: SCHEMA_VALIDATOR });
     const redact = secretRedactor(cfg.transport === 'stdio' ? cfg.env : undefined);
-    const stderr = cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
-    const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
+    // A handed-over child is used by the first connection only (a later one, after a 404, is HTTP only).
+    const adopted = cfg.transport === 'stdio' ? this.opts.adopt : undefined;
+    this.opts.adopt = undefined;
+    const sinceSpawn = adopted ? performance.now() - adopted.spawnedAt : undefined;
+    const stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
+    const transport: Transport = adopted ?? createLegacyTransport(cfg, this.log, extraHeaders, http, stderr, this.opts.installing);
     const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
@@ -598,19 +629,18 @@ export class UpstreamSession {
     const stopped = new Promise<never>((_, reject) => (stopStart = reject));
     stopped.catch(() => {});
     let strays: StdoutStrays | undefined;
-    if (transport instanceof StdioClientTransport) {
-      strays = guardStdout(
-        transport,
-        (reason) => {
-          this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
-          childOf(transport)?.kill('SIGTERM');
-          if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
-          else if (this.conn === conn) this.fail(reason, 'protocol');
-        },
-        redact,
-      );
+    if (transport instanceof StdioChild) {
+      // A handed-over child is guarded already (by its first owner): only the reaction changes.
+      if (!adopted) transport.strays = guardStdout(transport, (reason) => transport.onFlood?.(reason), redact);
+      strays = transport.strays;
+      transport.onFlood = (reason) => {
+        this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
+        childOf(transport)?.kill('SIGTERM');
+        if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
+        else if (this.conn === conn) this.fail(reason, 'protocol');
+      };
     }
-    let stage = firstStage(cfg);
+    let stage = adopted ? 'waiting for the initialize result' : firstStage(cfg);
     const start = transport.start.bind(transport);
     transport.start = async () => {
       await start();
@@ -623,14 +653,15 @@ export class UpstreamSession {
     try {
       await Promise.race([this.handshake(conn, startMs), stopped]);
     } catch (e) {
-      childOf(transport)?.kill('SIGTERM');
+      // A child still in its first start may be installing: it is left to finish, not killed.
+      if (!(transport instanceof StdioChild && transport.release())) childOf(transport)?.kill('SIGTERM');
       await Promise.race([client.close().catch(() => {}), delay(250)]);
       // Let the child's last words arrive before reporting.
       if (stderr) await Promise.race([stderr.ended, delay(500)]);
       // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
       const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
-        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
+        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs, sinceSpawn)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
         stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
 import { scaled } from '../helpers/budget.js';
 
@@ -88,7 +88,7 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     const gw = await gateway({ upstreams: { z: { transport: 'stdio', command: 'sleep', args: ['100'], timeouts: { connectMs: 2000 } } } });
     const { value: r, ms } = await timed(rpc(gw.url('z'), 'tools/list'));
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
-    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than the \d+ ms the era probe left of it\)/);
+    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than 2000 ms since the process was spawned \(the era probe asked it first\)\)/);
     expect(r.body.error.message).not.toContain('MCP error');
     // Era probe and initialize share the 2 s (before: 2 s probe, 2 s closing its child, 2 s initialize).
     expect(ms).toBeLessThan(scaled(4500));
@@ -402,6 +402,23 @@ describe('the era probe of a stdio upstream (protocol auto)', () => {
     expect(msgs).not.toContain('modern upstream process started');
     expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'f', era: 'legacy' });
   }, scaled(30_000));
+});
+
+describe('a slow stdio server behind the era probe (protocol auto)', () => {
+  it('a server that needs 11 s to start gets its whole connectMs (15 s) from the spawn: the probe child goes on as the legacy session, one process, and the first call succeeds', async () => {
+    const log = new FixtureLog();
+    const mem = memoryLogger('info');
+    const gw = await gateway({ upstreams: { slow: { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '11000' }), timeouts: { connectMs: 15_000 } } } }, { log: mem.log });
+    const { value: r, ms } = await timed(rpc(gw.url('slow'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }));
+    expect(r.body.error).toBeUndefined();
+    expect(r.body.result.content[0].text).toBe('slept 10ms');
+    expect(ms).toBeGreaterThanOrEqual(11_000);
+    // One child: the one the probe spawned answered initialize.
+    expect(log.of('process-start')).toHaveLength(1);
+    expect(new Set(log.events().map((e) => e.pid)).size).toBe(1);
+    expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'slow', era: 'legacy' });
+    expect(mem.lines().some((l) => l.msg === 'era probe process handed to the first legacy session')).toBe(true);
+  }, scaled(45_000));
 });
 
 describe('many sessions opening at once', () => {

@@ -1,0 +1,264 @@
+/**
+ * The stdio child of an upstream, shared by the legacy session (v1 SDK `Client`) and the
+ * 2026-07-28 hop (which also asks the `protocol: "auto"` era probe on it), and the first start of
+ * a command that installs what it runs.
+ *
+ * First start: `npx -y PACKAGE` (and `uvx`, `pnpm dlx`, `bunx`, `yarn dlx`, `pipx run`, …, see
+ * {@link installsOnFirstRun}) downloads and installs the server the first time it runs, which
+ * takes longer than `timeouts.connectMs`. Until one start of such an upstream succeeded, a start
+ * gets `timeouts.firstStartMs` (default {@link DEFAULT_FIRST_START_MS}) and one starts at a time.
+ * Its child runs in a process group of its own (a Ctrl-C in the gateway's terminal does not reach
+ * it), and a child that has not said anything yet is never killed: when the gateway gives it up
+ * (its start ran out of time, its caller went away, the gateway stops) its stdin is closed and it
+ * is left to finish the install (a stdio server exits once its stdin ends). Killing an installer
+ * midway leaves its cache locked or incomplete, and the server broken until the cache is cleared.
+ *
+ * Era probe hand-over: the child the probe spawned is handed to the first legacy session when the
+ * upstream turns out to be legacy ({@link StdioChild.adopt}), so a slow server is started once.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { basename } from 'node:path';
+import type { Readable } from 'node:stream';
+import { StdioClientTransport, getDefaultEnvironment, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import type { Logger } from '../observability/log.js';
+import type { StderrTail } from './session.js';
+import type { StdoutStrays } from './stdout-guard.js';
+
+/** The first-start budget of a command that installs what it runs, when `timeouts.firstStartMs` is not set, in ms (3 minutes). */
+export const DEFAULT_FIRST_START_MS = 180_000;
+
+/** Runners that fetch and install a package on first use, by executable name, and the first argument that makes them do so (undefined: always). */
+const INSTALLERS: Record<string, string[] | undefined> = {
+  npx: undefined,
+  pnpx: undefined,
+  bunx: undefined,
+  uvx: undefined,
+  npm: ['exec', 'x'],
+  pnpm: ['dlx'],
+  yarn: ['dlx'],
+  bun: ['x'],
+  pipx: ['run'],
+  uv: ['tool'],
+};
+
+/**
+ * True when `command args…` installs what it runs on first use: `npx`, `pnpx`, `bunx`, `uvx`,
+ * `npm exec`/`npm x`, `pnpm dlx`, `yarn dlx`, `bun x`, `pipx run`, `uv tool run` (by the command's
+ * file name, with or without a path or a Windows `.cmd`/`.exe` suffix).
+ */
+export function installsOnFirstRun(command: string, args: readonly string[]): boolean {
+  const name = basename(command).replace(/\.(cmd|exe|bat|ps1)$/i, '').toLowerCase();
+  if (!(name in INSTALLERS)) return false;
+  const first = INSTALLERS[name];
+  if (!first) return true;
+  const sub = args.find((a) => !a.startsWith('-'));
+  return sub !== undefined && first.includes(sub);
+}
+
+/**
+ * The start budget of an upstream until one start succeeded, shared by its legacy pool and its
+ * 2026-07-28 hop: `timeouts.firstStartMs` (default {@link DEFAULT_FIRST_START_MS} for a command
+ * that {@link installsOnFirstRun}, else `timeouts.connectMs`); afterwards `connectMs`.
+ */
+export class FirstStart {
+  private pending: boolean;
+  /** The first-start budget, in ms; undefined when the upstream has none beyond `connectMs`. */
+  private readonly firstMs: number | undefined;
+
+  constructor(private readonly cfg: UpstreamConfig) {
+    const installs = cfg.transport === 'stdio' && installsOnFirstRun(cfg.command, cfg.args);
+    this.firstMs = cfg.transport === 'stdio' ? (cfg.timeouts.firstStartMs ?? (installs ? DEFAULT_FIRST_START_MS : undefined)) : undefined;
+    this.pending = this.firstMs !== undefined;
+  }
+
+  /** True while no start succeeded yet and the upstream has a first-start budget (a child now may be installing). */
+  get active(): boolean {
+    return this.pending;
+  }
+
+  /** The budget of a start beginning now, in ms. */
+  budgetMs(): number {
+    return this.pending ? Math.max(this.firstMs!, this.cfg.timeouts.connectMs) : this.cfg.timeouts.connectMs;
+  }
+
+  /** The setting that gives a start beginning now its budget, for messages. */
+  setting(): string {
+    return this.pending ? 'timeouts.firstStartMs' : 'timeouts.connectMs';
+  }
+
+  /** A start succeeded: later starts get `connectMs`. */
+  done(): void {
+    this.pending = false;
+  }
+}
+
+/** The v1 SDK transport's private parts used here. */
+interface Internals {
+  _process?: ChildProcess;
+  _readBuffer: { append(chunk: Buffer): void; readMessage(): JSONRPCMessage | null; clear(): void };
+  _stderrStream: NodeJS.ReadWriteStream | null;
+}
+
+/**
+ * A stdio client transport (the v1 SDK's, whose `close`, `send`, `stderr` and `pid` it keeps)
+ * with what the gateway adds: a child spawned for a first start runs in its own process group
+ * (`installing`), {@link release} leaves such a child to finish, the child's first message is
+ * noticed ({@link heard}), and a started child can be handed to a new owner ({@link adopt}).
+ * Works for both SDKs' callers (the message shapes are the same).
+ */
+export class StdioChild extends StdioClientTransport {
+  /** When the child was spawned (`performance.now()`, ms). */
+  spawnedAt = 0;
+  /** True once the child sent a message on stdout (its runtime is up: no install is running any more). */
+  heard = false;
+  /** Set by the owner of the stdout guard: called when the child floods stdout (see stdout-guard.ts). */
+  onFlood: ((reason: string) => void) | undefined;
+  /** What the stdout guard counted (set where the guard was installed). */
+  strays: StdoutStrays | undefined;
+  /** The child's last stderr lines (set by its creator; they go with the child to a new owner). */
+  stderrTail: StderrTail | undefined;
+  /** The start budget the child was spawned with, in ms (set by its creator): a new owner gets what is left of it. */
+  budgetMs = 0;
+  /** Responses to these request ids are dropped (the era probe's, after a hand-over). */
+  private readonly dropped = new Set<string | number>();
+  private released = false;
+  private startOnce = false;
+
+  /**
+   * @param installing spawned for a first start ({@link FirstStart.active}) of a command that may
+   *   install: its own process group, and left to finish rather than killed while silent.
+   */
+  constructor(
+    params: StdioServerParameters,
+    readonly installing: boolean,
+    private readonly log: Logger,
+  ) {
+    super(params);
+    // The SDK's stdout reader calls this (a private method of its own): messages go through readMessages.
+    (this as unknown as { processReadBuffer: () => void }).processReadBuffer = () => this.readMessages();
+  }
+
+  private get internals(): Internals {
+    return this as unknown as Internals;
+  }
+
+  /** The running child, if any. */
+  get child(): ChildProcess | undefined {
+    return this.internals._process;
+  }
+
+  /**
+   * Makes the next {@link start} a no-op (the child runs already) for a new owner, who then sets
+   * `onmessage`/`onclose`/`onerror`; responses to `dropIds` (requests of the previous owner that
+   * are still unanswered) are dropped rather than delivered.
+   */
+  adopt(dropIds: Iterable<string | number>): void {
+    this.startOnce = true;
+    this.onmessage = undefined;
+    this.onclose = undefined;
+    this.onerror = undefined;
+    for (const id of dropIds) this.dropped.add(id);
+  }
+
+  override async start(): Promise<void> {
+    if (this.startOnce) {
+      this.startOnce = false;
+      if (!this.child) throw new Error('the process exited before it was handed over');
+      return;
+    }
+    if (this.child) throw new Error('StdioChild already started');
+    // Only a first start needs a process group of its own; every other child is spawned as the SDK does.
+    if (!this.installing || process.platform === 'win32') {
+      this.spawnedAt = performance.now();
+      return super.start();
+    }
+    const params = (this as unknown as { _serverParams: StdioServerParameters })._serverParams;
+    const internals = this.internals;
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(params.command, params.args ?? [], {
+        env: { ...getDefaultEnvironment(), ...params.env },
+        stdio: ['pipe', 'pipe', params.stderr ?? 'inherit'],
+        shell: false,
+        cwd: params.cwd,
+        detached: true,
+      });
+      internals._process = child;
+      this.spawnedAt = performance.now();
+      child.on('error', (error) => {
+        reject(error);
+        if (!this.released) this.onerror?.(error);
+      });
+      child.on('spawn', () => resolve());
+      // As the SDK's own start does, with nothing delivered once the child was released.
+      child.on('close', () => {
+        if (this.released) return;
+        internals._process = undefined;
+        this.onclose?.();
+      });
+      child.stdin?.on('error', (error) => {
+        if (!this.released) this.onerror?.(error);
+      });
+      child.stdout?.on('data', (chunk: Buffer) => {
+        if (this.released) return;
+        try {
+          internals._readBuffer.append(chunk);
+          this.readMessages();
+        } catch (error) {
+          this.onerror?.(error as Error);
+          void this.close().catch(() => {});
+        }
+      });
+      child.stdout?.on('error', (error) => {
+        if (!this.released) this.onerror?.(error);
+      });
+      if (internals._stderrStream && child.stderr) child.stderr.pipe(internals._stderrStream);
+    });
+  }
+
+  private readMessages(): void {
+    while (!this.released) {
+      let message: JSONRPCMessage | null;
+      try {
+        message = this.internals._readBuffer.readMessage();
+      } catch (error) {
+        this.onerror?.(error as Error);
+        continue;
+      }
+      if (message === null) return;
+      this.heard = true;
+      const m = message as { id?: string | number; method?: string };
+      if (m.method === undefined && m.id !== undefined && this.dropped.delete(m.id)) continue;
+      this.onmessage?.(message);
+    }
+  }
+
+  /**
+   * Leaves the child to finish instead of ending it, when it was spawned for a first start
+   * (`installing`) and has said nothing yet (it may be installing: killing it would leave the
+   * install broken): its stdin is closed, its output is still read (an installer that writes to a
+   * closed pipe may fail) until it exits, and the gateway no longer waits for it. The owner sees
+   * `onclose` at once. Returns false (and does nothing) for any other child.
+   */
+  release(): boolean {
+    const child = this.child;
+    if (!this.installing || this.heard || this.released || !child || child.exitCode !== null || child.signalCode !== null) return false;
+    this.released = true;
+    this.log.info({ pid: child.pid }, 'upstream process still in its first start (it may be installing): left to finish, its stdin closed');
+    this.internals._process = undefined;
+    this.internals._readBuffer.clear();
+    try {
+      child.stdin?.end();
+    } catch {
+      /* gone */
+    }
+    child.stdout?.resume();
+    child.unref();
+    for (const s of [child.stdin, child.stdout, child.stderr] as (Readable & { unref?: () => void })[]) s?.unref?.();
+    const onclose = this.onclose;
+    this.onmessage = this.onclose = this.onerror = undefined;
+    onclose?.();
+    return true;
+  }
+}
