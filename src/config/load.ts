@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { cwdProblem, passthroughEnv } from './child-env.js';
-import { convertMcpServers, upstreamNameProblem, type ConfigWarning } from './mcp-servers.js';
+import { convertMcpServers, GATEWAY_KEY, upstreamNameProblem, type ConfigWarning } from './mcp-servers.js';
 import { GatewayConfigSchema, type GatewayConfig } from './schema.js';
 import { ConfigError, formatPath, substituteEnv } from './substitute.js';
 
@@ -42,17 +42,25 @@ function isObject(v: unknown): v is Record<string, unknown> {
 
 /**
  * Validates against {@link GatewayConfigSchema}; `earlier` are problems already found (servers of
- * an `mcpServers` file that could not be converted), reported with the schema's. With `cwdBase`,
- * every stdio upstream's `cwd` (resolved against it) must also be an existing directory.
+ * an `mcpServers` file that could not be converted), reported with the schema's. `settingsKeys`
+ * (an `mcpServers` file): the upstream keys each server took from its `"mrtr-gateway"` key. With
+ * `cwdBase`, every stdio upstream's `cwd` (resolved against it) must also be an existing directory.
  * @throws ConfigError listing every problem, one line each.
  */
-function validate(raw: unknown, fromMcpServers: boolean, earlier: readonly string[] = [], cwdBase?: string): GatewayConfig {
+function validate(raw: unknown, settingsKeys: Record<string, string[]> | undefined, earlier: readonly string[] = [], cwdBase?: string): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(raw);
-  // Problems of converted servers are reported at their place in the file: mcpServers.NAME….
-  const where = (path: ReadonlyArray<PropertyKey>) => (fromMcpServers && path[0] === 'upstreams' ? ['mcpServers', ...path.slice(1)] : path);
+  // Problems of converted servers are reported at their place in the file: mcpServers.NAME…, or
+  // mcpServers.NAME["mrtr-gateway"]… for a setting given there (`keys`: an unknown key's names).
+  const where = (path: ReadonlyArray<PropertyKey>, keys?: readonly string[]): ReadonlyArray<PropertyKey> => {
+    if (!settingsKeys || path[0] !== 'upstreams') return path;
+    const [, name, ...rest] = path;
+    const given = settingsKeys[String(name)] ?? [];
+    const inSettings = rest.length ? given.includes(String(rest[0])) : Boolean(keys?.length && keys.every((k) => given.includes(k)));
+    return ['mcpServers', name!, ...(inSettings ? [GATEWAY_KEY] : []), ...rest];
+  };
   // Servers left out for their problems leave the list short: that is not a problem of its own.
   const issues = parsed.success ? [] : parsed.error.issues.filter((i) => !(earlier.length && i.path.length === 1 && i.path[0] === 'upstreams'));
-  const lines = [...earlier, ...issues.map((i) => `${formatPath(where(i.path))}: ${issueMessage(i)}`)];
+  const lines = [...earlier, ...issues.map((i) => `${formatPath(where(i.path, i.code === 'unrecognized_keys' ? i.keys : undefined))}: ${issueMessage(i)}`)];
   if (cwdBase !== undefined) lines.push(...workingDirectoryProblems(raw, cwdBase).map(([name, problem]) => `${formatPath(where(['upstreams', name, 'cwd']))}: ${problem}`));
   if (lines.length || !parsed.success) throw new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
   return parsed.data;
@@ -104,7 +112,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
   let loaded: LoadedConfig;
   if (hasUpstreams) {
     checkProviderKeys(raw);
-    loaded = { config: validate(substituteEnv(raw, env), false, [], checkCwd ? baseDir : undefined), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
+    loaded = { config: validate(substituteEnv(raw, env), undefined, [], checkCwd ? baseDir : undefined), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
   } else {
     const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
     if (settings.length) {
@@ -115,7 +123,7 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
     const conversion = convertMcpServers(raw.mcpServers, env);
     const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
-    loaded = { config: validate({ upstreams: conversion.upstreams }, true, conversion.problems, checkCwd ? baseDir : undefined), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
+    loaded = { config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, checkCwd ? baseDir : undefined), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
   }
 
   const cfg = loaded.config;

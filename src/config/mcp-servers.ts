@@ -11,14 +11,31 @@
  *
  * A server with `command` becomes a stdio upstream; one with `url` becomes an HTTP+SSE upstream
  * when `type` is `"sse"` or the URL path ends in `/sse`, and a Streamable HTTP upstream otherwise.
- * Every other upstream setting takes its default. A server with `disabled: true` is skipped;
- * other keys editors add (`autoApprove`, `timeout`, …) are ignored with a warning.
+ * A server with `disabled: true` is skipped; other keys editors add (`autoApprove`, `timeout`, …)
+ * are ignored with a warning.
+ *
+ * The gateway's own per-upstream settings go under the key `"mrtr-gateway"` of a server, which
+ * editors ignore; every other upstream setting takes its default:
+ *
+ * ```json
+ * "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+ *            "mrtr-gateway": {"timeouts": {"firstStartMs": 300000}, "tools": {"deny": ["delete_*"]}}}
+ * ```
+ *
+ * They are validated by the gateway schema like an upstream of a gateway config (problems name
+ * `mcpServers.NAME["mrtr-gateway"].…`), with `${NAME}` substituted; the keys that say what the
+ * server is (`command`, `args`, `env`, `cwd`, `url`, `headers`, `type`, `transport`, `disabled`)
+ * belong to the server itself and are refused there.
  */
 import { formatPath, substituteEnv, ConfigError } from './substitute.js';
 import { UpstreamNameSchema } from './schema.js';
 
 /** Server keys the gateway uses: copied into the upstream (`type` decides the transport). */
 const USED_KEYS = ['command', 'args', 'env', 'cwd', 'envPassthrough', 'url', 'headers'] as const;
+/** The key of a server that holds the gateway's own upstream settings (editors ignore it). */
+export const GATEWAY_KEY = 'mrtr-gateway';
+/** Keys that say what a server is: they belong to the server itself, never under {@link GATEWAY_KEY}. */
+const SERVER_KEYS = ['transport', 'type', 'disabled', 'command', 'args', 'env', 'cwd', 'url', 'headers'];
 /** `type` values of a server with `url`, and the transport each means. */
 const URL_TYPES: Record<string, 'streamable-http' | 'sse'> = { http: 'streamable-http', 'streamable-http': 'streamable-http', streamableHttp: 'streamable-http', sse: 'sse' };
 
@@ -38,6 +55,8 @@ export interface McpServersConversion {
   warnings: ConfigWarning[];
   /** Servers that cannot be used, one line each as `path: message` (left out of `upstreams`). */
   problems: string[];
+  /** The upstream settings each server took from its `"mrtr-gateway"` key, by server name (where their problems are reported). */
+  settingsKeys: Record<string, string[]>;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
@@ -84,7 +103,7 @@ function urlTransport(url: unknown): 'streamable-http' | 'sse' {
  */
 export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): McpServersConversion {
   if (!isObject(servers)) throw new ConfigError('invalid configuration:\n  mcpServers: expected an object of servers by name');
-  const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [], problems: [] };
+  const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [], problems: [], settingsKeys: {} };
   const problems = out.problems;
   for (const [name, entry] of Object.entries(servers)) {
     const base = ['mcpServers', name];
@@ -105,7 +124,7 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
       problems.push(`${at()}: ${upstreamNameProblem(name, 'the server')}`);
       continue;
     }
-    const ignored = Object.keys(entry).filter((k) => k !== 'type' && k !== 'disabled' && !(USED_KEYS as readonly string[]).includes(k));
+    const ignored = Object.keys(entry).filter((k) => k !== 'type' && k !== 'disabled' && k !== GATEWAY_KEY && !(USED_KEYS as readonly string[]).includes(k));
     if (ignored.length) out.warnings.push({ path: at(), ignored });
 
     const hasCommand = entry.command !== undefined;
@@ -118,9 +137,21 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
       problems.push(`${at()}: needs "command" (a stdio server) or "url" (an HTTP server)`);
       continue;
     }
+    const given = entry[GATEWAY_KEY];
+    if (given !== undefined && !isObject(given)) {
+      problems.push(`${at(GATEWAY_KEY)}: expected an object of the gateway's settings for this upstream (timeouts, protocol, roots, tools, …)`);
+      continue;
+    }
+    const misplaced = Object.keys(given ?? {}).filter((k) => SERVER_KEYS.includes(k) || (k === 'envPassthrough' && entry.envPassthrough !== undefined));
+    if (misplaced.length) {
+      for (const k of misplaced) problems.push(`${at(GATEWAY_KEY, k)}: ${JSON.stringify(k)} belongs to the server itself (once), not under ${JSON.stringify(GATEWAY_KEY)}`);
+      continue;
+    }
     let used: Record<string, unknown>;
+    let settings: Record<string, unknown>;
     try {
       used = substituteEnv(Object.fromEntries(USED_KEYS.filter((k) => entry[k] !== undefined).map((k) => [k, entry[k]])), env, base) as Record<string, unknown>;
+      settings = substituteEnv(given ?? {}, env, [...base, GATEWAY_KEY]) as Record<string, unknown>;
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
       problems.push(e.message);
@@ -142,7 +173,8 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
       problems.push(`${at('type')}: expected "http", "streamable-http", "streamableHttp" or "sse" for a server with "url", got ${JSON.stringify(type)}`);
       continue;
     }
-    out.upstreams[name] = { transport, ...used };
+    out.upstreams[name] = { transport, ...used, ...settings };
+    if (Object.keys(settings).length) out.settingsKeys[name] = Object.keys(settings);
   }
   if (!problems.length && Object.keys(out.upstreams).length === 0) {
     throw new ConfigError(

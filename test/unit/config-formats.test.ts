@@ -137,6 +137,53 @@ describe('mcpServers files', () => {
     expect(() => parseConfig({ mcpServers: { s: { command: 'node', args: 'x' } } }, {})).toThrow(/mcpServers\.s\.args:/);
   });
 
+  it('a server\'s "mrtr-gateway" key carries the gateway\'s settings for its upstream, substituted, not warned about', () => {
+    const loaded = interpretConfig(
+      {
+        mcpServers: {
+          gh: {
+            command: 'npx',
+            args: ['-y', 'server-github'],
+            'mrtr-gateway': { timeouts: { connectMs: 2000, firstStartMs: 60_000 }, protocol: 'legacy', tools: { deny: ['delete_*'] }, roots: [{ uri: 'file://${ROOT_DIR}' }], envPassthrough: ['GH_*'] },
+          },
+          r: { url: 'http://127.0.0.1:3001/mcp', 'mrtr-gateway': { forwardAuthorization: true } },
+        },
+      },
+      { ROOT_DIR: '/srv' },
+    );
+    expect(loaded.warnings).toEqual([]);
+    const gh = loaded.config.upstreams.gh!;
+    expect(gh).toMatchObject({ transport: 'stdio', command: 'npx', protocol: 'legacy', tools: { deny: ['delete_*'] }, roots: [{ uri: 'file:///srv' }], envPassthrough: ['GH_*'] });
+    expect(gh.timeouts).toMatchObject({ connectMs: 2000, firstStartMs: 60_000, requestMs: 60_000 });
+    expect(loaded.config.upstreams.r).toMatchObject({ transport: 'streamable-http', forwardAuthorization: true });
+  });
+
+  it('problems in "mrtr-gateway" name mcpServers.NAME["mrtr-gateway"]…; server keys there are refused', () => {
+    const problems = (raw: unknown) => {
+      try {
+        parseConfig(raw, {});
+      } catch (e) {
+        return (e as ConfigError).message.split('\n').slice(1);
+      }
+      return [];
+    };
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeouts: { connectMs: -1 } } } } })).toEqual([expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.timeouts\.connectMs: /)]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeout: 5 } } } })).toEqual(['  mcpServers.s["mrtr-gateway"]: Unrecognized key: "timeout"']);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { protocol: 'v2' } } } })).toEqual([expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.protocol: /)]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': 'fast' } } })).toEqual([
+      '  mcpServers.s["mrtr-gateway"]: expected an object of the gateway\'s settings for this upstream (timeouts, protocol, roots, tools, …)',
+    ]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { command: 'other', transport: 'sse' } } } })).toEqual([
+      '  mcpServers.s["mrtr-gateway"].command: "command" belongs to the server itself (once), not under "mrtr-gateway"',
+      '  mcpServers.s["mrtr-gateway"].transport: "transport" belongs to the server itself (once), not under "mrtr-gateway"',
+    ]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { roots: [{ uri: '${NOPE_UNSET}' }] } } } })).toEqual([
+      '  mcpServers.s["mrtr-gateway"].roots[0].uri: environment variable NOPE_UNSET is not set',
+    ]);
+    // A key of the server itself that its transport does not take is still reported at the server.
+    expect(problems({ mcpServers: { s: { command: 'node', headers: { a: 'b' }, 'mrtr-gateway': { required: true } } } })).toEqual(['  mcpServers.s: Unrecognized key: "headers"']);
+  });
+
   it('an mcpServers file whose servers are all disabled, or empty, is an error', () => {
     expect(() => parseConfig({ mcpServers: { a: { command: 'node', disabled: true } } }, {})).toThrow(/every server is disabled \(a\)/);
     expect(() => parseConfig({ mcpServers: {} }, {})).toThrow(/mcpServers: no servers/);
