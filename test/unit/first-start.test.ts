@@ -1,0 +1,61 @@
+/**
+ * Which stdio commands install what they run on first use, and the start budget an upstream gets
+ * until one of its starts succeeded (`timeouts.firstStartMs`).
+ */
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../src/config/load.js';
+import { DEFAULT_FIRST_START_MS, FirstStart, installsOnFirstRun } from '../../src/upstream/stdio-child.js';
+
+describe('installsOnFirstRun', () => {
+  it('knows the package runners that install on first use, by file name, with their subcommand', () => {
+    for (const [command, args] of [
+      ['npx', ['-y', '@modelcontextprotocol/server-github']],
+      ['/usr/local/bin/npx', ['pkg']],
+      ['npx.cmd', ['-y', 'pkg']],
+      ['uvx', ['mcp-server-fetch']],
+      ['bunx', ['pkg']],
+      ['pnpx', ['pkg']],
+      ['pnpm', ['dlx', 'pkg']],
+      ['yarn', ['dlx', 'pkg']],
+      ['bun', ['x', 'pkg']],
+      ['npm', ['exec', '--yes', 'pkg']],
+      ['npm', ['--yes', 'x', 'pkg']],
+      ['pipx', ['run', 'pkg']],
+      ['uv', ['tool', 'run', 'pkg']],
+    ] as const) {
+      expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(true);
+    }
+    for (const [command, args] of [
+      ['node', ['server.js']],
+      ['pnpm', ['start']],
+      ['npm', ['run', 'serve']],
+      ['uv', ['run', 'server.py']],
+      ['python3', ['-m', 'server']],
+      ['yarn', []],
+    ] as const) {
+      expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(false);
+    }
+  });
+});
+
+describe('FirstStart', () => {
+  const upstream = (u: Record<string, unknown>) => parseConfig({ upstreams: { u: { transport: 'stdio', ...u } } }, {}).upstreams.u!;
+
+  it('an installing command gets firstStartMs (default 3 min) until a start succeeded, then connectMs', () => {
+    const f = new FirstStart(upstream({ command: 'npx', args: ['-y', 'pkg'], timeouts: { connectMs: 2000 } }));
+    expect(f.active).toBe(true);
+    expect(f.budgetMs()).toBe(DEFAULT_FIRST_START_MS);
+    expect(f.setting()).toBe('timeouts.firstStartMs');
+    f.done();
+    expect(f.active).toBe(false);
+    expect(f.budgetMs()).toBe(2000);
+    expect(f.setting()).toBe('timeouts.connectMs');
+  });
+
+  it('another command gets connectMs, unless firstStartMs is set (never less than connectMs)', () => {
+    expect(new FirstStart(upstream({ command: 'node', args: ['s.js'] })).active).toBe(false);
+    expect(new FirstStart(upstream({ command: 'node', args: ['s.js'] })).budgetMs()).toBe(15_000);
+    expect(new FirstStart(upstream({ command: 'node', timeouts: { firstStartMs: 60_000 } })).budgetMs()).toBe(60_000);
+    expect(new FirstStart(upstream({ command: 'npx', timeouts: { firstStartMs: 1000, connectMs: 5000 } })).budgetMs()).toBe(5000);
+  });
+});
