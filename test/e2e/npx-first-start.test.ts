@@ -102,8 +102,10 @@ describe('an npx -y server on a cold npx cache', () => {
     it(`a gateway stopped by ${signal} during the install leaves npx to finish it: a fresh gateway on the same cache serves the call`, async () => {
       const { reg, cache } = await coldNpx();
       // required: the gateway starts the upstream at start (readiness), before any call.
-      const g = await gatewayFor(serverList(reg, cache, { required: true }));
+      // The install waits for the tarball until the gateway is gone.
+      const release = reg.holdTarball();
       const tarball = reg.nextTarballRequest();
+      const g = await gatewayFor(serverList(reg, cache, { required: true }));
       const pid = await npxPid(g);
       await tarball;
       g.child.kill(signal);
@@ -112,6 +114,7 @@ describe('an npx -y server on a cold npx cache', () => {
       if (signal === 'SIGTERM') expect(g.logs.some((l) => /left to finish/.test(l.msg) && l.pid === pid)).toBe(true);
       // npx was not killed: it finishes the install, then its server sees stdin closed and exits.
       expect(alive(pid)).toBe(true);
+      release();
       expect(await eventually(() => !alive(pid), INSTALL_DELAY_MS + 15_000)).toBe(true);
       await servesFromCache(reg, cache);
     }, scaled(60_000));

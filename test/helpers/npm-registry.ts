@@ -24,6 +24,8 @@ export interface NpmRegistry {
   tarballRequests(): number;
   /** Resolves at the next tarball request (when it arrives, before its delay). */
   nextTarballRequest(): Promise<void>;
+  /** Holds every tarball answer back (after its delay) until the function returned is called. */
+  holdTarball(): () => void;
   close(): void;
 }
 
@@ -37,6 +39,7 @@ export async function startNpmRegistry(packageDir: string, tarballDelayMs = 0): 
   const sockets = new Set<Socket>();
   let requests = 0;
   let waiting: (() => void)[] = [];
+  let held: Promise<void> = Promise.resolve();
   const reg = {} as NpmRegistry & { srv: Server };
   const srv = createServer((req, res) => {
     const path = decodeURIComponent(req.url ?? '/');
@@ -58,9 +61,12 @@ export async function startNpmRegistry(packageDir: string, tarballDelayMs = 0): 
     if (path === `/${manifest.name}/-/${file}`) {
       requests++;
       for (const w of waiting.splice(0)) w();
+      const gate = held;
       const timer = setTimeout(() => {
-        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
-        res.end(tarball);
+        void gate.then(() => {
+          res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': tarball.length });
+          res.end(tarball);
+        });
       }, reg.tarballDelayMs);
       res.on('close', () => clearTimeout(timer));
       return;
@@ -76,6 +82,11 @@ export async function startNpmRegistry(packageDir: string, tarballDelayMs = 0): 
     tarballDelayMs,
     tarballRequests: () => requests,
     nextTarballRequest: () => new Promise<void>((r) => waiting.push(r)),
+    holdTarball: () => {
+      let release!: () => void;
+      held = new Promise<void>((r) => (release = r));
+      return release;
+    },
     close: () => {
       waiting = [];
       sockets.forEach((s) => s.destroy());
