@@ -614,6 +614,7 @@ export class SessionPool {
     const limit = this.startsAtOnce();
     // Behind a first start (an install, maybe), the wait for a turn is as long as that start may take.
     const waitMs = this.firstStart.active ? Math.max(this.cfg.timeouts.queueMs, this.firstStart.budgetMs()) : this.cfg.timeouts.queueMs;
+    const waitSetting = waitMs === this.cfg.timeouts.queueMs ? 'timeouts.queueMs' : this.firstStart.setting();
     if (this.starting < limit) {
       this.starting++;
       return Promise.resolve(undefined);
@@ -637,12 +638,11 @@ export class SessionPool {
           reject(err);
         },
         timer: setTimeout(() => {
-          const queueMs = this.cfg.timeouts.queueMs;
           w.leave(
             upstreamFailed(
               this.name,
               'busy',
-              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within ${waitMs === queueMs ? `timeouts.queueMs=${queueMs}` : `${waitMs}`} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
+              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within ${waitSetting}=${waitMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
             ),
           );
         }, waitMs),
@@ -737,8 +737,9 @@ export class SessionPool {
       turn = true;
       if (this.closedPool) throw shutdownFailure(this.name);
       const adopt = this.cfg.transport === 'stdio' ? this.takeAdopted() : undefined;
-      budget = this.firstStart.budgetMs();
-      setting = this.firstStart.setting();
+      // A handed-over child keeps the budget it was spawned with.
+      budget = adopt ? adopt.budgetMs : this.firstStart.budgetMs();
+      setting = adopt ? (adopt.installing ? 'timeouts.firstStartMs' : 'timeouts.connectMs') : this.firstStart.setting();
       const session = await UpstreamSession.open({
         upstream: this.name,
         cfg: this.cfg,

@@ -156,11 +156,11 @@ const START_QUIET_MS = 100;
 
 /**
  * A start budget in words: `startMs` (ms) from when the start began, what the era probe left of
- * `connectMs`, or, for a child the era probe spawned and handed over (`sinceSpawnMs` spent before
- * the session began), the whole budget counted from the spawn.
+ * `connectMs`, or, for a child the era probe spawned and handed over, the budget it was spawned
+ * with (`spawnBudgetMs`), counted from the spawn.
  */
-function budgetText(startMs: number, connectMs: number, sinceSpawnMs?: number): string {
-  if (sinceSpawnMs !== undefined) return `${Math.round(startMs + sinceSpawnMs)} ms since the process was spawned (the era probe asked it first)`;
+function budgetText(startMs: number, connectMs: number, spawnBudgetMs?: number): string {
+  if (spawnBudgetMs !== undefined) return `${Math.round(spawnBudgetMs)} ms since the process was spawned (the era probe asked it first)`;
   const ms = Math.round(startMs);
   return ms < connectMs ? `the ${ms} ms the era probe left of it` : `${ms} ms`;
 }
@@ -556,7 +556,6 @@ export class UpstreamSession {
     // A handed-over child is used by the first connection only (a later one, after a 404, is HTTP only).
     const adopted = cfg.transport === 'stdio' ? this.opts.adopt : undefined;
     this.opts.adopt = undefined;
-    const sinceSpawn = adopted ? performance.now() - adopted.spawnedAt : undefined;
     const stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport: Transport = adopted ?? createLegacyTransport(cfg, this.log, extraHeaders, http, stderr, this.opts.installing);
     const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
@@ -661,7 +660,7 @@ export class UpstreamSession {
       // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
       const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
-        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs, sinceSpawn)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
+        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs, adopted?.budgetMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
         stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,
