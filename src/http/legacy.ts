@@ -429,6 +429,8 @@ export class LegacySessions {
       onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
       principal: who.principal,
+      installing: up.firstStart.active,
+      takeChild: () => up.pool.takeAdopted(),
       sampler: this.gateway.sampler,
       census: this.gateway.census,
     });

@@ -49,6 +49,7 @@ import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../upstream/session.js';
 import { HttpClientTransport } from '../upstream/http-transport.js';
+import type { StdioChild } from '../upstream/stdio-child.js';
 import { downstreamError, INPUT_KIND_OF } from '../exchange/exchange.js';
 import { SamplingError } from '../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../upstream/tool-policy.js';
@@ -115,6 +116,10 @@ export interface PassThroughInit {
   closeStreamAfterMs?: number;
   /** The caller's principal (sampling budgets, metrics and logs). */
   principal: string;
+  /** A stdio child spawned now is spawned for the upstream's first start (see src/upstream/stdio-child.ts). */
+  installing?: boolean;
+  /** The era probe's stdio child, if one waits to be used (`SessionPool.takeAdopted`): the session's initialize goes to it. */
+  takeChild?: () => StdioChild | undefined;
   /** Answers `sampling/createMessage` through a provider when the upstream's `sampling` mode says so. */
   sampler?: Pick<Sampler, 'answer'>;
   /** Counts the deprecated features the session's calls use. */
@@ -247,8 +252,9 @@ export class PassThroughRelay implements LegacyRelay {
   /** Spawns or connects the upstream and sends the client's initialize on. */
   private async start(m: Message): Promise<void> {
     const { cfg, log } = this.init;
-    this.stderr = cfg.transport === 'stdio' ? new StderrTail(secretRedactor(cfg.env)) : undefined;
-    const up = createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr);
+    const adopted = cfg.transport === 'stdio' ? this.init.takeChild?.() : undefined;
+    this.stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(secretRedactor(cfg.env)) : undefined;
+    const up: Transport = adopted ?? createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr, this.init.installing);
     this.up = up;
     up.onmessage = (message) => void this.fromUpstream(message as Message);
     up.onclose = () => this.end('the upstream closed the session');

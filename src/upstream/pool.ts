@@ -688,8 +688,11 @@ export class SessionPool {
     };
   }
 
-  /** The handed-over child, if it still runs, taken out of the pool. */
-  private takeAdopted(): StdioChild | undefined {
+  /**
+   * The era probe's child handed over ({@link adopt}), if it still runs, taken out of the pool for
+   * the caller to use (a new session here, or a legacy client's pass-through session).
+   */
+  takeAdopted(): StdioChild | undefined {
     const a = this.adopted;
     this.adopted = undefined;
     if (!a) return undefined;

@@ -234,6 +234,12 @@ export class StdioChild extends StdioClientTransport {
     }
   }
 
+  /** Ends the child as the SDK does (stdin closed, then SIGTERM, then SIGKILL), unless it is left to finish ({@link release}). */
+  override async close(): Promise<void> {
+    if (this.release()) return;
+    return super.close();
+  }
+
   /**
    * Leaves the child to finish instead of ending it, when it was spawned for a first start
    * (`installing`) and has said nothing yet (it may be installing: killing it would leave the

@@ -150,6 +150,8 @@ describe('legacy client → legacy server: notifications and pings pass through'
     // A ping from the upstream mid-call is answered by the client itself.
     expect(textOf((await client.callTool({ name: 'ping_client', arguments: {} })) as never)).toBe('pong {}');
     expect(pings).toBe(1);
+    // One upstream process: the child the era probe asked carries the client's session.
+    expect(new Set(log.events().map((e) => e.pid)).size).toBe(1);
     await transport.terminateSession();
     await client.close();
   });
