@@ -8,13 +8,13 @@
  * Also runs alone: `node --import tsx bench/sections/startup.ts [--runs N] [--dist] [--root DIR]`
  * prints the figure's table (`--root`: another checkout of the gateway, with its node_modules).
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { modern, send, textOf } from '../lib/mcp.js';
-import { ROOT, stopChild } from '../lib/procs.js';
+import { ROOT } from '../lib/procs.js';
 import { figure, fmt, table, type Figure } from '../lib/stats.js';
 import { listeningPort } from '../../test/helpers/cli.js';
 
@@ -90,10 +90,31 @@ async function helpOnce(c: Command, root: string): Promise<number> {
   return ms;
 }
 
+/**
+ * Stops a command started in a process group of its own: SIGTERM to the group (as Ctrl-C in a
+ * terminal signals it: npm, the gateway and its stdio children alike; a SIGTERM to npm alone need
+ * not reach the gateway), SIGKILL to it after 10 s; resolves once every process holding its
+ * stdout has exited.
+ */
+async function stopGroup(child: ChildProcess): Promise<void> {
+  const closed = new Promise<void>((r) => (child.stdout!.closed ? r() : child.stdout!.once('close', () => r())));
+  const signal = (s: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid!, s);
+    } catch {
+      // The group is gone.
+    }
+  };
+  signal('SIGTERM');
+  const timer = setTimeout(() => signal('SIGKILL'), 10_000);
+  await closed;
+  clearTimeout(timer);
+}
+
 /** One start: spawn, wait for the listening line, make the first call, stop. */
 async function startOnce(c: Command, root: string): Promise<{ listenMs: number; firstCallMs: number }> {
   const t0 = performance.now();
-  const child = spawn(c.file, [...c.args, '--config', 'gateway.config.json', '--port', '0'], { cwd: root, env: env(), stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(c.file, [...c.args, '--config', 'gateway.config.json', '--port', '0'], { cwd: root, env: env(), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   try {
     const port = await listeningPort(child);
     child.stdout!.resume();
@@ -105,8 +126,7 @@ async function startOnce(c: Command, root: string): Promise<{ listenMs: number; 
     }
     return { listenMs, firstCallMs };
   } finally {
-    // npm passes SIGTERM on to the gateway and exits with it.
-    await stopChild(child, 10_000);
+    await stopGroup(child);
   }
 }
 
