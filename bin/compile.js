@@ -13,7 +13,7 @@
 import { createHash } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** Changes when the way a file is compiled changes, so earlier output is compiled again. */
 const FORMAT = 'mrtr-gateway-compile-1';
@@ -61,7 +61,8 @@ export async function compiledSources(root) {
   const src = join(root, 'src');
   const cache = join(root, 'node_modules', '.cache', 'mrtr-gateway');
   const out = join(cache, 'src');
-  const tsVersion = JSON.parse(readFileSync(join(root, 'node_modules', 'typescript', 'package.json'), 'utf8')).version;
+  // The version of the TypeScript `import('typescript')` below loads, read without loading it.
+  const tsVersion = JSON.parse(readFileSync(fileURLToPath(import.meta.resolve('typescript/package.json')), 'utf8')).version;
   const sources = filesUnder(src, '.ts').filter((f) => !f.endsWith('.d.ts'));
   const wanted = new Set(sources.map((f) => f.replace(/\.ts$/, '.js')));
   let ts;
