@@ -21,7 +21,7 @@ import { benchLimits, sessions } from './sections/config.js';
 import { directPath, gatewayPath, measureRounds } from './sections/mrtr.js';
 import { measureParked, type ParkedFigures } from './sections/parked.js';
 import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type Cell, type Target } from './sections/passthrough.js';
-import { measureStartup, type StartupFigures } from './sections/startup.js';
+import { measureStartup, startupTable, type StartupFigures } from './sections/startup.js';
 import { measureTasks, type TaskFigures } from './sections/tasks.js';
 
 const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string' } }, strict: true });
@@ -50,7 +50,7 @@ const settings = quick
       tasks: 100,
       taskSleepMs: 400,
       taskRuns: 1,
-      startupRuns: 1,
+      startupRuns: 3,
       startupDist: false,
     }
   : {
@@ -66,7 +66,7 @@ const settings = quick
       tasks: 1000,
       taskSleepMs: 3000,
       taskRuns: 3,
-      startupRuns: 3,
+      startupRuns: 5,
       startupDist: true,
     };
 
@@ -466,12 +466,9 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '',
     '## 6. Start-up',
     '',
-    'From spawning the CLI with the default `gateway.config.json` (port 0) to its listening log line, and to the first successful `tools/call` (server-everything `echo` over stdio, spawned by that call).',
+    'For each command: from spawning it with `--help` to its exit, and from spawning it with the default `gateway.config.json` (port 0) to its listening log line and to the first successful `tools/call` (server-everything `echo` over stdio, spawned by that call). The commands take turns, run by run.',
     '',
-    table(
-      ['command', 'to listening, ms', 'to first tools/call, ms'],
-      r.startup.entries.map((e) => [e.label, fmt(e.listenMs, 0), fmt(e.firstCallMs, 0)]),
-    ),
+    startupTable(r.startup),
     '',
   );
   return lines.join('\n');

@@ -1,11 +1,13 @@
 #!/usr/bin/env node
-// `mrtr-gateway` / `npx mrtr-gateway`: starts the gateway in this process, with every path taken
-// relative to this package so that it works from any working directory. Flags, exit codes and
-// signals are those of src/main.ts (`--help`).
+// `mrtr-gateway` / `npx mrtr-gateway` / `npm start`: starts the gateway in this process, with every
+// path taken relative to this package so that it works from any working directory. Flags, exit
+// codes and signals are those of src/main.ts (`--help`).
 //
 // Which code runs:
-// - a development checkout (src/main.ts present and tsx, a development dependency, resolvable):
-//   the TypeScript sources through tsx, as `npm start` does, so a stale dist/ is never run;
+// - a development checkout (src/main.ts present and TypeScript, a development dependency,
+//   resolvable): the sources compiled to JavaScript under node_modules/.cache/mrtr-gateway
+//   (bin/compile.js: files whose source changed are compiled again first, so neither a stale
+//   compiled file nor a stale dist/ is ever run);
 // - otherwise (a production install, `npm ci --omit=dev`, a packed package, the container image):
 //   the compiled dist/main.js (`npm run build`, also run by `npm pack` through `prepack`);
 // - neither: one line on stderr and exit code 1.
@@ -24,15 +26,23 @@ function resolvable(specifier) {
   }
 }
 
-if (existsSync(at('../src/main.ts')) && resolvable('tsx/esm/api')) {
-  const { register } = await import('tsx/esm/api');
-  register({ tsconfig: fileURLToPath(at('../tsconfig.json')) });
-  await import(at('../src/main.ts').href);
+if (existsSync(at('../src/main.ts')) && resolvable('typescript')) {
+  const { compiledSources } = await import('./compile.js');
+  let main;
+  try {
+    main = await compiledSources(fileURLToPath(at('..')));
+  } catch (e) {
+    process.stderr.write(`mrtr-gateway: cannot compile the sources: ${e.message}\n`);
+    process.exit(1);
+  }
+  // Stack traces name the .ts files and lines, as they did when run through a TypeScript loader.
+  process.setSourceMapsEnabled(true);
+  await import(main);
 } else if (existsSync(at('../dist/main.js'))) {
   await import(at('../dist/main.js').href);
 } else {
   process.stderr.write(
-    `mrtr-gateway: cannot start: ${fileURLToPath(at('../dist/main.js'))} is missing (build it with npm run build) and tsx is not installed to run the sources (install the development dependencies with npm ci)\n`,
+    `mrtr-gateway: cannot start: ${fileURLToPath(at('../dist/main.js'))} is missing (build it with npm run build) and TypeScript is not installed to compile the sources (install the development dependencies with npm ci)\n`,
   );
   process.exit(1);
 }

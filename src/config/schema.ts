@@ -9,17 +9,9 @@ import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
 import { federationMembers } from '../federation/naming.js';
 import { isGlob, toolAllowed } from '../upstream/tool-policy.js';
+import { LOG_LEVELS, toLogLevel, type LogLevel } from './log-levels.js';
 
-/** Log levels accepted by `logLevel` and the `LOG_LEVEL` environment variable (pino's names). */
-export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
-/** One of {@link LOG_LEVELS}. */
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-/** The level `value` names, in any case (`DEBUG` is `debug`); undefined when it names none. */
-export function toLogLevel(value: string): LogLevel | undefined {
-  const level = value.toLowerCase();
-  return (LOG_LEVELS as readonly string[]).includes(level) ? (level as LogLevel) : undefined;
-}
+export { LOG_LEVELS, toLogLevel, type LogLevel };
 
 /** Refill rate of the per-caller rate limit when auth identifies callers and none is configured. */
 export const DEFAULT_REQUESTS_PER_SECOND = 50;

@@ -34,6 +34,7 @@ import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
 import { serveListen } from './listen.js';
+import { UnknownPaths } from './unknown-paths.js';
 import { adminApp } from './admin.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
@@ -116,6 +117,8 @@ interface RequestVars {
   enterListen: () => (() => void) | undefined;
   /** Settles when the request's work (including a streamed response) is over. */
   work?: Promise<unknown>;
+  /** Set when the answer is a 404 for a path the gateway does not serve (logged by {@link UnknownPaths}). */
+  unknownPath?: true;
 }
 
 /** The HTTP front door and its shutdown hook. */
@@ -199,6 +202,12 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Forbidden: ${reason}` }, 403, headers);
   };
   const cors = corsMiddleware(guard, (c, reason) => forbidden(reason, { preflight: true }));
+  const servedPaths = () => [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)];
+  const unknownPaths = new UnknownPaths(log, servedPaths);
+  app.use('*', async (c, next) => {
+    await next();
+    if (c.get('unknownPath')) unknownPaths.note(c.req.method, c.req.path);
+  });
   app.use('/mcp/:name', cors);
   app.use('/mcp/:name/sse', cors);
   app.use('/mcp/:name/message', cors);
@@ -230,7 +239,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   if (federation) app.use('/.well-known/oauth-protected-resource/mcp', metadataHost);
   app.get('/.well-known/oauth-protected-resource/mcp/:name', (c) => {
     const name = c.req.param('name');
-    if (!gateway.upstreams.has(name)) return unknownUpstream(gateway, name, null);
+    if (!gateway.upstreams.has(name)) return unknownUpstream(c, gateway, name, null);
     return c.json({
       resource: `${baseUrl(c)}/mcp/${name}`,
       ...(auth.authorizationServers.length ? { authorization_servers: auth.authorizationServers } : {}),
@@ -393,11 +402,11 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   // The old HTTP+SSE transport (2024-11-05) for clients that speak only that.
   app.get('/mcp/:name/sse', async (c) => {
-    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
+    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(c, gateway, c.req.param('name'), null);
     return (await legacy.openSse(c.req.param('name'), sessionCaller(c), c.env.outgoing)) ?? RESPONSE_ALREADY_SENT;
   });
   app.post('/mcp/:name/message', async (c) => {
-    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(gateway, c.req.param('name'), null);
+    if (!gateway.upstreams.has(c.req.param('name'))) return unknownUpstream(c, gateway, c.req.param('name'), null);
     const read = await readBody(c, maxBody);
     const refused = bodyNotRead(read, maxBody) ?? mediaRefused(c, { accept: false });
     if (refused) return refused;
@@ -409,17 +418,18 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const onlyMethod = (allow: string, hint: string) => (c: Context) =>
     gateway.upstreams.has(c.req.param('name')!)
       ? methodNotAllowed(c.req.method, c.req.path, allow, `${c.req.method} is not supported on ${c.req.path}; ${hint}`)
-      : unknownUpstream(gateway, c.req.param('name')!, null);
+      : unknownUpstream(c, gateway, c.req.param('name')!, null);
   app.all('/mcp/:name/message', onlyMethod('POST', "the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names"));
   app.all('/mcp/:name/sse', onlyMethod('GET', 'open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names'));
-  app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(gateway, c.req.param('name'), null)));
+  app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(c, gateway, c.req.param('name'), null)));
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.
   for (const path of ['/healthz', '/readyz', '/metrics']) {
     app.all(path, (c) => errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported on ${path}; use GET` }, 405, { allow: 'GET, HEAD' }));
   }
   app.notFound((c) => {
-    const names = [...(federation ? ['/mcp'] : []), ...[...gateway.upstreams.keys()].map((n) => `/mcp/${n}`)].join(', ');
+    c.set('unknownPath', true);
+    const names = servedPaths().join(', ');
     const adminOff = !cfg.admin.enabled && (c.req.path === '/admin' || c.req.path.startsWith('/admin/')) ? ' (the admin page is off: set admin.enabled to true to serve it)' : '';
     // The upstreams' names are told only to a request for an allowed Host (not to a rebound name).
     const served = guard.check(headerOf(c, 'host'), undefined) === undefined ? `; this gateway serves ${names}` : '';
@@ -561,7 +571,7 @@ async function handleMcp(
         // No usable id.
       }
     }
-    return unknownUpstream(gateway, name ?? '', id);
+    return unknownUpstream(c, gateway, name ?? '', id);
   }
   const refused = mediaRefused(c);
   if (refused) return refused;
@@ -811,7 +821,8 @@ function jsonBody(read: BodyRead, maxDepth: number): { body: unknown; text: stri
   return { body, text: read.text };
 }
 
-function unknownUpstream(gateway: Gateway, name: string, id: RequestId | null): Response {
+function unknownUpstream(c: Context, gateway: Gateway, name: string, id: RequestId | null): Response {
+  c.set('unknownPath', true);
   const err = methodNotFound(`Unknown upstream '${quoted(name)}'; this gateway serves: ${[...gateway.upstreams.keys()].join(', ')}`);
   return errorResponse(id, err.toJSON(), 404);
 }

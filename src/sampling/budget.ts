@@ -76,7 +76,8 @@ export interface Reservation {
 
 /** Token budgets over sliding windows, by key. */
 export class TokenBudgets {
-  private readonly windows = new LRUCache<string, TokenWindow>({ max: 100_000 });
+  // maxSize, not max: lru-cache allocates `max` slots up front, at every start.
+  private readonly windows = new LRUCache<string, TokenWindow>({ maxSize: 100_000, sizeCalculation: () => 1 });
 
   /**
    * Reserves `tokens` (a request's capped maxTokens) in every window of `limits`, or refuses. A

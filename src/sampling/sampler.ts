@@ -7,14 +7,14 @@
  * One request: validate → pick the model → map → reserve budget → wait for a slot → attempts with
  * backoff → map the answer → count. Everything within the provider's `timeoutMs`.
  */
-import type { GatewayConfig, UpstreamSamplingConfig } from '../config/schema.js';
+import type { GatewayConfig, SamplingProviderConfig, UpstreamSamplingConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { principalHash } from '../security/auth.js';
 import { Slots, TokenBudgets, type BudgetLimit, type Reservation } from './budget.js';
 import { SamplingError } from './errors.js';
 import { estimateInputTokens, parseSamplingParams, selectModel } from './mapping.js';
-import { classifyFailure, createProvider, type ProviderAdapter } from './providers.js';
+import type { ProviderAdapter } from './providers.js';
 
 /** One `sampling/createMessage` the gateway answers. */
 export interface SamplingRequest {
@@ -37,15 +37,26 @@ const BACKOFF_MAX_MS = 8000;
 
 /** Answers sampling requests through the providers of `sampling.providers`. */
 export class Sampler {
-  private readonly providers = new Map<string, { adapter: ProviderAdapter; slots: Slots }>();
+  /** Per configured provider: its config, its adapter once made (on its first request) and its slots. */
+  private readonly providers = new Map<string, { cfg: SamplingProviderConfig; adapter?: ProviderAdapter; slots: Slots }>();
   private readonly budgets = new TokenBudgets();
+  /**
+   * The adapters' module, which loads both provider SDKs (a third of a second or more): loaded in
+   * the background when a provider is configured, never by a gateway without one.
+   */
+  private readonly sdk: Promise<typeof import('./providers.js')> | undefined;
 
   constructor(
     cfg: GatewayConfig['sampling'],
     private readonly metrics: Metrics,
     private readonly log: Logger,
   ) {
-    for (const [name, p] of Object.entries(cfg.providers)) this.providers.set(name, { adapter: createProvider(name, p), slots: new Slots(p.maxConcurrent, p.maxQueued) });
+    for (const [name, p] of Object.entries(cfg.providers)) this.providers.set(name, { cfg: p, slots: new Slots(p.maxConcurrent, p.maxQueued) });
+    if (this.providers.size) {
+      this.sdk = import('./providers.js');
+      // A failure to load is reported by the first request, which awaits it.
+      this.sdk.catch(() => {});
+    }
   }
 
   /** Requests holding a slot, per provider (for the `mrtr_sampling_in_flight` gauge). */
@@ -77,14 +88,14 @@ export class Sampler {
       this.done(line, started, err);
       throw err;
     }
-    const { adapter, slots } = provider;
-    const deadline = started + adapter.cfg.timeoutMs;
+    const { cfg: providerCfg, slots } = provider;
+    const deadline = started + providerCfg.timeoutMs;
     const ctrl = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       ctrl.abort();
-    }, adapter.cfg.timeoutMs);
+    }, providerCfg.timeoutMs);
     const onCancel = () => ctrl.abort();
     req.signal?.addEventListener('abort', onCancel, { once: true });
     let reservation: Reservation | undefined;
@@ -92,13 +103,15 @@ export class Sampler {
     let attempts = 0;
     const stopped = () =>
       timedOut || Date.now() >= deadline
-        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${adapter.cfg.timeoutMs} ms`, { provider: name, attempts })
+        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${providerCfg.timeoutMs} ms`, { provider: name, attempts })
         : new SamplingError('cancelled', 'The sampling request was withdrawn before the provider answered', { provider: name, attempts });
     try {
       if (req.signal?.aborted) throw stopped();
       const params = parseSamplingParams(req.params);
-      const choice = selectModel(adapter.cfg, params.modelPreferences);
-      const maxTokens = Math.min(params.maxTokens, adapter.cfg.maxTokens, req.cfg.maxTokens ?? Infinity);
+      const { classifyFailure, createProvider } = await this.sdk!;
+      const adapter = (provider.adapter ??= createProvider(name, providerCfg));
+      const choice = selectModel(providerCfg, params.modelPreferences);
+      const maxTokens = Math.min(params.maxTokens, providerCfg.maxTokens, req.cfg.maxTokens ?? Infinity);
       Object.assign(line, { modelAlias: choice.alias, modelBy: choice.by, maxTokens });
       const body = adapter.build(params, choice, maxTokens);
       reservation = this.budgets.reserve(this.limits(req), maxTokens);
@@ -116,10 +129,10 @@ export class Sampler {
           const f = classifyFailure(e, adapter);
           const extra = { provider: name, attempts, ...(f.status !== undefined ? { status: f.status } : {}), ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}) };
           if (!f.retryable) throw new SamplingError(f.reason, f.detail, extra);
-          if (attempts > adapter.cfg.maxRetries) throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
+          if (attempts > providerCfg.maxRetries) throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
           const wait = f.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.25);
           if (Date.now() + wait >= deadline) {
-            throw new SamplingError(f.reason, `${f.detail}; no time left within timeoutMs=${adapter.cfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`, extra);
+            throw new SamplingError(f.reason, `${f.detail}; no time left within timeoutMs=${providerCfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`, extra);
           }
           this.metrics.samplingRetries.inc({ provider: name, status: f.status !== undefined ? String(f.status) : 'connection' });
           this.log.debug({ ...line, attempt: attempts, status: f.status, waitMs: Math.round(wait) }, 'sampling: provider attempt failed, retrying');
@@ -131,8 +144,8 @@ export class Sampler {
       // What is relayed upstream is held to the same bound as what was received (mapping can
       // grow text: each invalid UTF-8 byte of the body becomes a 3-byte U+FFFD).
       const size = Buffer.byteLength(JSON.stringify(mapped.result));
-      if (size > adapter.cfg.maxResponseBytes) {
-        throw new SamplingError('provider-protocol', `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${adapter.cfg.maxResponseBytes} bytes; it was dropped`, { provider: name, attempts });
+      if (size > providerCfg.maxResponseBytes) {
+        throw new SamplingError('provider-protocol', `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${providerCfg.maxResponseBytes} bytes; it was dropped`, { provider: name, attempts });
       }
       // A count the provider left out is charged as an estimate: the input from the request's
       // text, the output as the capped maxTokens (the most the provider was asked for).

@@ -114,7 +114,8 @@ export function callerLimits(cfg: Pick<GatewayConfig, 'auth' | 'limits'>): Calle
  * are kept (least recently used dropped).
  */
 export class CallerLimiter {
-  private readonly buckets = new LRUCache<string, Bucket>({ max: 100_000 });
+  // maxSize, not max: lru-cache allocates `max` slots up front, at every start.
+  private readonly buckets = new LRUCache<string, Bucket>({ maxSize: 100_000, sizeCalculation: () => 1 });
   private readonly inFlight = new Map<string, number>();
   private readonly requestsPerSecond: number | undefined;
   private readonly burst: number;

@@ -66,7 +66,9 @@ export class MemoryTaskStore implements TaskStore {
 
   constructor(maxRecords: number) {
     this.cache = new LRUCache<string, TaskRecord>({
-      max: maxRecords,
+      // maxSize, not max: lru-cache allocates `max` slots up front, at every start.
+      maxSize: maxRecords,
+      sizeCalculation: () => 1,
       ttlAutopurge: true,
       dispose: (_value, key, reason) => {
         if (reason === 'expire' || reason === 'evict') for (const l of this.listeners) l(key, reason === 'expire' ? 'expired' : 'dropped');

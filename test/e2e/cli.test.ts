@@ -1,11 +1,12 @@
 /**
  * The real CLI started from an `mcpServers` file (as Claude and other editors write it), the
  * environment stdio children get (`envPassthrough`), and the package's `bin` launcher
- * (`npx mrtr-gateway`): `--help`, a start from another working directory, and a production
- * install without tsx, where it runs `dist/`.
+ * (`npx mrtr-gateway`, `npm start`): `--help`, a start from another working directory, the
+ * sources it compiles in a checkout, and a production install without TypeScript, where it runs
+ * `dist/`.
  */
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer, type AddressInfo } from 'node:net';
@@ -237,21 +238,26 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
 });
 
 /**
- * A production install: the package's files with `node_modules` lacking the development
- * dependency tsx (every other installed package is linked in), as `npm ci --omit=dev` leaves it.
- * `withDist` adds `dist/` compiled from the sources as `npm run build` does.
+ * A copy of the package's files with `node_modules` linking every installed package but those of
+ * `without`. A production install (`withDist`: `dist/` compiled from the sources as `npm run build`
+ * does) lacks the development dependencies tsx and TypeScript, as `npm ci --omit=dev` leaves it.
  */
-function productionTree(parent: string, withDist: boolean): string {
-  const root = mkdtempSync(join(parent, withDist ? 'prod-' : 'prod-nodist-'));
+function packageTree(parent: string, prefix: string, opts: { withDist?: boolean; without?: string[] } = {}): string {
+  const root = mkdtempSync(join(parent, prefix));
   for (const f of ['bin', 'src', 'config', 'package.json', 'tsconfig.json']) cpSync(join(ROOT, f), join(root, f), { recursive: true });
   mkdirSync(join(root, 'node_modules'));
+  const without = new Set(['.bin', '.cache', ...(opts.without ?? [])]);
   for (const name of readdirSync(join(ROOT, 'node_modules'))) {
-    if (name !== 'tsx' && name !== '.bin') symlinkSync(join(ROOT, 'node_modules', name), join(root, 'node_modules', name));
+    if (!without.has(name)) symlinkSync(join(ROOT, 'node_modules', name), join(root, 'node_modules', name));
   }
-  if (withDist) {
+  if (opts.withDist) {
     execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(root, 'dist')], { stdio: 'pipe', timeout: 150_000 });
   }
   return root;
+}
+
+function productionTree(parent: string, withDist: boolean): string {
+  return packageTree(parent, withDist ? 'prod-' : 'prod-nodist-', { withDist, without: ['tsx', 'typescript'] });
 }
 
 /** Whether `specifier` resolves for a module in `dir`, as the launcher checks it. */
@@ -268,15 +274,47 @@ function resolvesFrom(dir: string, specifier: string): boolean {
   }
 }
 
-describe('the bin launcher in a production install (no tsx)', () => {
+describe('the bin launcher in a checkout: the sources compiled under node_modules/.cache', () => {
+  let tree: string;
+  const bin = () => join(tree, 'bin/mrtr-gateway.js');
+  beforeAll(() => {
+    tree = packageTree(dir, 'checkout-', { without: ['tsx'] });
+  });
+
+  it('runs what the sources say now: a source edited after a start is compiled again before the next one', async () => {
+    const first = await runCli(['--help'], { entry: [bin()], cwd: dir });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toContain('Serves MCP servers');
+    const main = join(tree, 'src/main.ts');
+    writeFileSync(main, readFileSync(main, 'utf8').replace('Serves MCP servers', 'Edited: serves MCP servers'));
+    const second = await runCli(['--help'], { entry: [bin()], cwd: dir });
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain('Edited: serves MCP servers');
+  });
+
+  it('serves from the compiled sources: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
+    await serveFromElsewhere(bin(), 'from the compiled sources');
+  }, scaled(60_000));
+
+  it('a source that does not compile → exit 1 with one line naming the file and the position, no stack trace', async () => {
+    const broken = packageTree(dir, 'broken-', { without: ['tsx'] });
+    writeFileSync(join(broken, 'src/config/log-levels.ts'), 'export const LOG_LEVELS = [;\n');
+    const r = await runCli(['--help'], { entry: [join(broken, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^mrtr-gateway: cannot compile the sources: src\/config\/log-levels\.ts:1:\d+: .+\n$/);
+  });
+});
+
+describe('the bin launcher in a production install (no tsx, no TypeScript)', () => {
   let prod: string;
   beforeAll(() => {
     prod = productionTree(dir, true);
   }, scaled(180_000));
 
-  it('tsx does not resolve there, as after npm ci --omit=dev (the dev checkout does resolve it)', () => {
-    expect(resolvesFrom(join(prod, 'bin'), 'tsx/esm/api')).toBe(false);
-    expect(resolvesFrom(join(ROOT, 'bin'), 'tsx/esm/api')).toBe(true);
+  it('TypeScript does not resolve there, as after npm ci --omit=dev (the dev checkout does resolve it)', () => {
+    expect(resolvesFrom(join(prod, 'bin'), 'typescript')).toBe(false);
+    expect(resolvesFrom(join(ROOT, 'bin'), 'typescript')).toBe(true);
   });
 
   it('--help runs from dist/ and lists the flags and the OTEL_* variables', async () => {
@@ -287,17 +325,26 @@ describe('the bin launcher in a production install (no tsx)', () => {
     for (const name of OTEL_VARS) expect(r.stdout).toContain(name);
   });
 
+  it('--help needs none of the packages the gateway loads: it is answered without node_modules', async () => {
+    const bare = mkdtempSync(join(dir, 'no-modules-'));
+    for (const f of ['bin', 'dist', 'package.json']) cpSync(join(prod, f), join(bare, f), { recursive: true });
+    const r = await runCli(['--help'], { entry: [join(bare, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('-c, --config PATH');
+  });
+
   it('serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
     await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
   }, scaled(60_000));
 
-  it('neither dist/ nor tsx → exit 1 with one line on stderr saying what to run', async () => {
+  it('neither dist/ nor TypeScript → exit 1 with one line on stderr saying what to run', async () => {
     const bare = productionTree(dir, false);
     const r = await runCli(['--help'], { entry: [join(bare, 'bin/mrtr-gateway.js')], cwd: dir });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toBe(
-      `mrtr-gateway: cannot start: ${join(bare, 'dist/main.js')} is missing (build it with npm run build) and tsx is not installed to run the sources (install the development dependencies with npm ci)\n`,
+      `mrtr-gateway: cannot start: ${join(bare, 'dist/main.js')} is missing (build it with npm run build) and TypeScript is not installed to compile the sources (install the development dependencies with npm ci)\n`,
     );
   });
 });

@@ -11,7 +11,8 @@ import { Agent, request as undiciRequest } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCli, type CliGateway } from '../helpers/cli.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
-import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, everythingStdio, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { UnknownPaths } from '../../src/http/unknown-paths.js';
 import { ROOT } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
 
@@ -454,5 +455,42 @@ describe('CORS preflights over plain HTTP', () => {
     const res = await fetch(gw.url('f'), { method: 'GET', headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);
     expect(((await res.json()) as any).error).toEqual({ code: -32601, message: 'GET on /mcp/f needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only' });
+  });
+});
+
+describe('requests to paths the gateway does not serve', () => {
+  let gw: TestGateway;
+  const mem = memoryLogger('info');
+  const notFoundLines = () => mem.lines().filter((l) => l.status === 404);
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: { everything: everythingStdio } }, { log: mem.log });
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  it('a 404 is logged at info with the paths served (a client pointed at /mcp instead of /mcp/NAME), once per path', async () => {
+    for (let i = 0; i < 2; i++) {
+      const r = await rpc(`${gw.base}/mcp`, 'tools/list');
+      expect(r.status).toBe(404);
+    }
+    expect(notFoundLines()).toEqual([
+      expect.objectContaining({ level: 30, method: 'POST', path: '/mcp', status: 404, served: ['/mcp/everything'], msg: 'no endpoint at /mcp (404); this gateway serves /mcp/everything; each path is logged once' }),
+    ]);
+    // An upstream that is not configured is a path the gateway does not serve too.
+    expect((await rpc(`${gw.base}/mcp/everythin`, 'tools/list')).status).toBe(404);
+    expect(notFoundLines().map((l) => l.path)).toEqual(['/mcp', '/mcp/everythin']);
+  });
+
+  it('a scanner cannot flood the log: at most 10 lines a minute; the next line counts the requests left out', async () => {
+    await Promise.all(Array.from({ length: 30 }, (_, i) => fetch(`${gw.base}/scan-${i}`).then((r) => r.text())));
+    expect(notFoundLines().length).toBe(10);
+
+    const own = memoryLogger('info');
+    const paths = new UnknownPaths(own.log, () => ['/mcp/a']);
+    for (let i = 0; i < 15; i++) paths.note('GET', `/p${i}`, 1_000);
+    expect(own.lines().length).toBe(10);
+    paths.note('GET', '/later', 61_000);
+    expect(own.lines().at(-1)).toMatchObject({ path: '/later', notLogged: 5 });
   });
 });

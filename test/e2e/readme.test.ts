@@ -10,8 +10,9 @@
  * lines. So the README and this test cannot drift apart: changing either breaks the other.
  *
  * The ```ts blocks under "## Connecting a client" (a 2026-07-28 client and a legacy one) are run the
- * same way, each from a temporary file in the project (so their imports resolve) with tsx, against
- * that gateway, and must print the answer their elicitation handler gave.
+ * way that section says to run them (`node --import tsx FILE.ts`, the file inside the checkout so
+ * their imports resolve), each from a temporary file in the project, against that gateway, and
+ * must print the answer their elicitation handler gave.
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -128,12 +129,22 @@ function runSteps(steps: Step[], base: string, cwd: string): Promise<string[]> {
   });
 }
 
-/** Runs a TypeScript snippet as a file in the project with tsx; resolves with its output (stdout and stderr) and exit code. */
+/**
+ * How "## Connecting a client" says to run a snippet: the Node flags before the `.ts` file in its
+ * `` `node … FILE.ts` `` (undefined when it says nothing of the kind).
+ */
+function snippetCommand(readme: string): string[] | undefined {
+  const section = readme.slice(readme.indexOf('## Connecting a client'));
+  const m = /`node ((?:--?[\w-]+ )*(?:[\w@/.-]+ )?)[\w.-]+\.ts`/.exec(section.slice(0, section.indexOf('```')));
+  return m ? m[1]!.trim().split(/\s+/) : undefined;
+}
+
+/** Runs a TypeScript snippet as a file in the project, as the README says; resolves with its output (stdout and stderr) and exit code. */
 function runSnippet(code: string, timeoutMs = 60_000): Promise<{ output: string; code: number | null }> {
   const file = join(ROOT, 'test', `.readme-snippet-${randomUUID()}.ts`);
   writeFileSync(file, code);
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(snippetCommand(README) ?? []), file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -183,6 +194,10 @@ describe('README.md', () => {
 
   it('stays within 15,000 bytes', () => {
     expect(Buffer.byteLength(README)).toBeLessThanOrEqual(15_000);
+  });
+
+  it('says how to run a client snippet: a .ts file in the checkout, with node --import tsx', () => {
+    expect(snippetCommand(README)).toEqual(['--import', 'tsx']);
   });
 
   it('shows a client snippet for each client era, a 2026-07-28 (v2 SDK) one and a legacy (v1 SDK) one', () => {
