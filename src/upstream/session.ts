@@ -452,13 +452,17 @@ export class UpstreamSession {
   readonly closed: Promise<void>;
   /** The calls running on this session, by the `progressToken` each sent upstream. */
   private readonly calls = new Map<string, CallHandlers>();
-  /** Progress tokens of attached calls that have had another call beside them on this session. */
-  private readonly accompanied = new Set<string>();
   /**
    * True while several calls may run on this session at once: a server-initiated request is then
-   * delivered only to the call whose POST stream carried it, never by elimination.
+   * delivered only to the call whose POST stream carried it, or to the one call left on it.
    */
   shared = false;
+  /**
+   * True once the server sent a request that named no call (the GET stream of a Streamable HTTP
+   * upstream): such a request is told from no other call's, so the session never carries several
+   * calls again (see {@link shareable}).
+   */
+  private unattributed = false;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
@@ -879,23 +883,25 @@ export class UpstreamSession {
   /**
    * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
    * `progressToken` reach `handlers.onRequest`, as do those that came with no stream to name them
-   * (stdio, the GET stream) while it is the only call on the session and has been since it was
-   * attached, shared or not; its
-   * progress notifications reach `handlers.onProgress`. {@link detach} undoes it.
+   * (stdio, the GET stream) while it is the only call on the session, shared or not; its progress
+   * notifications reach `handlers.onProgress`. {@link detach} undoes it.
    */
   attach(progressToken: string, handlers: CallHandlers): void {
-    if (this.calls.size > 0) {
-      for (const token of this.calls.keys()) this.accompanied.add(token);
-      this.accompanied.add(progressToken);
-    }
     this.calls.set(progressToken, handlers);
+  }
+
+  /**
+   * Whether other calls may join this session: not once the server sent a request that named no
+   * call (several calls could not be told apart).
+   */
+  get shareable(): boolean {
+    return !this.unattributed;
   }
 
   /** Detaches the call `handlers` attached under `progressToken`: what arrives for it afterwards is refused upstream. */
   detach(progressToken: string, handlers: CallHandlers): void {
     if (this.calls.get(progressToken) !== handlers) return;
     this.calls.delete(progressToken);
-    this.accompanied.delete(progressToken);
   }
 
   /** Resolvers of {@link whenAnswered}, by progress token. */
@@ -930,7 +936,6 @@ export class UpstreamSession {
   /** Detaches every call. */
   detachAll(): void {
     this.calls.clear();
-    this.accompanied.clear();
   }
 
   /** The call a server-initiated request belongs to, if it can be known. */
@@ -941,13 +946,14 @@ export class UpstreamSession {
       if (call) this.opts.onAttribution?.('post');
       return call;
     }
-    if (conn.transport instanceof HttpClientTransport && this.calls.size > 0) this.opts.onAttribution?.('get');
-    // Named by no stream (stdio, the GET stream): it is the call's only when that call has been
-    // alone on the session all along, on a shared session as on one held alone. A call that had
-    // others beside it cannot be told from them, even after they ended.
-    if (this.calls.size !== 1) return undefined;
-    const [only, call] = this.calls.entries().next().value!;
-    return this.accompanied.has(only) ? undefined : call;
+    if (conn.transport instanceof HttpClientTransport) {
+      // The GET stream: no other call may join this session from now on.
+      this.unattributed = true;
+      if (this.calls.size > 0) this.opts.onAttribution?.('get');
+    }
+    // Named by no stream (stdio, the GET stream): it is the call's when that call is the only one
+    // in flight on the session, shared or not; with several, it is nobody's.
+    return this.calls.size === 1 ? this.calls.values().next().value : undefined;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */
