@@ -14,7 +14,8 @@
  * lease sessions shared by up to `maxCallsPerSession` calls of the same key. A request on the GET
  * stream names no call: it goes to the one call in flight on the session, and is refused upstream
  * when there are several; from then on the upstream's calls get sessions of their own again, and
- * that session never takes another call beside its own (`UpstreamSession.shareable`).
+ * that session never takes another call beside its own (`UpstreamSession.shareable`), nor does a
+ * session whose server uses roots.
  */
 import { createHash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';

@@ -5,6 +5,8 @@
  * A session is leased to one Exchange at a time; server-initiated requests that arrive while it is
  * leased go to the lease's handler. Outside a lease, and while the session is still starting,
  * `roots/list` is answered from config and other server-initiated requests are refused upstream.
+ * A server that uses roots is told `notifications/roots/list_changed` before a call that must run
+ * with its own client's roots ({@link UpstreamSession.resyncRoots}).
  *
  * A Streamable HTTP upstream that was restarted or reaped the session answers 404 on its session
  * id; the request was not processed, so the session initializes a new upstream session and sends
@@ -12,6 +14,7 @@
  * §Session Management: "the client MUST start a new session").
  */
 import { randomUUID } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -47,6 +50,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { cwdProblem, safeChildEnv, secretRedactor } from '../config/child-env.js';
+import { canonicalJson } from '../protocol/canonical.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
@@ -150,8 +154,60 @@ function nextRequestId(client: Client): number {
   const c = client as unknown as { _requestMessageId: number };
   return c._requestMessageId++;
 }
-/** Quiet time after the last request a server made while starting, before the session is used, in ms. */
+/**
+ * Least quiet time after the gateway answered the last request a server made during a barrier
+ * (the start barrier, a roots resync), before the session is used, in ms. A server may apply an
+ * answer asynchronously (server-filesystem resolves and checks each root directory first), so the
+ * wait is also {@link QUIET_PER_PING} times the slowest ping round trip of the barrier: on a loaded
+ * host both ends are slow alike.
+ */
 const START_QUIET_MS = 100;
+const QUIET_PER_PING = 4;
+/** Most rounds of a barrier (ping, wait for the answers, quiet) while the server keeps asking. */
+const BARRIER_ROUNDS = 3;
+
+/** Interval between two looks at a stdio child's threads while waiting for it to be idle, in ms. */
+const IDLE_SAMPLE_MS = 5;
+
+/**
+ * The scheduler's view of process `pid` (Linux `/proc/PID/task/*`): whether every thread sleeps
+ * (state `S`: waiting for input, a timer or work; not running, runnable or in disk I/O) and the
+ * total time its threads have run, in ns. Undefined where `/proc` cannot tell (not Linux, the
+ * process is gone).
+ */
+async function threadsOf(pid: number): Promise<{ asleep: boolean; ranNs: number } | undefined> {
+  try {
+    const dir = `/proc/${pid}/task`;
+    let asleep = true;
+    let ranNs = 0;
+    for (const tid of await readdir(dir)) {
+      const [stat, sched] = await Promise.all([readFile(`${dir}/${tid}/stat`, 'utf8'), readFile(`${dir}/${tid}/schedstat`, 'utf8')]);
+      // "tid (comm) S …": the name may hold spaces and parentheses, the state follows the last ')'.
+      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'S') asleep = false;
+      ranNs += Number(sched.split(' ')[0]);
+    }
+    return Number.isFinite(ranNs) ? { asleep, ranNs } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until stdio child `pid` is idle: every thread asleep at two looks {@link IDLE_SAMPLE_MS}
+ * apart with no run time between them (a server applying an answer asynchronously, as
+ * server-filesystem resolves each root directory, is busy or waits on disk until it is done; one
+ * that waits for the CPU on a loaded host is runnable). Gives up at `until`
+ * (`performance.now()`, ms), and at once where `/proc` cannot tell.
+ */
+async function untilIdle(pid: number, until: number): Promise<void> {
+  let before = await threadsOf(pid);
+  while (before && performance.now() < until) {
+    await delay(IDLE_SAMPLE_MS);
+    const now = await threadsOf(pid);
+    if (!now || (before.asleep && now.asleep && now.ranNs === before.ranNs)) return;
+    before = now;
+  }
+}
 
 /** A start budget of `startMs` in words: the whole `connectMs`, or what the era probe left of it (ms). */
 function budgetText(startMs: number, connectMs: number): string {
@@ -318,9 +374,13 @@ interface Connection {
   ready: boolean;
   /** True once the client's transport closed (set before the SDK fails the requests in flight). */
   closed: boolean;
-  /** Server-initiated requests answered while the connection was starting, and when the last came (epoch ms). */
-  startRequests: number;
-  lastStartRequestAt: number;
+  /** Server-initiated requests received on this connection so far, and how many of them are still unanswered. */
+  asked: number;
+  asking: number;
+  /** When the last server-initiated request was answered (`performance.now()`, ms). */
+  lastAnsweredAt: number;
+  /** Called when no server-initiated request is left unanswered (see {@link UpstreamSession.quiesce}). */
+  onAllAnswered: Set<() => void>;
   /** Messages being written (an HTTP POST in flight). */
   sending: Set<Promise<void>>;
   /** Requests sent with a `progressToken`, by JSON-RPC id, until their response arrives; and the reverse. */
@@ -463,6 +523,13 @@ export class UpstreamSession {
    * calls again (see {@link shareable}).
    */
   private unattributed = false;
+  /** True once the server asked `roots/list` on this session: it uses roots. */
+  usesRoots = false;
+  /**
+   * True when the roots the server last received came from a call's client (they differ from the
+   * upstream's configured `roots`): the next call must give the server its own first.
+   */
+  rootsFromCall = false;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
@@ -532,7 +599,7 @@ export class UpstreamSession {
     const redact = secretRedactor(cfg.transport === 'stdio' ? cfg.env : undefined);
     const stderr = cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport = createLegacyTransport(cfg, this.log, extraHeaders, http, stderr);
-    const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
+    const conn: Connection = { client, transport, stderr, ready: false, closed: false, asked: 0, asking: 0, lastAnsweredAt: 0, onAllAnswered: new Set(), sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -681,16 +748,33 @@ export class UpstreamSession {
   }
 
   /**
-   * Pings after `initialized`: the answer comes after whatever the server sent in reaction to
-   * `initialized` (stdio is ordered). When it asked something, the session waits until the server
-   * has been quiet for {@link START_QUIET_MS} after the last answer (it may apply the answer
-   * asynchronously, as server-filesystem does with roots) and pings once more. A server that does
-   * not answer ping is not held up longer than {@link BARRIER_PING_MS}.
+   * The start barrier: pings after `initialized`, so that what the server asks in reaction to it
+   * (answered from config: the connection is not ready) is over before any call can be charged with
+   * it; see {@link quiesce}.
    */
   private async barrier(conn: Connection): Promise<void> {
-    const timeout = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
-    const ping = () =>
-      conn.client.ping({ timeout }).then(
+    const pingMs = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
+    await this.quiesce(conn, 0, pingMs, performance.now() + 2 * pingMs);
+  }
+
+  /**
+   * Pings, and while the server has asked something since `asked` requests (the answer to a ping
+   * comes after whatever the server sent before it: stdio is ordered): waits until every request
+   * it asked has been answered (for as long as that takes), then until the server has been quiet
+   * since the last answer went out for {@link START_QUIET_MS}, or {@link QUIET_PER_PING} times
+   * the slowest ping round trip if longer, and a stdio child is idle ({@link untilIdle}): it may
+   * apply an answer asynchronously. Then it pings once more; at most {@link BARRIER_ROUNDS}
+   * rounds, and no new round after `until` (`performance.now()`, ms). A server that does not
+   * answer ping (its own error, or no answer within `pingMs`, at most {@link BARRIER_PING_MS}) is
+   * let through at once; the quiet and idle waits take at most as long as a ping may.
+   * @throws what the ping throws when the connection closed.
+   */
+  private async quiesce(conn: Connection, asked: number, pingMs: number, until = Infinity): Promise<void> {
+    const timeout = Math.min(BARRIER_PING_MS, pingMs);
+    let slowest = 0;
+    const ping = async () => {
+      const t = performance.now();
+      const ok = await conn.client.ping({ timeout }).then(
         () => true,
         (e) => {
           // A server that does not answer ping (its own error, or the SDK's timeout) is let through.
@@ -698,13 +782,30 @@ export class UpstreamSession {
           throw e;
         },
       );
-    if (!(await ping()) || conn.startRequests === 0) return;
-    const deadline = Date.now() + timeout;
-    let quietFor: number;
-    while ((quietFor = Date.now() - conn.lastStartRequestAt) < START_QUIET_MS && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, START_QUIET_MS - quietFor));
+      slowest = Math.max(slowest, performance.now() - t);
+      return ok;
+    };
+    for (let round = 0; ; round++) {
+      if (!(await ping()) || (conn.asked === asked && conn.asking === 0) || round === BARRIER_ROUNDS || performance.now() >= until) return;
+      asked = conn.asked;
+      while (conn.asking > 0 && !conn.closed) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            conn.onAllAnswered.delete(done);
+            resolve();
+          };
+          conn.onAllAnswered.add(done);
+          void this.closed.then(done);
+        });
+      }
+      const quietMs = Math.min(timeout, Math.max(START_QUIET_MS, QUIET_PER_PING * slowest));
+      let left: number;
+      while (!conn.closed && (left = quietMs - (performance.now() - conn.lastAnsweredAt)) > 0) {
+        await delay(left);
+      }
+      const pid = conn.transport instanceof StdioClientTransport ? conn.transport.pid : null;
+      if (pid) await untilIdle(pid, performance.now() + timeout);
     }
-    await ping();
   }
 
   private toolTaskSupport: Promise<Map<string, string>> | undefined;
@@ -892,10 +993,37 @@ export class UpstreamSession {
 
   /**
    * Whether other calls may join this session: not once the server sent a request that named no
-   * call (several calls could not be told apart).
+   * call (several calls could not be told apart), nor once it uses roots (it holds one set of roots
+   * at a time, and each call must run with its own client's; see {@link needsRoots}).
    */
   get shareable(): boolean {
-    return !this.unattributed;
+    return !this.unattributed && !this.usesRoots;
+  }
+
+  /**
+   * Whether a call must give the server its roots before its request goes upstream
+   * ({@link resyncRoots}): the server uses roots, and the call's client declared roots it may be
+   * asked for (`clientRoots`), or the server holds another call's client's roots.
+   */
+  needsRoots(clientRoots: boolean): boolean {
+    return this.usesRoots && (clientRoots || this.rootsFromCall);
+  }
+
+  /**
+   * Makes the server ask for roots again before a call's request goes upstream: sends
+   * `notifications/roots/list_changed`, then waits as the start barrier does ({@link quiesce}) until
+   * what the server asked meanwhile has been answered (its `roots/list` goes to the call attached
+   * alone on the session, so its client is asked in an `input_required` round, however long that
+   * takes) and the server has been quiet since.
+   * @throws UpstreamRequestLost when the connection closed meanwhile.
+   */
+  async resyncRoots(): Promise<void> {
+    const conn = this.conn;
+    if (conn.closed) throw this.lostText('notifications/roots/list_changed');
+    const before = conn.asked;
+    await conn.client.notification({ method: 'notifications/roots/list_changed' });
+    await this.quiesce(conn, before, Infinity);
+    if (conn.closed) throw this.lostText('notifications/roots/list_changed');
   }
 
   /** Detaches the call `handlers` attached under `progressToken`: what arrives for it afterwards is refused upstream. */
@@ -990,17 +1118,39 @@ export class UpstreamSession {
     void this.conn?.client.close().catch(() => {});
   }
 
+  /**
+   * A server-initiated request: to the call it belongs to ({@link callFor}) once the connection is
+   * ready; else `roots/list` is answered from the configured `roots` and anything else refused
+   * upstream with -32603. Counted for {@link quiesce}.
+   */
   private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    conn.asked++;
+    conn.asking++;
+    try {
+      return await this.answer(conn, request, extra);
+    } finally {
+      conn.lastAnsweredAt = performance.now();
+      if (--conn.asking === 0) for (const done of [...conn.onAllAnswered]) done();
+    }
+  }
+
+  private async answer(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    const roots = request.method === 'roots/list';
+    if (roots) this.usesRoots = true;
     if (conn.ready && conn === this.conn) {
       const call = this.callFor(conn, extra);
-      if (call) return call.onRequest(request, extra);
+      if (call) {
+        const result = await call.onRequest(request, extra);
+        // Roots other than the configured ones are that call's client's: the next call resyncs.
+        if (roots) this.rootsFromCall = canonicalJson(result.roots ?? null) !== canonicalJson(this.opts.cfg.roots);
+        return result;
+      }
     }
     this.opts.onUnclaimed?.(request);
-    if (!conn.ready) {
-      conn.startRequests++;
-      conn.lastStartRequestAt = Date.now();
+    if (roots) {
+      this.rootsFromCall = false;
+      return { roots: this.opts.cfg.roots };
     }
-    if (request.method === 'roots/list') return { roots: this.opts.cfg.roots };
     throw new McpError(-32603, `${request.method} arrived outside any client request in progress on this session; the gateway has no client to ask`);
   }
 
