@@ -49,10 +49,11 @@ export type { CallContext };
 /**
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
  * limited to the kinds the upstream's input policy relays. `elicitation: {}` counts as form mode.
- * `roots` is declared as well when the upstream has configured roots, which the gateway answers
- * itself for a client that did not declare roots. `sampling` (with `tools`) is declared as well
- * when the upstream's `sampling` config lets the gateway's provider answer
- * ({@link upstreamSamplingCapability}).
+ * `roots` (always with `listChanged`: the gateway sends `notifications/roots/list_changed` when a
+ * call needs the server to hold its client's roots) is declared as well when the upstream has
+ * configured roots, which the gateway answers itself for a client that did not declare roots.
+ * `sampling` (with `tools`) is declared as well when the upstream's `sampling` config lets the
+ * gateway's provider answer ({@link upstreamSamplingCapability}).
  */
 export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamConfig, 'input' | 'roots' | 'sampling'>): LegacyClientCapabilities {
   const allow = cfg.input.allow;
@@ -73,7 +74,8 @@ export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamC
   }
   sampling = upstreamSamplingCapability(sampling, cfg.sampling);
   if (sampling) out.sampling = sampling;
-  if ((caps.roots && allow.includes('roots')) || cfg.roots.length > 0) out.roots = {};
+  // listChanged: the gateway tells the server when a call brings other roots (UpstreamSession.resyncRoots).
+  if ((caps.roots && allow.includes('roots')) || cfg.roots.length > 0) out.roots = { listChanged: true };
   return out;
 }
 

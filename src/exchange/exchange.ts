@@ -336,7 +336,27 @@ export class Exchange implements CallHandlers {
       this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
     }
     lease.session.attach(this.id, this);
-    this.attempt(1);
+    if (!this.needsRoots()) return this.attempt(1);
+    // The server must hold this call's roots before the call reaches it.
+    this.armTimers();
+    lease.session.resyncRoots().then(
+      () => {
+        if (!this.outcome) this.attempt(1);
+      },
+      (err) => this.finish({ error: downstreamError(this.upstream, err, lease.session, this.init) }, false),
+    );
+  }
+
+  /**
+   * Whether the server must be given this call's roots before the call goes upstream: it uses roots
+   * and holds another call's client's, or this call's client declared roots it may be asked for
+   * (`input.allow` has `roots`). Not on a session shared with other calls (a session whose server
+   * uses roots takes no more calls, `UpstreamSession.shareable`).
+   */
+  private needsRoots(): boolean {
+    const { lease, cfg, clientCapabilities } = this.init;
+    if (lease.shared) return false;
+    return lease.session.needsRoots(Boolean(clientCapabilities.roots) && cfg.input.allow.includes('roots'));
   }
 
   /** A `notifications/message` of the upstream while this call was alone on its session (counted in the census). */

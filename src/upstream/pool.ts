@@ -12,8 +12,10 @@
  * on that call's own POST stream, so it can be attributed without an exclusive session. Once the
  * upstream has been seen doing so (and never sending one on its GET stream during a call), calls
  * lease sessions shared by up to `maxCallsPerSession` calls of the same key. A request on the GET
- * stream of a shared session cannot be attributed: it is refused upstream, and from then on the
- * upstream's calls get sessions of their own again.
+ * stream names no call: it goes to the one call in flight on the session, and is refused upstream
+ * when there are several; from then on the upstream's calls get sessions of their own again, and
+ * that session never takes another call beside its own (`UpstreamSession.shareable`), nor does a
+ * session whose server uses roots.
  */
 import { createHash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -341,7 +343,7 @@ export class SessionPool {
   /** Whether a shared session can take one more call. */
   private hasRoom(session: UpstreamSession): boolean {
     const n = this.sharing.get(session.key)?.get(session);
-    return this.sharable && n !== undefined && n < this.cfg.maxCallsPerSession && !session.deadReason;
+    return this.sharable && n !== undefined && n < this.cfg.maxCallsPerSession && !session.deadReason && session.shareable;
   }
 
   /** A live shared session of `key` with room for one more call. */
@@ -354,7 +356,7 @@ export class SessionPool {
 
   /** Turns an exclusive lease into the first call of a shared session (when sharing is still on). */
   private toShared(lease: SessionLease): SessionLease {
-    if (lease.shared || !this.sharable) return lease;
+    if (lease.shared || !this.sharable || !lease.session.shareable) return lease;
     const { session } = lease;
     // The exclusive lease is replaced, not released: the session stays counted as leased.
     const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
@@ -375,7 +377,7 @@ export class SessionPool {
   share(lease: SessionLease): boolean {
     if (lease.shared || !(lease instanceof Lease) || lease.ended || !this.sharable) return false;
     const { session } = lease;
-    if (session.deadReason || this.tainted.has(session) || this.sharing.get(session.key)?.has(session)) return false;
+    if (session.deadReason || !session.shareable || this.tainted.has(session) || this.sharing.get(session.key)?.has(session)) return false;
     // As in toShared: the session stays counted as leased, now by its one shared call.
     const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
     this.sharing.set(session.key, m);

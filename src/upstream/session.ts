@@ -5,6 +5,8 @@
  * A session is leased to one Exchange at a time; server-initiated requests that arrive while it is
  * leased go to the lease's handler. Outside a lease, and while the session is still starting,
  * `roots/list` is answered from config and other server-initiated requests are refused upstream.
+ * A server that uses roots is told `notifications/roots/list_changed` before a call that must run
+ * with its own client's roots ({@link UpstreamSession.resyncRoots}).
  *
  * A Streamable HTTP upstream that was restarted or reaped the session answers 404 on its session
  * id; the request was not processed, so the session initializes a new upstream session and sends
@@ -12,6 +14,7 @@
  * §Session Management: "the client MUST start a new session").
  */
 import { randomUUID } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -47,6 +50,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { cwdProblem, safeChildEnv, secretRedactor } from '../config/child-env.js';
+import { canonicalJson } from '../protocol/canonical.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import type { HttpHop } from './http.js';
@@ -151,8 +155,60 @@ function nextRequestId(client: Client): number {
   const c = client as unknown as { _requestMessageId: number };
   return c._requestMessageId++;
 }
-/** Quiet time after the last request a server made while starting, before the session is used, in ms. */
+/**
+ * Least quiet time after the gateway answered the last request a server made during a barrier
+ * (the start barrier, a roots resync), before the session is used, in ms. A server may apply an
+ * answer asynchronously (server-filesystem resolves and checks each root directory first), so the
+ * wait is also {@link QUIET_PER_PING} times the slowest ping round trip of the barrier: on a loaded
+ * host both ends are slow alike.
+ */
 const START_QUIET_MS = 100;
+const QUIET_PER_PING = 4;
+/** Most rounds of a barrier (ping, wait for the answers, quiet) while the server keeps asking. */
+const BARRIER_ROUNDS = 3;
+
+/** Interval between two looks at a stdio child's threads while waiting for it to be idle, in ms. */
+const IDLE_SAMPLE_MS = 5;
+
+/**
+ * The scheduler's view of process `pid` (Linux `/proc/PID/task/*`): whether every thread sleeps
+ * (state `S`: waiting for input, a timer or work; not running, runnable or in disk I/O) and the
+ * total time its threads have run, in ns. Undefined where `/proc` cannot tell (not Linux, the
+ * process is gone).
+ */
+async function threadsOf(pid: number): Promise<{ asleep: boolean; ranNs: number } | undefined> {
+  try {
+    const dir = `/proc/${pid}/task`;
+    let asleep = true;
+    let ranNs = 0;
+    for (const tid of await readdir(dir)) {
+      const [stat, sched] = await Promise.all([readFile(`${dir}/${tid}/stat`, 'utf8'), readFile(`${dir}/${tid}/schedstat`, 'utf8')]);
+      // "tid (comm) S …": the name may hold spaces and parentheses, the state follows the last ')'.
+      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'S') asleep = false;
+      ranNs += Number(sched.split(' ')[0]);
+    }
+    return Number.isFinite(ranNs) ? { asleep, ranNs } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until stdio child `pid` is idle: every thread asleep at two looks {@link IDLE_SAMPLE_MS}
+ * apart with no run time between them (a server applying an answer asynchronously, as
+ * server-filesystem resolves each root directory, is busy or waits on disk until it is done; one
+ * that waits for the CPU on a loaded host is runnable). Gives up at `until`
+ * (`performance.now()`, ms), and at once where `/proc` cannot tell.
+ */
+async function untilIdle(pid: number, until: number): Promise<void> {
+  let before = await threadsOf(pid);
+  while (before && performance.now() < until) {
+    await delay(IDLE_SAMPLE_MS);
+    const now = await threadsOf(pid);
+    if (!now || (before.asleep && now.asleep && now.ranNs === before.ranNs)) return;
+    before = now;
+  }
+}
 
 /**
  * A start budget in words: `startMs` (ms) from when the start began, what the era probe left of
@@ -332,9 +388,13 @@ interface Connection {
   ready: boolean;
   /** True once the client's transport closed (set before the SDK fails the requests in flight). */
   closed: boolean;
-  /** Server-initiated requests answered while the connection was starting, and when the last came (epoch ms). */
-  startRequests: number;
-  lastStartRequestAt: number;
+  /** Server-initiated requests received on this connection so far, and how many of them are still unanswered. */
+  asked: number;
+  asking: number;
+  /** When the last server-initiated request was answered (`performance.now()`, ms). */
+  lastAnsweredAt: number;
+  /** Called when no server-initiated request is left unanswered (see {@link UpstreamSession.quiesce}). */
+  onAllAnswered: Set<() => void>;
   /** Messages being written (an HTTP POST in flight). */
   sending: Set<Promise<void>>;
   /** Requests sent with a `progressToken`, by JSON-RPC id, until their response arrives; and the reverse. */
@@ -479,13 +539,24 @@ export class UpstreamSession {
   readonly closed: Promise<void>;
   /** The calls running on this session, by the `progressToken` each sent upstream. */
   private readonly calls = new Map<string, CallHandlers>();
-  /** Progress tokens of attached calls that have had another call beside them on this session. */
-  private readonly accompanied = new Set<string>();
   /**
    * True while several calls may run on this session at once: a server-initiated request is then
-   * delivered only to the call whose POST stream carried it, never by elimination.
+   * delivered only to the call whose POST stream carried it, or to the one call left on it.
    */
   shared = false;
+  /**
+   * True once the server sent a request that named no call (the GET stream of a Streamable HTTP
+   * upstream): such a request is told from no other call's, so the session never carries several
+   * calls again (see {@link shareable}).
+   */
+  private unattributed = false;
+  /** True once the server asked `roots/list` on this session: it uses roots. */
+  usesRoots = false;
+  /**
+   * True when the roots the server last received came from a call's client (they differ from the
+   * upstream's configured `roots`): the next call must give the server its own first.
+   */
+  rootsFromCall = false;
   private closing = false;
   private onDead: ((reason: string) => void)[] = [];
   private resolveClosed!: () => void;
@@ -558,7 +629,7 @@ export class UpstreamSession {
     this.opts.adopt = undefined;
     const stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport: Transport = adopted ?? createLegacyTransport(cfg, this.log, extraHeaders, http, stderr, this.opts.installing);
-    const conn: Connection = { client, transport, stderr, ready: false, closed: false, startRequests: 0, lastStartRequestAt: 0, sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
+    const conn: Connection = { client, transport, stderr, ready: false, closed: false, asked: 0, asking: 0, lastAnsweredAt: 0, onAllAnswered: new Set(), sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -707,16 +778,33 @@ export class UpstreamSession {
   }
 
   /**
-   * Pings after `initialized`: the answer comes after whatever the server sent in reaction to
-   * `initialized` (stdio is ordered). When it asked something, the session waits until the server
-   * has been quiet for {@link START_QUIET_MS} after the last answer (it may apply the answer
-   * asynchronously, as server-filesystem does with roots) and pings once more. A server that does
-   * not answer ping is not held up longer than {@link BARRIER_PING_MS}.
+   * The start barrier: pings after `initialized`, so that what the server asks in reaction to it
+   * (answered from config: the connection is not ready) is over before any call can be charged with
+   * it; see {@link quiesce}.
    */
   private async barrier(conn: Connection): Promise<void> {
-    const timeout = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
-    const ping = () =>
-      conn.client.ping({ timeout }).then(
+    const pingMs = Math.min(BARRIER_PING_MS, this.opts.cfg.timeouts.connectMs);
+    await this.quiesce(conn, 0, pingMs, performance.now() + 2 * pingMs);
+  }
+
+  /**
+   * Pings, and while the server has asked something since `asked` requests (the answer to a ping
+   * comes after whatever the server sent before it: stdio is ordered): waits until every request
+   * it asked has been answered (for as long as that takes), then until the server has been quiet
+   * since the last answer went out for {@link START_QUIET_MS}, or {@link QUIET_PER_PING} times
+   * the slowest ping round trip if longer, and a stdio child is idle ({@link untilIdle}): it may
+   * apply an answer asynchronously. Then it pings once more; at most {@link BARRIER_ROUNDS}
+   * rounds, and no new round after `until` (`performance.now()`, ms). A server that does not
+   * answer ping (its own error, or no answer within `pingMs`, at most {@link BARRIER_PING_MS}) is
+   * let through at once; the quiet and idle waits take at most as long as a ping may.
+   * @throws what the ping throws when the connection closed.
+   */
+  private async quiesce(conn: Connection, asked: number, pingMs: number, until = Infinity): Promise<void> {
+    const timeout = Math.min(BARRIER_PING_MS, pingMs);
+    let slowest = 0;
+    const ping = async () => {
+      const t = performance.now();
+      const ok = await conn.client.ping({ timeout }).then(
         () => true,
         (e) => {
           // A server that does not answer ping (its own error, or the SDK's timeout) is let through.
@@ -724,13 +812,30 @@ export class UpstreamSession {
           throw e;
         },
       );
-    if (!(await ping()) || conn.startRequests === 0) return;
-    const deadline = Date.now() + timeout;
-    let quietFor: number;
-    while ((quietFor = Date.now() - conn.lastStartRequestAt) < START_QUIET_MS && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, START_QUIET_MS - quietFor));
+      slowest = Math.max(slowest, performance.now() - t);
+      return ok;
+    };
+    for (let round = 0; ; round++) {
+      if (!(await ping()) || (conn.asked === asked && conn.asking === 0) || round === BARRIER_ROUNDS || performance.now() >= until) return;
+      asked = conn.asked;
+      while (conn.asking > 0 && !conn.closed) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            conn.onAllAnswered.delete(done);
+            resolve();
+          };
+          conn.onAllAnswered.add(done);
+          void this.closed.then(done);
+        });
+      }
+      const quietMs = Math.min(timeout, Math.max(START_QUIET_MS, QUIET_PER_PING * slowest));
+      let left: number;
+      while (!conn.closed && (left = quietMs - (performance.now() - conn.lastAnsweredAt)) > 0) {
+        await delay(left);
+      }
+      const pid = conn.transport instanceof StdioClientTransport ? conn.transport.pid : null;
+      if (pid) await untilIdle(pid, performance.now() + timeout);
     }
-    await ping();
   }
 
   private toolTaskSupport: Promise<Map<string, string>> | undefined;
@@ -909,23 +1014,52 @@ export class UpstreamSession {
   /**
    * Attaches a call: server-initiated requests that came on the POST stream of the request carrying
    * `progressToken` reach `handlers.onRequest`, as do those that came with no stream to name them
-   * (stdio, the GET stream) while it is the only call on the session and has been since it was
-   * attached, shared or not; its
-   * progress notifications reach `handlers.onProgress`. {@link detach} undoes it.
+   * (stdio, the GET stream) while it is the only call on the session, shared or not; its progress
+   * notifications reach `handlers.onProgress`. {@link detach} undoes it.
    */
   attach(progressToken: string, handlers: CallHandlers): void {
-    if (this.calls.size > 0) {
-      for (const token of this.calls.keys()) this.accompanied.add(token);
-      this.accompanied.add(progressToken);
-    }
     this.calls.set(progressToken, handlers);
+  }
+
+  /**
+   * Whether other calls may join this session: not once the server sent a request that named no
+   * call (several calls could not be told apart), nor once it uses roots (it holds one set of roots
+   * at a time, and each call must run with its own client's; see {@link needsRoots}).
+   */
+  get shareable(): boolean {
+    return !this.unattributed && !this.usesRoots;
+  }
+
+  /**
+   * Whether a call must give the server its roots before its request goes upstream
+   * ({@link resyncRoots}): the server uses roots, and the call's client declared roots it may be
+   * asked for (`clientRoots`), or the server holds another call's client's roots.
+   */
+  needsRoots(clientRoots: boolean): boolean {
+    return this.usesRoots && (clientRoots || this.rootsFromCall);
+  }
+
+  /**
+   * Makes the server ask for roots again before a call's request goes upstream: sends
+   * `notifications/roots/list_changed`, then waits as the start barrier does ({@link quiesce}) until
+   * what the server asked meanwhile has been answered (its `roots/list` goes to the call attached
+   * alone on the session, so its client is asked in an `input_required` round, however long that
+   * takes) and the server has been quiet since.
+   * @throws UpstreamRequestLost when the connection closed meanwhile.
+   */
+  async resyncRoots(): Promise<void> {
+    const conn = this.conn;
+    if (conn.closed) throw this.lostText('notifications/roots/list_changed');
+    const before = conn.asked;
+    await conn.client.notification({ method: 'notifications/roots/list_changed' });
+    await this.quiesce(conn, before, Infinity);
+    if (conn.closed) throw this.lostText('notifications/roots/list_changed');
   }
 
   /** Detaches the call `handlers` attached under `progressToken`: what arrives for it afterwards is refused upstream. */
   detach(progressToken: string, handlers: CallHandlers): void {
     if (this.calls.get(progressToken) !== handlers) return;
     this.calls.delete(progressToken);
-    this.accompanied.delete(progressToken);
   }
 
   /** Resolvers of {@link whenAnswered}, by progress token. */
@@ -960,7 +1094,6 @@ export class UpstreamSession {
   /** Detaches every call. */
   detachAll(): void {
     this.calls.clear();
-    this.accompanied.clear();
   }
 
   /** The call a server-initiated request belongs to, if it can be known. */
@@ -971,13 +1104,14 @@ export class UpstreamSession {
       if (call) this.opts.onAttribution?.('post');
       return call;
     }
-    if (conn.transport instanceof HttpClientTransport && this.calls.size > 0) this.opts.onAttribution?.('get');
-    // Named by no stream (stdio, the GET stream): it is the call's only when that call has been
-    // alone on the session all along, on a shared session as on one held alone. A call that had
-    // others beside it cannot be told from them, even after they ended.
-    if (this.calls.size !== 1) return undefined;
-    const [only, call] = this.calls.entries().next().value!;
-    return this.accompanied.has(only) ? undefined : call;
+    if (conn.transport instanceof HttpClientTransport) {
+      // The GET stream: no other call may join this session from now on.
+      this.unattributed = true;
+      if (this.calls.size > 0) this.opts.onAttribution?.('get');
+    }
+    // Named by no stream (stdio, the GET stream): it is the call's when that call is the only one
+    // in flight on the session, shared or not; with several, it is nobody's.
+    return this.calls.size === 1 ? this.calls.values().next().value : undefined;
   }
 
   /** Registers a callback for when the connection dies (not when the gateway closes it). */
@@ -1014,17 +1148,39 @@ export class UpstreamSession {
     void this.conn?.client.close().catch(() => {});
   }
 
+  /**
+   * A server-initiated request: to the call it belongs to ({@link callFor}) once the connection is
+   * ready; else `roots/list` is answered from the configured `roots` and anything else refused
+   * upstream with -32603. Counted for {@link quiesce}.
+   */
   private async dispatch(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    conn.asked++;
+    conn.asking++;
+    try {
+      return await this.answer(conn, request, extra);
+    } finally {
+      conn.lastAnsweredAt = performance.now();
+      if (--conn.asking === 0) for (const done of [...conn.onAllAnswered]) done();
+    }
+  }
+
+  private async answer(conn: Connection, request: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
+    const roots = request.method === 'roots/list';
+    if (roots) this.usesRoots = true;
     if (conn.ready && conn === this.conn) {
       const call = this.callFor(conn, extra);
-      if (call) return call.onRequest(request, extra);
+      if (call) {
+        const result = await call.onRequest(request, extra);
+        // Roots other than the configured ones are that call's client's: the next call resyncs.
+        if (roots) this.rootsFromCall = canonicalJson(result.roots ?? null) !== canonicalJson(this.opts.cfg.roots);
+        return result;
+      }
     }
     this.opts.onUnclaimed?.(request);
-    if (!conn.ready) {
-      conn.startRequests++;
-      conn.lastStartRequestAt = Date.now();
+    if (roots) {
+      this.rootsFromCall = false;
+      return { roots: this.opts.cfg.roots };
     }
-    if (request.method === 'roots/list') return { roots: this.opts.cfg.roots };
     throw new McpError(-32603, `${request.method} arrived outside any client request in progress on this session; the gateway has no client to ask`);
   }
 

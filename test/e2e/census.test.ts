@@ -166,13 +166,15 @@ describe('deprecation census', () => {
 
   it('counts the same over a Streamable HTTP upstream: in a call, and on the standalone stream outside any call', async () => {
     const call = (name: string) => rpc(gw.url('h'), 'tools/call', { name, arguments: {} }, { caps: ALL });
-    expect((await call('ask_name')).body.result.resultType).toBe('input_required');
+    // Asked on the standalone stream while no call is in flight (a call alone on its session would get it).
     expect((await call('later_roots')).body.result.resultType).toBe('complete');
     let entries = await census();
     for (const end = Date.now() + scaled(5000); Date.now() < end && !row(entries, 'h', '(none)', 'roots_list'); ) {
       await new Promise((r) => setTimeout(r, 100));
       entries = await census();
     }
+    expect((await call('ask_name')).body.result.resultType).toBe('input_required');
+    entries = await census();
     expect(row(entries, 'h', 'ask_name', 'elicitation_form')?.calls).toBe(1);
     expect(row(entries, 'h', '(none)', 'roots_list')?.calls).toBe(1);
     expect(row(entries, 'h', 'later_roots', 'roots_list')).toBeUndefined();

@@ -193,6 +193,32 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     expect(poolOf(gw).attribution).toBe('get');
   });
 
+  it('a question on the GET stream of a shared session whose other call ended is the one call in flight\'s: asked in its round, the call completes, and the session takes no other call', async () => {
+    const gw = await start();
+    await prove(gw);
+    const other = await call(gw, 'echo_after_ask', { tag: 'other' });
+    const first = await call(gw, 'ask_then_sample_unrelated', {});
+    expect(Object.values(first.body.result.inputRequests).map((r: any) => r.method)).toEqual(['elicitation/create']);
+    // Both calls were on one shared session; the other one ends, this one is alone in flight.
+    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 2 });
+    const [ok] = Object.keys(other.body.result.inputRequests);
+    const ended = await call(gw, 'echo_after_ask', { tag: 'other' }, { requestState: other.body.result.requestState, inputResponses: { [ok!]: accept('Bo') } });
+    expect(ended.body.result.content[0].text).toBe('tag=other action=accept name=Bo');
+    expect(poolOf(gw).stats().sharedCalls).toBe(1);
+    const [ek] = Object.keys(first.body.result.inputRequests);
+    const second = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } });
+    expect(second.body.result?.resultType, JSON.stringify(second.body)).toBe('input_required');
+    const [sk, sampling] = Object.entries(second.body.result.inputRequests as Record<string, { method: string }>)[0]!;
+    expect(sampling.method).toBe('sampling/createMessage');
+    const sample = { role: 'assistant', content: { type: 'text', text: 'Hi Ada' }, model: 'm', stopReason: 'endTurn' };
+    const done = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } });
+    expect(done.body.result.content[0].text).toBe('name=Ada sample=Hi Ada');
+    expect(poolOf(gw).attribution).toBe('get');
+    // The session that carried the unattributed question is held by one call at a time from now on.
+    const session = [...(poolOf(gw) as unknown as { live: Set<{ shareable: boolean }> }).live][0]!;
+    expect(session.shareable).toBe(false);
+  });
+
   it('a question on the GET stream of a shared session is refused upstream, never given to a call, and sharing stops', async () => {
     const gw = await start();
     await prove(gw);

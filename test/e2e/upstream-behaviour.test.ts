@@ -385,22 +385,22 @@ describe('capabilities fitted to the upstream revision', () => {
     const sessions = log.of('initialize-wire');
     expect(sessions).toHaveLength(2);
     // The first session could not know the revision yet; the second declares only 2025-06-18 fields.
-    expect(sessions[0]!.capabilities).toEqual(everything);
-    expect(sessions[1]!.capabilities).toEqual({ elicitation: {}, sampling: {}, roots: {} });
+    expect(sessions[0]!.capabilities).toEqual({ ...everything, roots: { listChanged: true } });
+    expect(sessions[1]!.capabilities).toEqual({ elicitation: {}, sampling: {}, roots: { listChanged: true } });
   });
 
   it('with protocolVersion pinned, the first session asks for that revision and declares only its fields', async () => {
     const log = new FixtureLog();
     const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2025-06-18' }), protocolVersion: '2025-06-18' } } });
     expect((await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything })).body.result.content[0].text).toBe('slept 10ms');
-    expect(log.of('initialize-wire').map((e) => [e.protocolVersion, e.capabilities])).toEqual([['2025-06-18', { elicitation: {}, sampling: {}, roots: {} }]]);
+    expect(log.of('initialize-wire').map((e) => [e.protocolVersion, e.capabilities])).toEqual([['2025-06-18', { elicitation: {}, sampling: {}, roots: { listChanged: true } }]]);
   });
 
   it('a 2024-11-05 server is never declared elicitation', async () => {
     const log = new FixtureLog();
     const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2024-11-05' }), protocolVersion: '2024-11-05' } } });
     await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything });
-    expect(log.of('initialize-wire')[0]!.capabilities).toEqual({ sampling: {}, roots: {} });
+    expect(log.of('initialize-wire')[0]!.capabilities).toEqual({ sampling: {}, roots: { listChanged: true } });
   });
 });
 
@@ -491,7 +491,8 @@ describe('a server that asks for roots right after initialized', () => {
     const discover = await rpc(url, 'server/discover');
     expect(discover.body.result.resultType).toBe('complete');
     const list = (caps: Record<string, unknown>) => rpc(url, 'tools/call', { name: 'list_allowed_directories', arguments: {} }, { caps });
-    const answers = await Promise.all([list({}), list({}), list({ roots: {} }), list({ roots: {} }), list({ elicitation: {} })]);
+    // Clients that declare no roots (a client that declares roots is asked for its own: test/e2e/client-roots.test.ts).
+    const answers = await Promise.all([list({}), list({}), list({ sampling: {} }), list({ sampling: {} }), list({ elicitation: {} })]);
     for (const a of answers) {
       const text = a.body.result?.content?.[0]?.text ?? JSON.stringify(a.body);
       expect(text).toContain(configured);

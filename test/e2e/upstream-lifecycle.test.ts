@@ -64,7 +64,7 @@ describe('upstream sessions', () => {
     await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {}, sampling: { tools: {} }, roots: {} } });
     await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: { url: {} } } });
     const inits = log.of('initialized').map((e) => e.capabilities);
-    expect(inits).toEqual([{}, { elicitation: { form: {} }, sampling: { tools: {} }, roots: {} }, { elicitation: { url: {} } }]);
+    expect(inits).toEqual([{}, { elicitation: { form: {} }, sampling: { tools: {} }, roots: { listChanged: true } }, { elicitation: { url: {} } }]);
     expect(log.of('initialized').every((e) => e.clientInfo.name === 'mrtr-gateway')).toBe(true);
   });
 
