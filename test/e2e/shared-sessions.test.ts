@@ -174,13 +174,11 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     expect(Number(at![2])).toBeLessThanOrEqual(60);
   });
 
-  it('a question on the GET stream of a shared session with one call in flight is that call\'s: asked in its next round, and the call completes', async () => {
-    const gw = await start();
-    await prove(gw);
-    const first = await call(gw, 'ask_then_sample_unrelated', {});
-    expect(Object.values(first.body.result.inputRequests).map((r: any) => r.method)).toEqual(['elicitation/create']);
-    // The call's session is shared (the upstream asks on call streams) and the call is alone on it.
-    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 1 });
+  /**
+   * Answers the elicitation `first` (an `ask_then_sample_unrelated` round) asks; expects the next
+   * round to ask the sampling the server sent on its GET stream, answers it and expects the result.
+   */
+  async function answerThenSample(gw: TestGateway, first: Awaited<ReturnType<typeof call>>): Promise<void> {
     const [ek] = Object.keys(first.body.result.inputRequests);
     const second = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } });
     expect(second.body.result?.resultType, JSON.stringify(second.body)).toBe('input_required');
@@ -189,6 +187,16 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     const sample = { role: 'assistant', content: { type: 'text', text: 'Hi Ada' }, model: 'm', stopReason: 'endTurn' };
     const done = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } });
     expect(done.body.result.content[0].text).toBe('name=Ada sample=Hi Ada');
+  }
+
+  it('a question on the GET stream of a shared session with one call in flight is that call\'s: asked in its next round, and the call completes', async () => {
+    const gw = await start();
+    await prove(gw);
+    const first = await call(gw, 'ask_then_sample_unrelated', {});
+    expect(Object.values(first.body.result.inputRequests).map((r: any) => r.method)).toEqual(['elicitation/create']);
+    // The call's session is shared (the upstream asks on call streams) and the call is alone on it.
+    expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 1 });
+    await answerThenSample(gw, first);
     // A question on the GET stream: calls get sessions of their own from now on.
     expect(poolOf(gw).attribution).toBe('get');
   });
@@ -205,14 +213,7 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     const ended = await call(gw, 'echo_after_ask', { tag: 'other' }, { requestState: other.body.result.requestState, inputResponses: { [ok!]: accept('Bo') } });
     expect(ended.body.result.content[0].text).toBe('tag=other action=accept name=Bo');
     expect(poolOf(gw).stats().sharedCalls).toBe(1);
-    const [ek] = Object.keys(first.body.result.inputRequests);
-    const second = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } });
-    expect(second.body.result?.resultType, JSON.stringify(second.body)).toBe('input_required');
-    const [sk, sampling] = Object.entries(second.body.result.inputRequests as Record<string, { method: string }>)[0]!;
-    expect(sampling.method).toBe('sampling/createMessage');
-    const sample = { role: 'assistant', content: { type: 'text', text: 'Hi Ada' }, model: 'm', stopReason: 'endTurn' };
-    const done = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } });
-    expect(done.body.result.content[0].text).toBe('name=Ada sample=Hi Ada');
+    await answerThenSample(gw, first);
     expect(poolOf(gw).attribution).toBe('get');
     // The session that carried the unattributed question is held by one call at a time from now on.
     const session = [...(poolOf(gw) as unknown as { live: Set<{ shareable: boolean }> }).live][0]!;
