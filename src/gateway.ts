@@ -202,15 +202,18 @@ export class Upstream {
   /**
    * The era the upstream speaks: configured, or (with `protocol: "auto"`) learned once by asking
    * `server/discover` (2026-07-28 basic/versioning: a legacy server answers with an error, or an
-   * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}. The probe waits at
-   * most half of `timeouts.connectMs` (and at most 5 s); silence counts as legacy. A stdio child
-   * the probe spawned is then handed to the first legacy session (see {@link SessionPool.adopt}),
+   * HTTP 4xx that wants `initialize`) and remembered until {@link forgetEra}. Over stdio the
+   * child's first answer decides, within its start budget (`connectMs`, or `firstStartMs` for a
+   * first start); silence that long is a start `timeout`. Over HTTP the probe waits at most half
+   * of `timeouts.connectMs` (and at most 5 s), and silence counts as legacy. A stdio child
+   * the probe spawned and found legacy is handed to the first legacy session (see {@link SessionPool.adopt}),
    * which sends `initialize` on it within what is left of its start budget since the spawn. With
    * `protocol: "2026-07-28"`, the upstream is started first (see {@link startModern}: its first
    * answer, to a `server/discover`, within `timeouts.connectMs`, or `firstStartMs` for a first
    * start), once until a call fails with `unreachable`, `crashed` or `protocol`, or its stdio child exits.
    * @throws GatewayError -32603 `unreachable` when the upstream cannot be reached to ask (or to
-   *   start); `timeout` when a pinned 2026-07-28 upstream did not answer within `connectMs`;
+   *   start); `timeout` when a stdio upstream or a pinned 2026-07-28 one did not answer within its
+   *   start budget;
    *   `protocol` when it broke the protocol.
    */
   era(): Promise<UpstreamEra> {
@@ -229,8 +232,13 @@ export class Upstream {
       );
       return this.started;
     }
-    // Half of connectMs at most: what the probe leaves of it is the first session's start budget.
-    this.eraKnown ??= probeModern(this.modern, Math.min(this.cfg.timeouts.connectMs / 2, PROBE_MS)).then(
+    // Over stdio the child's first answer tells the era, within its whole start budget (a slow
+    // server is not taken for a silent legacy one); over HTTP half of connectMs at most, and what
+    // the probe leaves of it is the first session's start budget.
+    const stdio = this.cfg.transport === 'stdio';
+    const budgetMs = stdio ? this.firstStart.budgetMs() : Math.min(this.cfg.timeouts.connectMs / 2, PROBE_MS);
+    const setting = stdio ? this.firstStart.setting() : 'timeouts.connectMs';
+    this.eraKnown ??= probeModern(this.modern, budgetMs, !stdio).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
         this.detected = era;
@@ -246,7 +254,9 @@ export class Upstream {
       },
       (e: Error) => {
         this.eraKnown = undefined;
-        return this.startFailed(e);
+        // A stdio child that did not answer in time is stopped (the next call starts another).
+        if (e instanceof ModernHopError && e.reason === 'timeout') void this.modern!.close({ reopen: true });
+        return stdio ? this.startFailed(e, budgetMs, setting, PROTOCOL_HINT) : this.startFailed(e);
       },
     );
     return this.eraKnown;
@@ -262,17 +272,18 @@ export class Upstream {
   }
 
   /**
-   * Records and logs that the era probe or the start of a 2026-07-28 upstream failed with `e`.
-   * @throws GatewayError -32603 `timeout` (no answer within `timeouts.connectMs`), `protocol` or `unreachable`.
+   * Records and logs that the era probe or the start of a 2026-07-28 upstream failed with `e`
+   * (`budgetMs` was its start budget, given by `setting`; `hint` ends a timeout's message).
+   * @throws GatewayError -32603 `timeout` (no answer within `budgetMs`), `protocol` or `unreachable`.
    */
-  private startFailed(e: Error, budgetMs = this.cfg.timeouts.connectMs, setting = 'timeouts.connectMs'): never {
+  private startFailed(e: Error, budgetMs = this.cfg.timeouts.connectMs, setting = 'timeouts.connectMs', hint = ''): never {
     const stderr = e instanceof ModernHopError ? e.stderr : [];
     const extra = stderr.length ? { stderr } : undefined;
     this.health.noteProbeFailed(e.message, stderr);
     this.log.warn({ upstream: this.name, err: e.message, ...extra }, 'upstream session failed to open');
     if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
     if (e instanceof ModernHopError && e.reason === 'timeout') {
-      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budgetMs, e.message, 'server/discover', setting), extra);
+      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budgetMs, e.message, 'server/discover', setting) + hint, extra);
     }
     throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), extra);
   }
@@ -344,8 +355,11 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined, upst
   });
 }
 
-/** Longest wait for the `server/discover` that tells an upstream's era, in ms. */
+/** Longest wait for the `server/discover` that tells an HTTP upstream's era, in ms. */
 const PROBE_MS = 5000;
+
+/** Ends the message of a stdio era probe that got no answer: the era can be set instead of asked. */
+const PROTOCOL_HINT = '; a server that ignores requests it does not know needs protocol: "legacy" (a 2026-07-28 server can be set to protocol: "2026-07-28")';
 
 /** The gateway core: upstreams, the MRTR bridge and request routing. */
 export class Gateway {

@@ -517,17 +517,20 @@ export async function startModern(up: ModernUpstream, timeoutMs: number): Promis
  * Asks `server/discover` (2026-07-28 server/discover) to learn the upstream's era: resolves with the
  * DiscoverResult when it lists 2026-07-28 among `supportedVersions`, or undefined for a legacy
  * upstream (any JSON-RPC error, or an HTTP 4xx from a legacy server that wants `initialize`).
- * @throws ModernHopError when the upstream cannot be reached at all.
+ * With `silenceIsLegacy` (HTTP), no answer within `timeoutMs` counts as legacy too; without it
+ * (stdio, where `timeoutMs` is the whole start budget of the child) it is a start `timeout`.
+ * @throws ModernHopError `timeout` when no answer came within `timeoutMs` and silence does not
+ *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked.
  */
-export async function probeModern(up: ModernUpstream, timeoutMs: number): Promise<Record<string, unknown> | undefined> {
+export async function probeModern(up: ModernUpstream, timeoutMs: number, silenceIsLegacy = true): Promise<Record<string, unknown> | undefined> {
   try {
     const r = await discoverWithin(up, timeoutMs);
     if ('error' in r) return undefined;
     const versions = r.result.supportedVersions;
     return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;
   } catch (e) {
-    // A legacy stdio server may ignore an unknown method entirely: silence means legacy.
-    if (e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
+    // A legacy HTTP server may leave an unknown method unanswered: there, silence means legacy.
+    if (silenceIsLegacy && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
     if (e instanceof ModernHopError && e.reason === 'unreachable' && /HTTP 4\d\d/.test(e.message)) return undefined;
     throw e;
   }

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, FixtureLog, fixtureStdio, startFixtureHttp } from '../helpers/fixture.js';
+import { eventually, FixtureLog, fixtureStdio, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
 import { alive, startCli } from '../helpers/cli.js';
 import { scaled } from '../helpers/budget.js';
 
@@ -84,13 +84,16 @@ describe('upstream start bounded by timeouts.connectMs', () => {
     expect(await eventually(() => sse.open() === 0, 3000)).toBe(true);
   }, scaled(30_000));
 
-  it('a stdio child that never answers (protocol auto): timeout within connectMs in total, with a message naming the setting', async () => {
+  it('a stdio child that never answers (protocol auto): timeout after connectMs, with a message naming the setting and the protocol to set', async () => {
     const gw = await gateway({ upstreams: { z: { transport: 'stdio', command: 'sleep', args: ['100'], timeouts: { connectMs: 2000 } } } });
     const { value: r, ms } = await timed(rpc(gw.url('z'), 'tools/list'));
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'z', reason: 'timeout' } });
-    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(waiting for the initialize result took longer than 2000 ms since the process was spawned \(the era probe asked it first\)\)/);
+    expect(r.body.error.message).toMatch(/^Upstream 'z' did not start within timeouts\.connectMs=2000 ms \(no answer to server\/discover within 2000 ms\); check that it starts and answers server\/discover, or raise timeouts\.connectMs/);
+    expect(r.body.error.message).toContain('protocol: "legacy"');
+    expect(r.body.error.message).toContain('protocol: "2026-07-28"');
     expect(r.body.error.message).not.toContain('MCP error');
-    // Era probe and initialize share the 2 s (before: 2 s probe, 2 s closing its child, 2 s initialize).
+    // The whole budget went to the era probe, and no initialize followed it.
+    expect(ms).toBeGreaterThanOrEqual(1900);
     expect(ms).toBeLessThan(scaled(4500));
   }, scaled(30_000));
 
@@ -418,6 +421,23 @@ describe('a slow stdio server behind the era probe (protocol auto)', () => {
     expect(new Set(log.events().map((e) => e.pid)).size).toBe(1);
     expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'slow', era: 'legacy' });
     expect(mem.lines().some((l) => l.msg === 'era probe process handed to the first legacy session')).toBe(true);
+  }, scaled(45_000));
+});
+
+describe('a slow 2026-07-28 stdio server behind the era probe (protocol auto)', () => {
+  it('a modern-only server that needs 7 s to start is found 2026-07-28 within connectMs (15 s): one process, and the first call succeeds', async () => {
+    const log = new FixtureLog();
+    const mem = memoryLogger('info');
+    const modern = modernStdio(log, { FIXTURE_LEGACY: 'reject', FIXTURE_EXTRA_TOOLS: '["hello"]' }) as { command: string; args: string[]; env: Record<string, string> };
+    const wrapped = { transport: 'stdio', command: 'sh', args: ['-c', 'sleep 7; exec "$0" "$@"', modern.command, ...modern.args], env: modern.env, timeouts: { connectMs: 15_000 } };
+    const gw = await gateway({ upstreams: { m: wrapped } }, { log: mem.log });
+    const { value: r, ms } = await timed(rpc(gw.url('m'), 'tools/call', { name: 'hello', arguments: {} }));
+    expect(r.body.error).toBeUndefined();
+    expect(r.body.result.content[0].text).toBe('hello');
+    expect(ms).toBeGreaterThanOrEqual(7000);
+    expect(mem.lines().find((l) => l.msg === 'upstream era detected')).toMatchObject({ upstream: 'm', era: 'modern' });
+    expect(mem.lines().filter((l) => /process started/.test(String(l.msg)))).toHaveLength(1);
+    expect(new Set(log.of('call').map((e) => e.pid)).size).toBe(1);
   }, scaled(45_000));
 });
 
