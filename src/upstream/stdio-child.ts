@@ -78,9 +78,9 @@ export class FirstStart {
     return this.pending;
   }
 
-  /** The budget of a start beginning now, in ms. */
+  /** The budget of a start beginning now, in ms: `firstStartMs` (in place of `connectMs`, shorter or longer) during the first start, else `connectMs`. */
   budgetMs(): number {
-    return this.pending ? Math.max(this.firstMs!, this.cfg.timeouts.connectMs) : this.cfg.timeouts.connectMs;
+    return this.pending ? this.firstMs! : this.cfg.timeouts.connectMs;
   }
 
   /** The setting that gives a start beginning now its budget, for messages. */

@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
+import { startTimeoutMessage } from '../../src/upstream/pool.js';
 import { DEFAULT_FIRST_START_MS, FirstStart, installsOnFirstRun } from '../../src/upstream/stdio-child.js';
 
 describe('installsOnFirstRun', () => {
@@ -52,10 +53,18 @@ describe('FirstStart', () => {
     expect(f.setting()).toBe('timeouts.connectMs');
   });
 
-  it('another command gets connectMs, unless firstStartMs is set (never less than connectMs)', () => {
+  it('another command gets connectMs, unless firstStartMs is set: then firstStartMs, in place of connectMs', () => {
     expect(new FirstStart(upstream({ command: 'node', args: ['s.js'] })).active).toBe(false);
     expect(new FirstStart(upstream({ command: 'node', args: ['s.js'] })).budgetMs()).toBe(15_000);
     expect(new FirstStart(upstream({ command: 'node', timeouts: { firstStartMs: 60_000 } })).budgetMs()).toBe(60_000);
-    expect(new FirstStart(upstream({ command: 'npx', timeouts: { firstStartMs: 1000, connectMs: 5000 } })).budgetMs()).toBe(5000);
+    expect(new FirstStart(upstream({ command: 'npx', timeouts: { firstStartMs: 1000, connectMs: 5000 } })).budgetMs()).toBe(1000);
+  });
+
+  it('firstStartMs shorter than the default connectMs is the first start budget that messages name', () => {
+    const f = new FirstStart(upstream({ command: 'npx', args: ['-y', 'pkg'], timeouts: { firstStartMs: 8000 } }));
+    expect(f.budgetMs()).toBe(8000);
+    expect(startTimeoutMessage('u', f.budgetMs(), 'silent', 'initialize', f.setting())).toContain('timeouts.firstStartMs=8000 ms');
+    f.done();
+    expect(f.budgetMs()).toBe(15_000);
   });
 });
