@@ -39,7 +39,7 @@ const TimeoutsSchema = z
     totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(600_000),
     queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting').default(10_000),
     firstStartMs: positiveMs(
-      'stdio only: the start budget (spawn to `initialize` answered, or to the first answer of a 2026-07-28 server) until one start of the upstream succeeded, for a command that installs what it runs on first use and takes longer than connectMs to do it. Default: 180000 when the command is npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run or uv tool run; else connectMs. While it applies, starts go one at a time and a child that has said nothing yet is never killed: given up, its stdin is closed and it is left to finish the install',
+      'stdio only: the start budget (spawn to `initialize` answered, or to the first answer of a 2026-07-28 server) until one start of the upstream succeeded, for a command that installs what it runs on first use and takes longer than connectMs to do it. Default: 180000 when the command is npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run or uv tool run, also as the first command of a shell script (sh -c "exec npx …", cmd /c, powershell -Command); else connectMs. While it applies, starts go one at a time and a child that has said nothing yet is never killed: given up, its stdin is closed and it is left to finish the install',
     ).optional(),
   })
   .strict()

@@ -43,13 +43,61 @@ const INSTALLERS: Record<string, string[] | undefined> = {
   uv: ['tool'],
 };
 
+/** Shells that run a script given as an argument: POSIX shells with `-c` (also in `-lc`, `-ec`, …), `cmd /c` (or `/k`), PowerShell `-Command` (or `-c`). */
+const SHELLS: Record<string, (arg: string) => boolean> = {
+  sh: posixC,
+  bash: posixC,
+  zsh: posixC,
+  dash: posixC,
+  ksh: posixC,
+  ash: posixC,
+  fish: (a) => a === '-c' || a === '--command',
+  cmd: (a) => /^\/[ck]$/i.test(a),
+  powershell: (a) => /^-(c|command)$/i.test(a),
+  pwsh: (a) => /^-(c|command)$/i.test(a),
+};
+
+function posixC(arg: string): boolean {
+  return /^-[a-z]*c[a-z]*$/i.test(arg);
+}
+
+/** The executable file name of `command`, without a path or a Windows `.cmd`/`.exe`/`.bat`/`.ps1` suffix, lower case. */
+function exeName(command: string): string {
+  return basename(command.replace(/\\/g, '/')).replace(/\.(cmd|exe|bat|ps1)$/i, '').toLowerCase();
+}
+
+/**
+ * The first command of a shell script (`exec`, `&` and `VAR=value` before it skipped), as words
+ * without quotes; empty when there is none.
+ */
+function firstCommand(script: string): string[] {
+  const first = script.trim().split(/[;\n|]|&&/)[0] ?? '';
+  const words = first
+    .split(/\s+/)
+    .map((w) => w.replace(/^["']|["']$/g, ''))
+    .filter(Boolean);
+  while (words.length && (/^(exec|&|call)$/i.test(words[0]!) || /^[A-Za-z_][A-Za-z0-9_]*=/.test(words[0]!))) words.shift();
+  return words;
+}
+
 /**
  * True when `command args…` installs what it runs on first use: `npx`, `pnpx`, `bunx`, `uvx`,
  * `npm exec`/`npm x`, `pnpm dlx`, `yarn dlx`, `bun x`, `pipx run`, `uv tool run` (by the command's
- * file name, with or without a path or a Windows `.cmd`/`.exe` suffix).
+ * file name, with or without a path or a Windows `.cmd`/`.exe` suffix), also behind a shell whose
+ * script starts with one (`sh -c "exec npx -y pkg"`, `bash -lc …`, `cmd /c npx …`,
+ * `powershell -Command npx …`).
  */
 export function installsOnFirstRun(command: string, args: readonly string[]): boolean {
-  const name = basename(command).replace(/\.(cmd|exe|bat|ps1)$/i, '').toLowerCase();
+  const name = exeName(command);
+  const shell = SHELLS[name];
+  if (shell) {
+    const at = args.findIndex(shell);
+    if (at < 0) return false;
+    // cmd and PowerShell take the rest of the line as the script; a POSIX shell the next argument.
+    const script = name === 'cmd' || name === 'powershell' || name === 'pwsh' ? args.slice(at + 1).join(' ') : (args[at + 1] ?? '');
+    const [inner, ...rest] = firstCommand(script);
+    return inner !== undefined && !(exeName(inner) in SHELLS) && installsOnFirstRun(inner, rest);
+  }
   if (!(name in INSTALLERS)) return false;
   const first = INSTALLERS[name];
   if (!first) return true;

@@ -39,6 +39,34 @@ describe('installsOnFirstRun', () => {
   });
 });
 
+describe('installsOnFirstRun behind a shell', () => {
+  it('knows an installer that is the first command of a shell script (after exec, env assignments)', () => {
+    for (const [command, args] of [
+      ['sh', ['-c', 'exec npx -y @modelcontextprotocol/server-github']],
+      ['/bin/bash', ['-lc', 'npx -y pkg']],
+      ['bash', ['-c', 'FOO=1 exec uvx mcp-server-fetch; echo done']],
+      ['zsh', ['-c', '"pnpm" dlx pkg']],
+      ['cmd', ['/c', 'npx', '-y', 'pkg']],
+      ['C:\\Windows\\System32\\cmd.exe', ['/s', '/c', 'npx.cmd -y pkg']],
+      ['powershell', ['-NoProfile', '-Command', 'npx -y pkg']],
+      ['pwsh.exe', ['-c', '& npx -y pkg']],
+    ] as const) {
+      expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(true);
+    }
+    for (const [command, args] of [
+      ['sh', ['-c', 'exec node server.js']],
+      ['sh', ['-c', 'cd /srv && npx -y pkg']],
+      ['sh', ['script.sh']],
+      ['bash', ['-c', 'npm run serve']],
+      ['cmd', ['/c', 'node', 'server.js']],
+      ['powershell', ['-File', 'npx.ps1']],
+      ['sh', ['-c']],
+    ] as const) {
+      expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(false);
+    }
+  });
+});
+
 describe('FirstStart', () => {
   const upstream = (u: Record<string, unknown>) => parseConfig({ upstreams: { u: { transport: 'stdio', ...u } } }, {}).upstreams.u!;
 
