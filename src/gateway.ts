@@ -192,6 +192,16 @@ export class Upstream {
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
 
+  /**
+   * True while the upstream is in its first start ({@link FirstStart.active}) and a start is under
+   * way: the era probe or a pinned 2026-07-28 start waits for the child's first answer, or a legacy
+   * session (one on the probe's child too) has not finished `initialize`.
+   */
+  get firstStarting(): boolean {
+    if (!this.firstStart.active) return false;
+    return (this.eraKnown !== undefined && this.detected === undefined) || this.started !== undefined || this.pool.startingNow;
+  }
+
   /** The era as known now: configured, or detected; undefined while `protocol: "auto"` has not asked yet. */
   get knownEra(): UpstreamEra | undefined {
     if (!this.modern) return 'legacy';
@@ -473,13 +483,24 @@ export class Gateway {
 
   /**
    * Readiness: every upstream marked `required` can be started or reached (probing those that
-   * have not succeeded yet, or failed last, by opening a session), and the shared store is
+   * have not succeeded yet, or failed last, by opening a session; one in its first start with a
+   * start under way is not ready, without waiting), and the shared store is
    * reachable and takes a write and a read under its key prefix (`store` says why not).
    */
   async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[]; store?: string }> {
     const out: { name: string; ready: boolean; reason?: string }[] = [];
     for (const up of this.upstreams.values()) {
       if (!up.cfg.required) continue;
+      // A first start (an install, maybe) is not waited for, nor a session start before any opened:
+      // not ready until a session opened.
+      if (up.firstStarting) {
+        out.push({ name: up.name, ready: false, reason: `Upstream '${up.name}' is in its first start (it may be installing; timeouts.firstStartMs=${up.firstStart.budgetMs()} ms)` });
+        continue;
+      }
+      if (up.pool.opened === 0 && up.pool.startingNow) {
+        out.push({ name: up.name, ready: false, reason: `Upstream '${up.name}' is starting` });
+        continue;
+      }
       try {
         if ((await up.era()) === 'modern') {
           out.push({ name: up.name, ready: true });
@@ -489,7 +510,7 @@ export class Gateway {
         out.push({ name: up.name, ready: false, reason: (e as Error).message });
         continue;
       }
-      if (up.pool.lastError === undefined && up.pool.stats().total > 0) {
+      if (up.pool.lastError === undefined && up.pool.opened > 0) {
         out.push({ name: up.name, ready: true });
         continue;
       }

@@ -273,6 +273,16 @@ export class SessionPool {
     return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures, sharedCalls, starting: this.starting, waitingToStart: this.startLine.length };
   }
 
+  /** Sessions that finished `initialize` and have not ended (a start in progress, a handed-over child among them, is not counted). */
+  get opened(): number {
+    return this.live.size;
+  }
+
+  /** True while a new session is starting or waiting to, or a handed-over child waits for one ({@link adopt}). */
+  get startingNow(): boolean {
+    return this.starting > 0 || this.startLine.length > 0 || this.adopted !== undefined;
+  }
+
   /** Whether calls may share sessions now (Streamable HTTP, attribution by POST stream seen, never by GET). */
   private get sharable(): boolean {
     return this.cfg.transport === 'streamable-http' && this.cfg.maxCallsPerSession > 1 && this.attribution === 'post';

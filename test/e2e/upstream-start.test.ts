@@ -441,6 +441,26 @@ describe('a slow 2026-07-28 stdio server behind the era probe (protocol auto)', 
   }, scaled(45_000));
 });
 
+describe('readiness of a required upstream in its first start', () => {
+  it('/readyz is 503 at once while the first start runs (era probe, then initialize on the handed-over child), and 200 once the session opened', async () => {
+    const log = new FixtureLog();
+    const mem = memoryLogger('info');
+    const slow = { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '4000' }), required: true, timeouts: { connectMs: 2000, firstStartMs: 20_000 } };
+    const gw = await gateway({ upstreams: { s: slow } }, { log: mem.log });
+    // The first readiness check starts the upstream and waits for it.
+    const first = fetch(`${gw.base}/readyz`);
+    expect(await eventually(() => mem.lines().some((l) => l.msg === 'era probe process started (protocol: auto)'), 10_000)).toBe(true);
+    const during = await timed(fetch(`${gw.base}/readyz`));
+    expect(during.value.status).toBe(503);
+    expect(((await during.value.json()) as Readiness).upstreams).toEqual([{ name: 's', ready: false, reason: expect.stringContaining('first start') }]);
+    expect(during.ms).toBeLessThan(scaled(1500));
+    expect((await first).status).toBe(200);
+    expect(gw.gateway.upstreams.get('s')!.pool.opened).toBe(1);
+    expect((await fetch(`${gw.base}/readyz`)).status).toBe(200);
+    expect(log.of('process-start')).toHaveLength(1);
+  }, scaled(45_000));
+});
+
 describe('many sessions opening at once', () => {
   it('32 calls that each open a Streamable HTTP session raise no MaxListenersExceededWarning', async () => {
     const up = await startFixtureHttp('http');
