@@ -235,8 +235,9 @@ export class Upstream {
         () => 'modern' as const,
         (e: Error) => {
           this.started = undefined;
-          // A stdio child that did not answer in time is stopped (the next call starts another).
-          if (e instanceof ModernHopError && e.reason === 'timeout') void this.modern!.close({ reopen: true });
+          // A stdio child that did not answer in time is stopped (the next call starts another),
+          // unless it is still in its first start: the next call waits on it (see keepStarting).
+          if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.()) void this.modern!.close({ reopen: true });
           return this.startFailed(e, budgetMs, setting);
         },
       );
@@ -264,8 +265,9 @@ export class Upstream {
       },
       (e: Error) => {
         this.eraKnown = undefined;
-        // A stdio child that did not answer in time is stopped (the next call starts another).
-        if (e instanceof ModernHopError && e.reason === 'timeout') void this.modern!.close({ reopen: true });
+        // A stdio child that did not answer in time is stopped (the next call starts another),
+        // unless it is still in its first start: the next call waits on it (see keepStarting).
+        if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.()) void this.modern!.close({ reopen: true });
         return stdio ? this.startFailed(e, budgetMs, setting, PROTOCOL_HINT) : this.startFailed(e);
       },
     );

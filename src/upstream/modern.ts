@@ -96,6 +96,13 @@ export interface ModernUpstream {
    * are in flight. The next request starts a child again.
    */
   handOver?(): StdioChild | undefined;
+  /**
+   * After a start ran out of its budget: keeps a stdio child still in its first start (spawned as
+   * `installing` and silent so far: it may be installing) as the start the next request waits on,
+   * with a fresh budget from that request, so an install never runs twice at once. Returns false,
+   * keeping nothing, for any other child (the caller then closes it) and over HTTP.
+   */
+  keepStarting?(): boolean;
 }
 
 /** The 2026-07-28 `_meta` envelope the gateway sends on its own requests (probes, readiness). */
@@ -238,6 +245,8 @@ const wire = (m: Record<string, unknown>) => m as unknown as Parameters<StdioChi
 class ModernStdioUpstream implements ModernUpstream {
   private transport: StdioChild | undefined;
   private starting: Promise<StdioChild> | undefined;
+  /** Set by {@link keepStarting}: the next request gives the kept child a fresh start budget. */
+  private freshBudget = false;
   /** Requests sent to the running child that it has not answered (for a hand-over: their late answers are dropped). */
   private unanswered = new Set<string>();
   private readonly pending = new Map<string, Pending>();
@@ -310,6 +319,14 @@ class ModernStdioUpstream implements ModernUpstream {
   }
 
   onLost?: () => void;
+
+  keepStarting(): boolean {
+    const t = this.transport;
+    if (!t || !t.installing || t.heard || !t.child) return false;
+    this.freshBudget = true;
+    this.log.info({ pid: t.pid ?? undefined }, 'upstream process still in its first start (it may be installing): kept for the next call');
+    return true;
+  }
 
   handOver(): StdioChild | undefined {
     const t = this.transport;
@@ -394,6 +411,12 @@ class ModernStdioUpstream implements ModernUpstream {
       throw new ModernHopError('unreachable', errorText(e), stderr);
     }
     if (this.shutDown) throw shuttingDownError();
+    if (this.freshBudget) {
+      // A kept first start: its budget (for a legacy session it goes on to as well) counts from now.
+      this.freshBudget = false;
+      t.spawnedAt = performance.now();
+      t.budgetMs = this.firstStart.budgetMs();
+    }
     const id = newId();
     const progressToken = (params._meta as { progressToken?: string | number } | undefined)?.progressToken;
     return new Promise<ModernResponse>((resolve, reject) => {
@@ -477,6 +500,7 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
     },
     close: (opts) => up.close(opts),
     ...(up.handOver ? { handOver: () => up.handOver!() } : {}),
+    ...(up.keepStarting ? { keepStarting: () => up.keepStarting!() } : {}),
   };
 }
 

@@ -157,7 +157,7 @@ interface Internals {
  * Works for both SDKs' callers (the message shapes are the same).
  */
 export class StdioChild extends StdioClientTransport {
-  /** When the child was spawned (`performance.now()`, ms). */
+  /** When the child was spawned, or when a kept first start got a fresh budget (`performance.now()`, ms): its start budget counts from then. */
   spawnedAt = 0;
   /** True once the child sent a message on stdout (its runtime is up: no install is running any more). */
   heard = false;

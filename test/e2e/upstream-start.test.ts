@@ -461,6 +461,24 @@ describe('readiness of a required upstream in its first start', () => {
   }, scaled(45_000));
 });
 
+describe('a first start that runs out of firstStartMs (protocol auto)', () => {
+  it('the child is kept: the next call waits on it with a fresh budget and is served by it, one process in all', async () => {
+    const log = new FixtureLog();
+    const mem = memoryLogger('info');
+    const slow = { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '4500' }), timeouts: { connectMs: 2000, firstStartMs: 3000 } };
+    const gw = await gateway({ upstreams: { s: slow } }, { log: mem.log });
+    const first = await rpc(gw.url('s'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+    expect(first.body.error).toMatchObject({ code: -32603, data: { upstream: 's', reason: 'timeout' } });
+    expect(first.body.error.message).toContain('timeouts.firstStartMs=3000 ms');
+    const second = await rpc(gw.url('s'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+    expect(second.body.error).toBeUndefined();
+    expect(second.body.result.content[0].text).toBe('slept 10ms');
+    expect(log.of('process-start')).toHaveLength(1);
+    expect(mem.lines().filter((l) => l.msg === 'era probe process started (protocol: auto)')).toHaveLength(1);
+    expect(mem.lines().some((l) => l.msg === 'upstream process still in its first start (it may be installing): kept for the next call')).toBe(true);
+  }, scaled(45_000));
+});
+
 describe('many sessions opening at once', () => {
   it('32 calls that each open a Streamable HTTP session raise no MaxListenersExceededWarning', async () => {
     const up = await startFixtureHttp('http');
