@@ -232,6 +232,22 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expect(r.stderr).toContain('usage: mrtr-gateway');
   });
 
+  it('a value without its flag (npm start --port 18811, npm took the flag) → exit 2 with the hint to put flags after --', async () => {
+    const r = await runCli(['18811'], { entry: [BIN], cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("Unexpected argument '18811'");
+    expect(r.stderr).toContain('flags for the gateway go after `--` with npm start: npm start -- --port 18811');
+    expect(r.stderr).toContain('usage: mrtr-gateway');
+  });
+
+  it('no configuration file in the working directory → exit 2 naming the absolute path looked at', async () => {
+    const empty = mkdtempSync(join(dir, 'no-config-'));
+    const r = await runCli([], { entry: [BIN], cwd: empty });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`gateway.config.json: cannot read ${join(empty, 'gateway.config.json')} (ENOENT)`);
+    expectNoStackTrace(r.stderr);
+  });
+
   it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
     await serveFromElsewhere(BIN, 'from elsewhere');
   }, scaled(60_000));
