@@ -11,7 +11,7 @@
 // compiles a file alone (no type check: `npm run typecheck` does that), with an inline source map
 // pointing at the .ts file for stack traces.
 import { createHash } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, closeSync, constants, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -53,11 +53,13 @@ export class CompileError extends Error {}
  * Brings the compiled copy of `root`/src up to date and returns the file URL of its main.js.
  * TypeScript is loaded only when a file needs compiling.
  * @param {string} root the checkout (the directory holding src/ and node_modules/).
+ * @param {(count: number) => void} [compiling] called once, before compiling, with the number of
+ *   source files to compile (not called when none needs it).
  * @returns {Promise<string>}
  * @throws CompileError naming the file and the position of a syntax error; a file system error
- *   (EACCES, EROFS, ENOSPC) when the cache directory cannot be written.
+ *   (EACCES, EPERM, EROFS, ENOSPC) when the cache directory cannot be written.
  */
-export async function compiledSources(root) {
+export async function compiledSources(root, compiling) {
   const src = join(root, 'src');
   const cache = join(root, 'node_modules', '.cache', 'mrtr-gateway');
   const out = join(cache, 'src');
@@ -65,12 +67,21 @@ export async function compiledSources(root) {
   const tsVersion = JSON.parse(readFileSync(fileURLToPath(import.meta.resolve('typescript/package.json')), 'utf8')).version;
   const sources = filesUnder(src, '.ts').filter((f) => !f.endsWith('.d.ts'));
   const wanted = new Set(sources.map((f) => f.replace(/\.ts$/, '.js')));
-  let ts;
+  const stale = [];
   for (const file of sources) {
     const text = readFileSync(join(src, file), 'utf8');
     const hash = createHash('sha256').update(`${FORMAT}\0${tsVersion}\0${text}`).digest('hex');
     const target = join(out, file.replace(/\.ts$/, '.js'));
-    if (firstLine(target) === MARK + hash) continue;
+    if (firstLine(target) !== MARK + hash) stale.push({ file, text, hash, target });
+  }
+  if (stale.length) {
+    // A cache this user may not write fails here, before anything is announced or compiled.
+    mkdirSync(out, { recursive: true });
+    accessSync(out, constants.W_OK);
+    compiling?.(stale.length);
+  }
+  let ts;
+  for (const { file, text, hash, target } of stale) {
     ts ??= (await import('typescript')).default;
     const fileName = join(src, file);
     const result = ts.transpileModule(text, {

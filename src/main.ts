@@ -73,7 +73,9 @@ try {
     strict: true,
   }).values;
 } catch (e) {
-  fail(`${(e as Error).message}\n${usage()}`);
+  // `npm start --port 1` hands npm the flag and the gateway only its value.
+  const hint = (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' ? `\nflags for the gateway go after \`--\` with npm start: npm start -- --port 18811` : '';
+  fail(`${(e as Error).message}${hint}\n${usage()}`);
 }
 if (args.help) {
   process.stdout.write(help());

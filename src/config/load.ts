@@ -182,14 +182,17 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
 /**
  * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file. A
  * stdio upstream's `cwd` must be an existing directory.
- * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
+ * @throws ConfigError naming the file (and, for a relative path that cannot be read, the absolute
+ *   path looked at) when it is missing, is not JSON, or is not a valid configuration.
  */
 export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ConfigError(`${file}: cannot read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    // A relative path names where it was looked for: the working directory is not always the one meant.
+    const abs = resolve(file);
+    throw new ConfigError(`${file}: cannot read${abs === file ? '' : ` ${abs}`} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
   }
   let raw: unknown;
   try {

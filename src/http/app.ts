@@ -169,8 +169,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   /**
-   * The `track` of {@link handleMcp}: the work of a request counts as in flight (the drain waits
-   * for it) until it ends; a streamed response of `c` keeps its concurrency slot until then.
+   * The `track` of {@link handleMcp}: the work of a request counts as in flight (the drain and the
+   * settle before the connections close wait for it) until it ends and, when answered whole, until
+   * its response of `c` is written out; a streamed response of `c` keeps its concurrency slot until then.
    */
   const trackIn =
     (c?: Context): WorkTracker =>
@@ -178,6 +179,16 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       c?.set('work', work);
       inflight.add(work);
       return (streamed) => {
+        const outgoing = streamed ? undefined : (c?.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+        if (outgoing && !outgoing.writableFinished && !outgoing.destroyed) {
+          // The answer is handed to the server after this: a stop closing connections now would drop it.
+          const written = new Promise<void>((r) => {
+            outgoing.once('finish', r);
+            outgoing.once('close', r);
+          });
+          inflight.add(written);
+          void written.then(() => inflight.delete(written));
+        }
         inflight.delete(work);
         // Answered whole: the front door releases the slot once the response is handed over.
         if (!streamed) c?.set('work', undefined);

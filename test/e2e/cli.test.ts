@@ -232,6 +232,22 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expect(r.stderr).toContain('usage: mrtr-gateway');
   });
 
+  it('a value without its flag (npm start --port 18811, npm took the flag) → exit 2 with the hint to put flags after --', async () => {
+    const r = await runCli(['18811'], { entry: [BIN], cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("Unexpected argument '18811'");
+    expect(r.stderr).toContain('flags for the gateway go after `--` with npm start: npm start -- --port 18811');
+    expect(r.stderr).toContain('usage: mrtr-gateway');
+  });
+
+  it('no configuration file in the working directory → exit 2 naming the absolute path looked at', async () => {
+    const empty = mkdtempSync(join(dir, 'no-config-'));
+    const r = await runCli([], { entry: [BIN], cwd: empty });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`gateway.config.json: cannot read ${join(empty, 'gateway.config.json')} (ENOENT)`);
+    expectNoStackTrace(r.stderr);
+  });
+
   it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
     await serveFromElsewhere(BIN, 'from elsewhere');
   }, scaled(60_000));
@@ -296,13 +312,38 @@ describe('the bin launcher in a checkout: the sources compiled under node_module
     await serveFromElsewhere(bin(), 'from the compiled sources');
   }, scaled(60_000));
 
+  it('a cold cache: one line on stderr says the sources are compiling; an edit of one file compiles without it', async () => {
+    const cold = packageTree(dir, 'cold-', { without: ['tsx'] });
+    const first = await runCli(['--help'], { entry: [join(cold, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(first.code).toBe(0);
+    expect(first.stderr).toBe('mrtr-gateway: compiling the sources (first start after install or an edit)…\n');
+    const main = join(cold, 'src/main.ts');
+    writeFileSync(main, readFileSync(main, 'utf8').replace('Serves MCP servers', 'Edited: serves MCP servers'));
+    const second = await runCli(['--help'], { entry: [join(cold, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain('Edited: serves MCP servers');
+    expect(second.stderr).toBe('');
+  });
+
+  it('a cache directory that cannot be written (EPERM) → one warning line, the sources run through tsx: --help and a tools/call', async () => {
+    const readOnly = packageTree(dir, 'ro-cache-');
+    // /sys refuses new directories even to root.
+    symlinkSync('/sys', join(readOnly, 'node_modules/.cache'));
+    const r = await runCli(['--help'], { entry: [join(readOnly, 'bin/mrtr-gateway.js')], cwd: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('Serves MCP servers');
+    expect(r.stderr).toMatch(/^mrtr-gateway: warning: cannot write the compiled sources \(EPERM on .+\); running the sources through tsx, which starts slower\n$/);
+    await serveFromElsewhere(join(readOnly, 'bin/mrtr-gateway.js'), 'through tsx');
+  }, scaled(60_000));
+
   it('a source that does not compile → exit 1 with one line naming the file and the position, no stack trace', async () => {
     const broken = packageTree(dir, 'broken-', { without: ['tsx'] });
     writeFileSync(join(broken, 'src/config/log-levels.ts'), 'export const LOG_LEVELS = [;\n');
     const r = await runCli(['--help'], { entry: [join(broken, 'bin/mrtr-gateway.js')], cwd: dir });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/^mrtr-gateway: cannot compile the sources: src\/config\/log-levels\.ts:1:\d+: .+\n$/);
+    // A fresh tree compiles every file: the line saying so comes first.
+    expect(r.stderr).toMatch(/^mrtr-gateway: compiling the sources \(first start after install or an edit\)…\nmrtr-gateway: cannot compile the sources: src\/config\/log-levels\.ts:1:\d+: .+\n$/);
   });
 });
 

@@ -215,6 +215,22 @@ describe('stdio children that end by themselves while the gateway stops', () => 
   }, scaled(40_000));
 });
 
+describe('an upstream in its first start', () => {
+  it('a call waiting for the child to start gets -32603 "gateway shutting down" before the gateway exits', async () => {
+    const log = new FixtureLog();
+    const slow = { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '30000' }), protocol: 'legacy', timeouts: { firstStartMs: 60_000 } };
+    const gw = await startCli({ shutdownGraceMs: 3000, upstreams: { s: slow } });
+    started.push(gw);
+    const call = rpc(`${gw.base}/mcp/s`, 'tools/list');
+    expect(await eventually(() => log.of('process-start').length === 1, 15_000)).toBe(true);
+    pidsToReap.push(log.of('process-start')[0]!.pid as number);
+    gw.child.kill('SIGTERM');
+    const r = await call;
+    expect(r.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down', data: { reason: 'shutting-down' } });
+    expect(await gw.exited).toEqual({ code: 0, signal: null });
+  }, scaled(40_000));
+});
+
 describe('stdio children that ignore SIGTERM', () => {
   it('get SIGKILL 2 s after SIGTERM, or sooner when shutdownGraceMs ends first, legacy and 2026-07-28 alike; none outlives the gateway', async () => {
     const legacy = stub({ MODE: 'legacy', IGNORE_TERM: '1' }, 'legacy');
