@@ -485,47 +485,46 @@ export class Gateway {
 
   /**
    * Readiness: every upstream marked `required` can be started or reached (probing those that
-   * have not succeeded yet, or failed last, by opening a session; one in its first start with a
-   * start under way is not ready, without waiting), and the shared store is
+   * have not succeeded yet, or failed last, by opening a session, all at once; one with a first
+   * start ahead or under way, see `timeouts.firstStartMs`, is not ready, without waiting: its start
+   * is begun in the background), and the shared store is
    * reachable and takes a write and a read under its key prefix (`store` says why not).
    */
   async readiness(): Promise<{ ready: boolean; upstreams: { name: string; ready: boolean; reason?: string }[]; store?: string }> {
-    const out: { name: string; ready: boolean; reason?: string }[] = [];
-    for (const up of this.upstreams.values()) {
-      if (!up.cfg.required) continue;
-      // A first start (an install, maybe) is not waited for, nor a session start before any opened:
-      // not ready until a session opened.
-      if (up.firstStarting) {
-        out.push({ name: up.name, ready: false, reason: `Upstream '${up.name}' is in its first start (it may be installing; timeouts.firstStartMs=${up.firstStart.budgetMs()} ms)` });
-        continue;
-      }
-      if (up.pool.opened === 0 && up.pool.startingNow) {
-        out.push({ name: up.name, ready: false, reason: `Upstream '${up.name}' is starting` });
-        continue;
-      }
-      try {
-        if ((await up.era()) === 'modern') {
-          out.push({ name: up.name, ready: true });
-          continue;
-        }
-      } catch (e) {
-        out.push({ name: up.name, ready: false, reason: (e as Error).message });
-        continue;
-      }
-      if (up.pool.lastError === undefined && up.pool.opened > 0) {
-        out.push({ name: up.name, ready: true });
-        continue;
-      }
-      try {
-        const lease = await up.pool.acquireShared('gateway:readiness', {});
-        lease.release(true);
-        out.push({ name: up.name, ready: true });
-      } catch (e) {
-        out.push({ name: up.name, ready: false, reason: up.pool.lastError ?? (e as Error).message });
-      }
-    }
+    const required = [...this.upstreams.values()].filter((up) => up.cfg.required);
+    // Checked side by side: one upstream's slow start does not hold up the others'.
+    const out = await Promise.all(
+      required.map((up) => {
+        // A first start (an install, maybe) is not waited for, nor a session start before any opened:
+        // not ready until a session opened. One not begun yet is begun in the background.
+        const first = `Upstream '${up.name}' is in its first start (it may be installing; timeouts.firstStartMs=${up.firstStart.budgetMs()} ms)`;
+        if (up.firstStarting) return { name: up.name, ready: false, reason: first };
+        if (up.pool.opened === 0 && up.pool.startingNow) return { name: up.name, ready: false, reason: `Upstream '${up.name}' is starting` };
+        const checked = this.upstreamReady(up);
+        if (!up.firstStart.active) return checked;
+        void checked;
+        return { name: up.name, ready: false, reason: up.pool.lastError ?? first };
+      }),
+    );
     const store = await this.store.unavailable();
     return { ready: !this.closing && !store && out.every((u) => u.ready), upstreams: out, ...(store ? { store } : {}) };
+  }
+
+  /** Whether required upstream `up` can be started or reached: its era, then a session (opened now when none has). Never throws. */
+  private async upstreamReady(up: Upstream): Promise<{ name: string; ready: boolean; reason?: string }> {
+    try {
+      if ((await up.era()) === 'modern') return { name: up.name, ready: true };
+    } catch (e) {
+      return { name: up.name, ready: false, reason: (e as Error).message };
+    }
+    if (up.pool.lastError === undefined && up.pool.opened > 0) return { name: up.name, ready: true };
+    try {
+      const lease = await up.pool.acquireShared('gateway:readiness', {});
+      lease.release(true);
+      return { name: up.name, ready: true };
+    } catch (e) {
+      return { name: up.name, ready: false, reason: up.pool.lastError ?? (e as Error).message };
+    }
   }
 
   /**

@@ -74,7 +74,8 @@ try {
   }).values;
 } catch (e) {
   // `npm start --port 1` hands npm the flag and the gateway only its value.
-  const hint = (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' ? `\nflags for the gateway go after \`--\` with npm start: npm start -- --port 18811` : '';
+  const underNpm = process.env.npm_lifecycle_event !== undefined;
+  const hint = underNpm && (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' ? `\nflags for the gateway go after \`--\` with npm start, for example: npm start -- --port 9000` : '';
   fail(`${(e as Error).message}${hint}\n${usage()}`);
 }
 if (args.help) {

@@ -212,13 +212,14 @@ async function untilIdle(pid: number, until: number): Promise<void> {
 
 /**
  * A start budget in words: `startMs` (ms) from when the start began, what the era probe left of
- * `connectMs`, or, for a child the era probe spawned and handed over, the budget it was spawned
- * with (`spawnBudgetMs`), counted from the spawn.
+ * `connectMs` (an HTTP upstream of `protocol: "auto"`), or, for a child the era probe spawned and
+ * handed over, the budget it was spawned with (`spawnBudgetMs`), counted from the spawn.
  */
-function budgetText(startMs: number, connectMs: number, spawnBudgetMs?: number): string {
+function budgetText(startMs: number, cfg: UpstreamConfig, spawnBudgetMs?: number): string {
   if (spawnBudgetMs !== undefined) return `${Math.round(spawnBudgetMs)} ms since the process was spawned (the era probe asked it first)`;
   const ms = Math.round(startMs);
-  return ms < connectMs ? `the ${ms} ms the era probe left of it` : `${ms} ms`;
+  const probed = cfg.transport !== 'stdio' && cfg.protocol === 'auto' && ms < cfg.timeouts.connectMs;
+  return probed ? `the ${ms} ms the era probe left of it` : `${ms} ms`;
 }
 
 /**
@@ -731,7 +732,7 @@ export class UpstreamSession {
       // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
       const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
-        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg.timeouts.connectMs, adopted?.budgetMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
+        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg, adopted?.budgetMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
         stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,

@@ -85,7 +85,7 @@ function firstCommand(script: string): string[] {
  * `npm exec`/`npm x`, `pnpm dlx`, `yarn dlx`, `bun x`, `pipx run`, `uv tool run` (by the command's
  * file name, with or without a path or a Windows `.cmd`/`.exe` suffix), also behind a shell whose
  * script starts with one (`sh -c "exec npx -y pkg"`, `bash -lc …`, `cmd /c npx …`,
- * `powershell -Command npx …`).
+ * `powershell -Command npx …`) or after `env VAR=value …`.
  */
 export function installsOnFirstRun(command: string, args: readonly string[]): boolean {
   const name = exeName(command);
@@ -97,6 +97,11 @@ export function installsOnFirstRun(command: string, args: readonly string[]): bo
     const script = name === 'cmd' || name === 'powershell' || name === 'pwsh' ? args.slice(at + 1).join(' ') : (args[at + 1] ?? '');
     const [inner, ...rest] = firstCommand(script);
     return inner !== undefined && !(exeName(inner) in SHELLS) && installsOnFirstRun(inner, rest);
+  }
+  if (name === 'env') {
+    // `env [-i] [VAR=value …] COMMAND ARGS…`: the command after the options and assignments.
+    const at = args.findIndex((a) => !a.startsWith('-') && !/^[A-Za-z_][A-Za-z0-9_]*=/.test(a));
+    return at >= 0 && installsOnFirstRun(args[at]!, args.slice(at + 1));
   }
   if (!(name in INSTALLERS)) return false;
   const first = INSTALLERS[name];

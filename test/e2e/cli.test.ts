@@ -232,12 +232,16 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expect(r.stderr).toContain('usage: mrtr-gateway');
   });
 
-  it('a value without its flag (npm start --port 18811, npm took the flag) → exit 2 with the hint to put flags after --', async () => {
-    const r = await runCli(['18811'], { entry: [BIN], cwd: dir });
+  it('a value without its flag (npm start --port 18811, npm took the flag) → exit 2 with the hint to put flags after --, under npm only', async () => {
+    const r = await runCli(['18811'], { entry: [BIN], cwd: dir, env: { npm_lifecycle_event: 'start' } });
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("Unexpected argument '18811'");
-    expect(r.stderr).toContain('flags for the gateway go after `--` with npm start: npm start -- --port 18811');
+    expect(r.stderr).toContain('flags for the gateway go after `--` with npm start, for example: npm start -- --port 9000');
     expect(r.stderr).toContain('usage: mrtr-gateway');
+    const direct = await runCli(['18811'], { entry: [BIN], cwd: dir, env: { npm_lifecycle_event: undefined } });
+    expect(direct.code).toBe(2);
+    expect(direct.stderr).toContain("Unexpected argument '18811'");
+    expect(direct.stderr).not.toContain('npm start');
   });
 
   it('no configuration file in the working directory → exit 2 naming the absolute path looked at', async () => {

@@ -442,22 +442,28 @@ describe('a slow 2026-07-28 stdio server behind the era probe (protocol auto)', 
 });
 
 describe('readiness of a required upstream in its first start', () => {
-  it('/readyz is 503 at once while the first start runs (era probe, then initialize on the handed-over child), and 200 once the session opened', async () => {
+  it('/readyz is 503 at once while the first starts run, begins them all side by side (era probe, then initialize on the handed-over child), and is 200 once every session opened', async () => {
     const log = new FixtureLog();
     const mem = memoryLogger('info');
     const slow = { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '4000' }), required: true, timeouts: { connectMs: 2000, firstStartMs: 20_000 } };
-    const gw = await gateway({ upstreams: { s: slow } }, { log: mem.log });
-    // The first readiness check starts the upstream and waits for it.
-    const first = fetch(`${gw.base}/readyz`);
-    expect(await eventually(() => mem.lines().some((l) => l.msg === 'era probe process started (protocol: auto)'), 10_000)).toBe(true);
+    const gw = await gateway({ upstreams: { s1: slow, s2: slow, s3: slow } }, { log: mem.log });
+    const opened = () => ['s1', 's2', 's3'].map((n) => gw.gateway.upstreams.get(n)!.pool.opened);
+    // The first readiness check begins the three starts and does not wait for them.
+    const first = await timed(fetch(`${gw.base}/readyz`));
+    expect(first.value.status).toBe(503);
+    expect(((await first.value.json()) as Readiness).upstreams).toEqual(
+      ['s1', 's2', 's3'].map((name) => ({ name, ready: false, reason: expect.stringContaining('first start') })),
+    );
+    expect(first.ms).toBeLessThan(scaled(1500));
+    // All three children run before any of them opened: the starts are not taken one by one.
+    expect(await eventually(() => log.of('process-start').length === 3, 10_000)).toBe(true);
+    expect(opened()).toEqual([0, 0, 0]);
     const during = await timed(fetch(`${gw.base}/readyz`));
     expect(during.value.status).toBe(503);
-    expect(((await during.value.json()) as Readiness).upstreams).toEqual([{ name: 's', ready: false, reason: expect.stringContaining('first start') }]);
     expect(during.ms).toBeLessThan(scaled(1500));
-    expect((await first).status).toBe(200);
-    expect(gw.gateway.upstreams.get('s')!.pool.opened).toBe(1);
-    expect((await fetch(`${gw.base}/readyz`)).status).toBe(200);
-    expect(log.of('process-start')).toHaveLength(1);
+    expect(await eventually(async () => (await fetch(`${gw.base}/readyz`)).status === 200, 20_000)).toBe(true);
+    expect(opened()).toEqual([1, 1, 1]);
+    expect(log.of('process-start')).toHaveLength(3);
   }, scaled(45_000));
 });
 

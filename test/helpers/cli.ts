@@ -56,7 +56,8 @@ export interface CliOptions {
   entry?: string[];
   /** Default: the project root. */
   cwd?: string;
-  env?: Record<string, string>;
+  /** Added to the environment; a variable set to undefined is left out. */
+  env?: Record<string, string | undefined>;
 }
 
 /** Writes `config` to a temp file and starts `node <entry> --config FILE --port 0`; waits for the listening line. */

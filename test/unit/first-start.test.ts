@@ -40,7 +40,7 @@ describe('installsOnFirstRun', () => {
 });
 
 describe('installsOnFirstRun behind a shell', () => {
-  it('knows an installer that is the first command of a shell script (after exec, env assignments)', () => {
+  it('knows an installer that is the first command of a shell script (after exec, env assignments) or of env', () => {
     for (const [command, args] of [
       ['sh', ['-c', 'exec npx -y @modelcontextprotocol/server-github']],
       ['/bin/bash', ['-lc', 'npx -y pkg']],
@@ -50,6 +50,8 @@ describe('installsOnFirstRun behind a shell', () => {
       ['C:\\Windows\\System32\\cmd.exe', ['/s', '/c', 'npx.cmd -y pkg']],
       ['powershell', ['-NoProfile', '-Command', 'npx -y pkg']],
       ['pwsh.exe', ['-c', '& npx -y pkg']],
+      ['env', ['FOO=1', 'npx', '-y', 'pkg']],
+      ['/usr/bin/env', ['-i', 'PATH=/usr/bin', 'uvx', 'mcp-server-fetch']],
     ] as const) {
       expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(true);
     }
@@ -61,6 +63,8 @@ describe('installsOnFirstRun behind a shell', () => {
       ['cmd', ['/c', 'node', 'server.js']],
       ['powershell', ['-File', 'npx.ps1']],
       ['sh', ['-c']],
+      ['env', ['FOO=1', 'node', 'server.js']],
+      ['env', ['FOO=1']],
     ] as const) {
       expect(installsOnFirstRun(command, args), `${command} ${args.join(' ')}`).toBe(false);
     }
