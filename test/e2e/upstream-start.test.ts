@@ -485,6 +485,19 @@ describe('a first start that runs out of firstStartMs (protocol auto)', () => {
   }, scaled(45_000));
 });
 
+describe('a first start that runs out of firstStartMs (protocol legacy)', () => {
+  it('the timeout names the budget, firstStartMs, and no era probe (none ran)', async () => {
+    const log = new FixtureLog();
+    const slow = { ...fixtureStdio(log, { FIXTURE_START_DELAY_MS: '4500' }), protocol: 'legacy', timeouts: { connectMs: 15_000, firstStartMs: 2000 } };
+    const gw = await gateway({ upstreams: { s: slow } });
+    const first = await rpc(gw.url('s'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+    expect(first.body.error).toMatchObject({ code: -32603, data: { upstream: 's', reason: 'timeout' } });
+    expect(first.body.error.message).toContain('timeouts.firstStartMs=2000 ms');
+    expect(first.body.error.message).toContain('took longer than 2000 ms');
+    expect(first.body.error.message).not.toContain('era probe');
+  }, scaled(30_000));
+});
+
 describe('many sessions opening at once', () => {
   it('32 calls that each open a Streamable HTTP session raise no MaxListenersExceededWarning', async () => {
     const up = await startFixtureHttp('http');
