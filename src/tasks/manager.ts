@@ -107,8 +107,7 @@ export class TaskManager {
   private readonly live = new Map<string, LiveTask>();
   private readonly listeners = new Set<(record: TaskRecord) => void>();
   /** The last status of each task this replica created or updated, until its record's ttlMs. */
-  // maxSize, not max: lru-cache allocates `max` slots up front, at every start.
-  private readonly statuses = new LRUCache<string, TaskStatus>({ maxSize: MAX_STATUSES, sizeCalculation: () => 1, ttlAutopurge: true });
+  private readonly statuses = new LRUCache<string, TaskStatus>({ max: MAX_STATUSES, ttlAutopurge: true });
   /** Called with each status a task reaches (its first status included). */
   onStatus: ((status: TaskStatus) => void) | undefined;
 
