@@ -14,7 +14,18 @@ import { openLegacySession } from './lib/mcp.js';
 import { DEFAULT_BASELINE, prepareBaseline, type Baseline } from './lib/baseline.js';
 import { startOtlpSink, tracingEnv } from './lib/otlp-sink.js';
 import { freePort } from '../test/helpers/infra.js';
-import { ECHO_STDIO, GatewayProcess, ROOT, startEchoHttp, startMcpProxy, startRelay, startSupergateway, stopAll, stopChild, type Stoppable } from './lib/procs.js';
+import {
+  ECHO_STDIO,
+  GatewayProcess,
+  ROOT,
+  startEchoHttp,
+  startMcpProxy,
+  startRelay,
+  startSupergateway,
+  stopAll,
+  stopChild,
+  type Stoppable,
+} from './lib/procs.js';
 import { waitForPort } from '../test/helpers/infra.js';
 import { bytes, fmt, fmtBytes, num, ratio, table, type Figure } from './lib/stats.js';
 import { benchLimits, sessions } from './sections/config.js';
@@ -24,7 +35,10 @@ import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type
 import { measureStartup, startupTable, type StartupFigures } from './sections/startup.js';
 import { measureTasks, type TaskFigures } from './sections/tasks.js';
 
-const { values: flags } = parseArgs({ options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string' } }, strict: true });
+const { values: flags } = parseArgs({
+  options: { quick: { type: 'boolean', default: false }, baseline: { type: 'string' } },
+  strict: true,
+});
 const quick = flags.quick!;
 /**
  * The gateway at an earlier commit, measured beside this one (`--baseline REF`; `--baseline none`:
@@ -32,7 +46,10 @@ const quick = flags.quick!;
  * only when given `--baseline`.
  */
 const baselineRef = flags.baseline ?? (quick ? 'none' : DEFAULT_BASELINE);
-const baseline: Baseline = baselineRef === 'none' ? { ref: 'none', reason: `not run (${quick && !flags.baseline ? 'quick run' : '--baseline none'})` } : prepareBaseline(ROOT, baselineRef);
+const baseline: Baseline =
+  baselineRef === 'none'
+    ? { ref: 'none', reason: `not run (${quick && !flags.baseline ? 'quick run' : '--baseline none'})` }
+    : prepareBaseline(ROOT, baselineRef);
 const baseRoot = 'root' in baseline ? baseline.root : undefined;
 const baseLabel = 'root' in baseline ? `mrtr-gateway at ${baseline.commit} (baseline)` : 'baseline';
 
@@ -83,7 +100,9 @@ function version(pkg: string): string {
 function git(): string {
   try {
     const head = execSync('git rev-parse --short HEAD', { cwd: ROOT, encoding: 'utf8' }).trim();
-    const dirty = execSync('git status --porcelain -- src', { cwd: ROOT, encoding: 'utf8' }).trim() ? ' (src/ has uncommitted changes)' : '';
+    const dirty = execSync('git status --porcelain -- src', { cwd: ROOT, encoding: 'utf8' }).trim()
+      ? ' (src/ has uncommitted changes)'
+      : '';
     return head + dirty;
   } catch {
     return 'unknown';
@@ -100,7 +119,11 @@ const STDIO_SESSIONS = 8;
 const stdioUpstream = { transport: 'stdio', command: ECHO_STDIO[0], args: ECHO_STDIO.slice(1), ...sessions(STDIO_SESSIONS) };
 
 /** A fresh gateway process per section, so one section's heap does not weigh on the next. */
-function gateway(label: string, upstreams: Record<string, unknown>, opts: { root?: string; env?: Record<string, string>; top?: Record<string, unknown> } = {}): Promise<GatewayProcess> {
+function gateway(
+  label: string,
+  upstreams: Record<string, unknown>,
+  opts: { root?: string; env?: Record<string, string>; top?: Record<string, unknown> } = {},
+): Promise<GatewayProcess> {
   return GatewayProcess.start(label, { limits: benchLimits, ...opts.top, upstreams }, opts);
 }
 
@@ -110,10 +133,14 @@ function baselineGateway(label: string, upstreams: Record<string, unknown>): Pro
 }
 
 /** Two replicas sharing a Redis server started for the run, or why they are not run. */
-async function startReplicas(upstreams: Record<string, unknown>): Promise<{ a: GatewayProcess; b: GatewayProcess; stop: () => Promise<void> } | { reason: string }> {
+async function startReplicas(
+  upstreams: Record<string, unknown>,
+): Promise<{ a: GatewayProcess; b: GatewayProcess; stop: () => Promise<void> } | { reason: string }> {
   if (!existsSync('/usr/bin/redis-server')) return { reason: 'redis-server is not installed (.ci/run installs it)' };
   const port = await freePort();
-  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  const redis = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
   const redisStop: Stoppable = { label: 'redis-server', stop: () => stopChild(redis) };
   await waitForPort(port);
   const top = {
@@ -171,12 +198,45 @@ async function main(): Promise<Results> {
   const gatewaySession = await openLegacySession(gw.url('http'));
   const [c1, c16] = [settings.plan.concurrencies[0]!, settings.plan.concurrencies[1]!];
   const httpTargets: Target[] = [
-    { key: 'direct', label: 'direct (legacy client, one session)', request: legacyEcho(fixture.url, directSession), check: legacyEchoCheck },
-    { key: 'relay', label: 'minimal relay (node:http and an undici Pool, no MCP work) in front of the direct session', request: legacyEcho(relay.url, directSession), check: legacyEchoCheck, concurrencies: [c1, c16] },
+    {
+      key: 'direct',
+      label: 'direct (legacy client, one session)',
+      request: legacyEcho(fixture.url, directSession),
+      check: legacyEchoCheck,
+    },
+    {
+      key: 'relay',
+      label: 'minimal relay (node:http and an undici Pool, no MCP work) in front of the direct session',
+      request: legacyEcho(relay.url, directSession),
+      check: legacyEchoCheck,
+      concurrencies: [c1, c16],
+    },
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gw.url('http')), check: modernEchoCheck() },
-    ...(gwBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwBase.url('http')), check: modernEchoCheck(), concurrencies: [c1, c16] }] : []),
-    { key: 'legacy', label: 'legacy client through mrtr-gateway (2025-11-25 session)', request: legacyEcho(gw.url('http'), gatewaySession), check: legacyEchoCheck, concurrencies: [c1, c16] },
-    { key: 'traced', label: 'mrtr-gateway with tracing on (OTLP export)', request: modernEcho(gwTraced.url('http')), check: modernEchoCheck(), concurrencies: [c1, c16] },
+    ...(gwBase
+      ? [
+          {
+            key: 'baseline',
+            label: `${baseLabel} (2026-07-28)`,
+            request: modernEcho(gwBase.url('http')),
+            check: modernEchoCheck(),
+            concurrencies: [c1, c16],
+          },
+        ]
+      : []),
+    {
+      key: 'legacy',
+      label: 'legacy client through mrtr-gateway (2025-11-25 session)',
+      request: legacyEcho(gw.url('http'), gatewaySession),
+      check: legacyEchoCheck,
+      concurrencies: [c1, c16],
+    },
+    {
+      key: 'traced',
+      label: 'mrtr-gateway with tracing on (OTLP export)',
+      request: modernEcho(gwTraced.url('http')),
+      check: modernEchoCheck(),
+      concurrencies: [c1, c16],
+    },
   ];
   const http = await measure(httpTargets, settings.plan, log);
   const httpMemory = await gw.memory();
@@ -191,10 +251,32 @@ async function main(): Promise<Results> {
   const peerSessionConcurrencies = quick ? [c1] : [c1, settings.plan.concurrencies.at(-1)!];
   const stdioTargets: Target[] = [
     { key: 'gateway', label: 'mrtr-gateway (2026-07-28)', request: modernEcho(gwStdio.url('stdio')), check: modernEchoCheck() },
-    ...(gwStdioBase ? [{ key: 'baseline', label: `${baseLabel} (2026-07-28)`, request: modernEcho(gwStdioBase.url('stdio')), check: modernEchoCheck(), concurrencies: [settings.plan.concurrencies.at(-1)!] }] : []),
+    ...(gwStdioBase
+      ? [
+          {
+            key: 'baseline',
+            label: `${baseLabel} (2026-07-28)`,
+            request: modernEcho(gwStdioBase.url('stdio')),
+            check: modernEchoCheck(),
+            concurrencies: [settings.plan.concurrencies.at(-1)!],
+          },
+        ]
+      : []),
     { key: 'mcp-proxy', label: 'mcp-proxy (2026-07-28)', request: modernEcho(mcpProxy.url), check: modernEchoCheck() },
-    { key: 'mcp-proxy-legacy', label: 'mcp-proxy (2025-11-25 session)', request: legacyEcho(mcpProxy.url, proxySession), check: legacyEchoCheck, concurrencies: peerSessionConcurrencies },
-    { key: 'supergateway-legacy', label: 'supergateway (2025-11-25 session)', request: legacyEcho(supergateway.url, sgSession), check: legacyEchoCheck, concurrencies: peerSessionConcurrencies },
+    {
+      key: 'mcp-proxy-legacy',
+      label: 'mcp-proxy (2025-11-25 session)',
+      request: legacyEcho(mcpProxy.url, proxySession),
+      check: legacyEchoCheck,
+      concurrencies: peerSessionConcurrencies,
+    },
+    {
+      key: 'supergateway-legacy',
+      label: 'supergateway (2025-11-25 session)',
+      request: legacyEcho(supergateway.url, sgSession),
+      check: legacyEchoCheck,
+      concurrencies: peerSessionConcurrencies,
+    },
     // Close to a second per call: left out of a quick run.
     ...(quick
       ? []
@@ -226,7 +308,12 @@ async function main(): Promise<Results> {
     ...('a' in replicas
       ? [
           gatewayPath('one-replica', 'two replicas on Redis, call and retry on the same replica', replicas.a.url('http')),
-          gatewayPath('forwarded', 'two replicas on Redis, retry sent to the other replica (forwarded)', replicas.a.url('http'), replicas.b.url('http')),
+          gatewayPath(
+            'forwarded',
+            'two replicas on Redis, retry sent to the other replica (forwarded)',
+            replicas.a.url('http'),
+            replicas.b.url('http'),
+          ),
         ]
       : []),
   ];
@@ -238,12 +325,16 @@ async function main(): Promise<Results> {
   // 4. Parked calls.
   log('4. memory of parked calls');
   const parked = await measureParked(settings.parkedLevels, settings.parkedRuns, settings.completedCalls, log);
-  const parkedBaseline = baseRoot ? await measureParked([Math.max(...settings.parkedLevels)], settings.baselineRuns, 0, log, { root: baseRoot, label: baseLabel }) : undefined;
+  const parkedBaseline = baseRoot
+    ? await measureParked([Math.max(...settings.parkedLevels)], settings.baselineRuns, 0, log, { root: baseRoot, label: baseLabel })
+    : undefined;
 
   // 5. Tasks.
   log('5. tasks');
   const tasks = await measureTasks(settings.tasks, settings.taskSleepMs, settings.taskRuns, log);
-  const tasksBaseline = baseRoot ? await measureTasks(settings.tasks, settings.taskSleepMs, settings.baselineRuns, log, { root: baseRoot, label: baseLabel }) : undefined;
+  const tasksBaseline = baseRoot
+    ? await measureTasks(settings.tasks, settings.taskSleepMs, settings.baselineRuns, log, { root: baseRoot, label: baseLabel })
+    : undefined;
 
   // 6. Start-up.
   log('6. start-up');
@@ -278,7 +369,13 @@ function loadTable(targets: Target[], cells: Map<string, Map<number, Cell>>, con
   return table(['path', 'concurrency', 'p50 ms', 'p99 ms', 'requests/s'], [...rows, ...extraRows]);
 }
 
-function ratioTable(base: string, baseLabel: string, targets: Target[], cells: Map<string, Map<number, Cell>>, concurrencies: number[]): string {
+function ratioTable(
+  base: string,
+  baseLabel: string,
+  targets: Target[],
+  cells: Map<string, Map<number, Cell>>,
+  concurrencies: number[],
+): string {
   const rows: string[][] = [];
   for (const t of targets) {
     if (t.key === base) continue;
@@ -286,7 +383,13 @@ function ratioTable(base: string, baseLabel: string, targets: Target[], cells: M
       const g = cells.get(base)?.get(c);
       const p = cells.get(t.key)?.get(c);
       if (!g || !p) continue;
-      rows.push([`${baseLabel} / ${t.label}`, String(c), ratio(g.p50.median, p.p50.median), ratio(g.p99.median, p.p99.median), ratio(g.rps.median, p.rps.median)]);
+      rows.push([
+        `${baseLabel} / ${t.label}`,
+        String(c),
+        ratio(g.p50.median, p.p50.median),
+        ratio(g.p99.median, p.p99.median),
+        ratio(g.rps.median, p.rps.median),
+      ]);
     }
   }
   return table(['ratio', 'concurrency', 'p50', 'p99', 'requests/s'], rows);
@@ -310,21 +413,115 @@ function summary(r: Results): string {
   const top = Math.max(...r.parked.levels);
   const round = (k: string) => r.rounds.get(k)?.median;
   const rows: string[][] = [
-    [`Streamable HTTP upstream, \`echo\`, concurrency ${c1}, p50`, ms(p50(r.http, 'baseline', c1)), ms(p50(r.http, 'gateway', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'gateway', c1), p50(r.http, 'direct', c1)), '≤ direct + 0.4 ms'],
-    [`minimal relay (no MCP work), concurrency ${c1}, p50: the floor of any gateway here`, '—', ms(p50(r.http, 'relay', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'relay', c1), p50(r.http, 'direct', c1)), '—'],
-    [`Streamable HTTP upstream, concurrency ${c16}, requests/s`, perSec(rps(r.http, 'baseline', c16)), perSec(rps(r.http, 'gateway', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'gateway', c16), rps(r.http, 'direct', c16)), '≥ 0.5× direct'],
-    [`minimal relay (no MCP work), concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'relay', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'relay', c16), rps(r.http, 'direct', c16)), '—'],
-    ['one `input_required` round, default config', ms(round('baseline')), ms(round('gateway')), `direct ${ms(round('direct'))}`, x(round('gateway'), round('direct')), '≤ 1.5× direct'],
-    [`heap per parked call (Streamable HTTP upstream, ${top} parked)`, kib(r.parkedBaseline?.heapPerCall.get(top)), kib(r.parked.heapPerCall.get(top)), '—', '—', '≤ 24 KiB'],
-    [`${r.tasks.count} tasks created`, ms(r.tasksBaseline?.createMs.median, 0), ms(r.tasks.createMs.median, 0), `${r.tasks.count} \`echo\` calls ${ms(r.tasks.echoMs.median, 0)}`, x(r.tasks.createMs.median, r.tasks.echoMs.median), r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)'],
-    [`stdio upstream, concurrency ${cMax}, requests/s`, perSec(rps(r.stdio, 'baseline', cMax)), perSec(rps(r.stdio, 'gateway', cMax)), `mcp-proxy ${perSec(rps(r.stdio, 'mcp-proxy', cMax))}`, x(rps(r.stdio, 'gateway', cMax), rps(r.stdio, 'mcp-proxy', cMax)), '≥ 1.3× mcp-proxy'],
-    [`legacy client through the gateway (2025-11-25 session), concurrency ${c1}, p50`, '—', ms(p50(r.http, 'legacy', c1)), `direct ${ms(p50(r.http, 'direct', c1))}`, plus(p50(r.http, 'legacy', c1), p50(r.http, 'direct', c1)), '—'],
-    [`legacy client through the gateway, concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'legacy', c16)), `direct ${perSec(rps(r.http, 'direct', c16))}`, x(rps(r.http, 'legacy', c16), rps(r.http, 'direct', c16)), '—'],
-    ['`input_required` round, retry forwarded to the other replica', '—', ms(round('forwarded')), `same replica ${ms(round('one-replica'))}`, x(round('forwarded'), round('one-replica')), '—'],
-    [`tracing on (OTLP export), concurrency ${c1}, p50`, '—', ms(p50(r.http, 'traced', c1)), `tracing off ${ms(p50(r.http, 'gateway', c1))}`, plus(p50(r.http, 'traced', c1), p50(r.http, 'gateway', c1)), '—'],
-    [`tracing on (OTLP export), concurrency ${c16}, requests/s`, '—', perSec(rps(r.http, 'traced', c16)), `tracing off ${perSec(rps(r.http, 'gateway', c16))}`, x(rps(r.http, 'traced', c16), rps(r.http, 'gateway', c16)), '—'],
+    [
+      `Streamable HTTP upstream, \`echo\`, concurrency ${c1}, p50`,
+      ms(p50(r.http, 'baseline', c1)),
+      ms(p50(r.http, 'gateway', c1)),
+      `direct ${ms(p50(r.http, 'direct', c1))}`,
+      plus(p50(r.http, 'gateway', c1), p50(r.http, 'direct', c1)),
+      '≤ direct + 0.4 ms',
+    ],
+    [
+      `minimal relay (no MCP work), concurrency ${c1}, p50: the floor of any gateway here`,
+      '—',
+      ms(p50(r.http, 'relay', c1)),
+      `direct ${ms(p50(r.http, 'direct', c1))}`,
+      plus(p50(r.http, 'relay', c1), p50(r.http, 'direct', c1)),
+      '—',
+    ],
+    [
+      `Streamable HTTP upstream, concurrency ${c16}, requests/s`,
+      perSec(rps(r.http, 'baseline', c16)),
+      perSec(rps(r.http, 'gateway', c16)),
+      `direct ${perSec(rps(r.http, 'direct', c16))}`,
+      x(rps(r.http, 'gateway', c16), rps(r.http, 'direct', c16)),
+      '≥ 0.5× direct',
+    ],
+    [
+      `minimal relay (no MCP work), concurrency ${c16}, requests/s`,
+      '—',
+      perSec(rps(r.http, 'relay', c16)),
+      `direct ${perSec(rps(r.http, 'direct', c16))}`,
+      x(rps(r.http, 'relay', c16), rps(r.http, 'direct', c16)),
+      '—',
+    ],
+    [
+      'one `input_required` round, default config',
+      ms(round('baseline')),
+      ms(round('gateway')),
+      `direct ${ms(round('direct'))}`,
+      x(round('gateway'), round('direct')),
+      '≤ 1.5× direct',
+    ],
+    [
+      `heap per parked call (Streamable HTTP upstream, ${top} parked)`,
+      kib(r.parkedBaseline?.heapPerCall.get(top)),
+      kib(r.parked.heapPerCall.get(top)),
+      '—',
+      '—',
+      '≤ 24 KiB',
+    ],
+    [
+      `${r.tasks.count} tasks created`,
+      ms(r.tasksBaseline?.createMs.median, 0),
+      ms(r.tasks.createMs.median, 0),
+      `${r.tasks.count} \`echo\` calls ${ms(r.tasks.echoMs.median, 0)}`,
+      x(r.tasks.createMs.median, r.tasks.echoMs.median),
+      r.tasks.count === 1000 ? '≤ 500 ms' : '(full run: 1,000 tasks, ≤ 500 ms)',
+    ],
+    [
+      `stdio upstream, concurrency ${cMax}, requests/s`,
+      perSec(rps(r.stdio, 'baseline', cMax)),
+      perSec(rps(r.stdio, 'gateway', cMax)),
+      `mcp-proxy ${perSec(rps(r.stdio, 'mcp-proxy', cMax))}`,
+      x(rps(r.stdio, 'gateway', cMax), rps(r.stdio, 'mcp-proxy', cMax)),
+      '≥ 1.3× mcp-proxy',
+    ],
+    [
+      `legacy client through the gateway (2025-11-25 session), concurrency ${c1}, p50`,
+      '—',
+      ms(p50(r.http, 'legacy', c1)),
+      `direct ${ms(p50(r.http, 'direct', c1))}`,
+      plus(p50(r.http, 'legacy', c1), p50(r.http, 'direct', c1)),
+      '—',
+    ],
+    [
+      `legacy client through the gateway, concurrency ${c16}, requests/s`,
+      '—',
+      perSec(rps(r.http, 'legacy', c16)),
+      `direct ${perSec(rps(r.http, 'direct', c16))}`,
+      x(rps(r.http, 'legacy', c16), rps(r.http, 'direct', c16)),
+      '—',
+    ],
+    [
+      '`input_required` round, retry forwarded to the other replica',
+      '—',
+      ms(round('forwarded')),
+      `same replica ${ms(round('one-replica'))}`,
+      x(round('forwarded'), round('one-replica')),
+      '—',
+    ],
+    [
+      `tracing on (OTLP export), concurrency ${c1}, p50`,
+      '—',
+      ms(p50(r.http, 'traced', c1)),
+      `tracing off ${ms(p50(r.http, 'gateway', c1))}`,
+      plus(p50(r.http, 'traced', c1), p50(r.http, 'gateway', c1)),
+      '—',
+    ],
+    [
+      `tracing on (OTLP export), concurrency ${c16}, requests/s`,
+      '—',
+      perSec(rps(r.http, 'traced', c16)),
+      `tracing off ${perSec(rps(r.http, 'gateway', c16))}`,
+      x(rps(r.http, 'traced', c16), rps(r.http, 'gateway', c16)),
+      '—',
+    ],
   ];
-  return table(['figure', `baseline (${'commit' in baseline ? baseline.commit : baseline.reason})`, 'now', 'reference', 'now vs reference', 'target'], rows);
+  return table(
+    ['figure', `baseline (${'commit' in baseline ? baseline.commit : baseline.reason})`, 'now', 'reference', 'now vs reference', 'target'],
+    rows,
+  );
 }
 
 function report(r: Results, loadStart: number[], loadEnd: number[]): string {
@@ -356,8 +553,20 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '`tools/call` of `echo` on the bench fixture (v1 SDK, stateful Streamable HTTP). The gateway may open 64 upstream sessions (one call in flight each).',
     '',
     loadTable(r.httpTargets, r.http, c, [
-      ['mcp-proxy', '—', 'n/a', 'n/a', 'cannot front an HTTP upstream: its CLI spawns a stdio server; its HTTP-upstream mode (`startStdioServer`) serves stdio'],
-      ['supergateway', '—', 'n/a', 'n/a', 'cannot front an HTTP upstream over HTTP: `--streamableHttp URL` and `--sse URL` only output stdio'],
+      [
+        'mcp-proxy',
+        '—',
+        'n/a',
+        'n/a',
+        'cannot front an HTTP upstream: its CLI spawns a stdio server; its HTTP-upstream mode (`startStdioServer`) serves stdio',
+      ],
+      [
+        'supergateway',
+        '—',
+        'n/a',
+        'n/a',
+        'cannot front an HTTP upstream over HTTP: `--streamableHttp URL` and `--sse URL` only output stdio',
+      ],
     ]),
     '',
     ratioTable('gateway', 'gateway', r.httpTargets, r.http, c),
@@ -370,8 +579,20 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '',
     loadTable(r.stdioTargets, r.stdio, c, [
       quick
-        ? ['supergateway (2026-07-28, one child per request)', c.join(', '), 'not run', 'not run', 'spawns a stdio child per request (close to a second each): measured in a full run only']
-        : ['supergateway (2026-07-28, one child per request)', c.filter((x) => x !== 1).join(', '), 'not run', 'not run', `spawns a stdio child per request; at concurrency 1 each run is ${s.slowAmount} call${s.slowAmount === 1 ? '' : 's'} rather than ${s.plan.runSeconds} s`],
+        ? [
+            'supergateway (2026-07-28, one child per request)',
+            c.join(', '),
+            'not run',
+            'not run',
+            'spawns a stdio child per request (close to a second each): measured in a full run only',
+          ]
+        : [
+            'supergateway (2026-07-28, one child per request)',
+            c.filter((x) => x !== 1).join(', '),
+            'not run',
+            'not run',
+            `spawns a stdio child per request; at concurrency 1 each run is ${s.slowAmount} call${s.slowAmount === 1 ? '' : 's'} rather than ${s.plan.runSeconds} s`,
+          ],
       ['direct', '—', 'n/a', 'n/a', 'a stdio server has no HTTP endpoint to load'],
     ]),
     '',
@@ -393,8 +614,17 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
       [
         ['gateway (15 ms window) / direct', ratio(r.rounds.get('gateway')!.median, r.rounds.get('direct')!.median)],
         ['gateway (window 0) / direct', ratio(r.rounds.get('gateway-nobatch')!.median, r.rounds.get('direct')!.median)],
-        ...(r.rounds.has('baseline') ? [['baseline / direct', ratio(r.rounds.get('baseline')!.median, r.rounds.get('direct')!.median)]] : []),
-        ...(r.rounds.has('forwarded') ? [['retry forwarded to the other replica / same replica', ratio(r.rounds.get('forwarded')!.median, r.rounds.get('one-replica')!.median)]] : []),
+        ...(r.rounds.has('baseline')
+          ? [['baseline / direct', ratio(r.rounds.get('baseline')!.median, r.rounds.get('direct')!.median)]]
+          : []),
+        ...(r.rounds.has('forwarded')
+          ? [
+              [
+                'retry forwarded to the other replica / same replica',
+                ratio(r.rounds.get('forwarded')!.median, r.rounds.get('one-replica')!.median),
+              ],
+            ]
+          : []),
       ],
     ),
     '',
@@ -405,7 +635,12 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '',
     table(
       ['figure', 'value'],
-      [[`heap kept per completed call (${r.parked.completedCalls} echo calls beside the parked ones; should be ≈ 0)`, fmtBytes(r.parked.heapPerCompleted)]],
+      [
+        [
+          `heap kept per completed call (${r.parked.completedCalls} echo calls beside the parked ones; should be ≈ 0)`,
+          fmtBytes(r.parked.heapPerCompleted),
+        ],
+      ],
     ),
     '',
     // About ±1 KiB per call is noise (heapUsed after a GC moves by a few MiB); the leak this guards against kept 20 KiB.
@@ -432,14 +667,22 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
           '',
           table(
             ['parked calls', 'RSS', 'heap used', 'RSS per parked call', 'heap per parked call'],
-            r.parkedBaseline.levels.map((l) => [String(l), fmtBytes(r.parkedBaseline!.rss.get(l)!), fmtBytes(r.parkedBaseline!.heap.get(l)!), fmtBytes(r.parkedBaseline!.rssPerCall.get(l)!), fmtBytes(r.parkedBaseline!.heapPerCall.get(l)!)]),
+            r.parkedBaseline.levels.map((l) => [
+              String(l),
+              fmtBytes(r.parkedBaseline!.rss.get(l)!),
+              fmtBytes(r.parkedBaseline!.heap.get(l)!),
+              fmtBytes(r.parkedBaseline!.rssPerCall.get(l)!),
+              fmtBytes(r.parkedBaseline!.heapPerCall.get(l)!),
+            ]),
           ),
           '',
         ]
       : []),
     '## 5. Tasks',
     '',
-    `${r.tasks.count} calls of \`sleep\` (${r.tasks.sleepMs} ms) with the tasks extension declared, \`tasks.taskAfterMs: 0\`, 32 connections; on warm upstream sessions. Statuses seen by the timed polls: ${Object.entries(r.tasks.statuses)
+    `${r.tasks.count} calls of \`sleep\` (${r.tasks.sleepMs} ms) with the tasks extension declared, \`tasks.taskAfterMs: 0\`, 32 connections; on warm upstream sessions. Statuses seen by the timed polls: ${Object.entries(
+      r.tasks.statuses,
+    )
       .map(([k, v]) => `${k} ${v}`)
       .join(', ')}.`,
     '',

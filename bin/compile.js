@@ -11,7 +11,19 @@
 // compiles a file alone (no type check: `npm run typecheck` does that), with an inline source map
 // pointing at the .ts file for stack traces.
 import { createHash } from 'node:crypto';
-import { accessSync, closeSync, constants, mkdirSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  closeSync,
+  constants,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -92,7 +104,9 @@ export async function compiledSources(root, compiling) {
     const d = result.diagnostics?.[0];
     if (d) {
       const at = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start) : undefined;
-      throw new CompileError(`src/${file}${at ? `:${at.line + 1}:${at.character + 1}` : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
+      throw new CompileError(
+        `src/${file}${at ? `:${at.line + 1}:${at.character + 1}` : ''}: ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`,
+      );
     }
     const map = JSON.parse(result.sourceMapText);
     map.sources = [pathToFileURL(fileName).href];
@@ -102,7 +116,10 @@ export async function compiledSources(root, compiling) {
     const code = result.outputText.replace(/\n\/\/# sourceMappingURL=.*\s*$/, '\n');
     mkdirSync(dirname(target), { recursive: true });
     const tmp = `${target}.${process.pid}.tmp`;
-    writeFileSync(tmp, `${MARK}${hash}\n${code}//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}\n`);
+    writeFileSync(
+      tmp,
+      `${MARK}${hash}\n${code}//# sourceMappingURL=data:application/json;base64,${Buffer.from(JSON.stringify(map)).toString('base64')}\n`,
+    );
     renameSync(tmp, target);
   }
   for (const file of filesUnder(out, '.js')) if (!wanted.has(file)) rmSync(join(out, file), { force: true });

@@ -45,7 +45,9 @@ if (existsSync(at('../src/main.ts')) && resolvable('typescript')) {
       process.stderr.write(`mrtr-gateway: cannot compile the sources: ${e.message}\n`);
       process.exit(1);
     }
-    process.stderr.write(`mrtr-gateway: warning: cannot write the compiled sources (${e.code} on ${e.path ?? 'node_modules/.cache/mrtr-gateway'}); running the sources through tsx, which starts slower\n`);
+    process.stderr.write(
+      `mrtr-gateway: warning: cannot write the compiled sources (${e.code} on ${e.path ?? 'node_modules/.cache/mrtr-gateway'}); running the sources through tsx, which starts slower\n`,
+    );
     const { register } = await import('tsx/esm/api');
     register();
     main = at('../src/main.ts').href;

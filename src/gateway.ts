@@ -36,7 +36,14 @@ import { DroppedEntries, type DropReport } from './observability/dropped.js';
 import { UpstreamHealth } from './observability/upstream-health.js';
 import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
 import { LooseResult, unreachableText } from './upstream/session.js';
-import { createModernUpstream, ModernHopError, probeModern, startModern, tracedModernUpstream, type ModernUpstream } from './upstream/modern.js';
+import {
+  createModernUpstream,
+  ModernHopError,
+  probeModern,
+  startModern,
+  tracedModernUpstream,
+  type ModernUpstream,
+} from './upstream/modern.js';
 import { FirstStart } from './upstream/stdio-child.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
@@ -55,7 +62,10 @@ export type { CallContext };
  * `sampling` (with `tools`) is declared as well when the upstream's `sampling` config lets the
  * gateway's provider answer ({@link upstreamSamplingCapability}).
  */
-export function mirrorCapabilities(caps: ClientCapabilities, cfg: Pick<UpstreamConfig, 'input' | 'roots' | 'sampling'>): LegacyClientCapabilities {
+export function mirrorCapabilities(
+  caps: ClientCapabilities,
+  cfg: Pick<UpstreamConfig, 'input' | 'roots' | 'sampling'>,
+): LegacyClientCapabilities {
   const allow = cfg.input.allow;
   const out: LegacyClientCapabilities = {};
   const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
@@ -93,7 +103,8 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
     out.extensions = { [TASKS_EXTENSION]: {} };
   }
   if (upstream.prompts) out.prompts = listChanged(upstream.prompts);
-  if (upstream.resources) out.resources = { ...(upstream.resources.subscribe ? { subscribe: true } : {}), ...listChanged(upstream.resources) };
+  if (upstream.resources)
+    out.resources = { ...(upstream.resources.subscribe ? { subscribe: true } : {}), ...listChanged(upstream.resources) };
   if (upstream.completions) out.completions = {};
   return out;
 }
@@ -106,7 +117,10 @@ export function discoverCapabilities(upstream: ServerCapabilities): Record<strin
  * even where `maxSessionsPerPrincipal` is not below `maxSessions`).
  * An unknown upstream (undefined) has none.
  */
-export function parkedSessionLimits(cfg: Pick<UpstreamConfig, 'maxSessions' | 'maxSessionsPerPrincipal' | 'maxParkedSessions' | 'maxParkedSessionsPerPrincipal'> | undefined, perPrincipal: boolean): ParkedSessionLimits | undefined {
+export function parkedSessionLimits(
+  cfg: Pick<UpstreamConfig, 'maxSessions' | 'maxSessionsPerPrincipal' | 'maxParkedSessions' | 'maxParkedSessionsPerPrincipal'> | undefined,
+  perPrincipal: boolean,
+): ParkedSessionLimits | undefined {
   if (!cfg) return undefined;
   const half = (n: number) => Math.max(1, Math.floor(n / 2));
   const max = cfg.maxParkedSessions ?? half(cfg.maxSessions);
@@ -117,7 +131,8 @@ export function parkedSessionLimits(cfg: Pick<UpstreamConfig, 'maxSessions' | 'm
 }
 
 /** -32603 "gateway shutting down" with HTTP 503: during the drain, a request that starts new work here. */
-const shuttingDown = (upstream: string) => new GatewayError(ErrorCode.InternalError, 'gateway shutting down', { upstream, reason: 'shutting-down' }, 503);
+const shuttingDown = (upstream: string) =>
+  new GatewayError(ErrorCode.InternalError, 'gateway shutting down', { upstream, reason: 'shutting-down' }, 503);
 
 /** The era an upstream speaks. */
 export type UpstreamEra = 'legacy' | 'modern';
@@ -180,14 +195,22 @@ export class Upstream {
     this.batching = {
       quietMs: 0,
       onLearned: (quietMs, split) =>
-        this.callLog.info({ quietMs }, split ? 'upstream sent one batch of input requests in pieces; its batches now wait longer for upstream silence' : 'upstream sends concurrent input requests; its batches now wait for upstream silence'),
+        this.callLog.info(
+          { quietMs },
+          split
+            ? 'upstream sent one batch of input requests in pieces; its batches now wait longer for upstream silence'
+            : 'upstream sends concurrent input requests; its batches now wait for upstream silence',
+        ),
     };
     this.pool.observer = {
       opened: () => this.health.noteOpened(),
       died: (reason, stderr) => this.health.noteDied(reason, stderr),
       openFailed: (message, stderr) => this.health.noteOpenFailed(message, stderr),
     };
-    const modern = cfg.protocol === 'legacy' ? undefined : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping, this.firstStart);
+    const modern =
+      cfg.protocol === 'legacy'
+        ? undefined
+        : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping, this.firstStart);
     if (modern && cfg.protocol === '2026-07-28') modern.onLost = () => (this.started = undefined);
     this.modern = modern && tracedModernUpstream(name, cfg, modern);
   }
@@ -237,7 +260,8 @@ export class Upstream {
           this.started = undefined;
           // A stdio child that did not answer in time is stopped (the next call starts another),
           // unless it is still in its first start: the next call waits on it (see keepStarting).
-          if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.()) void this.modern!.close({ reopen: true });
+          if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.())
+            void this.modern!.close({ reopen: true });
           return this.startFailed(e, budgetMs, setting);
         },
       );
@@ -267,7 +291,8 @@ export class Upstream {
         this.eraKnown = undefined;
         // A stdio child that did not answer in time is stopped (the next call starts another),
         // unless it is still in its first start: the next call waits on it (see keepStarting).
-        if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.()) void this.modern!.close({ reopen: true });
+        if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.())
+          void this.modern!.close({ reopen: true });
         return stdio ? this.startFailed(e, budgetMs, setting, PROTOCOL_HINT) : this.startFailed(e);
       },
     );
@@ -293,9 +318,15 @@ export class Upstream {
     const extra = stderr.length ? { stderr } : undefined;
     this.health.noteProbeFailed(e.message, stderr);
     this.log.warn({ upstream: this.name, err: e.message, ...extra }, 'upstream session failed to open');
-    if (e instanceof ModernHopError && e.reason === 'protocol') throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
+    if (e instanceof ModernHopError && e.reason === 'protocol')
+      throw upstreamFailed(this.name, 'protocol', `Upstream '${this.name}' failed: ${e.message}`);
     if (e instanceof ModernHopError && e.reason === 'timeout') {
-      throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budgetMs, e.message, 'server/discover', setting) + hint, extra);
+      throw upstreamFailed(
+        this.name,
+        'timeout',
+        startTimeoutMessage(this.name, budgetMs, e.message, 'server/discover', setting) + hint,
+        extra,
+      );
     }
     throw upstreamFailed(this.name, 'unreachable', unreachableText(this.name, e.message, stderr), extra);
   }
@@ -327,7 +358,13 @@ export class Upstream {
    * `detail` says how.
    */
   noteDropped(tool: string, reason: 'invalid-x-mcp-header' | 'invalid-name', detail: string): void {
-    this.onDropped({ upstream: this.name, kind: 'tool', name: tool, reason, detail: reason === 'invalid-name' ? `the name ${detail}` : detail });
+    this.onDropped({
+      upstream: this.name,
+      kind: 'tool',
+      name: tool,
+      reason,
+      detail: reason === 'invalid-name' ? `the name ${detail}` : detail,
+    });
   }
 
   /** `tools` of a `tools/list` result as the gateway serves them: without the tools the `tools` lists leave out or whose names break the tool-name rules (reported). */
@@ -371,7 +408,8 @@ function untilAborted<T>(work: Promise<T>, signal: AbortSignal | undefined, upst
 const PROBE_MS = 5000;
 
 /** Ends the message of a stdio era probe that got no answer: the era can be set instead of asked. */
-const PROTOCOL_HINT = '; a server that ignores requests it does not know needs protocol: "legacy" (a 2026-07-28 server can be set to protocol: "2026-07-28")';
+const PROTOCOL_HINT =
+  '; a server that ignores requests it does not know needs protocol: "legacy" (a 2026-07-28 server can be set to protocol: "2026-07-28")';
 
 /** The gateway core: upstreams, the MRTR bridge and request routing. */
 export class Gateway {
@@ -413,7 +451,12 @@ export class Gateway {
   ) {
     this.store =
       cfg.store.kind === 'redis'
-        ? RedisStore.create({ url: cfg.store.url, keyPrefix: cfg.store.keyPrefix, connectTimeoutMs: cfg.store.connectTimeoutMs, log: log.child({ component: 'store' }) })
+        ? RedisStore.create({
+            url: cfg.store.url,
+            keyPrefix: cfg.store.keyPrefix,
+            connectTimeoutMs: cfg.store.connectTimeoutMs,
+            log: log.child({ component: 'store' }),
+          })
         : new MemoryStore(cfg.tasks.maxRecords);
     this.replica = randomUUID();
     this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks));
@@ -443,7 +486,10 @@ export class Gateway {
     this.dropped = new DroppedEntries(log, (upstream, kind, reason) => this.metrics.droppedEntries.inc({ upstream, kind, reason }));
     for (const up of this.upstreams.values()) up.onDropped = (r) => this.dropped.note(r);
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
-    this.census = new Census({ upstreams: [...this.upstreams.keys()], onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }) });
+    this.census = new Census({
+      upstreams: [...this.upstreams.keys()],
+      onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),
+    });
     for (const up of this.upstreams.values()) up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     this.bridge.onRound = (upstream, methods) => {
       for (const kind of new Set(methods.map((m) => INPUT_KIND_OF[m] ?? m))) this.metrics.inputRounds.inc({ upstream, kind });
@@ -458,7 +504,9 @@ export class Gateway {
   startReplica(url: string): void {
     const self: ReplicaInfo = { id: this.replica, url: this.cfg.replicas.advertiseUrl?.replace(/\/$/, '') ?? url };
     const beat = () =>
-      this.store.replicas.heartbeat(self, this.cfg.replicas.deadAfterMs).catch((e: Error) => this.log.debug({ err: e.message }, 'replica heartbeat not written'));
+      this.store.replicas
+        .heartbeat(self, this.cfg.replicas.deadAfterMs)
+        .catch((e: Error) => this.log.debug({ err: e.message }, 'replica heartbeat not written'));
     void beat();
     // The first beat fails while the store is still connecting, and a restarted Redis forgets it:
     // beat again whenever the store becomes reachable, so other replicas can forward here at once.
@@ -499,7 +547,8 @@ export class Gateway {
         // not ready until a session opened. One not begun yet is begun in the background.
         const first = `Upstream '${up.name}' is in its first start (it may be installing; timeouts.firstStartMs=${up.firstStart.budgetMs()} ms)`;
         if (up.firstStarting) return { name: up.name, ready: false, reason: first };
-        if (up.pool.opened === 0 && up.pool.startingNow) return { name: up.name, ready: false, reason: `Upstream '${up.name}' is starting` };
+        if (up.pool.opened === 0 && up.pool.startingNow)
+          return { name: up.name, ready: false, reason: `Upstream '${up.name}' is starting` };
         const checked = this.upstreamReady(up);
         if (!up.firstStart.active) return checked;
         void checked;
@@ -536,12 +585,17 @@ export class Gateway {
    *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
    *   -32021 (400) missing client capability; -32603 upstream failure.
    */
-  async handle(name: string, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
+  async handle(
+    name: string,
+    req: ValidatedRequest,
+    ctx: CallContext & { paramHeaders?: Record<string, string> },
+  ): Promise<Record<string, unknown>> {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
     if (this.closing) throw shutdownFailure(name);
     if (this.draining && !Gateway.drainAdmits(req)) throw shuttingDown(name);
-    if (req.method === 'subscriptions/listen') throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
+    if (req.method === 'subscriptions/listen')
+      throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     if (req.method === 'tools/call') {
       const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
       if (refused) throw refused;
@@ -558,7 +612,11 @@ export class Gateway {
   }
 
   /** Serves one request of upstream `up` by the era it speaks and the method. */
-  private async route(up: Upstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
+  private async route(
+    up: Upstream,
+    req: ValidatedRequest,
+    ctx: CallContext & { paramHeaders?: Record<string, string> },
+  ): Promise<Record<string, unknown>> {
     let era = up.settledEra();
     let probeMs = 0;
     if (!era) {
@@ -575,7 +633,8 @@ export class Gateway {
     }
     // Over HTTP the probe's time counts against connectMs; a stdio session takes over the probe's
     // child with what is left of its budget since the spawn (or spawns one with a whole budget).
-    const legacy: LegacyContext = up.cfg.transport === 'stdio' ? ctx : { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
+    const legacy: LegacyContext =
+      up.cfg.transport === 'stdio' ? ctx : { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
     if ((EXCHANGE_METHODS as readonly string[]).includes(req.method)) return this.exchange(up, req, legacy);
     if ((TASK_METHODS as readonly string[]).includes(req.method)) return this.task(up, req, ctx);
     return this.simple(up, req, legacy);
@@ -598,7 +657,10 @@ export class Gateway {
         ? await openModernSubscription(
             { name, modern: up.modern! },
             filter,
-            { ...req.meta, [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow) },
+            {
+              ...req.meta,
+              [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
+            },
             { declaresTasks: Gateway.declaresTasks(req) },
             { wrap: (id) => this.taskIds.wrap(name, ctx.principal, id), unwrap: (id) => this.taskIds.unwrap(name, ctx.principal, id) },
             up.cfg.timeouts.requestMs,
@@ -613,7 +675,12 @@ export class Gateway {
     return sub;
   }
 
-  private legacySubscription(up: Upstream, req: ValidatedRequest, filter: ListenFilter, ctx: { principal: string; token?: string }): Promise<Subscription> {
+  private legacySubscription(
+    up: Upstream,
+    req: ValidatedRequest,
+    filter: ListenFilter,
+    ctx: { principal: string; token?: string },
+  ): Promise<Subscription> {
     return openSubscription(
       up,
       this.tasks,
@@ -675,7 +742,13 @@ export class Gateway {
       if (needed && !info.capabilities[needed]) {
         throw methodNotFound(`Method not found: ${req.method} (upstream '${up.name}' does not offer ${needed})`);
       }
-      const trace = startClientSpan({ method: req.method, params: req.params, upstream: up.name, endpoint: up.cfg, protocolVersion: info.protocolVersion });
+      const trace = startClientSpan({
+        method: req.method,
+        params: req.params,
+        upstream: up.name,
+        endpoint: up.cfg,
+        protocolVersion: info.protocolVersion,
+      });
       let result: Record<string, unknown>;
       try {
         result = (await within(trace, () =>
@@ -693,7 +766,12 @@ export class Gateway {
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - upstreamStart;
       const out: Record<string, unknown> = { ...result, resultType: 'complete' };
       if (req.method === 'tools/list' && Array.isArray(result.tools)) {
-        out.tools = this.servedTools(up, SessionPool.keyOf(ctx.principal, caps), result.tools as ListedTool[], req.params.cursor === undefined && result.nextCursor === undefined);
+        out.tools = this.servedTools(
+          up,
+          SessionPool.keyOf(ctx.principal, caps),
+          result.tools as ListedTool[],
+          req.params.cursor === undefined && result.nextCursor === undefined,
+        );
       }
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
         out.ttlMs = up.cfg.cache.ttlMs;
@@ -740,7 +818,8 @@ export class Gateway {
     const upstreamStart = performance.now();
     try {
       up.tools.watch(lease.session);
-      if (!lease.session.info.capabilities.tools) throw methodNotFound(`Method not found: tools/call (upstream '${up.name}' does not offer tools)`);
+      if (!lease.session.info.capabilities.tools)
+        throw methodNotFound(`Method not found: tools/call (upstream '${up.name}' does not offer tools)`);
       const tools: ListedTool[] = [];
       let cursor: string | undefined;
       do {
@@ -772,7 +851,13 @@ export class Gateway {
    *   left out of tools/list for its invalid annotations; -32020 (HTTP 400) for a missing, malformed
    *   or mismatched header; -32601 (HTTP 404) when the upstream offers no tools.
    */
-  private checkToolHeaders(up: Upstream, req: ValidatedRequest, ctx: LegacyContext, name: string, args: unknown): ToolHeaders | Promise<ToolHeaders> {
+  private checkToolHeaders(
+    up: Upstream,
+    req: ValidatedRequest,
+    ctx: LegacyContext,
+    name: string,
+    args: unknown,
+  ): ToolHeaders | Promise<ToolHeaders> {
     const caps = up.mirrored(req.clientCapabilities);
     const key = SessionPool.keyOf(ctx.principal, caps);
     const check = (tool: ToolHeaders | undefined): ToolHeaders => {
@@ -820,12 +905,18 @@ export class Gateway {
     const taskRoom = !tasksDeclared || this.tasks.admits(ctx.principal);
     if (!taskRoom && toolTasks?.required && requestState === undefined) throw this.tasks.recordsFull(up.name);
     // During the drain a resumed call is answered in this request; a task would be cancelled at the end.
-    const escalation: TaskEscalation | undefined = tasksDeclared && taskRoom && !this.draining
-      ? {
-          afterMs: taskAfterMs,
-          create: (ex) => this.tasks.create(ex, { principal: ctx.principal, upstream: up.name }, { ...up.cfg.tasks, batchWindowMs: window, tool: name }),
-        }
-      : undefined;
+    const escalation: TaskEscalation | undefined =
+      tasksDeclared && taskRoom && !this.draining
+        ? {
+            afterMs: taskAfterMs,
+            create: (ex) =>
+              this.tasks.create(
+                ex,
+                { principal: ctx.principal, upstream: up.name },
+                { ...up.cfg.tasks, batchWindowMs: window, tool: name },
+              ),
+          }
+        : undefined;
     let result: Record<string, unknown>;
     let replay: { entries: ReplayEntry[]; round: number } | undefined;
     if (claims) {
@@ -838,7 +929,9 @@ export class Gateway {
       replay = { entries: [], round: 0 };
     }
     const caps = up.mirrored(req.clientCapabilities);
-    let lease = up.pool.tryAcquireCall(ctx.principal, caps, ctx.token) ?? (await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx)));
+    let lease =
+      up.pool.tryAcquireCall(ctx.principal, caps, ctx.token) ??
+      (await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx)));
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.serverCapabilities[needed]) {
@@ -848,7 +941,8 @@ export class Gateway {
     let legacyTask: { ttlMs: number } | undefined;
     if (method === 'tools/call') {
       const support = lease.session.knownTaskSupport() ?? (await lease.session.taskSupportOf(name, up.cfg.timeouts.requestMs));
-      if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0)) legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
+      if (support === 'required' || (support === 'optional' && tasksDeclared && taskAfterMs === 0))
+        legacyTask = { ttlMs: up.cfg.tasks.ttlMs };
     }
     if (legacyTask && lease.shared) {
       // What an upstream task asks comes on the streams of its tasks/* requests: the call needs a session of its own.
@@ -866,7 +960,10 @@ export class Gateway {
       pool: up.pool,
       lease,
       log: up.callLog,
-      prefilled: requestState === undefined && inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses) ? { ...(inputResponses as Record<string, unknown>) } : undefined,
+      prefilled:
+        requestState === undefined && inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses)
+          ? { ...(inputResponses as Record<string, unknown>) }
+          : undefined,
       legacyTask,
       replay: replay?.entries,
       onSecretDeclined: up.onSecretDeclined,
@@ -875,7 +972,14 @@ export class Gateway {
       census,
     });
     ex.start();
-    result = await this.bridge.drive(ex, binding, ctx, window, escalation, replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined);
+    result = await this.bridge.drive(
+      ex,
+      binding,
+      ctx,
+      window,
+      escalation,
+      replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined,
+    );
     return this.completed(up, method, requestState !== undefined, result);
   }
 

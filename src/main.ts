@@ -75,7 +75,10 @@ try {
 } catch (e) {
   // `npm start --port 1` hands npm the flag and the gateway only its value.
   const underNpm = process.env.npm_lifecycle_event !== undefined;
-  const hint = underNpm && (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' ? `\nflags for the gateway go after \`--\` with npm start, for example: npm start -- --port 9000` : '';
+  const hint =
+    underNpm && (e as { code?: string }).code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL'
+      ? `\nflags for the gateway go after \`--\` with npm start, for example: npm start -- --port 9000`
+      : '';
   fail(`${(e as Error).message}${hint}\n${usage()}`);
 }
 if (args.help) {
@@ -85,7 +88,8 @@ if (args.help) {
 
 // An empty LOG_LEVEL counts as unset.
 const envLogLevel = process.env.LOG_LEVEL || undefined;
-if (envLogLevel !== undefined && !toLogLevel(envLogLevel)) fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${envLogLevel}'`);
+if (envLogLevel !== undefined && !toLogLevel(envLogLevel))
+  fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${envLogLevel}'`);
 
 const { serve } = await import('./serve.js');
 await serve({ config: args.config!, port: args.port, host: args.host, logLevel: envLogLevel }, fail);

@@ -55,7 +55,8 @@ export async function serve(opts: ServeOptions, fail: (message: string, code?: n
   const portArg = opts.port ?? (process.env.PORT || undefined);
   if (portArg !== undefined) {
     const port = /^\d{1,5}$/.test(portArg) ? Number(portArg) : NaN;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port/PORT must be a decimal integer from 0 to 65535, got '${portArg}'`);
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      fail(`--port/PORT must be a decimal integer from 0 to 65535, got '${portArg}'`);
     cfg.listen.port = port;
   }
   const host = opts.host ?? process.env.HOST;
@@ -71,14 +72,22 @@ export async function serve(opts: ServeOptions, fail: (message: string, code?: n
     log.info({ config: opts.config, upstreams: Object.keys(cfg.upstreams) }, `serving the servers of the mcpServers file ${opts.config}`);
     if (loaded.disabled.length) log.info({ disabled: loaded.disabled }, `skipping disabled servers: ${loaded.disabled.join(', ')}`);
   }
-  for (const w of loaded.warnings) log.warn({ config: opts.config, path: w.path, ignored: w.ignored }, `${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}`);
+  for (const w of loaded.warnings)
+    log.warn(
+      { config: opts.config, path: w.path, ignored: w.ignored },
+      `${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}`,
+    );
   // Names only, never values.
   for (const c of loaded.childEnv) {
     log.info(
       { upstream: c.upstream, env: c.names, passedThrough: c.passedThrough },
       `stdio upstream ${c.upstream}: child environment beyond the safe set: ${c.names.length ? c.names.join(', ') : '(none)'}`,
     );
-    if (c.unmatched.length) log.warn({ upstream: c.upstream, unmatched: c.unmatched }, `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`);
+    if (c.unmatched.length)
+      log.warn(
+        { upstream: c.upstream, unmatched: c.unmatched },
+        `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`,
+      );
   }
   // Before anything that makes spans; off (nothing loaded) unless OTEL_* asks for traces.
   const tracing = await startTracing();
@@ -88,24 +97,35 @@ export async function serve(opts: ServeOptions, fail: (message: string, code?: n
     log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
   }
   const front = createApp(gateway, log);
-  const server = serveHttp({ fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) }, (info) => {
-    const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
-    const base = `http://${h}:${info.port}`;
-    const endpoints = [...(cfg.federation.enabled ? [`POST ${base}/mcp`] : []), ...[...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`)];
-    const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics', ...(cfg.admin.enabled ? ['GET /admin'] : [])].map((e) => e.replace(' /', ` ${base}/`));
-    log.info(
-      { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
-      `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,
-    );
-    if (cfg.store.kind !== 'memory' && !cfg.replicas.advertiseUrl && /^(0\.0\.0\.0|::)$/.test(info.address)) {
-      log.warn({ address: info.address }, 'listening on every address: set replicas.advertiseUrl so other replicas can forward calls here');
-    }
-    gateway.startReplica(base);
-    // Probe required upstreams at start so /readyz reflects them early.
-    void gateway.readiness().then((r) => {
-      for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
-    });
-  });
+  const server = serveHttp(
+    { fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) },
+    (info) => {
+      const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
+      const base = `http://${h}:${info.port}`;
+      const endpoints = [
+        ...(cfg.federation.enabled ? [`POST ${base}/mcp`] : []),
+        ...[...gateway.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`),
+      ];
+      const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics', ...(cfg.admin.enabled ? ['GET /admin'] : [])].map((e) =>
+        e.replace(' /', ` ${base}/`),
+      );
+      log.info(
+        { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
+        `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,
+      );
+      if (cfg.store.kind !== 'memory' && !cfg.replicas.advertiseUrl && /^(0\.0\.0\.0|::)$/.test(info.address)) {
+        log.warn(
+          { address: info.address },
+          'listening on every address: set replicas.advertiseUrl so other replicas can forward calls here',
+        );
+      }
+      gateway.startReplica(base);
+      // Probe required upstreams at start so /readyz reflects them early.
+      void gateway.readiness().then((r) => {
+        for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
+      });
+    },
+  );
   const LISTEN_HINTS: Record<string, string> = {
     EADDRINUSE: 'another process is listening there (a gateway started before?); stop it, or choose another port with --port or PORT',
     EACCES: 'this user may not listen on that port; choose one above 1023 with --port or PORT',

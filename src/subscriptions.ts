@@ -192,10 +192,12 @@ export class Subscription implements ListenHandle {
       stopRelay();
       await Promise.all(
         [...uris].map((uri) =>
-          session.request({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, { timeout: UNSUBSCRIBE_TIMEOUT_MS }).catch(() => {
-            // A session that may still carry the subscription is not reused.
-            reusable = false;
-          }),
+          session
+            .request({ method: 'resources/unsubscribe', params: { uri } }, EmptyResultSchema, { timeout: UNSUBSCRIBE_TIMEOUT_MS })
+            .catch(() => {
+              // A session that may still carry the subscription is not reused.
+              reusable = false;
+            }),
         ),
       );
       lease.release(reusable);
@@ -211,14 +213,16 @@ export class Subscription implements ListenHandle {
         const accepted = caps.resources?.subscribe
           ? await Promise.all(
               wanted.map((uri) =>
-                session.request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: up.cfg.timeouts.requestMs }).then(
-                  () => true,
-                  (e) => {
-                    log.debug({ upstream: up.name, uri, err: (e as Error).message }, 'upstream refused resources/subscribe');
-                    if (!keepsSession(e)) reusable = false;
-                    return false;
-                  },
-                ),
+                session
+                  .request({ method: 'resources/subscribe', params: { uri } }, EmptyResultSchema, { timeout: up.cfg.timeouts.requestMs })
+                  .then(
+                    () => true,
+                    (e) => {
+                      log.debug({ upstream: up.name, uri, err: (e as Error).message }, 'upstream refused resources/subscribe');
+                      if (!keepsSession(e)) reusable = false;
+                      return false;
+                    },
+                  ),
               ),
             )
           : [];
@@ -229,7 +233,9 @@ export class Subscription implements ListenHandle {
       await releaseSession();
       throw e;
     }
-    this.upstreamPart = Boolean(this.honored.toolsListChanged || this.honored.promptsListChanged || this.honored.resourcesListChanged || uris.size);
+    this.upstreamPart = Boolean(
+      this.honored.toolsListChanged || this.honored.promptsListChanged || this.honored.resourcesListChanged || uris.size,
+    );
     if (!this.upstreamPart) return releaseSession();
     this.cleanups.push(releaseSession);
     void session.closed.then(() => {
@@ -275,9 +281,16 @@ export class Subscription implements ListenHandle {
    * `_meta` (the front door adds the client's subscriptionId). When the upstream ends the stream,
    * so does the subscription. Resolves once acknowledged.
    */
-  async listenModern(up: { name: string; modern: ModernUpstream }, filter: ListenFilter, meta: Record<string, unknown>, tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined }, ackMs: number): Promise<void> {
+  async listenModern(
+    up: { name: string; modern: ModernUpstream },
+    filter: ListenFilter,
+    meta: Record<string, unknown>,
+    tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined },
+    ackMs: number,
+  ): Promise<void> {
     const upstreamFilter: ListenFilter = { ...filter };
-    if (filter.taskIds) upstreamFilter.taskIds = filter.taskIds.map((id) => tasks.unwrap(id)).filter((id): id is string => id !== undefined);
+    if (filter.taskIds)
+      upstreamFilter.taskIds = filter.taskIds.map((id) => tasks.unwrap(id)).filter((id): id is string => id !== undefined);
     const abort = new AbortController();
     let acknowledged!: (honored: ListenFilter) => void;
     const ack = new Promise<ListenFilter>((r) => (acknowledged = r));
@@ -285,28 +298,40 @@ export class Subscription implements ListenHandle {
       const { _meta: _m, ...rest } = params ?? {};
       return rest;
     };
-    const call = up.modern.request('subscriptions/listen', { notifications: upstreamFilter, _meta: meta }, {
-      signal: abort.signal,
-      onNotification: (n) => {
-        const params = strip(n.params);
-        if (n.method === 'notifications/subscriptions/acknowledged') {
-          const honored = { ...((params.notifications ?? {}) as ListenFilter) };
-          if (honored.taskIds) honored.taskIds = honored.taskIds.map((id) => tasks.wrap(id));
-          return acknowledged(honored);
-        }
-        if (n.method === 'notifications/tasks' && typeof params.taskId === 'string') params.taskId = tasks.wrap(params.taskId);
-        this.emit(n.method, params);
+    const call = up.modern.request(
+      'subscriptions/listen',
+      { notifications: upstreamFilter, _meta: meta },
+      {
+        signal: abort.signal,
+        onNotification: (n) => {
+          const params = strip(n.params);
+          if (n.method === 'notifications/subscriptions/acknowledged') {
+            const honored = { ...((params.notifications ?? {}) as ListenFilter) };
+            if (honored.taskIds) honored.taskIds = honored.taskIds.map((id) => tasks.wrap(id));
+            return acknowledged(honored);
+          }
+          if (n.method === 'notifications/tasks' && typeof params.taskId === 'string') params.taskId = tasks.wrap(params.taskId);
+          this.emit(n.method, params);
+        },
       },
-    });
+    );
     this.upstreamPart = true;
     this.cleanups.push(() => abort.abort());
     const ended = call.then(
-      (answer) => ('error' in answer ? this.finish(new GatewayError(answer.error.code, answer.error.message, answer.error.data)) : this.finish()),
+      (answer) =>
+        'error' in answer ? this.finish(new GatewayError(answer.error.code, answer.error.message, answer.error.data)) : this.finish(),
       (e) => {
-        if (!abort.signal.aborted) this.finish(upstreamFailed(up.name, 'session-lost', `The upstream ended this subscription: ${(e as Error).message}; listen again`));
+        if (!abort.signal.aborted)
+          this.finish(
+            upstreamFailed(up.name, 'session-lost', `The upstream ended this subscription: ${(e as Error).message}; listen again`),
+          );
       },
     );
-    const honored = await Promise.race([ack, ended.then(() => ({}) as ListenFilter), new Promise<ListenFilter>((r) => setTimeout(() => r({}), ackMs).unref())]);
+    const honored = await Promise.race([
+      ack,
+      ended.then(() => ({}) as ListenFilter),
+      new Promise<ListenFilter>((r) => setTimeout(() => r({}), ackMs).unref()),
+    ]);
     Object.assign(this.honored, honored);
   }
 
@@ -346,7 +371,13 @@ export async function openModernSubscription(
  * @throws GatewayError -32021 (HTTP 400) for `taskIds` without the tasks extension declared;
  *   -32603 when no upstream session can be had (`data.reason` unreachable, busy, shutting-down).
  */
-export async function openSubscription(up: ListenUpstream, tasks: TaskManager, filter: ListenFilter, who: Listener, log: Logger): Promise<Subscription> {
+export async function openSubscription(
+  up: ListenUpstream,
+  tasks: TaskManager,
+  filter: ListenFilter,
+  who: Listener,
+  log: Logger,
+): Promise<Subscription> {
   if (filter.taskIds?.length && !who.declaresTasks) throw tasksExtensionRequired();
   const sub = new Subscription();
   try {

@@ -28,7 +28,11 @@ export type Baseline = { ref: string; commit: string; root: string } | { ref: st
  */
 export function prepareBaseline(repo: string, ref: string): Baseline {
   try {
-    const commit = execFileSync('git', ['rev-parse', '--short', `${ref}^{commit}`], { cwd: repo, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const commit = execFileSync('git', ['rev-parse', '--short', `${ref}^{commit}`], {
+      cwd: repo,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     const root = join(tmpdir(), `mrtr-gateway-baseline-${commit}`);
     if (!existsSync(join(root, '.complete'))) {
       rmSync(root, { recursive: true, force: true });

@@ -23,7 +23,9 @@ const built = new Map<string, string>();
 function tsFiles(path: string): string[] {
   if (!existsSync(path)) return [];
   if (path.endsWith('.ts')) return [path];
-  return readdirSync(path, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? tsFiles(join(path, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [join(path, e.name)] : []));
+  return readdirSync(path, { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? tsFiles(join(path, e.name)) : e.name.endsWith('.ts') && !e.name.endsWith('.d.ts') ? [join(path, e.name)] : [],
+  );
 }
 
 /**

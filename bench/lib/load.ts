@@ -33,7 +33,10 @@ export interface LoadOptions {
   /** Called with each response body (after the check). */
   onBody?: (body: string) => void;
   /** Changes each request before it is sent (for request sequences over a list, e.g. task ids). */
-  setup?: (req: { headers?: Record<string, string>; body?: string | Buffer }) => { headers?: Record<string, string>; body?: string | Buffer };
+  setup?: (req: { headers?: Record<string, string>; body?: string | Buffer }) => {
+    headers?: Record<string, string>;
+    body?: string | Buffer;
+  };
 }
 
 /**
@@ -105,7 +108,13 @@ function loadOnce(opts: LoadOptions): Promise<LoadResult> {
         }
         latencies.sort((a, b) => a - b);
         const elapsedMs = lastResponseAt - started;
-        resolve({ p50: percentile(latencies, 50), p99: percentile(latencies, 99), rps: (latencies.length / elapsedMs) * 1000, count: latencies.length, elapsedMs });
+        resolve({
+          p50: percentile(latencies, 50),
+          p99: percentile(latencies, 99),
+          rps: (latencies.length / elapsedMs) * 1000,
+          count: latencies.length,
+          elapsedMs,
+        });
       },
     );
     instance.on('response', (_client, status, _bytes, responseTime) => {

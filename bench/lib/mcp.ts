@@ -28,7 +28,13 @@ export function envelope(caps: Record<string, unknown>): Record<string, unknown>
 }
 
 /** A 2026-07-28 request: MCP-Protocol-Version, Mcp-Method, Mcp-Name headers and the envelope. */
-export function modern(url: string, method: string, params: Record<string, unknown>, caps: Record<string, unknown> = {}, id: string | number = ID): RawRequest {
+export function modern(
+  url: string,
+  method: string,
+  params: Record<string, unknown>,
+  caps: Record<string, unknown> = {},
+  id: string | number = ID,
+): RawRequest {
   const name = (params.name ?? params.uri ?? params.taskId) as string | undefined;
   return {
     url,
@@ -44,7 +50,13 @@ export function modern(url: string, method: string, params: Record<string, unkno
 }
 
 /** A legacy request on an open session (`mcp-session-id`, `mcp-protocol-version: 2025-11-25`). */
-export function legacy(url: string, sessionId: string, method: string, params: Record<string, unknown>, id: string | number = ID): RawRequest {
+export function legacy(
+  url: string,
+  sessionId: string,
+  method: string,
+  params: Record<string, unknown>,
+  id: string | number = ID,
+): RawRequest {
   return {
     url,
     headers: {
@@ -108,7 +120,10 @@ export async function openLegacySession(url: string, capabilities: Record<string
   if (init.message?.result?.protocolVersion !== LEGACY_PROTOCOL) {
     throw new Error(`${url}: initialize negotiated ${JSON.stringify(init.message?.result?.protocolVersion)}, not ${LEGACY_PROTOCOL}`);
   }
-  await send({ ...legacy(url, sessionId, 'notifications/initialized', {}), body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+  await send({
+    ...legacy(url, sessionId, 'notifications/initialized', {}),
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }),
+  });
   return sessionId;
 }
 

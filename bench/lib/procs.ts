@@ -72,7 +72,11 @@ export async function startRelay(target: string): Promise<HttpServer> {
  * serves 2025-era sessions and 2026-07-28 per-request calls alike.
  */
 export async function startMcpProxy(): Promise<HttpServer> {
-  const srv = await spawnListening([MCP_PROXY_BIN, '--host', '127.0.0.1', '--port', '0', '--server', 'stream', '--', ...ECHO_STDIO], {}, 30_000);
+  const srv = await spawnListening(
+    [MCP_PROXY_BIN, '--host', '127.0.0.1', '--port', '0', '--server', 'stream', '--', ...ECHO_STDIO],
+    {},
+    30_000,
+  );
   return server('mcp-proxy (stdio fixture)', srv, '/mcp');
 }
 
@@ -88,7 +92,18 @@ function shellQuote(args: string[]): string {
  */
 export async function startSupergateway(): Promise<HttpServer> {
   const srv = await spawnListening(
-    [SUPERGATEWAY_BIN, '--stdio', shellQuote(ECHO_STDIO), '--outputTransport', 'streamableHttp', '--stateful', '--port', '0', '--logLevel', 'none'],
+    [
+      SUPERGATEWAY_BIN,
+      '--stdio',
+      shellQuote(ECHO_STDIO),
+      '--outputTransport',
+      'streamableHttp',
+      '--stateful',
+      '--port',
+      '0',
+      '--logLevel',
+      'none',
+    ],
     {},
     30_000,
   );
@@ -148,13 +163,21 @@ export class GatewayProcess implements Stoppable {
    * @param opts.root another checkout of the gateway to run (the baseline), else this one.
    * @param opts.env environment variables added to the process's (e.g. `OTEL_*`).
    */
-  static async start(label: string, config: Record<string, unknown>, opts: { root?: string; env?: Record<string, string> } = {}): Promise<GatewayProcess> {
+  static async start(
+    label: string,
+    config: Record<string, unknown>,
+    opts: { root?: string; env?: Record<string, string> } = {},
+  ): Promise<GatewayProcess> {
     const root = opts.root ?? ROOT;
     const fromSource = Boolean(process.env.BENCH_GATEWAY_SOURCE);
     const entry = fromSource ? (opts.root ? join(root, 'bench', 'gateway-process.ts') : GATEWAY_PROCESS) : compiledTree(root);
     const child = fork(entry, [], {
       cwd: root,
-      execArgv: [...(fromSource ? ['--import', 'tsx'] : []), '--expose-gc', ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? [])],
+      execArgv: [
+        ...(fromSource ? ['--import', 'tsx'] : []),
+        '--expose-gc',
+        ...(process.env.BENCH_GATEWAY_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+      ],
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: { ...process.env, ...opts.env },
     });

@@ -43,7 +43,8 @@ export async function directPath(url: string): Promise<Path & { close: () => Pro
       const t0 = performance.now();
       const r = await client.callTool({ name: 'ask', arguments: {} });
       const ms = performance.now() - t0;
-      if (r.isError || textOf(r) !== EXPECTED || elicited !== before + 1) throw new Error(`direct ask: unexpected result ${JSON.stringify(r)}`);
+      if (r.isError || textOf(r) !== EXPECTED || elicited !== before + 1)
+        throw new Error(`direct ask: unexpected result ${JSON.stringify(r)}`);
       return ms;
     },
     close: () => client.close(),
@@ -59,13 +60,23 @@ export function gatewayPath(key: string, label: string, url: string, retryUrl = 
     once: async () => {
       const t0 = performance.now();
       const first = (await send(modern(url, 'tools/call', { name: 'ask', arguments: {} }, ELICIT_CAPS), `r${++id}`)).message.result;
-      if (first?.resultType !== 'input_required' || first.inputRequests?.['elicitation-1']?.method !== 'elicitation/create' || typeof first.requestState !== 'string') {
+      if (
+        first?.resultType !== 'input_required' ||
+        first.inputRequests?.['elicitation-1']?.method !== 'elicitation/create' ||
+        typeof first.requestState !== 'string'
+      ) {
         throw new Error(`gateway ask: expected input_required with elicitation-1, got ${JSON.stringify(first)}`);
       }
-      const retry = modern(retryUrl, 'tools/call', { name: 'ask', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': ANSWER } }, ELICIT_CAPS);
+      const retry = modern(
+        retryUrl,
+        'tools/call',
+        { name: 'ask', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': ANSWER } },
+        ELICIT_CAPS,
+      );
       const done = (await send(retry, `r${++id}`)).message.result;
       const ms = performance.now() - t0;
-      if (done?.resultType !== 'complete' || textOf(done) !== EXPECTED) throw new Error(`gateway ask retry: unexpected result ${JSON.stringify(done)}`);
+      if (done?.resultType !== 'complete' || textOf(done) !== EXPECTED)
+        throw new Error(`gateway ask retry: unexpected result ${JSON.stringify(done)}`);
       return ms;
     },
   };

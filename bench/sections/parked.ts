@@ -28,17 +28,29 @@ export interface ParkedFigures {
   heapPerCompleted: Figure;
 }
 
-const parkedCheck = (b: string) => b.includes('"resultType":"input_required"') && b.includes('"elicitation-1"') && b.includes('"requestState"') && !b.includes('"error"');
+const parkedCheck = (b: string) =>
+  b.includes('"resultType":"input_required"') && b.includes('"elicitation-1"') && b.includes('"requestState"') && !b.includes('"error"');
 
 /**
  * @param opts.root another checkout to run the gateway from (the baseline); its runs skip the
  *   completed-calls figure.
  */
-export async function measureParked(levels: number[], runs: number, completedCalls: number, log: (s: string) => void, opts: { root?: string; label?: string } = {}): Promise<ParkedFigures> {
+export async function measureParked(
+  levels: number[],
+  runs: number,
+  completedCalls: number,
+  log: (s: string) => void,
+  opts: { root?: string; label?: string } = {},
+): Promise<ParkedFigures> {
   const max = Math.max(...levels);
   const perCompleted: number[] = [];
   const fixture = await startEchoHttp();
-  const samples = { rss: new Map<number, number[]>(), heap: new Map<number, number[]>(), rssPer: new Map<number, number[]>(), heapPer: new Map<number, number[]>() };
+  const samples = {
+    rss: new Map<number, number[]>(),
+    heap: new Map<number, number[]>(),
+    rssPer: new Map<number, number[]>(),
+    heapPer: new Map<number, number[]>(),
+  };
   for (const l of [0, ...levels]) {
     samples.rss.set(l, []);
     samples.heap.set(l, []);

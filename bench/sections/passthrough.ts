@@ -45,7 +45,8 @@ export function modernEchoCheck(resultType = true): (body: string) => boolean {
 }
 
 /** A legacy echo result. */
-export const legacyEchoCheck = (b: string): boolean => b.includes('"result"') && b.includes(`"text":"${PAYLOAD}"`) && !b.includes('"error"');
+export const legacyEchoCheck = (b: string): boolean =>
+  b.includes('"result"') && b.includes(`"text":"${PAYLOAD}"`) && !b.includes('"error"');
 
 export const echoParams = { name: 'echo', arguments: { text: PAYLOAD } };
 
@@ -82,24 +83,47 @@ export async function measure(targets: Target[], plan: LoadPlan, log: (s: string
   for (const t of targets) {
     const c = Math.max(...(t.concurrencies ?? plan.concurrencies).filter((x) => plan.concurrencies.includes(x)));
     log(`  prime    c=${c}  ${t.label}`);
-    await load({ label: `${t.label} c=${c} prime`, request: t.request, connections: c, amount: t.amount !== undefined ? 1 : c * 4, check: t.check });
-    if (t.amount === undefined) await load({ label: `${t.label} c=${c} prime`, request: t.request, connections: c, seconds: plan.primeSeconds, check: t.check });
+    await load({
+      label: `${t.label} c=${c} prime`,
+      request: t.request,
+      connections: c,
+      amount: t.amount !== undefined ? 1 : c * 4,
+      check: t.check,
+    });
+    if (t.amount === undefined)
+      await load({ label: `${t.label} c=${c} prime`, request: t.request, connections: c, seconds: plan.primeSeconds, check: t.check });
   }
   for (const c of plan.concurrencies) {
     const active = targets.filter((t) => !t.concurrencies || t.concurrencies.includes(c));
     for (const t of plan.warmSeconds > 0 ? active : []) {
       log(`  warm-up  c=${c}  ${t.label}`);
-      await load({ label: `${t.label} c=${c} warm-up`, request: t.request, connections: c, ...span(t, plan.warmSeconds, true), check: t.check });
+      await load({
+        label: `${t.label} c=${c} warm-up`,
+        request: t.request,
+        connections: c,
+        ...span(t, plan.warmSeconds, true),
+        check: t.check,
+      });
     }
-    const samples = new Map<string, { p50: number[]; p99: number[]; rps: number[] }>(active.map((t) => [t.key, { p50: [], p99: [], rps: [] }]));
+    const samples = new Map<string, { p50: number[]; p99: number[]; rps: number[] }>(
+      active.map((t) => [t.key, { p50: [], p99: [], rps: [] }]),
+    );
     for (let run = 1; run <= plan.runs; run++) {
       for (const t of active) {
-        const r = await load({ label: `${t.label} c=${c} run ${run}`, request: t.request, connections: c, ...span(t, plan.runSeconds), check: t.check });
+        const r = await load({
+          label: `${t.label} c=${c} run ${run}`,
+          request: t.request,
+          connections: c,
+          ...span(t, plan.runSeconds),
+          check: t.check,
+        });
         const s = samples.get(t.key)!;
         s.p50.push(r.p50);
         s.p99.push(r.p99);
         s.rps.push(r.rps);
-        log(`  run ${run}/${plan.runs}  c=${c}  ${t.label}: p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.rps.toFixed(0)} req/s (${r.count} calls)`);
+        log(
+          `  run ${run}/${plan.runs}  c=${c}  ${t.label}: p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.rps.toFixed(0)} req/s (${r.count} calls)`,
+        );
       }
     }
     for (const t of active) {

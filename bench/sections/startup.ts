@@ -63,7 +63,11 @@ function commands(root: string, withDist: boolean): Command[] {
   const out: Command[] = [
     // As typed: npm's own start-up is part of what the user waits for. `--` passes the flags on.
     { label: '`npm start`', file: 'npm', args: ['start', '--'] },
-    { label: '`mrtr-gateway` (the bin, as `npx mrtr-gateway` runs it)', file: process.execPath, args: [join(root, 'bin', 'mrtr-gateway.js')] },
+    {
+      label: '`mrtr-gateway` (the bin, as `npx mrtr-gateway` runs it)',
+      file: process.execPath,
+      args: [join(root, 'bin', 'mrtr-gateway.js')],
+    },
   ];
   if (withDist) out.push({ label: '`node dist/main.js` (after `npm run build`)', file: process.execPath, args: ['dist/main.js'] });
   return out;
@@ -86,7 +90,8 @@ async function helpOnce(c: Command, root: string): Promise<number> {
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
   const ms = performance.now() - t0;
-  if (code !== 0 || !out.includes('Exit codes:')) throw new Error(`${c.label} --help: exit code ${code}; stdout: ${out.slice(0, 300)}; stderr: ${err.slice(0, 500)}`);
+  if (code !== 0 || !out.includes('Exit codes:'))
+    throw new Error(`${c.label} --help: exit code ${code}; stdout: ${out.slice(0, 300)}; stderr: ${err.slice(0, 500)}`);
   return ms;
 }
 
@@ -114,12 +119,20 @@ async function stopGroup(child: ChildProcess): Promise<void> {
 /** One start: spawn, wait for the listening line, make the first call, stop. */
 async function startOnce(c: Command, root: string): Promise<{ listenMs: number; firstCallMs: number }> {
   const t0 = performance.now();
-  const child = spawn(c.file, [...c.args, '--config', 'gateway.config.json', '--port', '0'], { cwd: root, env: env(), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(c.file, [...c.args, '--config', 'gateway.config.json', '--port', '0'], {
+    cwd: root,
+    env: env(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
   try {
     const port = await listeningPort(child);
     child.stdout!.resume();
     const listenMs = performance.now() - t0;
-    const r = await send(modern(`http://127.0.0.1:${port}/mcp/everything`, 'tools/call', { name: 'echo', arguments: { message: 'bench' } }), 1);
+    const r = await send(
+      modern(`http://127.0.0.1:${port}/mcp/everything`, 'tools/call', { name: 'echo', arguments: { message: 'bench' } }),
+      1,
+    );
     const firstCallMs = performance.now() - t0;
     if (r.message.result?.resultType !== 'complete' || textOf(r.message.result) !== 'Echo: bench') {
       throw new Error(`first tools/call: unexpected result ${JSON.stringify(r.message)}`);
@@ -146,10 +159,19 @@ export async function measureStartup(runs: number, withDist: boolean, log: (s: s
       samples[i]!.help.push(help);
       samples[i]!.listen.push(r.listenMs);
       samples[i]!.first.push(r.firstCallMs);
-      log(`  run ${run}/${runs}  ${c.label}: --help ${help.toFixed(0)} ms, listening after ${r.listenMs.toFixed(0)} ms, first tools/call done after ${r.firstCallMs.toFixed(0)} ms`);
+      log(
+        `  run ${run}/${runs}  ${c.label}: --help ${help.toFixed(0)} ms, listening after ${r.listenMs.toFixed(0)} ms, first tools/call done after ${r.firstCallMs.toFixed(0)} ms`,
+      );
     }
   }
-  return { entries: entries.map((c, i) => ({ label: c.label, helpMs: figure(samples[i]!.help), listenMs: figure(samples[i]!.listen), firstCallMs: figure(samples[i]!.first) })) };
+  return {
+    entries: entries.map((c, i) => ({
+      label: c.label,
+      helpMs: figure(samples[i]!.help),
+      listenMs: figure(samples[i]!.listen),
+      firstCallMs: figure(samples[i]!.first),
+    })),
+  };
 }
 
 /** The figure's table (Markdown). */
@@ -161,7 +183,10 @@ export function startupTable(f: StartupFigures): string {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
-  const { values } = parseArgs({ options: { runs: { type: 'string', default: '3' }, dist: { type: 'boolean', default: false }, root: { type: 'string' } }, strict: true });
+  const { values } = parseArgs({
+    options: { runs: { type: 'string', default: '3' }, dist: { type: 'boolean', default: false }, root: { type: 'string' } },
+    strict: true,
+  });
   const log = (s: string) => process.stderr.write(`${s}\n`);
   const f = await measureStartup(Number(values.runs), values.dist!, log, values.root ? resolve(values.root) : ROOT);
   process.stdout.write(`${startupTable(f)}\n`);

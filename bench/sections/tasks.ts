@@ -50,7 +50,13 @@ async function pool<T>(items: T[], concurrency: number, fn: (item: T) => Promise
 }
 
 /** @param opts.root another checkout to run the gateway from (the baseline). */
-export async function measureTasks(count: number, sleepMs: number, runs: number, log: (s: string) => void, opts: { root?: string; label?: string } = {}): Promise<TaskFigures> {
+export async function measureTasks(
+  count: number,
+  sleepMs: number,
+  runs: number,
+  log: (s: string) => void,
+  opts: { root?: string; label?: string } = {},
+): Promise<TaskFigures> {
   const fixture = await startEchoHttp();
   const gw = await GatewayProcess.start(
     `${opts.label ?? 'gateway'} (tasks)`,
@@ -61,7 +67,17 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
     { root: opts.root },
   );
   const statuses: Record<string, number> = {};
-  const s = { createMs: [] as number[], createPerSec: [] as number[], echoMs: [] as number[], pollMs: [] as number[], pollPerSec: [] as number[], heapRun: [] as number[], rssRun: [] as number[], heapRec: [] as number[], rssRec: [] as number[] };
+  const s = {
+    createMs: [] as number[],
+    createPerSec: [] as number[],
+    echoMs: [] as number[],
+    pollMs: [] as number[],
+    pollPerSec: [] as number[],
+    heapRun: [] as number[],
+    rssRun: [] as number[],
+    heapRec: [] as number[],
+    rssRec: [] as number[],
+  };
   try {
     const url = gw.url('http');
     const connections = Math.min(32, count);
@@ -73,7 +89,8 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
         request: modern(url, 'tools/call', { name: 'sleep', arguments: { ms: sleepMs } }, TASKS_CAPS),
         connections,
         amount: count,
-        check: (b) => b.includes('"resultType":"task"') && b.includes('"taskId"') && b.includes('"status":"working"') && !b.includes('"error"'),
+        check: (b) =>
+          b.includes('"resultType":"task"') && b.includes('"taskId"') && b.includes('"status":"working"') && !b.includes('"error"'),
         onBody: (b) => {
           const id = JSON.parse(b)?.result?.taskId;
           if (typeof id === 'string') ids.push(id);
@@ -98,7 +115,8 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
           }
         });
         open = still;
-        if (open.length && performance.now() > deadline) throw new Error(`${open.length} tasks still working long after their tool should have returned`);
+        if (open.length && performance.now() > deadline)
+          throw new Error(`${open.length} tasks still working long after their tool should have returned`);
         if (open.length) await new Promise((r) => setTimeout(r, 100));
       }
     };
@@ -124,7 +142,11 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
         amount: count,
         setup: (req) => {
           const id = created.ids[next++]!;
-          return { ...req, headers: { ...req.headers, 'mcp-name': id }, body: String(req.body).replace(`"${PLACEHOLDER}"`, JSON.stringify(id)) };
+          return {
+            ...req,
+            headers: { ...req.headers, 'mcp-name': id },
+            body: String(req.body).replace(`"${PLACEHOLDER}"`, JSON.stringify(id)),
+          };
         },
         check: (b) => b.includes('"resultType":"complete"') && b.includes('"taskId"') && !b.includes('"error"'),
         onBody: (b) => {
@@ -137,7 +159,13 @@ export async function measureTasks(count: number, sleepMs: number, runs: number,
       const stats = await gw.stats();
       await verifyCompleted(created.ids, created.finishedBy);
       // The call a task wraps, without the task: as many `echo` calls at the same concurrency.
-      const echo = await load({ label: `${count} echo calls, run ${run}`, request: modernEcho(url), connections, amount: count, check: modernEchoCheck() });
+      const echo = await load({
+        label: `${count} echo calls, run ${run}`,
+        request: modernEcho(url),
+        connections,
+        amount: count,
+        check: modernEchoCheck(),
+      });
       timed.push({ created, poll, running: stats.tasksRunning, echoMs: echo.elapsedMs });
     }
     for (let run = 1; run <= runs; run++) {

@@ -59,23 +59,44 @@ pre { margin: 0.3em 0 0; font-size: 12px; white-space: pre-wrap; max-width: 60em
 function table(headers: [string, string][], rows: Html[], empty: string): Html {
   if (rows.length === 0) return html`<p class="empty">${empty}</p>`;
   return html`<table>
-<thead><tr>${headers.map(([h, title]) => html`<th title="${title}">${h}</th>`)}</tr></thead>
-<tbody>${rows}</tbody>
-</table>`;
+    <thead>
+      <tr>
+        ${headers.map(([h, title]) => html`<th title="${title}">${h}</th>`)}
+      </tr>
+    </thead>
+    <tbody>
+      ${rows}
+    </tbody>
+  </table>`;
 }
 
 function upstreamsSection(upstreams: UpstreamView[]): Html {
   const rows = upstreams.map(
-    (u) => html`<tr>
-<td>${u.name}</td><td>${u.era}${u.protocol === 'auto' ? ' (auto)' : ''}</td><td>${u.revision ?? '–'}</td><td>${u.transport}</td>
-<td class="n">${u.sessions.idle}</td><td class="n">${u.sessions.inUse}</td><td class="n">${u.sessions.waiting}</td><td class="n">${u.legacySessions}</td><td class="n">${u.parked}</td>
-<td class="n">${u.opened}</td><td class="n">${u.died}</td><td class="n">${u.restarts}</td><td class="n">${u.openFailures}</td><td class="n">${u.consecutiveFailures}</td>
-<td>${
-      u.lastFailure
-        ? html`<span class="bad">${u.lastFailure.at} ${u.lastFailure.kind}: ${u.lastFailure.message}</span>${u.lastFailure.stderr.length ? html`<pre>${u.lastFailure.stderr.join('\n')}</pre>` : ''}`
-        : '–'
-    }</td>
-</tr>`,
+    (u) =>
+      html`<tr>
+        <td>${u.name}</td>
+        <td>${u.era}${u.protocol === 'auto' ? ' (auto)' : ''}</td>
+        <td>${u.revision ?? '–'}</td>
+        <td>${u.transport}</td>
+        <td class="n">${u.sessions.idle}</td>
+        <td class="n">${u.sessions.inUse}</td>
+        <td class="n">${u.sessions.waiting}</td>
+        <td class="n">${u.legacySessions}</td>
+        <td class="n">${u.parked}</td>
+        <td class="n">${u.opened}</td>
+        <td class="n">${u.died}</td>
+        <td class="n">${u.restarts}</td>
+        <td class="n">${u.openFailures}</td>
+        <td class="n">${u.consecutiveFailures}</td>
+        <td>
+          ${
+            u.lastFailure
+              ? html`<span class="bad">${u.lastFailure.at} ${u.lastFailure.kind}: ${u.lastFailure.message}</span
+                  >${u.lastFailure.stderr.length ? html`<pre>${u.lastFailure.stderr.join('\n')}</pre>` : ''}`
+              : '–'
+          }
+        </td>
+      </tr>`,
   );
   return table(
     [
@@ -102,10 +123,17 @@ function upstreamsSection(upstreams: UpstreamView[]): Html {
 
 function parkedSection(parked: ParkedView[]): Html {
   const rows = parked.map(
-    (p) => html`<tr>
-<td>${p.upstream}</td><td>${p.name}</td><td>${p.method}</td><td>${p.inputs.map(inputLabel).join(', ')}</td>
-<td><code>${p.principal}</code></td><td class="n">${p.round}</td><td class="n">${duration(p.ageMs)}</td><td class="n">${duration(p.timeLeftMs)}</td>
-</tr>`,
+    (p) =>
+      html`<tr>
+        <td>${p.upstream}</td>
+        <td>${p.name}</td>
+        <td>${p.method}</td>
+        <td>${p.inputs.map(inputLabel).join(', ')}</td>
+        <td><code>${p.principal}</code></td>
+        <td class="n">${p.round}</td>
+        <td class="n">${duration(p.ageMs)}</td>
+        <td class="n">${duration(p.timeLeftMs)}</td>
+      </tr>`,
   );
   return table(
     [
@@ -124,37 +152,69 @@ function parkedSection(parked: ParkedView[]): Html {
 }
 
 function tasksSection(tasks: TasksView): Html {
-  const counts = Object.entries(tasks.counts).map(([status, n]) => html`<tr><td>${status}</td><td class="n">${n}</td></tr>`);
-  const running = tasks.running.map(
-    (t) => html`<tr>
-<td><code>${t.taskId}</code></td><td>${t.upstream}</td><td>${t.tool ?? '–'}</td><td>${t.status}</td><td>${t.statusMessage ?? ''}</td>
-<td>${t.inputs.map(inputLabel).join(', ')}</td><td><code>${t.principal}</code></td><td class="n">${duration(t.ageMs)}</td>
-</tr>`,
+  const counts = Object.entries(tasks.counts).map(
+    ([status, n]) =>
+      html`<tr>
+        <td>${status}</td>
+        <td class="n">${n}</td>
+      </tr>`,
   );
-  return html`<table id="task-counts"><thead><tr><th title="task status">status</th><th title="tasks this replica created whose record has not expired">tasks</th></tr></thead><tbody>${counts}</tbody></table>
-<h3>Running on this replica</h3>
-${table(
-  [
-    ['task', 'taskId'],
-    ['upstream', 'the upstream the call runs on'],
-    ['tool', 'the tool called'],
-    ['status', 'working or input_required'],
-    ['status message', 'the upstream\u2019s last progress message'],
-    ['waiting for', 'input requests outstanding'],
-    ['principal', 'first 16 hex digits of the SHA-256 of the caller'],
-    ['age', 'time since the task was created'],
-  ],
-  running,
-  'No task running on this replica.',
-)}`;
+  const running = tasks.running.map(
+    (t) =>
+      html`<tr>
+        <td><code>${t.taskId}</code></td>
+        <td>${t.upstream}</td>
+        <td>${t.tool ?? '–'}</td>
+        <td>${t.status}</td>
+        <td>${t.statusMessage ?? ''}</td>
+        <td>${t.inputs.map(inputLabel).join(', ')}</td>
+        <td><code>${t.principal}</code></td>
+        <td class="n">${duration(t.ageMs)}</td>
+      </tr>`,
+  );
+  return html`<table id="task-counts">
+      <thead>
+        <tr>
+          <th title="task status">status</th>
+          <th title="tasks this replica created whose record has not expired">tasks</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${counts}
+      </tbody>
+    </table>
+    <h3>Running on this replica</h3>
+    ${table(
+      [
+        ['task', 'taskId'],
+        ['upstream', 'the upstream the call runs on'],
+        ['tool', 'the tool called'],
+        ['status', 'working or input_required'],
+        ['status message', 'the upstream\u2019s last progress message'],
+        ['waiting for', 'input requests outstanding'],
+        ['principal', 'first 16 hex digits of the SHA-256 of the caller'],
+        ['age', 'time since the task was created'],
+      ],
+      running,
+      'No task running on this replica.',
+    )}`;
 }
 
 function sessionsSection(sessions: SessionView[]): Html {
   const rows = sessions.map(
-    (s) => html`<tr>
-<td><code>${s.session}</code></td><td>${s.upstream}</td><td>${s.transport}</td><td>${s.relay}</td><td>${s.protocolVersion ?? '–'}</td>
-<td><code>${s.principal}</code></td><td class="n">${s.inFlight}</td><td class="n">${duration(s.idleMs)}</td><td class="n">${duration(s.ageMs)}</td><td class="n">${s.pid ?? '–'}</td>
-</tr>`,
+    (s) =>
+      html`<tr>
+        <td><code>${s.session}</code></td>
+        <td>${s.upstream}</td>
+        <td>${s.transport}</td>
+        <td>${s.relay}</td>
+        <td>${s.protocolVersion ?? '–'}</td>
+        <td><code>${s.principal}</code></td>
+        <td class="n">${s.inFlight}</td>
+        <td class="n">${duration(s.idleMs)}</td>
+        <td class="n">${duration(s.ageMs)}</td>
+        <td class="n">${s.pid ?? '–'}</td>
+      </tr>`,
   );
   return table(
     [
@@ -176,7 +236,15 @@ function sessionsSection(sessions: SessionView[]): Html {
 
 function censusSection(census: CensusView): Html {
   const rows = census.entries.map(
-    (e) => html`<tr><td>${e.upstream}</td><td>${e.tool}</td><td>${e.feature}</td><td class="n">${e.calls}</td><td>${e.firstSeen}</td><td>${e.lastSeen}</td></tr>`,
+    (e) =>
+      html`<tr>
+        <td>${e.upstream}</td>
+        <td>${e.tool}</td>
+        <td>${e.feature}</td>
+        <td class="n">${e.calls}</td>
+        <td>${e.firstSeen}</td>
+        <td>${e.lastSeen}</td>
+      </tr>`,
   );
   return table(
     [
@@ -194,14 +262,27 @@ function censusSection(census: CensusView): Html {
 
 function droppedSection(dropped: DroppedEntry[]): Html {
   const rows = dropped.map(
-    (d) => html`<tr><td>${d.upstream}</td><td>${d.kind}</td><td><code>${d.name}</code></td><td>${d.reason}</td><td>${d.detail}</td><td class="n">${d.count}</td><td>${d.firstSeen}</td><td>${d.lastSeen}</td></tr>`,
+    (d) =>
+      html`<tr>
+        <td>${d.upstream}</td>
+        <td>${d.kind}</td>
+        <td><code>${d.name}</code></td>
+        <td>${d.reason}</td>
+        <td>${d.detail}</td>
+        <td class="n">${d.count}</td>
+        <td>${d.firstSeen}</td>
+        <td>${d.lastSeen}</td>
+      </tr>`,
   );
   return table(
     [
       ['upstream', 'the upstream whose entry was left out'],
       ['kind', 'tool, prompt, resource or resourceTemplate'],
       ['name', 'the name, URI or URI template as the upstream gave it'],
-      ['reason', 'invalid-name: breaks the MCP tool-name rules; invalid-x-mcp-header: invalid x-mcp-header annotations; conflict: on /mcp, an earlier upstream (config order) serves the same name or URI'],
+      [
+        'reason',
+        'invalid-name: breaks the MCP tool-name rules; invalid-x-mcp-header: invalid x-mcp-header annotations; conflict: on /mcp, an earlier upstream (config order) serves the same name or URI',
+      ],
       ['detail', 'the rule broken, or the upstream that serves it instead'],
       ['times', 'list answers it was left out of'],
       ['first seen', 'first time (ISO 8601)'],
@@ -215,19 +296,50 @@ function droppedSection(dropped: DroppedEntry[]): Html {
 /** The whole page. */
 export function renderPage(d: PageData): Html {
   return html`<!doctype html>
-<html lang="en"><head>
-<meta charset="utf-8">
-<meta http-equiv="refresh" content="${d.refreshSeconds}">
-<title>mrtr-gateway admin</title>
-<style>${raw(STYLE)}</style>
-</head><body>
-<h1>mrtr-gateway</h1>
-<p class="meta">Replica <code>${d.replica}</code>, store ${d.store}. Read at ${d.now}; reloads every ${d.refreshSeconds} s. JSON: <a href="/admin/api/upstreams">upstreams</a>, <a href="/admin/api/parked">parked</a>, <a href="/admin/api/tasks">tasks</a>, <a href="/admin/api/sessions">sessions</a>, <a href="/admin/api/census">census</a>, <a href="/admin/api/dropped">dropped</a>.</p>
-<section id="upstreams"><h2>Upstreams</h2>${upstreamsSection(d.upstreams)}</section>
-<section id="parked"><h2>Parked calls</h2>${parkedSection(d.parked)}</section>
-<section id="tasks"><h2>Tasks</h2>${tasksSection(d.tasks)}</section>
-<section id="sessions"><h2>Legacy sessions</h2>${sessionsSection(d.sessions)}</section>
-<section id="census"><h2>Deprecation census</h2><p class="meta">Uses of what MCP 2026-07-28 deprecated or removed, since this replica started.</p>${censusSection(d.census)}</section>
-<section id="dropped"><h2>Left out of lists</h2><p class="meta">Tools, prompts, resources and templates upstreams listed that clients were not shown, since this replica started.</p>${droppedSection(d.dropped)}</section>
-</body></html>`;
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta http-equiv="refresh" content="${d.refreshSeconds}" />
+        <title>mrtr-gateway admin</title>
+        <style>
+          ${raw(STYLE)}
+        </style>
+      </head>
+      <body>
+        <h1>mrtr-gateway</h1>
+        <p class="meta">
+          Replica <code>${d.replica}</code>, store ${d.store}. Read at ${d.now}; reloads every ${d.refreshSeconds} s. JSON:
+          <a href="/admin/api/upstreams">upstreams</a>, <a href="/admin/api/parked">parked</a>, <a href="/admin/api/tasks">tasks</a>,
+          <a href="/admin/api/sessions">sessions</a>, <a href="/admin/api/census">census</a>, <a href="/admin/api/dropped">dropped</a>.
+        </p>
+        <section id="upstreams">
+          <h2>Upstreams</h2>
+          ${upstreamsSection(d.upstreams)}
+        </section>
+        <section id="parked">
+          <h2>Parked calls</h2>
+          ${parkedSection(d.parked)}
+        </section>
+        <section id="tasks">
+          <h2>Tasks</h2>
+          ${tasksSection(d.tasks)}
+        </section>
+        <section id="sessions">
+          <h2>Legacy sessions</h2>
+          ${sessionsSection(d.sessions)}
+        </section>
+        <section id="census">
+          <h2>Deprecation census</h2>
+          <p class="meta">Uses of what MCP 2026-07-28 deprecated or removed, since this replica started.</p>
+          ${censusSection(d.census)}
+        </section>
+        <section id="dropped">
+          <h2>Left out of lists</h2>
+          <p class="meta">
+            Tools, prompts, resources and templates upstreams listed that clients were not shown, since this replica started.
+          </p>
+          ${droppedSection(d.dropped)}
+        </section>
+      </body>
+    </html>`;
 }

@@ -86,7 +86,8 @@ export function inputsView(inputs: Record<string, InputRequest>): InputView[] {
   return Object.entries(inputs).map(([key, r]) => {
     const p = (r.params ?? {}) as Record<string, unknown>;
     if (r.method === 'elicitation/create') return { key, kind: 'elicitation', mode: p.mode === 'url' ? 'url' : 'form' };
-    if (r.method === 'sampling/createMessage') return p.tools !== undefined || p.toolChoice !== undefined ? { key, kind: 'sampling', mode: 'tools' } : { key, kind: 'sampling' };
+    if (r.method === 'sampling/createMessage')
+      return p.tools !== undefined || p.toolChoice !== undefined ? { key, kind: 'sampling', mode: 'tools' } : { key, kind: 'sampling' };
     return { key, kind: 'roots' };
   });
 }
@@ -143,7 +144,9 @@ export function upstreamsView({ gateway, legacy, redactor }: AdminSources): Upst
       restarts: health.restarts,
       openFailures: health.openFailures,
       consecutiveFailures: stats.failures,
-      ...(last ? { lastFailure: { ...last, message: redactor.redact(last.message), stderr: last.stderr.map((l) => redactor.redact(l)) } } : {}),
+      ...(last
+        ? { lastFailure: { ...last, message: redactor.redact(last.message), stderr: last.stderr.map((l) => redactor.redact(l)) } }
+        : {}),
     };
   });
 }

@@ -57,7 +57,10 @@ export function matchesPassthrough(name: string, pattern: string): boolean {
 }
 
 /** The variables of `env` that `patterns` pass on, and the patterns that matched none. */
-export function passthroughEnv(patterns: readonly string[], env: NodeJS.ProcessEnv): { values: Record<string, string>; unmatched: string[] } {
+export function passthroughEnv(
+  patterns: readonly string[],
+  env: NodeJS.ProcessEnv,
+): { values: Record<string, string>; unmatched: string[] } {
   const values: Record<string, string> = {};
   const unmatched: string[] = [];
   for (const pattern of patterns) {
@@ -118,7 +121,10 @@ export function secretRedactor(env: Record<string, string> | undefined): (text: 
   if (!made) {
     const values = bySize(
       Object.entries(env)
-        .filter(([name, v]) => !NOT_SECRET.test(v) && (v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name))))
+        .filter(
+          ([name, v]) =>
+            !NOT_SECRET.test(v) && (v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name))),
+        )
         .flatMap(([, v]) => encodedForms(v)),
     );
     made = (text) => redactText(text, values);

@@ -47,7 +47,12 @@ function isObject(v: unknown): v is Record<string, unknown> {
  * `cwdBase`, every stdio upstream's `cwd` (resolved against it) must also be an existing directory.
  * @throws ConfigError listing every problem, one line each.
  */
-function validate(raw: unknown, settingsKeys: Record<string, string[]> | undefined, earlier: readonly string[] = [], cwdBase?: string): GatewayConfig {
+function validate(
+  raw: unknown,
+  settingsKeys: Record<string, string[]> | undefined,
+  earlier: readonly string[] = [],
+  cwdBase?: string,
+): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(raw);
   // Problems of converted servers are reported at their place in the file: mcpServers.NAME…, or
   // mcpServers.NAME["mrtr-gateway"]… for a setting given there (`keys`: an unknown key's names).
@@ -59,9 +64,17 @@ function validate(raw: unknown, settingsKeys: Record<string, string[]> | undefin
     return ['mcpServers', name!, ...(inSettings ? [GATEWAY_KEY] : []), ...rest];
   };
   // Servers left out for their problems leave the list short: that is not a problem of its own.
-  const issues = parsed.success ? [] : parsed.error.issues.filter((i) => !(earlier.length && i.path.length === 1 && i.path[0] === 'upstreams'));
-  const lines = [...earlier, ...issues.map((i) => `${formatPath(where(i.path, i.code === 'unrecognized_keys' ? i.keys : undefined))}: ${issueMessage(i)}`)];
-  if (cwdBase !== undefined) lines.push(...workingDirectoryProblems(raw, cwdBase).map(([name, problem]) => `${formatPath(where(['upstreams', name, 'cwd']))}: ${problem}`));
+  const issues = parsed.success
+    ? []
+    : parsed.error.issues.filter((i) => !(earlier.length && i.path.length === 1 && i.path[0] === 'upstreams'));
+  const lines = [
+    ...earlier,
+    ...issues.map((i) => `${formatPath(where(i.path, i.code === 'unrecognized_keys' ? i.keys : undefined))}: ${issueMessage(i)}`),
+  ];
+  if (cwdBase !== undefined)
+    lines.push(
+      ...workingDirectoryProblems(raw, cwdBase).map(([name, problem]) => `${formatPath(where(['upstreams', name, 'cwd']))}: ${problem}`),
+    );
   if (lines.length || !parsed.success) throw new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
   return parsed.data;
 }
@@ -98,21 +111,39 @@ function issueMessage(issue: z.core.$ZodIssue): string {
  * `cwd` must be an existing directory (reported with the other problems).
  * @throws ConfigError listing every problem as `path: message`.
  */
-export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, baseDir = process.cwd(), checkCwd = false): LoadedConfig {
-  if (!isObject(raw)) throw new ConfigError('invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)');
+export function interpretConfig(
+  raw: unknown,
+  env: NodeJS.ProcessEnv = process.env,
+  baseDir = process.cwd(),
+  checkCwd = false,
+): LoadedConfig {
+  if (!isObject(raw))
+    throw new ConfigError(
+      'invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)',
+    );
   const hasUpstreams = 'upstreams' in raw;
   const hasServers = 'mcpServers' in raw;
   if (hasUpstreams && hasServers) {
-    throw new ConfigError('invalid configuration: both "upstreams" and "mcpServers" at the top level; a file is either a gateway config (upstreams) or a server list (mcpServers)');
+    throw new ConfigError(
+      'invalid configuration: both "upstreams" and "mcpServers" at the top level; a file is either a gateway config (upstreams) or a server list (mcpServers)',
+    );
   }
   if (!hasUpstreams && !hasServers) {
-    throw new ConfigError('invalid configuration: neither "upstreams" (a gateway config) nor "mcpServers" (a server list) at the top level');
+    throw new ConfigError(
+      'invalid configuration: neither "upstreams" (a gateway config) nor "mcpServers" (a server list) at the top level',
+    );
   }
 
   let loaded: LoadedConfig;
   if (hasUpstreams) {
     checkProviderKeys(raw);
-    loaded = { config: validate(substituteEnv(raw, env), undefined, [], checkCwd ? baseDir : undefined), format: 'gateway', warnings: [], disabled: [], childEnv: [] };
+    loaded = {
+      config: validate(substituteEnv(raw, env), undefined, [], checkCwd ? baseDir : undefined),
+      format: 'gateway',
+      warnings: [],
+      disabled: [],
+      childEnv: [],
+    };
   } else {
     const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
     if (settings.length) {
@@ -123,7 +154,13 @@ export function interpretConfig(raw: unknown, env: NodeJS.ProcessEnv = process.e
     const conversion = convertMcpServers(raw.mcpServers, env);
     const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
-    loaded = { config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, checkCwd ? baseDir : undefined), format: 'mcpServers', warnings, disabled: conversion.disabled, childEnv: [] };
+    loaded = {
+      config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, checkCwd ? baseDir : undefined),
+      format: 'mcpServers',
+      warnings,
+      disabled: conversion.disabled,
+      childEnv: [],
+    };
   }
 
   const cfg = loaded.config;
@@ -192,7 +229,9 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   } catch (e) {
     // A relative path names where it was looked for: the working directory is not always the one meant.
     const abs = resolve(file);
-    throw new ConfigError(`${file}: cannot read${abs === file ? '' : ` ${abs}`} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    throw new ConfigError(
+      `${file}: cannot read${abs === file ? '' : ` ${abs}`} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+    );
   }
   let raw: unknown;
   try {

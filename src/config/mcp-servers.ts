@@ -37,7 +37,12 @@ export const GATEWAY_KEY = 'mrtr-gateway';
 /** Keys that say what a server is: they belong to the server itself, never under {@link GATEWAY_KEY}. */
 const SERVER_KEYS = ['transport', 'type', 'disabled', 'command', 'args', 'env', 'cwd', 'url', 'headers'];
 /** `type` values of a server with `url`, and the transport each means. */
-const URL_TYPES: Record<string, 'streamable-http' | 'sse'> = { http: 'streamable-http', 'streamable-http': 'streamable-http', streamableHttp: 'streamable-http', sse: 'sse' };
+const URL_TYPES: Record<string, 'streamable-http' | 'sse'> = {
+  http: 'streamable-http',
+  'streamable-http': 'streamable-http',
+  streamableHttp: 'streamable-http',
+  sse: 'sse',
+};
 
 /** Something the gateway left out of an `mcpServers` file, for a warning at start. */
 export interface ConfigWarning {
@@ -124,7 +129,9 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
       problems.push(`${at()}: ${upstreamNameProblem(name, 'the server')}`);
       continue;
     }
-    const ignored = Object.keys(entry).filter((k) => k !== 'type' && k !== 'disabled' && k !== GATEWAY_KEY && !(USED_KEYS as readonly string[]).includes(k));
+    const ignored = Object.keys(entry).filter(
+      (k) => k !== 'type' && k !== 'disabled' && k !== GATEWAY_KEY && !(USED_KEYS as readonly string[]).includes(k),
+    );
     if (ignored.length) out.warnings.push({ path: at(), ignored });
 
     const hasCommand = entry.command !== undefined;
@@ -139,18 +146,29 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
     }
     const given = entry[GATEWAY_KEY];
     if (given !== undefined && !isObject(given)) {
-      problems.push(`${at(GATEWAY_KEY)}: expected an object of the gateway's settings for this upstream (timeouts, protocol, roots, tools, …)`);
+      problems.push(
+        `${at(GATEWAY_KEY)}: expected an object of the gateway's settings for this upstream (timeouts, protocol, roots, tools, …)`,
+      );
       continue;
     }
-    const misplaced = Object.keys(given ?? {}).filter((k) => SERVER_KEYS.includes(k) || (k === 'envPassthrough' && entry.envPassthrough !== undefined));
+    const misplaced = Object.keys(given ?? {}).filter(
+      (k) => SERVER_KEYS.includes(k) || (k === 'envPassthrough' && entry.envPassthrough !== undefined),
+    );
     if (misplaced.length) {
-      for (const k of misplaced) problems.push(`${at(GATEWAY_KEY, k)}: ${JSON.stringify(k)} belongs to the server itself (once), not under ${JSON.stringify(GATEWAY_KEY)}`);
+      for (const k of misplaced)
+        problems.push(
+          `${at(GATEWAY_KEY, k)}: ${JSON.stringify(k)} belongs to the server itself (once), not under ${JSON.stringify(GATEWAY_KEY)}`,
+        );
       continue;
     }
     let used: Record<string, unknown>;
     let settings: Record<string, unknown>;
     try {
-      used = substituteEnv(Object.fromEntries(USED_KEYS.filter((k) => entry[k] !== undefined).map((k) => [k, entry[k]])), env, base) as Record<string, unknown>;
+      used = substituteEnv(
+        Object.fromEntries(USED_KEYS.filter((k) => entry[k] !== undefined).map((k) => [k, entry[k]])),
+        env,
+        base,
+      ) as Record<string, unknown>;
       settings = substituteEnv(given ?? {}, env, [...base, GATEWAY_KEY]) as Record<string, unknown>;
     } catch (e) {
       if (!(e instanceof ConfigError)) throw e;
@@ -170,7 +188,9 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
     } else if (typeof type === 'string' && URL_TYPES[type]) {
       transport = URL_TYPES[type];
     } else {
-      problems.push(`${at('type')}: expected "http", "streamable-http", "streamableHttp" or "sse" for a server with "url", got ${JSON.stringify(type)}`);
+      problems.push(
+        `${at('type')}: expected "http", "streamable-http", "streamableHttp" or "sse" for a server with "url", got ${JSON.stringify(type)}`,
+      );
       continue;
     }
     out.upstreams[name] = { transport, ...used, ...settings };
@@ -178,7 +198,9 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
   }
   if (!problems.length && Object.keys(out.upstreams).length === 0) {
     throw new ConfigError(
-      out.disabled.length ? `invalid configuration:\n  mcpServers: every server is disabled (${out.disabled.join(', ')})` : 'invalid configuration:\n  mcpServers: no servers',
+      out.disabled.length
+        ? `invalid configuration:\n  mcpServers: every server is disabled (${out.disabled.join(', ')})`
+        : 'invalid configuration:\n  mcpServers: no servers',
     );
   }
   return out;

@@ -36,8 +36,12 @@ const TimeoutsSchema = z
     requestMs: positiveMs(
       'Longest silence from the upstream while it works on one request; progress notifications and server-initiated requests reset it, time parked waiting for the client does not count',
     ).default(60_000),
-    totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(600_000),
-    queueMs: positiveMs('Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting').default(10_000),
+    totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(
+      600_000,
+    ),
+    queueMs: positiveMs(
+      'Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting',
+    ).default(10_000),
     firstStartMs: positiveMs(
       'stdio only: the start budget (spawn to `initialize` answered, or to the first answer of a 2026-07-28 server) until one start of the upstream succeeded, for a command that installs what it runs on first use and takes longer than connectMs to do it. Default: 180000 when the command is npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run or uv tool run, also as the first command of a shell script (sh -c "exec npx …", cmd /c, powershell -Command); else connectMs. While it applies, starts go one at a time and a child that has said nothing yet is never killed: given up, its stdin is closed and it is left to finish the install',
     ).optional(),
@@ -64,9 +68,11 @@ const InputPolicySchema = z
       .describe(
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
-    batchWindowMs: ms('Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)').default(15),
+    batchWindowMs: ms(
+      'Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)',
+    ).default(15),
     batchQuietMs: ms(
-      'Upstream silence a batch of input requests always waits for after the upstream session\'s last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns: to 5 ms once the upstream sent several requests at once, and to twice the gap plus 5 ms once it sent one batch in pieces. Set it (e.g. 5) for an upstream known to send concurrent requests, so that even its first batch is never split on a loaded host; batchWindowMs caps the wait',
+      "Upstream silence a batch of input requests always waits for after the upstream session's last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns: to 5 ms once the upstream sent several requests at once, and to twice the gap plus 5 ms once it sent one batch in pieces. Set it (e.g. 5) for an upstream known to send concurrent requests, so that even its first batch is never split on a loaded host; batchWindowMs caps the wait",
     ).default(0),
     mode: InputModeSchema.default('park'),
     tools: z
@@ -78,7 +84,9 @@ const InputPolicySchema = z
       .int()
       .positive()
       .default(32_768)
-      .describe('Largest size of the answers a replay-mode requestState carries, in bytes (JSON); beyond it the call fails with -32603 replay-limit'),
+      .describe(
+        'Largest size of the answers a replay-mode requestState carries, in bytes (JSON); beyond it the call fails with -32603 replay-limit',
+      ),
     allowSecrets: z
       .boolean()
       .default(false)
@@ -111,7 +119,9 @@ const TasksSchema = z
     taskAfterMs: ms(
       'For a client that declared the tasks extension, a tools/call still running after this long is answered with a CreateTaskResult (0: always a task)',
     ).default(10_000),
-    ttlMs: positiveMs('How long a task record is kept after creation (its ttlMs); a task still running then is cancelled').default(3_600_000),
+    ttlMs: positiveMs('How long a task record is kept after creation (its ttlMs); a task still running then is cancelled').default(
+      3_600_000,
+    ),
     pollIntervalMs: positiveMs('pollIntervalMs suggested to clients').default(1000),
     tools: z.record(z.string(), ToolTaskSchema).default({}).describe('Per-tool task settings by tool name'),
   })
@@ -130,7 +140,9 @@ const SamplingModeSchema = z
   );
 
 /** Names of providers and model aliases. */
-const SamplingNameSchema = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, 'names use letters, digits, ".", "_", ":" and "-" and start with a letter or digit');
+const SamplingNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/, 'names use letters, digits, ".", "_", ":" and "-" and start with a letter or digit');
 
 const ProviderModelSchema = z
   .object({
@@ -138,10 +150,17 @@ const ProviderModelSchema = z
     hints: z
       .array(z.string().min(1))
       .default([])
-      .describe('Names a modelPreferences hint may match besides the alias and the model id (a hint matches when it is a case-insensitive substring of one of them)'),
+      .describe(
+        'Names a modelPreferences hint may match besides the alias and the model id (a hint matches when it is a case-insensitive substring of one of them)',
+      ),
     cost: z.number().min(0).max(1).optional().describe('Relative cost, 0 (cheapest) to 1 (most expensive); weighs against costPriority'),
     speed: z.number().min(0).max(1).optional().describe('Relative speed, 0 (slowest) to 1 (fastest); weighs with speedPriority'),
-    intelligence: z.number().min(0).max(1).optional().describe('Relative capability, 0 (least) to 1 (most); weighs with intelligencePriority'),
+    intelligence: z
+      .number()
+      .min(0)
+      .max(1)
+      .optional()
+      .describe('Relative capability, 0 (least) to 1 (most); weighs with intelligencePriority'),
     image: z.boolean().default(true).describe('The model accepts image content in user messages'),
     audio: z
       .boolean()
@@ -155,23 +174,33 @@ const httpUrl = () => z.url({ protocol: /^https?$/, error: 'expected an http:// 
 
 const SamplingProviderSchema = z
   .object({
-    kind: z.enum(['openai', 'anthropic']).describe('openai: an OpenAI-compatible Chat Completions API (OpenAI, vLLM, Ollama, llama.cpp, …); anthropic: the Anthropic Messages API'),
+    kind: z
+      .enum(['openai', 'anthropic'])
+      .describe(
+        'openai: an OpenAI-compatible Chat Completions API (OpenAI, vLLM, Ollama, llama.cpp, …); anthropic: the Anthropic Messages API',
+      ),
     baseUrl: z
       .url()
       .optional()
-      .describe('API base URL. Default: https://api.openai.com/v1 (openai) or https://api.anthropic.com (anthropic); OPENAI_BASE_URL and ANTHROPIC_BASE_URL are not read'),
+      .describe(
+        'API base URL. Default: https://api.openai.com/v1 (openai) or https://api.anthropic.com (anthropic); OPENAI_BASE_URL and ANTHROPIC_BASE_URL are not read',
+      ),
     apiKey: z
       .string()
       .min(1)
       .optional()
-      .describe('The API key, given only as ${ENV_VAR} (a key written into the file is refused). Required for anthropic; optional for openai (a local server may need none)'),
+      .describe(
+        'The API key, given only as ${ENV_VAR} (a key written into the file is refused). Required for anthropic; optional for openai (a local server may need none)',
+      ),
     models: z
       .record(SamplingNameSchema, ProviderModelSchema)
       .refine((m) => Object.keys(m).length > 0, 'at least one model is required')
       .describe('Models the gateway may use, by alias'),
     defaultModel: z.string().min(1).describe('Alias (a key of models) used when no modelPreferences hint or priority picks another'),
     maxTokens: z.number().int().positive().default(4096).describe("Cap on a request's maxTokens: a larger request is sent with this value"),
-    timeoutMs: positiveMs('Longest time for one sampling request, from its arrival to its answer: waiting for a slot, every attempt and every backoff').default(60_000),
+    timeoutMs: positiveMs(
+      'Longest time for one sampling request, from its arrival to its answer: waiting for a slot, every attempt and every backoff',
+    ).default(60_000),
     maxConcurrent: z.number().int().positive().default(4).describe('Most requests to this provider in flight at once'),
     maxQueued: z
       .number()
@@ -185,26 +214,40 @@ const SamplingProviderSchema = z
       .min(0)
       .max(10)
       .default(2)
-      .describe('Retries after a 408, 409, 429, 5xx or connection failure, with backoff (Retry-After when the provider sends one), as long as they fit in timeoutMs'),
+      .describe(
+        'Retries after a 408, 409, 429, 5xx or connection failure, with backoff (Retry-After when the provider sends one), as long as they fit in timeoutMs',
+      ),
     maxResponseBytes: z
       .number()
       .int()
       .positive()
       .default(4 * 1024 * 1024)
-      .describe("Largest provider response body, in bytes, counted while it streams (an error answer's too): a larger one is aborted and the request fails with provider-protocol. The result relayed to the upstream is held to it as well"),
+      .describe(
+        "Largest provider response body, in bytes, counted while it streams (an error answer's too): a larger one is aborted and the request fails with provider-protocol. The result relayed to the upstream is held to it as well",
+      ),
     maxTokensField: z
       .enum(['max_completion_tokens', 'max_tokens'])
       .optional()
-      .describe('kind openai: the request field that carries maxTokens (default max_completion_tokens; some OpenAI-compatible servers only read max_tokens)'),
+      .describe(
+        'kind openai: the request field that carries maxTokens (default max_completion_tokens; some OpenAI-compatible servers only read max_tokens)',
+      ),
   })
   .strict()
   .superRefine((p, ctx) => {
-    if (!(p.defaultModel in p.models)) ctx.addIssue({ code: 'custom', path: ['defaultModel'], message: `'${p.defaultModel}' is not one of models (${Object.keys(p.models).join(', ')})` });
+    if (!(p.defaultModel in p.models))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['defaultModel'],
+        message: `'${p.defaultModel}' is not one of models (${Object.keys(p.models).join(', ')})`,
+      });
     if (p.kind === 'anthropic') {
-      if (p.apiKey === undefined) ctx.addIssue({ code: 'custom', path: ['apiKey'], message: 'an anthropic provider needs an apiKey (as ${ENV_VAR})' });
-      if (p.maxTokensField !== undefined) ctx.addIssue({ code: 'custom', path: ['maxTokensField'], message: 'maxTokensField applies to kind openai only' });
+      if (p.apiKey === undefined)
+        ctx.addIssue({ code: 'custom', path: ['apiKey'], message: 'an anthropic provider needs an apiKey (as ${ENV_VAR})' });
+      if (p.maxTokensField !== undefined)
+        ctx.addIssue({ code: 'custom', path: ['maxTokensField'], message: 'maxTokensField applies to kind openai only' });
       for (const [alias, m] of Object.entries(p.models)) {
-        if (m.audio) ctx.addIssue({ code: 'custom', path: ['models', alias, 'audio'], message: 'the Anthropic Messages API takes no audio' });
+        if (m.audio)
+          ctx.addIssue({ code: 'custom', path: ['models', alias, 'audio'], message: 'the Anthropic Messages API takes no audio' });
       }
     }
   });
@@ -212,13 +255,31 @@ const SamplingProviderSchema = z
 const UpstreamSamplingSchema = z
   .object({
     mode: SamplingModeSchema.default('client'),
-    provider: z.string().optional().describe('Name of the provider (a key of sampling.providers) that answers in provider and fallback modes'),
-    maxTokens: z.number().int().positive().optional().describe("Cap on a request's maxTokens for this upstream (the provider's cap applies too)"),
+    provider: z
+      .string()
+      .optional()
+      .describe('Name of the provider (a key of sampling.providers) that answers in provider and fallback modes'),
+    maxTokens: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe("Cap on a request's maxTokens for this upstream (the provider's cap applies too)"),
     budget: z
       .object({
         windowMs: positiveMs('Length of the sliding window the budgets count over').default(3_600_000),
-        tokens: z.number().int().positive().optional().describe('Most tokens (input + output) the provider may spend for this upstream per window, all principals together'),
-        tokensPerPrincipal: z.number().int().positive().optional().describe('Most tokens (input + output) the provider may spend for one principal on this upstream per window'),
+        tokens: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Most tokens (input + output) the provider may spend for this upstream per window, all principals together'),
+        tokensPerPrincipal: z
+          .number()
+          .int()
+          .positive()
+          .optional()
+          .describe('Most tokens (input + output) the provider may spend for one principal on this upstream per window'),
       })
       .strict()
       .prefault({})
@@ -251,7 +312,14 @@ const upstreamCommon = {
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
   maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
-  maxSessions: z.number().int().positive().default(16).describe('Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)'),
+  maxSessions: z
+    .number()
+    .int()
+    .positive()
+    .default(16)
+    .describe(
+      'Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)',
+    ),
   maxStartingSessions: z
     .number()
     .int()
@@ -265,7 +333,9 @@ const upstreamCommon = {
     .int()
     .positive()
     .default(8)
-    .describe('Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them'),
+    .describe(
+      'Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them',
+    ),
   maxParkedSessions: z
     .number()
     .int()
@@ -279,7 +349,9 @@ const upstreamCommon = {
     .int()
     .nonnegative()
     .optional()
-    .describe('With auth apiKeys or jwt: most such parked calls of one principal. Default: half of the lower of maxSessionsPerPrincipal and maxParkedSessions (at least 1)'),
+    .describe(
+      'With auth apiKeys or jwt: most such parked calls of one principal. Default: half of the lower of maxSessionsPerPrincipal and maxParkedSessions (at least 1)',
+    ),
   maxCallsPerSession: z
     .number()
     .int()
@@ -320,12 +392,21 @@ const StdioUpstreamSchema = z
     env: z
       .record(z.string(), z.string())
       .default({})
-      .describe("Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR) and envPassthrough; wins over both"),
+      .describe(
+        "Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR) and envPassthrough; wins over both",
+      ),
     envPassthrough: z
       .array(z.string().regex(ENV_PASSTHROUGH_PATTERN, 'give a variable name (GITHUB_TOKEN) or a name prefix followed by * (AWS_*)'))
       .default([])
-      .describe("Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*); the rest of it is not passed"),
-    cwd: z.string().optional().describe('Working directory of the child; relative paths are resolved against the config file; must be an existing directory at start'),
+      .describe(
+        "Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*); the rest of it is not passed",
+      ),
+    cwd: z
+      .string()
+      .optional()
+      .describe(
+        'Working directory of the child; relative paths are resolved against the config file; must be an existing directory at start',
+      ),
     ...upstreamCommon,
   })
   .strict();
@@ -361,7 +442,10 @@ export const UpstreamConfigSchema = z.discriminatedUnion('transport', [StdioUpst
 const StateKeySchema = z
   .object({
     kid: z.string().min(1).max(64).describe('Key id written into each sealed requestState'),
-    secret: z.string().min(32, 'a requestState secret needs at least 32 characters').describe('Secret the AES-256-GCM key is derived from (HKDF-SHA256); may be given as ${ENV_VAR}'),
+    secret: z
+      .string()
+      .min(32, 'a requestState secret needs at least 32 characters')
+      .describe('Secret the AES-256-GCM key is derived from (HKDF-SHA256); may be given as ${ENV_VAR}'),
   })
   .strict();
 
@@ -393,11 +477,21 @@ const AuthSchema = z
         // A key given twice would always be its first principal: the second could never call as itself.
         const seen = new Map<string, number>();
         a.keys.forEach((k, i) => {
-          const digest = k.sha256 !== undefined ? k.sha256.toLowerCase() : k.key !== undefined ? createHash('sha256').update(k.key, 'utf8').digest('hex') : undefined;
+          const digest =
+            k.sha256 !== undefined
+              ? k.sha256.toLowerCase()
+              : k.key !== undefined
+                ? createHash('sha256').update(k.key, 'utf8').digest('hex')
+                : undefined;
           if (digest === undefined) return;
           const first = seen.get(digest);
           if (first === undefined) seen.set(digest, i);
-          else ctx.addIssue({ code: 'custom', path: ['keys', i], message: `the same key as auth.keys[${first}] (principal '${a.keys[first]!.principal}'): each key must identify one principal; give '${k.principal}' a key of its own` });
+          else
+            ctx.addIssue({
+              code: 'custom',
+              path: ['keys', i],
+              message: `the same key as auth.keys[${first}] (principal '${a.keys[first]!.principal}'): each key must identify one principal; give '${k.principal}' a key of its own`,
+            });
         });
       }),
     z
@@ -423,7 +517,10 @@ export const FederationPrefixSchema = z
 
 const FederationSchema = z
   .object({
-    enabled: z.boolean().default(false).describe('Serve the federated endpoint POST /mcp: the federated upstreams together, beside POST /mcp/NAME'),
+    enabled: z
+      .boolean()
+      .default(false)
+      .describe('Serve the federated endpoint POST /mcp: the federated upstreams together, beside POST /mcp/NAME'),
     upstreams: z
       .array(UpstreamNameSchema)
       .min(1)
@@ -432,14 +529,18 @@ const FederationSchema = z
     prefix: z
       .enum(['name', 'none'])
       .default('name')
-      .describe('Default prefix of tool and prompt names on /mcp. name: the upstream name and "_" (github_search). none: the names as the upstream gives them, for upstreams whose names are unique'),
+      .describe(
+        'Default prefix of tool and prompt names on /mcp. name: the upstream name and "_" (github_search). none: the names as the upstream gives them, for upstreams whose names are unique',
+      ),
     prefixes: z
       .record(UpstreamNameSchema, FederationPrefixSchema)
       .default({})
       .describe('Prefix per federated upstream, over prefix ("" for none). Two upstreams may not share a non-empty prefix'),
   })
   .strict()
-  .describe('One endpoint for a fleet: POST /mcp serves several upstreams together, tool and prompt names prefixed per upstream, resources routed by URI');
+  .describe(
+    'One endpoint for a fleet: POST /mcp serves several upstreams together, tool and prompt names prefixed per upstream, resources routed by URI',
+  );
 
 export const GatewayConfigSchema = z
   .object({
@@ -495,7 +596,12 @@ export const GatewayConfigSchema = z
     limits: z
       .object({
         maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
-        maxParked: z.number().int().positive().default(10_000).describe('Most calls parked waiting for client input at once, over all upstreams'),
+        maxParked: z
+          .number()
+          .int()
+          .positive()
+          .default(10_000)
+          .describe('Most calls parked waiting for client input at once, over all upstreams'),
         maxJsonDepth: z.number().int().positive().default(64).describe('Deepest nesting of arrays and objects accepted in a request body'),
         requestReadTimeoutMs: z
           .number()
@@ -525,13 +631,17 @@ export const GatewayConfigSchema = z
           .int()
           .positive()
           .default(64)
-          .describe('Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429'),
+          .describe(
+            'Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429',
+          ),
         maxListensPerPrincipal: z
           .number()
           .int()
           .positive()
           .default(64)
-          .describe('Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal); beyond it a listen gets 429'),
+          .describe(
+            'Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal); beyond it a listen gets 429',
+          ),
       })
       .strict()
       .prefault({}),
@@ -541,14 +651,19 @@ export const GatewayConfigSchema = z
         z
           .object({
             kind: z.literal('redis'),
-            url: z.string().regex(/^rediss?:\/\//, 'a redis:// or rediss:// URL').describe('Redis or Valkey URL, normally ${REDIS_URL}'),
+            url: z
+              .string()
+              .regex(/^rediss?:\/\//, 'a redis:// or rediss:// URL')
+              .describe('Redis or Valkey URL, normally ${REDIS_URL}'),
             keyPrefix: z.string().default('mrtr:').describe('Prefix of every key and channel the gateway uses'),
             connectTimeoutMs: positiveMs('Longest wait for a connection to Redis').default(2000),
           })
           .strict(),
       ])
       .default({ kind: 'memory' })
-      .describe('Where task records, spent requestState ids and the replica registry live: memory (one replica) or redis (several replicas)'),
+      .describe(
+        'Where task records, spent requestState ids and the replica registry live: memory (one replica) or redis (several replicas)',
+      ),
     replicas: z
       .object({
         secret: z
@@ -557,30 +672,43 @@ export const GatewayConfigSchema = z
           .optional()
           .describe('Shared secret of the internal hop between replicas (normally ${REPLICA_SECRET}); required with store.kind redis'),
         advertiseUrl: httpUrl().optional().describe('Base URL other replicas reach this one at (default: http://<listen address>:<port>)'),
-        heartbeatMs: positiveMs('Interval of this replica\'s heartbeat in the store').default(1000),
-        deadAfterMs: positiveMs('A replica whose heartbeat is older than this is gone: its calls fail at once and its tasks read failed').default(3000),
+        heartbeatMs: positiveMs("Interval of this replica's heartbeat in the store").default(1000),
+        deadAfterMs: positiveMs(
+          'A replica whose heartbeat is older than this is gone: its calls fail at once and its tasks read failed',
+        ).default(3000),
       })
       .strict()
       .prefault({})
-      .describe('Several replicas sharing a store: the internal hop that forwards retries and task commands to the replica holding the call'),
+      .describe(
+        'Several replicas sharing a store: the internal hop that forwards retries and task commands to the replica holding the call',
+      ),
     legacySessions: z
       .object({
-        enabled: z.boolean().default(true).describe('Serve legacy clients (2024-11-05 … 2025-11-25): an initialize opens a session (Mcp-Session-Id) on POST /mcp/NAME'),
-        idleMs: positiveMs('A legacy session with no message from its client and no request in flight for this long ends, and its upstream session with it').default(600_000),
+        enabled: z
+          .boolean()
+          .default(true)
+          .describe('Serve legacy clients (2024-11-05 … 2025-11-25): an initialize opens a session (Mcp-Session-Id) on POST /mcp/NAME'),
+        idleMs: positiveMs(
+          'A legacy session with no message from its client and no request in flight for this long ends, and its upstream session with it',
+        ).default(600_000),
         maxSessions: z.number().int().positive().default(1000).describe('Most legacy sessions open at once over all upstreams'),
         maxSessionsPerPrincipal: z
           .number()
           .int()
           .positive()
           .default(32)
-          .describe('Most legacy sessions one caller may hold at once (per principal with auth apiKeys or jwt, per client address with auth none)'),
+          .describe(
+            'Most legacy sessions one caller may hold at once (per principal with auth apiKeys or jwt, per client address with auth none)',
+          ),
         eventsPerSession: z
           .number()
           .int()
           .nonnegative()
           .default(1000)
           .describe('SSE events kept per session so a client can resume a stream with Last-Event-ID (0: no resumption)'),
-        retryMs: positiveMs('The SSE `retry` field of the priming event that opens each resumable stream: how long the client waits before it resumes a closed stream').default(1000),
+        retryMs: positiveMs(
+          'The SSE `retry` field of the priming event that opens each resumable stream: how long the client waits before it resumes a closed stream',
+        ).default(1000),
         closeStreamAfterMs: z
           .number()
           .int()
@@ -607,25 +735,36 @@ export const GatewayConfigSchema = z
       .describe('LLM providers through which the gateway answers sampling/createMessage itself (see docs/sampling.md)'),
     tasks: z
       .object({
-        maxRecords: z.number().int().positive().default(100_000).describe('Most task records kept in memory; the least recently used are dropped beyond it'),
+        maxRecords: z
+          .number()
+          .int()
+          .positive()
+          .default(100_000)
+          .describe('Most task records kept in memory; the least recently used are dropped beyond it'),
         maxRecordsPerPrincipal: z
           .number()
           .int()
           .positive()
           .default(10_000)
-          .describe('Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); beyond it the caller gets no new task (its calls are answered in the request; a tool that runs only as a task gets -32603 busy)'),
+          .describe(
+            'Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); beyond it the caller gets no new task (its calls are answered in the request; a tool that runs only as a task gets -32603 busy)',
+          ),
         maxResultBytesPerPrincipal: z
           .number()
           .int()
           .positive()
           .default(64 * 1024 * 1024)
-          .describe("Most bytes of results (as JSON) one caller's task records keep on this replica; a task whose result would exceed it ends failed (-32603 busy, naming the setting)"),
+          .describe(
+            "Most bytes of results (as JSON) one caller's task records keep on this replica; a task whose result would exceed it ends failed (-32603 busy, naming the setting)",
+          ),
         maxResultBytes: z
           .number()
           .int()
           .positive()
           .default(512 * 1024 * 1024)
-          .describe('Most bytes of results (as JSON) all task records keep on this replica together; a task whose result would exceed it ends failed (-32603 busy)'),
+          .describe(
+            'Most bytes of results (as JSON) all task records keep on this replica together; a task whose result would exceed it ends failed (-32603 busy)',
+          ),
       })
       .strict()
       .prefault({})
@@ -633,7 +772,10 @@ export const GatewayConfigSchema = z
     federation: FederationSchema.prefault({}),
     admin: z
       .object({
-        enabled: z.boolean().default(false).describe('Serve the admin page (GET /admin) and its JSON (GET /admin/api/…); off: they answer 404'),
+        enabled: z
+          .boolean()
+          .default(false)
+          .describe('Serve the admin page (GET /admin) and its JSON (GET /admin/api/…); off: they answer 404'),
         principals: z
           .array(z.string().min(1))
           .min(1)
@@ -654,10 +796,18 @@ export const GatewayConfigSchema = z
   .strict()
   .superRefine((cfg, ctx) => {
     if (cfg.admin.enabled && cfg.auth.mode !== 'none' && !cfg.admin.principals) {
-      ctx.addIssue({ code: 'custom', path: ['admin', 'principals'], message: `required with auth.mode "${cfg.auth.mode}": list the principals allowed on the admin page` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['admin', 'principals'],
+        message: `required with auth.mode "${cfg.auth.mode}": list the principals allowed on the admin page`,
+      });
     }
     if (cfg.store.kind === 'redis' && !cfg.replicas.secret) {
-      ctx.addIssue({ code: 'custom', path: ['replicas', 'secret'], message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['replicas', 'secret'],
+        message: 'required with store.kind "redis": replicas forward calls to each other over an authenticated hop',
+      });
     }
     checkFederation(cfg, ctx);
     for (const [name, u] of Object.entries(cfg.upstreams)) {
@@ -665,9 +815,17 @@ export const GatewayConfigSchema = z
       const s = u.sampling;
       const modes = [s.mode, ...Object.values(s.tools).map((t) => t.mode)];
       if (s.provider !== undefined && !(s.provider in cfg.sampling.providers)) {
-        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'sampling', 'provider'], message: `unknown provider '${s.provider}' (sampling.providers has ${Object.keys(cfg.sampling.providers).join(', ') || 'none'})` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['upstreams', name, 'sampling', 'provider'],
+          message: `unknown provider '${s.provider}' (sampling.providers has ${Object.keys(cfg.sampling.providers).join(', ') || 'none'})`,
+        });
       } else if (s.provider === undefined && modes.some((m) => m !== 'client')) {
-        ctx.addIssue({ code: 'custom', path: ['upstreams', name, 'sampling', 'provider'], message: 'modes provider and fallback need a provider (a key of sampling.providers)' });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['upstreams', name, 'sampling', 'provider'],
+          message: 'modes provider and fallback need a provider (a key of sampling.providers)',
+        });
       }
     }
   });
@@ -712,7 +870,11 @@ function checkFederation(
   const seen = new Set<string>();
   fed.upstreams?.forEach((name, i) => {
     if (!Object.hasOwn(cfg.upstreams, name)) {
-      ctx.addIssue({ code: 'custom', path: ['federation', 'upstreams', i], message: `unknown upstream '${name}' (upstreams has ${configured.join(', ')})` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['federation', 'upstreams', i],
+        message: `unknown upstream '${name}' (upstreams has ${configured.join(', ')})`,
+      });
     } else if (seen.has(name)) {
       ctx.addIssue({ code: 'custom', path: ['federation', 'upstreams', i], message: `upstream '${name}' is listed twice` });
     }
@@ -721,7 +883,12 @@ function checkFederation(
   const members = federationMembers(cfg);
   const federated = new Set(members.map((m) => m.name));
   for (const name of Object.keys(fed.prefixes)) {
-    if (!federated.has(name)) ctx.addIssue({ code: 'custom', path: ['federation', 'prefixes', name], message: `'${name}' is not a federated upstream (federated: ${[...federated].join(', ')})` });
+    if (!federated.has(name))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['federation', 'prefixes', name],
+        message: `'${name}' is not a federated upstream (federated: ${[...federated].join(', ')})`,
+      });
   }
   if (!fed.enabled) return;
   const byPrefix = new Map<string, string>();

@@ -9,7 +9,13 @@ export class ConfigError extends Error {
 export function formatPath(path: ReadonlyArray<PropertyKey>): string {
   if (path.length === 0) return '(root)';
   return path
-    .map((p, i) => (typeof p === 'number' ? `[${p}]` : /^[A-Za-z_$][\w$]*$/.test(String(p)) ? (i ? '.' : '') + String(p) : `[${JSON.stringify(String(p))}]`))
+    .map((p, i) =>
+      typeof p === 'number'
+        ? `[${p}]`
+        : /^[A-Za-z_$][\w$]*$/.test(String(p))
+          ? (i ? '.' : '') + String(p)
+          : `[${JSON.stringify(String(p))}]`,
+    )
     .join('');
 }
 

@@ -12,7 +12,18 @@
 import { uniqueId } from '../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, GatewayError, UpstreamProtocolError, UpstreamRequestLost, missingCapability, shutdownFailure, upstreamFailed, upstreamProtocolFault, validationProblem, withoutMcpPrefix } from '../protocol/errors.js';
+import {
+  ErrorCode,
+  GatewayError,
+  UpstreamProtocolError,
+  UpstreamRequestLost,
+  missingCapability,
+  shutdownFailure,
+  upstreamFailed,
+  upstreamProtocolFault,
+  validationProblem,
+  withoutMcpPrefix,
+} from '../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../observability/tracing.js';
@@ -209,15 +220,23 @@ export function downstreamError(
   const data = mapped.data;
   if (data !== undefined && (data === null || typeof data !== 'object' || Array.isArray(data))) return mapped;
   const d = (data ?? {}) as Record<string, unknown>;
-  return typeof d.uri === 'string' ? mapped : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
+  return typeof d.uri === 'string'
+    ? mapped
+    : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
 }
 
-function mapUpstreamError(upstream: string, err: unknown, session?: { deadReason?: string; deadKind?: string; transportKind: string }, request?: { method: string }): GatewayError {
+function mapUpstreamError(
+  upstream: string,
+  err: unknown,
+  session?: { deadReason?: string; deadKind?: string; transportKind: string },
+  request?: { method: string },
+): GatewayError {
   if (err instanceof GatewayError) return err;
   if (err instanceof UpstreamRequestLost) {
     if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
     const reason = err.reason ?? session?.deadReason ?? 'connection closed';
-    if (session?.deadKind === 'protocol') return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
+    if (session?.deadKind === 'protocol')
+      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
     if (session?.deadKind === 'stopping') return shutdownFailure(upstream);
     return session?.transportKind === 'stdio'
       ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
@@ -333,7 +352,13 @@ export class Exchange implements CallHandlers {
   start(): void {
     const { lease } = this.init;
     if (tracingActive()) {
-      this.trace = startClientSpan({ method: this.method, params: this.init.params, upstream: this.upstream, endpoint: this.init.cfg, protocolVersion: () => lease.session.info.protocolVersion });
+      this.trace = startClientSpan({
+        method: this.method,
+        params: this.init.params,
+        upstream: this.upstream,
+        endpoint: this.init.cfg,
+        protocolVersion: () => lease.session.info.protocolVersion,
+      });
     }
     lease.session.attach(this.id, this);
     if (!this.needsRoots()) return this.attempt(1);
@@ -369,7 +394,11 @@ export class Exchange implements CallHandlers {
     if (this.outcome) return;
     this.armTimers();
     this.statusMessage = p.message ?? (p.total !== undefined ? `${p.progress}/${p.total}` : `${p.progress}`);
-    this.progressSink?.({ progress: p.progress, ...(p.total !== undefined ? { total: p.total } : {}), ...(p.message !== undefined ? { message: p.message } : {}) });
+    this.progressSink?.({
+      progress: p.progress,
+      ...(p.total !== undefined ? { total: p.total } : {}),
+      ...(p.message !== undefined ? { message: p.message } : {}),
+    });
     this.notify();
   }
 
@@ -381,7 +410,11 @@ export class Exchange implements CallHandlers {
     within(this.trace, () =>
       // The upstream span's context goes in `_meta` too (read there on stdio), while tracing.
       // Timed by the Exchange (armTimers) and given up by cancel().
-      lease.session.request({ method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } }, LooseResult, { timeout: NO_TIMEOUT }),
+      lease.session.request(
+        { method, params: { ...params, _meta: traceMeta({ ...((params._meta as object | undefined) ?? {}), progressToken: this.id }) } },
+        LooseResult,
+        { timeout: NO_TIMEOUT },
+      ),
     ).then(
       (result) => this.finish({ result: result as Record<string, unknown> }, true),
       (err) => {
@@ -403,7 +436,11 @@ export class Exchange implements CallHandlers {
     this.init.census?.note('legacy_tasks');
     try {
       const stream = lease.session.callToolAsTask(
-        { name: String(params.name), arguments: params.arguments as Record<string, unknown> | undefined, _meta: traceMeta({ progressToken: this.id }) },
+        {
+          name: String(params.name),
+          arguments: params.arguments as Record<string, unknown> | undefined,
+          _meta: traceMeta({ progressToken: this.id }),
+        },
         this.init.legacyTask!.ttlMs,
         { signal: (this.taskAbort = new AbortController()).signal, timeout: NO_TIMEOUT },
       );
@@ -433,7 +470,16 @@ export class Exchange implements CallHandlers {
   private urlElicitationRequired(err: McpError, attempt: number): void {
     const list = (err.data as { elicitations?: unknown } | undefined)?.elicitations;
     if (!Array.isArray(list) || list.length === 0) {
-      this.finish({ error: upstreamFailed(this.upstream, 'protocol', `Upstream '${this.upstream}' required URL elicitation without saying which (${err.message})`) }, true);
+      this.finish(
+        {
+          error: upstreamFailed(
+            this.upstream,
+            'protocol',
+            `Upstream '${this.upstream}' required URL elicitation without saying which (${err.message})`,
+          ),
+        },
+        true,
+      );
       return;
     }
     const requests = list.map((e) => toInputRequest({ method: 'elicitation/create', params: { ...(e as object), mode: 'url' } }));
@@ -451,7 +497,13 @@ export class Exchange implements CallHandlers {
         const refused = results.find((r) => r.action !== 'accept');
         if (refused) {
           this.finish(
-            { error: upstreamFailed(this.upstream, 'declined', `The upstream requires the user to complete a URL flow (${String(requests[0]!.params.url)}); the client answered ${String(refused.action)}`) },
+            {
+              error: upstreamFailed(
+                this.upstream,
+                'declined',
+                `The upstream requires the user to complete a URL flow (${String(requests[0]!.params.url)}); the client answered ${String(refused.action)}`,
+              ),
+            },
             true,
           );
           return;
@@ -513,7 +565,11 @@ export class Exchange implements CallHandlers {
    * returns 'deadline' once that time passes while the upstream is still working without asking
    * for input. The client's `connection` closing ends the wait only ('aborted').
    */
-  async settle(batchWindowMs: number, connection?: ClientConnection, deadline?: number): Promise<'done' | 'input' | 'aborted' | 'deadline'> {
+  async settle(
+    batchWindowMs: number,
+    connection?: ClientConnection,
+    deadline?: number,
+  ): Promise<'done' | 'input' | 'aborted' | 'deadline'> {
     for (;;) {
       if (this.outcome) return 'done';
       if (connection?.closed) return 'aborted';
@@ -622,7 +678,11 @@ export class Exchange implements CallHandlers {
     const request = toInputRequest(req);
     if (kind === 'sampling' && this.samplingByProvider(request)) return this.sampleByProvider(req, extra);
     const configuredRoots = this.init.cfg.roots;
-    if (kind === 'roots' && configuredRoots.length > 0 && (!this.init.clientCapabilities.roots || !this.init.cfg.input.allow.includes('roots'))) {
+    if (
+      kind === 'roots' &&
+      configuredRoots.length > 0 &&
+      (!this.init.clientCapabilities.roots || !this.init.cfg.input.allow.includes('roots'))
+    ) {
       // The client cannot be asked: the configured roots answer, as they do outside any call.
       return Promise.resolve({ roots: configuredRoots });
     }
@@ -638,7 +698,10 @@ export class Exchange implements CallHandlers {
     if (kind === 'elicitation' && request.params.mode !== 'url' && !this.init.cfg.input.allowSecrets) {
       const fields = secretFields(request.params.requestedSchema);
       if (fields.length) {
-        this.init.log.warn({ exchange: this.id, fields, method: this.method }, 'form asks for secrets: declined upstream, not forwarded to the client');
+        this.init.log.warn(
+          { exchange: this.id, fields, method: this.method },
+          'form asks for secrets: declined upstream, not forwarded to the client',
+        );
         this.init.onSecretDeclined?.();
         return Promise.resolve({ action: 'decline' });
       }
@@ -660,7 +723,12 @@ export class Exchange implements CallHandlers {
       }
     }
     const key = this.keyFor(kind, req);
-    this.asked.push({ d: digest, k: key, m: request.method, ...(request.params.tools || request.params.toolChoice ? { t: 1 as const } : {}) });
+    this.asked.push({
+      d: digest,
+      k: key,
+      m: request.method,
+      ...(request.params.tools || request.params.toolChoice ? { t: 1 as const } : {}),
+    });
     const given = this.init.prefilled?.[key];
     if (given !== undefined) {
       delete this.init.prefilled![key];
@@ -698,7 +766,9 @@ export class Exchange implements CallHandlers {
    */
   private samplingByProvider(request: InputRequest): boolean {
     const cfg = this.init.cfg.sampling;
-    const relayed = this.init.cfg.input.allow.includes('sampling') ? (this.init.clientCapabilities.sampling as { tools?: unknown } | undefined) : undefined;
+    const relayed = this.init.cfg.input.allow.includes('sampling')
+      ? (this.init.clientCapabilities.sampling as { tools?: unknown } | undefined)
+      : undefined;
     return samplingRoute(samplingModeFor(cfg, this.toolName), relayed, request.params) === 'provider';
   }
 
@@ -722,7 +792,14 @@ export class Exchange implements CallHandlers {
       const { _meta, task, ...params } = (req.params ?? {}) as Record<string, unknown>;
       void _meta;
       void task;
-      return await sampler.answer({ upstream: this.upstream, cfg: this.init.cfg.sampling, tool: this.toolName, principal: this.init.principal, params, signal: ctrl.signal });
+      return await sampler.answer({
+        upstream: this.upstream,
+        cfg: this.init.cfg.sampling,
+        tool: this.toolName,
+        principal: this.init.principal,
+        params,
+        signal: ctrl.signal,
+      });
     } catch (e) {
       throw e instanceof SamplingError ? asRpcError(e) : e;
     } finally {
@@ -736,7 +813,8 @@ export class Exchange implements CallHandlers {
   private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
     const gapMs = Date.now() - this.lastInputAt;
     // Concurrent with requests whose round already went out: the upstream sent one batch in pieces.
-    if (this.batchClosed && this.pending.size > 0 && gapMs < this.init.cfg.input.batchWindowMs) learn(this.init.batching, 2 * gapMs + SPLIT_QUIET_MS, true);
+    if (this.batchClosed && this.pending.size > 0 && gapMs < this.init.cfg.input.batchWindowMs)
+      learn(this.init.batching, 2 * gapMs + SPLIT_QUIET_MS, true);
     return new Promise((resolve, reject) => {
       if (this.pending === NO_PENDING) this.pending = new Map();
       this.pending.set(key, { key, request, resolve, reject });
@@ -792,7 +870,10 @@ export class Exchange implements CallHandlers {
     this.init.lease.session.detach(this.id, this);
     if (!this.cancelled) return this.init.lease.release(reusable);
     // The call is over upstream only if the upstream answers the cancelled request anyway.
-    const answered = this.upstreamTaskId || this.init.legacyTask ? Promise.resolve(false) : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS);
+    const answered =
+      this.upstreamTaskId || this.init.legacyTask
+        ? Promise.resolve(false)
+        : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS);
     this.init.lease.releaseWhen(answered);
   }
 
@@ -831,8 +912,14 @@ export class Exchange implements CallHandlers {
     this.timer = undefined;
     const now = Date.now();
     const { requestMs, totalMs } = this.init.cfg.timeouts;
-    if (now >= this.totalAt) return this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${totalMs} ms`));
-    if (now >= this.idleAt) return this.cancel(upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`));
+    if (now >= this.totalAt)
+      return this.cancel(
+        upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${totalMs} ms`),
+      );
+    if (now >= this.idleAt)
+      return this.cancel(
+        upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`),
+      );
     this.setTimer(Math.min(this.idleAt, this.totalAt), now);
   }
 

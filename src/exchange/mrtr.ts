@@ -132,7 +132,11 @@ export class MrtrBridge {
     readonly replica: string,
     /** Whether other replicas share the store: a park-mode retry for another replica is forwarded there. */
     private readonly forwarding: boolean,
-    private readonly limits: { total: number; perUpstream: (upstream: string) => number; sessions?: (upstream: string) => ParkedSessionLimits | undefined } = {
+    private readonly limits: {
+      total: number;
+      perUpstream: (upstream: string) => number;
+      sessions?: (upstream: string) => ParkedSessionLimits | undefined;
+    } = {
       total: Infinity,
       perUpstream: () => Infinity,
     },
@@ -180,7 +184,14 @@ export class MrtrBridge {
    * input_required result with a freshly sealed state (the Exchange is then parked).
    * @throws GatewayError from the Exchange's outcome.
    */
-  async drive(exchange: Exchange, binding: RetryBinding, ctx: CallContext, batchWindowMs: number, task?: TaskEscalation, replay?: ReplayMode): Promise<Record<string, unknown>> {
+  async drive(
+    exchange: Exchange,
+    binding: RetryBinding,
+    ctx: CallContext,
+    batchWindowMs: number,
+    task?: TaskEscalation,
+    replay?: ReplayMode,
+  ): Promise<Record<string, unknown>> {
     exchange.setProgressSink(ctx.onProgress);
     let state: 'done' | 'input' | 'aborted' | 'deadline';
     const waitStart = performance.now();
@@ -229,7 +240,11 @@ export class MrtrBridge {
     if (!this.parked.has(exchange.id) && exchange.round === 0) {
       const full = this.parkingFull(exchange, binding);
       if (full) {
-        const err = upstreamFailed(binding.upstream, 'parked-limit', `Too many calls are waiting for client input (limit ${full}); this call was cancelled upstream, retry later`);
+        const err = upstreamFailed(
+          binding.upstream,
+          'parked-limit',
+          `Too many calls are waiting for client input (limit ${full}); this call was cancelled upstream, retry later`,
+        );
         this.log.warn({ upstream: binding.upstream, limit: full }, 'parked-call limit reached');
         exchange.cancel(err);
         throw err;
@@ -239,8 +254,19 @@ export class MrtrBridge {
     const requestState = await this.sealer.seal(claims);
     this.hold(exchange, binding);
     this.park(exchange, binding);
-    this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
-    recordInputRound({ start: waitStart, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'park' });
+    this.onRound?.(
+      binding.upstream,
+      Object.values(inputRequests).map((r) => r.method),
+    );
+    recordInputRound({
+      start: waitStart,
+      round: claims.rnd,
+      upstream: binding.upstream,
+      method: binding.method,
+      name: binding.name,
+      inputRequests,
+      mode: 'park',
+    });
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
   }
@@ -312,7 +338,13 @@ export class MrtrBridge {
    * into the sealed state with their digests, and the upstream call is cancelled, holding nothing.
    * @throws GatewayError -32603 `replay-limit` when the answers exceed `maxBytes`.
    */
-  private async replayRound(exchange: Exchange, binding: RetryBinding, inputRequests: Record<string, InputRequest>, replay: ReplayMode, started: number): Promise<Record<string, unknown>> {
+  private async replayRound(
+    exchange: Exchange,
+    binding: RetryBinding,
+    inputRequests: Record<string, InputRequest>,
+    replay: ReplayMode,
+    started: number,
+  ): Promise<Record<string, unknown>> {
     const entries = exchange.replayState();
     const bytes = Buffer.byteLength(JSON.stringify(entries));
     if (bytes > replay.maxBytes) {
@@ -329,8 +361,19 @@ export class MrtrBridge {
     // The call is asked again on the retry: nothing of it is kept here.
     exchange.endSpanAsRound();
     exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', 'Replay mode: the call runs again when the client answers'));
-    this.onRound?.(binding.upstream, Object.values(inputRequests).map((r) => r.method));
-    recordInputRound({ start: started, round: claims.rnd, upstream: binding.upstream, method: binding.method, name: binding.name, inputRequests, mode: 'replay' });
+    this.onRound?.(
+      binding.upstream,
+      Object.values(inputRequests).map((r) => r.method),
+    );
+    recordInputRound({
+      start: started,
+      round: claims.rnd,
+      upstream: binding.upstream,
+      method: binding.method,
+      name: binding.name,
+      inputRequests,
+      mode: 'replay',
+    });
     return { resultType: 'input_required', inputRequests, requestState } satisfies InputRequiredResult;
   }
 
@@ -339,7 +382,11 @@ export class MrtrBridge {
    * (a fresh `jti`) and valid for the state TTL; `round` gives the parked call (or none, in
    * replay), the replica holding it, the round number and replay entries.
    */
-  private claimsFor(binding: RetryBinding, inputRequests: Record<string, InputRequest>, round: Pick<StateClaims, 'ex' | 'rep' | 'rnd' | 'rp'>): StateClaims {
+  private claimsFor(
+    binding: RetryBinding,
+    inputRequests: Record<string, InputRequest>,
+    round: Pick<StateClaims, 'ex' | 'rep' | 'rnd' | 'rp'>,
+  ): StateClaims {
     return {
       up: binding.upstream,
       sub: binding.principal,
@@ -386,7 +433,9 @@ export class MrtrBridge {
     const p = this.unpark(id);
     if (!p) return;
     this.log.info({ exchange: id, upstream: p.binding.upstream, method: p.binding.method, name: p.binding.name }, 'parked call expired');
-    p.exchange.cancel(upstreamFailed(p.binding.upstream, 'cancelled', `The client did not answer within the requestState TTL (${this.ttlMs} ms)`));
+    p.exchange.cancel(
+      upstreamFailed(p.binding.upstream, 'cancelled', `The client did not answer within the requestState TTL (${this.ttlMs} ms)`),
+    );
   }
 
   /**

@@ -6,7 +6,12 @@
  * fields, `required`; with Ajv). Memory is bounded: at most 256 compiled schemas are kept, and the
  * Ajv instance is replaced every 512 compilations.
  */
-import { CreateMessageResultSchema, CreateMessageResultWithToolsSchema, ElicitResultSchema, ListRootsResultSchema } from '@modelcontextprotocol/core';
+import {
+  CreateMessageResultSchema,
+  CreateMessageResultWithToolsSchema,
+  ElicitResultSchema,
+  ListRootsResultSchema,
+} from '@modelcontextprotocol/core';
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { LRUCache } from 'lru-cache';
@@ -48,7 +53,8 @@ function fieldSchema(field: unknown, depth = 0): Record<string, unknown> {
   // Titled enums (oneOf/anyOf of { const, title }) are checked as the enum of their consts: the
   // same answers, and a check linear in the options (Ajv compiles oneOf into one branch each).
   const options = [f.enum, f.oneOf, f.anyOf].map((o) => (Array.isArray(o) ? o : undefined));
-  const consts = (o: unknown[]) => (o.every((x) => x && typeof x === 'object' && 'const' in x) ? o.map((x) => (x as { const: unknown }).const) : undefined);
+  const consts = (o: unknown[]) =>
+    o.every((x) => x && typeof x === 'object' && 'const' in x) ? o.map((x) => (x as { const: unknown }).const) : undefined;
   const allowed = options[0] ?? (options[1] && consts(options[1])) ?? (options[2] && consts(options[2]));
   if (allowed && allowed.length <= MAX_OPTIONS) out.enum = allowed;
   // Multi-select: an array whose items are one such field (MCP nests no deeper).
@@ -115,7 +121,8 @@ export function invalidResponse(request: InputRequest, value: unknown): string |
         : request.params.tools || request.params.toolChoice
           ? CreateMessageResultWithToolsSchema
           : CreateMessageResultSchema;
-  const shape = request.method === 'elicitation/create' ? 'ElicitResult' : request.method === 'roots/list' ? 'ListRootsResult' : 'CreateMessageResult';
+  const shape =
+    request.method === 'elicitation/create' ? 'ElicitResult' : request.method === 'roots/list' ? 'ListRootsResult' : 'CreateMessageResult';
   if (!value || typeof value !== 'object' || Array.isArray(value)) return `must be an ${shape} object`;
   const r = schema.safeParse(value);
   if (!r.success) {
@@ -128,7 +135,8 @@ export function invalidResponse(request: InputRequest, value: unknown): string |
 
 function invalidContent(request: InputRequest, value: { action?: unknown; content?: unknown }): string | undefined {
   const requested = request.params.requestedSchema;
-  if (request.params.mode === 'url' || value.action !== 'accept' || !requested || typeof requested !== 'object' || Array.isArray(requested)) return undefined;
+  if (request.params.mode === 'url' || value.action !== 'accept' || !requested || typeof requested !== 'object' || Array.isArray(requested))
+    return undefined;
   // No content: nothing to check (as the SDK's servers do); the upstream decides what it lacks.
   if (value.content === undefined || JSON.stringify(value.content).length > MAX_CONTENT_CHARS) return undefined;
   const part = checkedPart(requested as Record<string, unknown>);

@@ -10,7 +10,18 @@
  * a digest of the canonical arguments, the parked Exchange, the replica, the round and the
  * outstanding input keys; `exp` bounds it and `jti` makes it single-use (enforced by the caller).
  */
-import { createCipheriv, createDecipheriv, createHash, createHmac, createSecretKey, hkdfSync, randomBytes, randomUUID, timingSafeEqual, type KeyObject } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHash,
+  createHmac,
+  createSecretKey,
+  hkdfSync,
+  randomBytes,
+  randomUUID,
+  timingSafeEqual,
+  type KeyObject,
+} from 'node:crypto';
 import { canonicalJson } from '../protocol/canonical.js';
 import { invalidParams } from '../protocol/errors.js';
 
@@ -167,7 +178,13 @@ export class StateSealer {
   constructor(keys: StateKey[]) {
     if (keys.length === 0) throw new Error('StateSealer needs at least one key');
     this.keys = new Map(
-      keys.map((k) => [k.kid, { key: createSecretKey(deriveKey(k.secret)), header: Buffer.from(JSON.stringify({ alg: 'dir', enc: 'A256GCM', kid: k.kid })).toString('base64url') }]),
+      keys.map((k) => [
+        k.kid,
+        {
+          key: createSecretKey(deriveKey(k.secret)),
+          header: Buffer.from(JSON.stringify({ alg: 'dir', enc: 'A256GCM', kid: k.kid })).toString('base64url'),
+        },
+      ]),
     );
     this.sealKey = this.keys.get(keys[0]!.kid)!;
   }
@@ -192,12 +209,20 @@ export class StateSealer {
    * @throws GatewayError -32602 (HTTP 200) with {@link INVALID_STATE} for anything not genuine and current.
    */
   async open(token: unknown, now = Date.now()): Promise<StateClaims> {
-    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_STATE_CHARS || !isCanonicalCompactJwe(token)) throw invalidParams(INVALID_STATE);
+    if (typeof token !== 'string' || token.length === 0 || token.length > MAX_STATE_CHARS || !isCanonicalCompactJwe(token))
+      throw invalidParams(INVALID_STATE);
     const [headerPart, encryptedKey, ivPart, ciphertextPart, tagPart] = token.split('.') as [string, string, string, string, string];
     let payload: Record<string, unknown>;
     try {
       const header: unknown = JSON.parse(Buffer.from(headerPart, 'base64url').toString('utf8'));
-      if (!isPlainObject(header) || Object.keys(header).some((f) => !HEADER_FIELDS.includes(f)) || header.alg !== 'dir' || header.enc !== 'A256GCM' || typeof header.kid !== 'string') throw new Error('header');
+      if (
+        !isPlainObject(header) ||
+        Object.keys(header).some((f) => !HEADER_FIELDS.includes(f)) ||
+        header.alg !== 'dir' ||
+        header.enc !== 'A256GCM' ||
+        typeof header.kid !== 'string'
+      )
+        throw new Error('header');
       const sealKey = this.keys.get(header.kid);
       const iv = Buffer.from(ivPart, 'base64url');
       const tag = Buffer.from(tagPart, 'base64url');

@@ -104,7 +104,8 @@ export function unionCapabilities(a: Record<string, unknown>, b: Record<string, 
   return out;
 }
 
-const unknownName = (kind: NameKind, exposed: string) => (kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`));
+const unknownName = (kind: NameKind, exposed: string) =>
+  kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`);
 
 /** The federated endpoint's request routing, between the front door and the router. */
 export class Federation {
@@ -117,7 +118,10 @@ export class Federation {
   /** Resource listings in progress, per principal (concurrent misses share one). */
   private readonly refreshing = new Map<string, Promise<void>>();
   /** Complete listings of names, by kind, principal and client capabilities. */
-  private readonly nameIndexes = new LRUCache<string, Map<string, Candidate<FederatedUpstream>[]>>({ max: NAME_INDEX_MAX, ttl: NAME_INDEX_TTL_MS });
+  private readonly nameIndexes = new LRUCache<string, Map<string, Candidate<FederatedUpstream>[]>>({
+    max: NAME_INDEX_MAX,
+    ttl: NAME_INDEX_TTL_MS,
+  });
 
   constructor(
     private readonly gateway: Gateway,
@@ -126,7 +130,10 @@ export class Federation {
     this.members = federationMembers(gateway.cfg).map((m) => ({ ...m, cfg: gateway.upstreams.get(m.name)!.cfg }));
     this.naming = new Naming(this.members);
     this.byName = new Map(this.members.map((m) => [m.name, m]));
-    log.info({ upstreams: this.members.map((m) => ({ name: m.name, prefix: m.prefix })), overlapping: this.naming.overlapping }, 'federation: POST /mcp serves these upstreams');
+    log.info(
+      { upstreams: this.members.map((m) => ({ name: m.name, prefix: m.prefix })), overlapping: this.naming.overlapping },
+      'federation: POST /mcp serves these upstreams',
+    );
   }
 
   /**
@@ -166,7 +173,13 @@ export class Federation {
   }
 
   /** Sends `req` with `params` (and another method, for lists the federation makes itself) to one upstream through the router. */
-  private forward(m: FederatedUpstream, req: ValidatedRequest, params: Record<string, unknown>, ctx: FederationContext, method = req.method): Promise<Record<string, unknown>> {
+  private forward(
+    m: FederatedUpstream,
+    req: ValidatedRequest,
+    params: Record<string, unknown>,
+    ctx: FederationContext,
+    method = req.method,
+  ): Promise<Record<string, unknown>> {
     return this.gateway.handle(m.name, { ...req, method, params }, ctx);
   }
 
@@ -177,7 +190,11 @@ export class Federation {
    * @throws the error of a required member; the first error when every member failed; -32601 when
    *   every member lacks the capability.
    */
-  private async gather<T>(what: string, members: readonly FederatedUpstream[], fn: (m: FederatedUpstream) => Promise<T>): Promise<{ answers: { member: FederatedUpstream; value: T }[]; partial: boolean }> {
+  private async gather<T>(
+    what: string,
+    members: readonly FederatedUpstream[],
+    fn: (m: FederatedUpstream) => Promise<T>,
+  ): Promise<{ answers: { member: FederatedUpstream; value: T }[]; partial: boolean }> {
     const settled = await Promise.allSettled(members.map(fn));
     const answers: { member: FederatedUpstream; value: T }[] = [];
     const failures: { member: FederatedUpstream; error: unknown }[] = [];
@@ -193,7 +210,11 @@ export class Federation {
       const capability = UPSTREAM_CAPABILITY_FOR[what];
       throw methodNotFound(`Method not found: ${what} (no federated upstream offers ${capability ?? 'it'})`);
     }
-    for (const f of failures) this.log.warn({ upstream: f.member.name, method: what, err: (f.error as Error).message }, 'federation: upstream left out of a merged answer');
+    for (const f of failures)
+      this.log.warn(
+        { upstream: f.member.name, method: what, err: (f.error as Error).message },
+        'federation: upstream left out of a merged answer',
+      );
     return { answers, partial: failures.length > 0 };
   }
 
@@ -216,7 +237,9 @@ export class Federation {
     for (const { member, value } of answers) {
       if (isObject(value.capabilities)) capabilities = unionCapabilities(capabilities, value.capabilities);
       if (typeof value.instructions === 'string' && value.instructions.trim()) {
-        const naming = member.prefix ? `Its tools and prompts are named here with the prefix \`${member.prefix}\` (\`${member.prefix}NAME\`).\n\n` : '';
+        const naming = member.prefix
+          ? `Its tools and prompts are named here with the prefix \`${member.prefix}\` (\`${member.prefix}NAME\`).\n\n`
+          : '';
         sections.push(`## ${member.name}\n\n${naming}${value.instructions.trim()}`);
       }
     }
@@ -242,7 +265,9 @@ export class Federation {
     const { field, kind } = LISTS[req.method]!;
     const cursor = req.params.cursor;
     const decoded = cursor === undefined ? undefined : decodeCursor(String(cursor), req.method, new Set(this.byName.keys()));
-    const positions: [FederatedUpstream, string | undefined][] = decoded ? this.members.filter((m) => Object.hasOwn(decoded, m.name)).map((m) => [m, decoded[m.name]]) : this.members.map((m) => [m, undefined]);
+    const positions: [FederatedUpstream, string | undefined][] = decoded
+      ? this.members.filter((m) => Object.hasOwn(decoded, m.name)).map((m) => [m, decoded[m.name]])
+      : this.members.map((m) => [m, undefined]);
     const at = new Map(positions);
     const { answers, partial } = await this.gather(
       req.method,
@@ -254,7 +279,9 @@ export class Federation {
       if (typeof value.nextCursor === 'string' && value.nextCursor !== '') next[member.name] = value.nextCursor;
       return { member, items: Array.isArray(value[field]) ? (value[field] as unknown[]) : [] };
     });
-    const items = kind ? await this.namedItems(kind, pages, req, ctx) : await this.resourceItems(req.method, pages, decoded !== undefined || Object.keys(next).length > 0, req, ctx);
+    const items = kind
+      ? await this.namedItems(kind, pages, req, ctx)
+      : await this.resourceItems(req.method, pages, decoded !== undefined || Object.keys(next).length > 0, req, ctx);
     return {
       resultType: 'complete',
       [field]: items,
@@ -314,7 +341,13 @@ export class Federation {
    * upstream. When the answer is paged, the complete listings ({@link refreshUris}, trusted for
    * 30 s) decide, since the earlier upstream's entry may be on a page not listed yet.
    */
-  private async resourceItems(method: string, pages: readonly Page[], paged: boolean, req: ValidatedRequest, ctx: FederationContext): Promise<unknown[]> {
+  private async resourceItems(
+    method: string,
+    pages: readonly Page[],
+    paged: boolean,
+    req: ValidatedRequest,
+    ctx: FederationContext,
+  ): Promise<unknown[]> {
     const templates = method === 'resources/templates/list';
     const key = templates ? 'uriTemplate' : 'uri';
     const principal = ctx.principal;
@@ -356,7 +389,10 @@ export class Federation {
 
   /** Reports that `member`'s entry `name` (shown as `shown`) is left out of a list on /mcp because `owner` serves it. */
   private dropConflict(kind: DroppedKind, member: FederatedUpstream, name: string, shown: string, owner: FederatedUpstream): void {
-    const detail = owner === member ? `on /mcp, '${shown}' is listed twice by this upstream; the first is kept` : `on /mcp, '${shown}' is served by '${owner.name}', earlier in federation order`;
+    const detail =
+      owner === member
+        ? `on /mcp, '${shown}' is listed twice by this upstream; the first is kept`
+        : `on /mcp, '${shown}' is served by '${owner.name}', earlier in federation order`;
     this.gateway.dropped.note({ upstream: member.name, kind, name, reason: 'conflict', detail });
   }
 
@@ -376,12 +412,24 @@ export class Federation {
     const exposed = this.naming.expose(member, name);
     const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
     if (!problem) return exposed;
-    if (report) this.gateway.dropped.note({ upstream: member.name, kind: 'tool', name, reason: 'invalid-name', detail: `on /mcp, with the prefix '${member.prefix}', the name ${problem}` });
+    if (report)
+      this.gateway.dropped.note({
+        upstream: member.name,
+        kind: 'tool',
+        name,
+        reason: 'invalid-name',
+        detail: `on /mcp, with the prefix '${member.prefix}', the name ${problem}`,
+      });
     return undefined;
   }
 
   /** Every item of one upstream's list (all pages, at most {@link MAX_PAGES}). */
-  private async listAll(m: FederatedUpstream, method: string, req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>[]> {
+  private async listAll(
+    m: FederatedUpstream,
+    method: string,
+    req: ValidatedRequest,
+    ctx: FederationContext,
+  ): Promise<Record<string, unknown>[]> {
     const { field } = LISTS[method]!;
     const out: Record<string, unknown>[] = [];
     let cursor: string | undefined;
@@ -399,7 +447,12 @@ export class Federation {
    * the upstreams that serve it in federation order (the first keeps the name), from complete
    * listings of every member; kept for a short while.
    */
-  private async nameIndex(kind: NameKind, req: ValidatedRequest, ctx: FederationContext, fresh = false): Promise<Map<string, Candidate<FederatedUpstream>[]>> {
+  private async nameIndex(
+    kind: NameKind,
+    req: ValidatedRequest,
+    ctx: FederationContext,
+    fresh = false,
+  ): Promise<Map<string, Candidate<FederatedUpstream>[]>> {
     const key = `${kind}\u0000${ctx.principal}\u0000${canonicalJson(req.clientCapabilities)}`;
     const cached = fresh ? undefined : this.nameIndexes.get(key);
     if (cached) return cached;
@@ -424,7 +477,13 @@ export class Federation {
    * the lists). With a `requestState`, the member the state names (`stateUpstream`) must be one of them.
    * @throws GatewayError -32602 unknown name, or a state of another upstream (INVALID_STATE).
    */
-  private async resolveName(kind: NameKind, exposed: string, req: ValidatedRequest, ctx: FederationContext, stateUpstream?: string): Promise<Candidate<FederatedUpstream>> {
+  private async resolveName(
+    kind: NameKind,
+    exposed: string,
+    req: ValidatedRequest,
+    ctx: FederationContext,
+    stateUpstream?: string,
+  ): Promise<Candidate<FederatedUpstream>> {
     const candidates = this.naming.candidates(exposed);
     if (stateUpstream !== undefined) {
       const mine = candidates.find((c) => c.member.name === stateUpstream);
@@ -434,7 +493,9 @@ export class Federation {
     if (candidates.length === 0) throw unknownName(kind, exposed);
     if (candidates.length === 1) return candidates[0]!;
     for (const fresh of [false, true]) {
-      const owners = ((await this.nameIndex(kind, req, ctx, fresh)).get(exposed) ?? []).filter((o) => candidates.some((c) => c.member === o.member && c.name === o.name));
+      const owners = ((await this.nameIndex(kind, req, ctx, fresh)).get(exposed) ?? []).filter((o) =>
+        candidates.some((c) => c.member === o.member && c.name === o.name),
+      );
       if (owners.length > 0) return owners[0]!;
     }
     throw unknownName(kind, exposed);
@@ -596,7 +657,9 @@ export class Federation {
       if (m) add(m, (f) => (f.taskIds = [...(f.taskIds ?? []), id]));
     }
     const entries = [...parts];
-    const settled = await Promise.allSettled(entries.map(([m, f]) => this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx)));
+    const settled = await Promise.allSettled(
+      entries.map(([m, f]) => this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx)),
+    );
     const opened: ListenHandle[] = [];
     let fatal: unknown;
     settled.forEach((s, i) => {

@@ -57,7 +57,9 @@ export class Naming<M extends Member = Member> {
    * non-empty name), with the name the upstream knows. One candidate at most when no prefixes overlap.
    */
   candidates(exposed: string): Candidate<M>[] {
-    return this.members.filter((m) => exposed.length > m.prefix.length && exposed.startsWith(m.prefix)).map((member) => ({ member, name: exposed.slice(member.prefix.length) }));
+    return this.members
+      .filter((m) => exposed.length > m.prefix.length && exposed.startsWith(m.prefix))
+      .map((member) => ({ member, name: exposed.slice(member.prefix.length) }));
   }
 }
 

@@ -56,16 +56,33 @@ const SECURITY_HEADERS: Record<string, string> = {
 };
 
 /** Every admin endpoint, by its full path. */
-const ENDPOINTS = ['/admin', '/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census', '/admin/api/dropped'];
+const ENDPOINTS = [
+  '/admin',
+  '/admin/api/upstreams',
+  '/admin/api/parked',
+  '/admin/api/tasks',
+  '/admin/api/sessions',
+  '/admin/api/census',
+  '/admin/api/dropped',
+];
 
 const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record<string, string> = {}) =>
-  new Response(JSON.stringify({ error: message }), { status, headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers } });
+  new Response(JSON.stringify({ error: message }), {
+    status,
+    headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers },
+  });
 
 /**
  * The admin sub-app, to mount at `/admin`. `auth` and `guard` are the front door's own, so the
  * admin endpoints accept exactly the credentials and hosts the MCP endpoints accept.
  */
-export function adminApp(gateway: Gateway, legacy: LegacySessions, auth: Authenticator, guard: OriginGuard, log: Logger): Hono<{ Bindings: HttpBindings }> {
+export function adminApp(
+  gateway: Gateway,
+  legacy: LegacySessions,
+  auth: Authenticator,
+  guard: OriginGuard,
+  log: Logger,
+): Hono<{ Bindings: HttpBindings }> {
   const cfg = gateway.cfg;
   const allowed = cfg.admin.principals ? new Set(cfg.admin.principals) : undefined;
   const sources: AdminSources = { gateway, legacy, redactor: new Redactor(cfg) };

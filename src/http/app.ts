@@ -28,7 +28,17 @@ import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy.js
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
-import { FORWARD_FEDERATED, FORWARD_PREFIX, SECRET_HEADER, PRINCIPAL_HEADER, forwardToReplica, forwardedPrincipal, hopRefusal, secretMatches, type HopRefusalReason } from './replicas.js';
+import {
+  FORWARD_FEDERATED,
+  FORWARD_PREFIX,
+  SECRET_HEADER,
+  PRINCIPAL_HEADER,
+  forwardToReplica,
+  forwardedPrincipal,
+  hopRefusal,
+  secretMatches,
+  type HopRefusalReason,
+} from './replicas.js';
 import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../subscriptions.js';
@@ -43,7 +53,9 @@ function asGatewayError(e: unknown, log: Logger): GatewayError {
   if (e instanceof StoreUnavailable) {
     log.warn({ err: e.message }, 'request failed: the shared store is unavailable');
     // The store's address and error stay in the log: they tell a caller nothing it can act on.
-    return new GatewayError(ErrorCode.InternalError, 'The shared store of the gateway cannot be reached; retry shortly', { reason: 'store-unavailable' });
+    return new GatewayError(ErrorCode.InternalError, 'The shared store of the gateway cannot be reached; retry shortly', {
+      reason: 'store-unavailable',
+    });
   }
   log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
   return new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
@@ -69,7 +81,11 @@ function clientEndpoint(c: Context): { address?: string; port?: number } | undef
 }
 
 /** The SERVER span of a 2026-07-28 request (its parent from `params._meta`, else the HTTP headers). */
-function serverSpanOf(c: Context, rpc: { id?: RequestId; method: string; params?: Record<string, unknown> }, upstream: string): Traced | undefined {
+function serverSpanOf(
+  c: Context,
+  rpc: { id?: RequestId; method: string; params?: Record<string, unknown> },
+  upstream: string,
+): Traced | undefined {
   const rawMeta = rpc.params?._meta;
   const meta = rawMeta && typeof rawMeta === 'object' && !Array.isArray(rawMeta) ? (rawMeta as Record<string, unknown>) : undefined;
   return startServerSpan({
@@ -195,17 +211,46 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       };
     };
   let draining = false;
-  const legacy = new LegacySessions(gateway, log, (upstream, principal, r) => {
-    const durationMs = Math.round(r.durationMs * 10) / 10;
-    log.info({ upstream, method: quoted(r.method), name: quoted(r.name), principal: principalHash(principal), durationMs, outcome: r.outcome, code: r.code, reason: r.reason, era: 'legacy' }, 'request');
-    gateway.metrics.requests.inc({ upstream, method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other', outcome: r.code !== undefined ? String(r.code) : r.outcome });
-  }, federation);
+  const legacy = new LegacySessions(
+    gateway,
+    log,
+    (upstream, principal, r) => {
+      const durationMs = Math.round(r.durationMs * 10) / 10;
+      log.info(
+        {
+          upstream,
+          method: quoted(r.method),
+          name: quoted(r.name),
+          principal: principalHash(principal),
+          durationMs,
+          outcome: r.outcome,
+          code: r.code,
+          reason: r.reason,
+          era: 'legacy',
+        },
+        'request',
+      );
+      gateway.metrics.requests.inc({
+        upstream,
+        method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other',
+        outcome: r.code !== undefined ? String(r.code) : r.outcome,
+      });
+    },
+    federation,
+  );
   gateway.onClose(() => legacy.close());
-  const sessionCaller = (c: Context): SessionCaller => ({ ...c.get('caller'), owner: limitKey(c, c.get('caller')), requestId: c.get('requestId') });
+  const sessionCaller = (c: Context): SessionCaller => ({
+    ...c.get('caller'),
+    owner: limitKey(c, c.get('caller')),
+    requestId: c.get('requestId'),
+  });
 
-  const baseUrl = (c: Context) => cfg.http.publicUrl?.replace(/\/$/, '') ?? `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
+  const baseUrl = (c: Context) =>
+    cfg.http.publicUrl?.replace(/\/$/, '') ??
+    `${new URL(c.req.url).protocol}//${c.req.header('host') ?? `${cfg.listen.host}:${cfg.listen.port}`}`;
   /** The protected resource metadata URL of `/mcp/NAME`, or of the federated `/mcp` (name undefined). */
-  const metadataUrl = (c: Context, name: string | undefined) => `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp${name === undefined ? '' : `/${name}`}`;
+  const metadataUrl = (c: Context, name: string | undefined) =>
+    `${baseUrl(c)}/.well-known/oauth-protected-resource/mcp${name === undefined ? '' : `/${name}`}`;
 
   /** 403 / -32600 `Forbidden: …` for a request the Host/Origin check refused, logged with `logged`. */
   const forbidden = (reason: string, logged: Record<string, unknown>, headers?: Record<string, string>) => {
@@ -286,29 +331,51 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       caller = found instanceof Promise ? await found : found;
     } catch (e) {
       if (e instanceof AuthUnavailable) {
-        log.warn({ requestId, upstream: name ?? FEDERATED_LABEL, err: e.message }, 'request not authenticated: the issuer keys cannot be fetched');
-        return errorResponse(null, { code: ErrorCode.InternalError, message: `The gateway cannot check access tokens now: ${e.message}; retry shortly` }, 503, { 'retry-after': '5', 'x-request-id': requestId });
+        log.warn(
+          { requestId, upstream: name ?? FEDERATED_LABEL, err: e.message },
+          'request not authenticated: the issuer keys cannot be fetched',
+        );
+        return errorResponse(
+          null,
+          { code: ErrorCode.InternalError, message: `The gateway cannot check access tokens now: ${e.message}; retry shortly` },
+          503,
+          { 'retry-after': '5', 'x-request-id': requestId },
+        );
       }
       if (!(e instanceof AuthError)) throw e;
       const params = [`resource_metadata="${metadataUrl(c, name)}"`];
       if (e.error) params.push(`error="${e.error}"`, `error_description="${e.message.replace(/"/g, "'")}"`);
       if (e.scope) params.push(`scope="${e.scope}"`);
       log.info({ requestId, upstream: name ?? FEDERATED_LABEL, status: e.status, reason: e.message }, 'request refused by auth');
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, { 'www-authenticate': `Bearer ${params.join(', ')}`, 'x-request-id': requestId });
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: e.message }, e.status, {
+        'www-authenticate': `Bearer ${params.join(', ')}`,
+        'x-request-id': requestId,
+      });
     }
     const key = limitKey(c, caller);
     const wait = limiter.take(key);
     if (wait > 0) {
       gateway.metrics.rateLimited.inc({ limit: 'rate' });
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, { 'retry-after': String(wait), 'x-request-id': requestId });
+      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, {
+        'retry-after': String(wait),
+        'x-request-id': requestId,
+      });
     }
     const leave = limiter.enter(key);
     if (!leave) {
       gateway.metrics.rateLimited.inc({ limit: 'concurrency' });
-      return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Too many requests in flight for this caller (limit ${cfg.limits.maxConcurrentPerPrincipal})` }, 429, {
-        'retry-after': '1',
-        'x-request-id': requestId,
-      });
+      return errorResponse(
+        null,
+        {
+          code: ErrorCode.InvalidRequest,
+          message: `Too many requests in flight for this caller (limit ${cfg.limits.maxConcurrentPerPrincipal})`,
+        },
+        429,
+        {
+          'retry-after': '1',
+          'x-request-id': requestId,
+        },
+      );
     }
     c.set('caller', caller);
     c.set('requestId', requestId);
@@ -329,41 +396,40 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   app.use('/mcp/:name/message', frontDoor);
   if (federation) app.use('/mcp', frontDoor);
 
-  app.post(
-    '/mcp/:name',
-    (c) =>
-      handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), trackIn(c), (era, body) => {
-        const sessionId = c.req.header('mcp-session-id');
-        if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
-        if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
-        return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
-      }),
+  app.post('/mcp/:name', (c) =>
+    handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), trackIn(c), (era, body) => {
+      const sessionId = c.req.header('mcp-session-id');
+      if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
+      if (!sessionId)
+        return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+      return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
+    }),
   );
   if (federation) {
-    app.post(
-      '/mcp',
-      (c) =>
-        handleMcp(
-          c,
-          gateway,
-          log,
-          c.get('caller'),
-          c.get('requestId'),
-          trackIn(c),
-          (era, body) => {
-            const sessionId = c.req.header('mcp-session-id');
-            if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
-            if (!sessionId) return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
-            return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
-          },
-          undefined,
-          federation,
-        ),
+    app.post('/mcp', (c) =>
+      handleMcp(
+        c,
+        gateway,
+        log,
+        c.get('caller'),
+        c.get('requestId'),
+        trackIn(c),
+        (era, body) => {
+          const sessionId = c.req.header('mcp-session-id');
+          if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
+          if (!sessionId)
+            return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
+          return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
+        },
+        undefined,
+        federation,
+      ),
     );
     // A legacy session's standalone SSE stream (GET) and its end (DELETE); without a session, 405.
     app.all('/mcp', (c) => {
       const sessionId = c.req.header('mcp-session-id');
-      if (sessionId && (c.req.method === 'GET' || c.req.method === 'DELETE')) return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw);
+      if (sessionId && (c.req.method === 'GET' || c.req.method === 'DELETE'))
+        return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, c.req.raw);
       return methodNotAllowed(c.req.method, '/mcp');
     });
   }
@@ -384,10 +450,19 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     // Only what forwarding exists for, for the principal the state or task belongs to.
     const refuse = (reason: HopRefusalReason, method: string | undefined) => {
       gateway.metrics.forwardRefused.inc({ reason });
-      log.warn({ requestId, upstream: upstream ?? FEDERATED_LABEL, method: quoted(method), principal: principalHash(principal), reason }, 'forwarded request refused by the internal hop');
+      log.warn(
+        { requestId, upstream: upstream ?? FEDERATED_LABEL, method: quoted(method), principal: principalHash(principal), reason },
+        'forwarded request refused by the internal hop',
+      );
     };
     const admit: HopGate = async (method, params) => {
-      const refused = await hopRefusal({ replica: gateway.replica, sealer: gateway.sealer, tasks: gateway.store.tasks }, upstream, method, params, principal);
+      const refused = await hopRefusal(
+        { replica: gateway.replica, sealer: gateway.sealer, tasks: gateway.store.tasks },
+        upstream,
+        method,
+        params,
+        principal,
+      );
       if (!refused) return undefined;
       refuse(refused.reason, method);
       return refused.error;
@@ -402,7 +477,14 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       // A legacy session request (initialize, a batch, a session's request) is never forwarded.
       (_era, body) => {
         refuse('method', (body as { method?: string } | undefined)?.method);
-        return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'Forbidden: the internal hop takes no legacy session requests; legacy sessions are not forwarded between replicas' }, 403);
+        return errorResponse(
+          null,
+          {
+            code: ErrorCode.InvalidRequest,
+            message: 'Forbidden: the internal hop takes no legacy session requests; legacy sessions are not forwarded between replicas',
+          },
+          403,
+        );
       },
       admit,
       federation,
@@ -430,21 +512,42 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     gateway.upstreams.has(c.req.param('name')!)
       ? methodNotAllowed(c.req.method, c.req.path, allow, `${c.req.method} is not supported on ${c.req.path}; ${hint}`)
       : unknownUpstream(c, gateway, c.req.param('name')!, null);
-  app.all('/mcp/:name/message', onlyMethod('POST', "the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names"));
-  app.all('/mcp/:name/sse', onlyMethod('GET', 'open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names'));
-  app.all('/mcp/:name', (c) => (gateway.upstreams.has(c.req.param('name')) ? methodNotAllowed(c.req.method, c.req.path) : unknownUpstream(c, gateway, c.req.param('name'), null)));
+  app.all(
+    '/mcp/:name/message',
+    onlyMethod('POST', "the HTTP+SSE transport (2024-11-05) takes the client's messages as POST to the endpoint its SSE stream names"),
+  );
+  app.all(
+    '/mcp/:name/sse',
+    onlyMethod('GET', 'open the HTTP+SSE stream (2024-11-05) with GET, then POST messages to the endpoint it names'),
+  );
+  app.all('/mcp/:name', (c) =>
+    gateway.upstreams.has(c.req.param('name'))
+      ? methodNotAllowed(c.req.method, c.req.path)
+      : unknownUpstream(c, gateway, c.req.param('name'), null),
+  );
   if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
   // Operations endpoints answer GET (and HEAD) only.
   for (const path of ['/healthz', '/readyz', '/metrics']) {
-    app.all(path, (c) => errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported on ${path}; use GET` }, 405, { allow: 'GET, HEAD' }));
+    app.all(path, (c) =>
+      errorResponse(null, { code: ErrorCode.MethodNotFound, message: `${c.req.method} is not supported on ${path}; use GET` }, 405, {
+        allow: 'GET, HEAD',
+      }),
+    );
   }
   app.notFound((c) => {
     c.set('unknownPath', true);
     const names = servedPaths().join(', ');
-    const adminOff = !cfg.admin.enabled && (c.req.path === '/admin' || c.req.path.startsWith('/admin/')) ? ' (the admin page is off: set admin.enabled to true to serve it)' : '';
+    const adminOff =
+      !cfg.admin.enabled && (c.req.path === '/admin' || c.req.path.startsWith('/admin/'))
+        ? ' (the admin page is off: set admin.enabled to true to serve it)'
+        : '';
     // The upstreams' names are told only to a request for an allowed Host (not to a rebound name).
     const served = guard.check(headerOf(c, 'host'), undefined) === undefined ? `; this gateway serves ${names}` : '';
-    return errorResponse(null, { code: ErrorCode.MethodNotFound, message: `No endpoint at ${quoted(c.req.path)}${adminOff}${served}` }, 404);
+    return errorResponse(
+      null,
+      { code: ErrorCode.MethodNotFound, message: `No endpoint at ${quoted(c.req.path)}${adminOff}${served}` },
+      404,
+    );
   });
   app.onError((e, c) => {
     if (uploadBroken(c)) {
@@ -494,7 +597,10 @@ const CLOSE = { connection: 'close' } as const;
  * drain, with the request's JSON-RPC `id` when the body was read (else null).
  */
 function refuseDraining(requestId: string, id: RequestId | null = null): Response {
-  return errorResponse(id, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, { ...CLOSE, 'x-request-id': requestId });
+  return errorResponse(id, { code: ErrorCode.InternalError, message: 'gateway shutting down' }, 503, {
+    ...CLOSE,
+    'x-request-id': requestId,
+  });
 }
 
 /** What the request log line and the metrics need to know about one request. */
@@ -523,12 +629,30 @@ function record(r: RequestLog, method: string, name: string | undefined, outcome
   const result = outcome.error ? 'error' : (outcome.resultType ?? 'complete');
   if (r.log.isLevelEnabled('info')) {
     r.log.info(
-      { requestId: r.requestId, upstream: r.upstream, method: quoted(method), name: quoted(name), principal: principalHash(r.principal), durationMs, upstreamMs, outcome: result, code: outcome.error?.code, reason: reasonOf(outcome.error), ...traceIds(r.trace) },
+      {
+        requestId: r.requestId,
+        upstream: r.upstream,
+        method: quoted(method),
+        name: quoted(name),
+        principal: principalHash(r.principal),
+        durationMs,
+        upstreamMs,
+        outcome: result,
+        code: outcome.error?.code,
+        reason: reasonOf(outcome.error),
+        ...traceIds(r.trace),
+      },
       'request',
     );
   }
   const known = (SERVED_METHODS as readonly string[]).includes(method) ? method : 'other';
-  r.gateway.metrics.observeRequest(r.upstream, known, outcome.error ? String(outcome.error.code) : result, r.timing.upstreamMs / 1000, Math.max(0, totalMs - r.timing.upstreamMs) / 1000);
+  r.gateway.metrics.observeRequest(
+    r.upstream,
+    known,
+    outcome.error ? String(outcome.error.code) : result,
+    r.timing.upstreamMs / 1000,
+    Math.max(0, totalMs - r.timing.upstreamMs) / 1000,
+  );
 }
 
 /** Who serves the MCP requests of a route: one upstream's router, or the federation layer. */
@@ -544,10 +668,22 @@ interface McpTarget {
 /** The target of `/mcp/NAME` (undefined for an unknown upstream), or of the federated `/mcp` (name undefined). */
 function targetOf(gateway: Gateway, federation: Federation | undefined, name: string | undefined): McpTarget | undefined {
   if (name === undefined) {
-    return federation && { label: FEDERATED_LABEL, upstream: undefined, handle: (req, ctx) => federation.handle(req, ctx), listen: (req, who) => federation.listen(req, who) };
+    return (
+      federation && {
+        label: FEDERATED_LABEL,
+        upstream: undefined,
+        handle: (req, ctx) => federation.handle(req, ctx),
+        listen: (req, who) => federation.listen(req, who),
+      }
+    );
   }
   if (!gateway.upstreams.has(name)) return undefined;
-  return { label: name, upstream: name, handle: (req, ctx) => gateway.handle(name, req, ctx), listen: (req, who) => gateway.listen(name, req, who) };
+  return {
+    label: name,
+    upstream: name,
+    handle: (req, ctx) => gateway.handle(name, req, ctx),
+    listen: (req, who) => gateway.listen(name, req, who),
+  };
 }
 
 async function handleMcp(
@@ -566,7 +702,15 @@ async function handleMcp(
   // Undefined on the federated endpoint.
   const name: string | undefined = c.req.param('name');
   const target = targetOf(gateway, federation, name);
-  const rl: RequestLog = { log, gateway, requestId, upstream: target?.label ?? name ?? FEDERATED_LABEL, principal: caller.principal, started: performance.now(), timing: { upstreamMs: 0 } };
+  const rl: RequestLog = {
+    log,
+    gateway,
+    requestId,
+    upstream: target?.label ?? name ?? FEDERATED_LABEL,
+    principal: caller.principal,
+    started: performance.now(),
+    timing: { upstreamMs: 0 },
+  };
   const maxBody = gateway.cfg.limits.maxBodyBytes;
   const pendingRead = readBody(c, maxBody);
   const read = pendingRead instanceof Promise ? await pendingRead : pendingRead;
@@ -631,7 +775,12 @@ async function handleMcp(
     const leave = enter ? enter() : () => {};
     if (!leave) {
       const max = gateway.cfg.limits.maxListensPerPrincipal;
-      const g = new GatewayError(ErrorCode.InvalidRequest, `Too many subscriptions/listen streams open for this caller (limit ${max}, limits.maxListensPerPrincipal); close one first`, undefined, 429);
+      const g = new GatewayError(
+        ErrorCode.InvalidRequest,
+        `Too many subscriptions/listen streams open for this caller (limit ${max}, limits.maxListensPerPrincipal); close one first`,
+        undefined,
+        429,
+      );
       gateway.metrics.rateLimited.inc({ limit: 'listens' });
       record(rl, 'subscriptions/listen', undefined, { error: g });
       endSpan(rl.trace, { error: g });
@@ -673,7 +822,9 @@ async function handleMcp(
       }
       sse.send(message).catch(() => connection.close());
     };
-    const onProgress = wantsSse ? (p: ProgressParams) => stream({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } }) : undefined;
+    const onProgress = wantsSse
+      ? (p: ProgressParams) => stream({ jsonrpc: '2.0', method: 'notifications/progress', params: { ...p, progressToken } })
+      : undefined;
     const onNotification = wantsLogs
       ? (n: { method: string; params?: Record<string, unknown> }) => {
           if (n.method === 'notifications/message') stream({ jsonrpc: '2.0', method: n.method, params: n.params ?? {} });
@@ -688,7 +839,15 @@ async function handleMcp(
     };
     // Settles with the answer, never rejects.
     const work: Promise<Answer> = within(rl.trace, () =>
-      target.handle(validated, { principal: caller.principal, token: caller.token, connection, onProgress, onNotification, timing: rl.timing, paramHeaders: validated.paramHeaders }),
+      target.handle(validated, {
+        principal: caller.principal,
+        token: caller.token,
+        connection,
+        onProgress,
+        onNotification,
+        timing: rl.timing,
+        paramHeaders: validated.paramHeaders,
+      }),
     ).then(
       (result): Answer => {
         record(rl, validated.method, callName, { resultType: result.resultType as string });
@@ -699,7 +858,11 @@ async function handleMcp(
         if (!(e instanceof HeldElsewhere)) return failed(e);
         // The call lives on another replica: it answers, over the internal hop.
         const held = e;
-        return (forwarded ? Promise.resolve(undefined) : within(rl.trace, () => forwardHeld(gateway, held.replica, target.upstream, text, c.req.raw.headers, caller.principal))).then((relayed): Answer => {
+        return (
+          forwarded
+            ? Promise.resolve(undefined)
+            : within(rl.trace, () => forwardHeld(gateway, held.replica, target.upstream, text, c.req.raw.headers, caller.principal))
+        ).then((relayed): Answer => {
           if (relayed) {
             record(rl, validated.method, callName, { resultType: 'forwarded' });
             endSpan(rl.trace, { forwarded: relayed.status });
@@ -707,7 +870,13 @@ async function handleMcp(
             return { forwarded: relayed, message: undefined, status: relayed.status };
           }
           gateway.metrics.forwarded.inc({ outcome: 'replica-gone' });
-          return failed(upstreamFailed(target.label, 'replica-gone', 'The replica holding this call stopped; start the call again without requestState'));
+          return failed(
+            upstreamFailed(
+              target.label,
+              'replica-gone',
+              'The replica holding this call stopped; start the call again without requestState',
+            ),
+          );
         }, failed);
       },
     );
@@ -717,7 +886,13 @@ async function handleMcp(
       ended(sse !== undefined);
       if (done.forwarded) return resolveResponse(done.forwarded);
       if (sse) sse.send(done.message).then(sse.end, () => {});
-      else resolveResponse(new Response(JSON.stringify(done.message), { status: done.status, headers: responseHeadersFor(c, done.status === 503 && gateway.isDraining ? { ...jsonHeaders, ...CLOSE } : jsonHeaders) }));
+      else
+        resolveResponse(
+          new Response(JSON.stringify(done.message), {
+            status: done.status,
+            headers: responseHeadersFor(c, done.status === 503 && gateway.isDraining ? { ...jsonHeaders, ...CLOSE } : jsonHeaders),
+          }),
+        );
     });
   });
 }
@@ -776,7 +951,14 @@ function onClientGone(c: Context, gone: () => void): () => void {
  * @throws StoreUnavailable when the registry cannot be read: whether the owner lives is not known,
  *   and the call may well still be held there (-32603 `store-unavailable`, not `replica-gone`).
  */
-async function forwardHeld(gateway: Gateway, replica: string, name: string | undefined, body: string, headers: Headers, principal: string): Promise<Response | undefined> {
+async function forwardHeld(
+  gateway: Gateway,
+  replica: string,
+  name: string | undefined,
+  body: string,
+  headers: Headers,
+  principal: string,
+): Promise<Response | undefined> {
   const secret = gateway.cfg.replicas.secret;
   const owner = secret ? await gateway.replicaInfo(replica) : undefined;
   if (!owner || !secret || owner.id === gateway.replica) return undefined;
@@ -798,14 +980,20 @@ function methodNotAllowed(method: string, path: string, allow = 'POST', message?
 
 /** 413 / -32600 for a body past `maxBodyBytes`, 400 / -32600 for one that could not be read (the client went away or stalled); else undefined. */
 function bodyNotRead(read: BodyRead, maxBody: number): Response | undefined {
-  if ('tooLarge' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, { connection: 'close' });
+  if ('tooLarge' in read)
+    return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Request body exceeds the limit of ${maxBody} bytes` }, 413, {
+      connection: 'close',
+    });
   if ('broken' in read) return errorResponse(null, { code: ErrorCode.InvalidRequest, message: 'The request body could not be read' }, 400);
   return undefined;
 }
 
 /** The 415 / 406 (-32000) of {@link checkPostMedia} for `c`'s headers, or undefined when they pass. */
 function mediaRefused(c: Context, opts?: { accept?: boolean }): Response | undefined {
-  const refused = checkPostMedia({ accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') }, opts);
+  const refused = checkPostMedia(
+    { accept: headerOf(c, 'accept'), contentType: headerOf(c, 'content-type'), contentEncoding: headerOf(c, 'content-encoding') },
+    opts,
+  );
   return refused && errorResponse(null, { code: ErrorCode.ServerError, message: refused.message }, refused.status, refused.headers);
 }
 
@@ -818,16 +1006,28 @@ function mediaRefused(c: Context, opts?: { accept?: boolean }): Response | undef
 function jsonBody(read: BodyRead, maxDepth: number): { body: unknown; text: string } | Response {
   // What is left once bodyNotRead passed the read: text, or bytes that are not UTF-8.
   if (!('text' in read)) {
-    return errorResponse(null, { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' }, 400);
+    return errorResponse(
+      null,
+      { code: ErrorCode.ParseError, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' },
+      400,
+    );
   }
   let body: unknown;
   try {
     body = JSON.parse(read.text);
   } catch (e) {
-    return errorResponse(null, { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` }, 400);
+    return errorResponse(
+      null,
+      { code: ErrorCode.ParseError, message: `Parse error: the body is not valid JSON (${(e as Error).message})` },
+      400,
+    );
   }
   if (deeperThan(body, maxDepth)) {
-    return errorResponse(idOf(body), { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${maxDepth}` }, 400);
+    return errorResponse(
+      idOf(body),
+      { code: ErrorCode.InvalidRequest, message: `The body nests deeper than limits.maxJsonDepth=${maxDepth}` },
+      400,
+    );
   }
   return { body, text: read.text };
 }

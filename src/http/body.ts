@@ -62,7 +62,8 @@ function arrived(incoming: IncomingMessage, maxBytes: number): BodyRead | undefi
   if (incoming.readableEnded) return incoming.complete ? { text: '' } : { broken: new Error('the request body ended early') };
   // The client closed the connection before the body was read (while its token was checked, say):
   // no event is left to wait for, and no one is left to answer.
-  if (incoming.destroyed) return { broken: incoming.errored ?? new Error('the client closed the connection before its request body was read') };
+  if (incoming.destroyed)
+    return { broken: incoming.errored ?? new Error('the client closed the connection before its request body was read') };
   if (!incoming.complete || incoming.readableFlowing || incoming.readableLength > maxBytes) return undefined;
   const all = incoming.read() as Buffer | null;
   return decoded(all ?? Buffer.alloc(0));
@@ -88,7 +89,11 @@ function readEvents(incoming: IncomingMessage, maxBytes: number): Promise<BodyRe
       done({ tooLarge: true });
     };
     const onEnd = () =>
-      done(incoming.complete ? decoded(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)) : { broken: new Error('the request body ended early') });
+      done(
+        incoming.complete
+          ? decoded(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size))
+          : { broken: new Error('the request body ended early') },
+      );
     const onError = (e: Error) => done({ broken: e });
     const onClose = () => done({ broken: incoming.errored ?? new Error('the request body ended early') });
     incoming.on('data', onData);

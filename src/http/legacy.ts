@@ -50,7 +50,8 @@ import { INPUT_KINDS } from '../config/schema.js';
  * lifecycle §Initialization), or undefined when they are.
  */
 function badInitialize(body: unknown): Response | undefined {
-  const init = (Array.isArray(body) ? body : [body]).find((m) => isObject(m) && m.method === 'initialize') as { id?: unknown; params?: unknown } | undefined;
+  const init = (Array.isArray(body) ? body : [body]).find((m) => isObject(m) && m.method === 'initialize') as
+    { id?: unknown; params?: unknown } | undefined;
   if (!init) return undefined;
   const p = init.params;
   const problem = !isObject(p)
@@ -64,10 +65,13 @@ function badInitialize(body: unknown): Response | undefined {
           : undefined;
   if (!problem) return undefined;
   const id = typeof init.id === 'string' || typeof init.id === 'number' ? init.id : null;
-  return new Response(JSON.stringify({ jsonrpc: '2.0', id, error: { code: ErrorCode.InvalidParams, message: `Invalid initialize request: ${problem}` } }), {
-    status: 400,
-    headers: { 'content-type': 'application/json' },
-  });
+  return new Response(
+    JSON.stringify({ jsonrpc: '2.0', id, error: { code: ErrorCode.InvalidParams, message: `Invalid initialize request: ${problem}` } }),
+    {
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+    },
+  );
 }
 
 /** One open legacy session, as {@link LegacySessions.list} reports it. */
@@ -104,7 +108,8 @@ export function eraOf(body: unknown, sessionId: string | undefined): Era {
   const messages = Array.isArray(body) ? body : [body];
   // An empty batch is an Invalid Request in every era (JSON-RPC 2.0 §6).
   if (messages.length === 0) return 'modern';
-  const enveloped = (m: unknown) => isObject(m) && isObject(m.params) && isObject(m.params._meta) && META_PROTOCOL_VERSION in m.params._meta;
+  const enveloped = (m: unknown) =>
+    isObject(m) && isObject(m.params) && isObject(m.params._meta) && META_PROTOCOL_VERSION in m.params._meta;
   if (messages.length > 0 && messages.every(enveloped)) return 'modern';
   if (messages.some((m) => isObject(m) && m.method === 'initialize')) return 'legacy-initialize';
   if (sessionId !== undefined || Array.isArray(body)) return 'legacy-session';
@@ -157,7 +162,11 @@ const jsonRpcError = (status: number, code: number, message: string, data?: unkn
 
 /** 400 / -32600 for a value that is not a JSON-RPC 2.0 message (JSON-RPC 2.0 §4, §5). */
 const notJsonRpc = () =>
-  jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")');
+  jsonRpcError(
+    400,
+    ErrorCode.InvalidRequest,
+    'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")',
+  );
 
 /** 400 / -32600 for a message whose numeric id is past 2^53 - 1 (see {@link hasIdBeyondSafe}). */
 const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid Request: id ${ID_BEYOND_SAFE}`);
@@ -237,7 +246,11 @@ export class LegacySessions {
     const id = req.headers.get('mcp-session-id')?.trim();
     const current = id ? this.sessions.get(id) : undefined;
     if (current && !current.closing && current.principal === who.principal && current.upstream === upstream) {
-      return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to open a new session');
+      return jsonRpcError(
+        400,
+        ErrorCode.InvalidRequest,
+        'Invalid Request: this session is already initialized; send initialize without Mcp-Session-Id to open a new session',
+      );
     }
     const refused = this.admit(upstream, who);
     if (refused) return refused;
@@ -247,7 +260,9 @@ export class LegacySessions {
       if (era instanceof Response) return era;
       const transport = new DownstreamHttpTransport({
         sessionIdGenerator: () => randomBytes(24).toString('base64url'),
-        ...(this.cfg.eventsPerSession > 0 ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs } : {}),
+        ...(this.cfg.eventsPerSession > 0
+          ? { eventStore: new SessionEventStore(this.cfg.eventsPerSession), retryInterval: this.cfg.retryMs }
+          : {}),
         onsessioninitialized: (id) => this.register(session!, id),
       });
       session = this.create(upstream, who, transport, era);
@@ -309,7 +324,11 @@ export class LegacySessions {
       return jsonRpcError(404, -32001, 'Session not found; open a new stream');
     }
     if (Array.isArray(body)) {
-      return jsonRpcError(400, ErrorCode.InvalidRequest, 'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST');
+      return jsonRpcError(
+        400,
+        ErrorCode.InvalidRequest,
+        'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST',
+      );
     }
     if (hasIdBeyondSafe(body)) return idBeyondSafe();
     const message = JSONRPCMessageSchema.safeParse(body);
@@ -328,13 +347,29 @@ export class LegacySessions {
    */
   private admit(upstream: string, who: SessionCaller): Response | undefined {
     if (!this.cfg.enabled) {
-      return jsonRpcError(404, ErrorCode.MethodNotFound, 'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize');
+      return jsonRpcError(
+        404,
+        ErrorCode.MethodNotFound,
+        'This gateway serves MCP 2026-07-28 only (legacySessions.enabled is false); send the _meta envelope instead of initialize',
+      );
     }
     if ((this.perOwner.get(who.owner) ?? 0) >= this.cfg.maxSessionsPerPrincipal) {
-      return jsonRpcError(429, ErrorCode.InternalError, `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)`, { upstream, reason: 'busy' }, { 'retry-after': '1' });
+      return jsonRpcError(
+        429,
+        ErrorCode.InternalError,
+        `This caller holds ${this.cfg.maxSessionsPerPrincipal} legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)`,
+        { upstream, reason: 'busy' },
+        { 'retry-after': '1' },
+      );
     }
     if (this.sessions.size + this.admitted >= this.cfg.maxSessions) {
-      return jsonRpcError(503, ErrorCode.InternalError, `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`, { upstream, reason: 'busy' }, { 'retry-after': '5' });
+      return jsonRpcError(
+        503,
+        ErrorCode.InternalError,
+        `The gateway holds ${this.cfg.maxSessions} legacy sessions (legacySessions.maxSessions); retry later`,
+        { upstream, reason: 'busy' },
+        { 'retry-after': '5' },
+      );
     }
     this.admitted++;
     this.perOwner.set(who.owner, (this.perOwner.get(who.owner) ?? 0) + 1);
@@ -367,7 +402,14 @@ export class LegacySessions {
     if (!session.counted) return void this.end(session, 'opened after its initialize was answered');
     this.admitted--;
     this.sessions.set(id, session);
-    this.log.info({ upstream: session.upstream, session: id, transport: session.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http' }, 'legacy session opened');
+    this.log.info(
+      {
+        upstream: session.upstream,
+        session: id,
+        transport: session.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http',
+      },
+      'legacy session opened',
+    );
   }
 
   /** The upstream's era, or the error response when it cannot be reached to ask. */
@@ -386,7 +428,12 @@ export class LegacySessions {
    * endpoint: then every input kind is relayed and no tool left out here, since each federated
    * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router).
    */
-  private create(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, era: UpstreamEra | 'federated'): LegacySession {
+  private create(
+    upstream: string,
+    who: SessionCaller,
+    transport: DownstreamHttpTransport | DownstreamSseTransport,
+    era: UpstreamEra | 'federated',
+  ): LegacySession {
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
     if (era === 'federated') {
       const relay = new ReverseRelay({
@@ -417,30 +464,47 @@ export class LegacySessions {
             onRequest,
           })
         : new PassThroughRelay({
-      upstream,
-      cfg: up.cfg,
-      downstream: transport,
-      log: log.child({ component: 'legacy' }),
-      http: up.pool.http,
-      extraHeaders: up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
-      onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
-      onRequest,
-      onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
-      onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
-      closeStreamAfterMs: this.cfg.closeStreamAfterMs,
-      principal: who.principal,
-      installing: up.firstStart.active,
-      takeChild: () => up.pool.takeAdopted(),
-      sampler: this.gateway.sampler,
-      census: this.gateway.census,
-    });
+            upstream,
+            cfg: up.cfg,
+            downstream: transport,
+            log: log.child({ component: 'legacy' }),
+            http: up.pool.http,
+            extraHeaders:
+              up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
+            onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
+            onRequest,
+            onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+            onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
+            closeStreamAfterMs: this.cfg.closeStreamAfterMs,
+            principal: who.principal,
+            installing: up.firstStart.active,
+            takeChild: () => up.pool.takeAdopted(),
+            sampler: this.gateway.sampler,
+            census: this.gateway.census,
+          });
     session = this.session(upstream, who, transport, relay);
     return session;
   }
 
   /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
-  private session(upstream: string, who: SessionCaller, transport: DownstreamHttpTransport | DownstreamSseTransport, relay: LegacyRelay): LegacySession {
-    const s: LegacySession = { id: '', upstream, principal: who.principal, owner: who.owner, transport, relay, lastActive: Date.now(), openedAt: Date.now(), closing: false, counted: true };
+  private session(
+    upstream: string,
+    who: SessionCaller,
+    transport: DownstreamHttpTransport | DownstreamSseTransport,
+    relay: LegacyRelay,
+  ): LegacySession {
+    const s: LegacySession = {
+      id: '',
+      upstream,
+      principal: who.principal,
+      owner: who.owner,
+      transport,
+      relay,
+      lastActive: Date.now(),
+      openedAt: Date.now(),
+      closing: false,
+      counted: true,
+    };
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
       void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream, headers: extra?.requestInfo?.headers });
@@ -463,7 +527,11 @@ export class LegacySessions {
     }
     const version = req.headers.get('mcp-protocol-version');
     if (version !== null && s.relay.negotiated && version.trim() !== s.relay.negotiated) {
-      return jsonRpcError(400, -32000, `Bad Request: MCP-Protocol-Version ${version.trim()} differs from the revision negotiated for this session (${s.relay.negotiated})`);
+      return jsonRpcError(
+        400,
+        -32000,
+        `Bad Request: MCP-Protocol-Version ${version.trim()} differs from the revision negotiated for this session (${s.relay.negotiated})`,
+      );
     }
     if (body !== undefined) {
       if (hasIdBeyondSafe(body)) return idBeyondSafe();

@@ -48,7 +48,8 @@ export async function serveListen(
     signal.removeEventListener('abort', closed);
     closed();
     const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, 'Internal gateway error');
-    if (!(e instanceof GatewayError)) log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
+    if (!(e instanceof GatewayError))
+      log.error({ err: e instanceof Error ? { message: e.message, stack: e.stack } : String(e) }, 'unexpected error');
     recorded({ error: g });
     return errorResponse(req.id, g.toJSON(), g.httpStatus);
   }
@@ -71,7 +72,9 @@ export async function serveListen(
   sub.attach({
     notify: (method, params) => void write({ jsonrpc: '2.0', method, params: { ...params, _meta: meta } }),
     end: (error) => {
-      const last = error ? { jsonrpc: '2.0', id: req.id, error: error.toJSON() } : { jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } };
+      const last = error
+        ? { jsonrpc: '2.0', id: req.id, error: error.toJSON() }
+        : { jsonrpc: '2.0', id: req.id, result: { resultType: 'complete', _meta: meta } };
       void write(last).then(sse.end);
       stop();
     },

@@ -57,7 +57,10 @@ export function acceptsMcp(accept: string | undefined): boolean {
  * HTTP+SSE transport (2024-11-05) is answered 202 with the response on the session's stream.
  * @returns the refusal, or undefined when the request passes.
  */
-export function checkPostMedia(h: { accept?: string; contentType?: string; contentEncoding?: string }, opts: { accept?: boolean } = {}): MediaRefusal | undefined {
+export function checkPostMedia(
+  h: { accept?: string; contentType?: string; contentEncoding?: string },
+  opts: { accept?: boolean } = {},
+): MediaRefusal | undefined {
   const encoding = h.contentEncoding?.trim().toLowerCase();
   if (encoding && encoding !== 'identity') {
     return {
@@ -72,7 +75,11 @@ export function checkPostMedia(h: { accept?: string; contentType?: string; conte
       const got = h.contentType === undefined ? 'it is missing' : `got '${h.contentType}'`;
       return { status: 415, message: `Unsupported Media Type: the Content-Type header must be application/json (${got})` };
     }
-    const charset = params.find((p) => /^charset\s*=/i.test(p))?.replace(/^charset\s*=\s*/i, '').replace(/^"|"$/g, '').toLowerCase();
+    const charset = params
+      .find((p) => /^charset\s*=/i.test(p))
+      ?.replace(/^charset\s*=\s*/i, '')
+      .replace(/^"|"$/g, '')
+      .toLowerCase();
     if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
       return { status: 415, message: `Unsupported Media Type: the body must be UTF-8 JSON (Content-Type charset '${charset}')` };
     }

@@ -40,7 +40,8 @@ const CONNECT_MS = 2000;
 const hop = new Agent({ connect: { timeout: CONNECT_MS }, headersTimeout: 0, bodyTimeout: 0 });
 
 /** Request headers that travel with a forwarded request. */
-const FORWARDED = /^(content-type|accept|authorization|mcp-protocol-version|mcp-method|mcp-name|mcp-param-.+|x-request-id|traceparent|tracestate)$/i;
+const FORWARDED =
+  /^(content-type|accept|authorization|mcp-protocol-version|mcp-method|mcp-name|mcp-param-.+|x-request-id|traceparent|tracestate)$/i;
 
 /** True when `presented` is the configured secret (compared in constant time). */
 export function secretMatches(configured: string | undefined, presented: string | null | undefined): boolean {
@@ -62,7 +63,14 @@ export function forwardedPrincipal(header: string | null | undefined): string | 
  * @returns the owner's response (its status, headers and body as they come), or undefined when the
  *   owner cannot be reached (it stopped).
  */
-export async function forwardToReplica(owner: ReplicaInfo, upstream: string | undefined, body: string, headers: Headers, principal: string, secret: string): Promise<Response | undefined> {
+export async function forwardToReplica(
+  owner: ReplicaInfo,
+  upstream: string | undefined,
+  body: string,
+  headers: Headers,
+  principal: string,
+  secret: string,
+): Promise<Response | undefined> {
   const out: Record<string, string> = {};
   headers.forEach((v, k) => {
     if (FORWARDED.test(k)) out[k] = v;
@@ -71,7 +79,12 @@ export async function forwardToReplica(owner: ReplicaInfo, upstream: string | un
   out[PRINCIPAL_HEADER] = Buffer.from(principal, 'utf8').toString('base64url');
   try {
     const path = upstream === undefined ? FORWARD_FEDERATED : `${FORWARD_PREFIX}${encodeURIComponent(upstream)}`;
-    const res = await undiciFetch(`${owner.url}${path}`, { method: 'POST', headers: traceHeaders(out) as Record<string, string>, body, dispatcher: hop });
+    const res = await undiciFetch(`${owner.url}${path}`, {
+      method: 'POST',
+      headers: traceHeaders(out) as Record<string, string>,
+      body,
+      dispatcher: hop,
+    });
     const relayed = new Headers();
     res.headers.forEach((v, k) => {
       if (/^(content-type|cache-control|x-accel-buffering|retry-after|www-authenticate)$/i.test(k)) relayed.set(k, v);
@@ -118,7 +131,10 @@ export async function hopRefusal(
   params: Record<string, unknown> | undefined,
   principal: string,
 ): Promise<{ reason: HopRefusalReason; error: GatewayError } | undefined> {
-  const forbidden = (reason: HopRefusalReason, why: string) => ({ reason, error: new GatewayError(ErrorCode.InvalidRequest, `Forbidden: ${why}`, undefined, 403) });
+  const forbidden = (reason: HopRefusalReason, why: string) => ({
+    reason,
+    error: new GatewayError(ErrorCode.InvalidRequest, `Forbidden: ${why}`, undefined, 403),
+  });
   const where = upstream === undefined ? '' : ` of upstream '${upstream}'`;
   if ((EXCHANGE_METHODS as readonly string[]).includes(method) && params?.requestState !== undefined) {
     let claims;
@@ -143,5 +159,8 @@ export async function hopRefusal(
     if (record.principal !== principal) return forbidden('principal', 'the forwarded principal is not the one the task was created for');
     return undefined;
   }
-  return forbidden('method', 'the internal hop takes only retries with requestState (tools/call, prompts/get, resources/read), tasks/update and tasks/cancel');
+  return forbidden(
+    'method',
+    'the internal hop takes only retries with requestState (tools/call, prompts/get, resources/read), tasks/update and tasks/cancel',
+  );
 }

@@ -8,7 +8,12 @@ import type { RequestId } from '../protocol/wire.js';
 export const jsonHeaders = { 'content-type': 'application/json' };
 
 /** A JSON-RPC error response with HTTP `status` (`id` null when the request's id is unknown). */
-export function errorResponse(id: RequestId | null, err: JsonRpcErrorObject, status: number, extraHeaders: Record<string, string> = {}): Response {
+export function errorResponse(
+  id: RequestId | null,
+  err: JsonRpcErrorObject,
+  status: number,
+  extraHeaders: Record<string, string> = {},
+): Response {
   return new Response(JSON.stringify({ jsonrpc: '2.0', id, error: err }), { status, headers: { ...jsonHeaders, ...extraHeaders } });
 }
 

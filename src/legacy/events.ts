@@ -32,7 +32,10 @@ export class SessionEventStore implements EventStore {
   }
 
   /** Sends the events of the same stream stored after `lastEventId`, in order; returns the stream id. */
-  async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> }): Promise<string> {
+  async replayEventsAfter(
+    lastEventId: string,
+    { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<string> {
     const streamId = (await this.getStreamIdForEventId(lastEventId)) ?? '';
     const seq = Number(lastEventId.slice(lastEventId.lastIndexOf('~') + 1));
     for (const e of this.events) {

@@ -29,7 +29,13 @@ function headersOf(method: string, params: Record<string, unknown>): Headers {
   const headers = new Headers({ 'mcp-method': method });
   if (typeof meta[META_PROTOCOL_VERSION] === 'string') headers.set('mcp-protocol-version', meta[META_PROTOCOL_VERSION]);
   const name =
-    method === 'resources/read' ? params.uri : method === 'tools/call' || method === 'prompts/get' ? params.name : (TASK_METHODS as readonly string[]).includes(method) ? params.taskId : undefined;
+    method === 'resources/read'
+      ? params.uri
+      : method === 'tools/call' || method === 'prompts/get'
+        ? params.name
+        : (TASK_METHODS as readonly string[]).includes(method)
+          ? params.taskId
+          : undefined;
   if (typeof name === 'string') headers.set('mcp-name', `=?base64?${Buffer.from(name, 'utf8').toString('base64')}?=`);
   return headers;
 }
@@ -62,7 +68,10 @@ export class FederatedHop implements ModernUpstream {
         principal: this.caller.principal,
         token: this.caller.token,
         connection: ClientConnection.following(opts.signal),
-        onProgress: notify && token !== undefined ? (p) => notify({ method: 'notifications/progress', params: { ...p, progressToken: token } }) : undefined,
+        onProgress:
+          notify && token !== undefined
+            ? (p) => notify({ method: 'notifications/progress', params: { ...p, progressToken: token } })
+            : undefined,
         onNotification: notify,
         paramHeaders: req.paramHeaders,
       });
@@ -70,7 +79,12 @@ export class FederatedHop implements ModernUpstream {
     } catch (e) {
       if (e instanceof GatewayError) return { error: e.toJSON(), httpStatus: e.httpStatus };
       this.log.warn({ method, err: e instanceof Error ? e.message : String(e) }, 'federated request of a legacy session failed');
-      return { error: { code: ErrorCode.InternalError, message: `The federated endpoint could not serve ${method}: ${e instanceof Error ? e.message : String(e)}` } };
+      return {
+        error: {
+          code: ErrorCode.InternalError,
+          message: `The federated endpoint could not serve ${method}: ${e instanceof Error ? e.message : String(e)}`,
+        },
+      };
     }
   }
 

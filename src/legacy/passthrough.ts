@@ -43,7 +43,16 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
-import { endSpan, startClientSpan, startServerSpan, tracingActive, within, type Outcome, type PlainHeaders, type Traced } from '../observability/tracing.js';
+import {
+  endSpan,
+  startClientSpan,
+  startServerSpan,
+  tracingActive,
+  within,
+  type Outcome,
+  type PlainHeaders,
+  type Traced,
+} from '../observability/tracing.js';
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
 import { secretFields } from '../security/secrets.js';
 import type { HttpHop } from '../upstream/http.js';
@@ -206,7 +215,8 @@ export class PassThroughRelay implements LegacyRelay {
       if (token !== undefined) this.progressOwner.set(token, m.id!);
       if (m.method === 'tools/call' && params.task !== undefined) this.noteCall(m.id!, 'legacy_tasks');
       if (m.method === 'initialize') return within(trace?.client, () => this.start(m));
-      const refused = m.method === 'tools/call' && typeof params.name === 'string' ? toolCallRefusal(this.init.cfg.tools, params.name) : undefined;
+      const refused =
+        m.method === 'tools/call' && typeof params.name === 'string' ? toolCallRefusal(this.init.cfg.tools, params.name) : undefined;
       if (refused) {
         // A tool the gateway does not serve is refused here too; nothing goes upstream
         // (so no span says it did: the unended relay span is dropped).
@@ -237,7 +247,16 @@ export class PassThroughRelay implements LegacyRelay {
       sessionId: typeof sessionId === 'string' ? sessionId : undefined,
     });
     if (!server) return undefined;
-    const client = within(server, () => startClientSpan({ method: m.method!, params: m.params, upstream: this.init.upstream, endpoint: this.init.cfg, id: m.id, protocolVersion: version }));
+    const client = within(server, () =>
+      startClientSpan({
+        method: m.method!,
+        params: m.params,
+        upstream: this.init.upstream,
+        endpoint: this.init.cfg,
+        id: m.id,
+        protocolVersion: version,
+      }),
+    );
     return { server, client };
   }
 
@@ -254,7 +273,8 @@ export class PassThroughRelay implements LegacyRelay {
     const { cfg, log } = this.init;
     const adopted = cfg.transport === 'stdio' ? this.init.takeChild?.() : undefined;
     this.stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(secretRedactor(cfg.env)) : undefined;
-    const up: Transport = adopted ?? createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr, this.init.installing);
+    const up: Transport =
+      adopted ?? createLegacyTransport(cfg, log, this.init.extraHeaders ?? {}, this.init.http, this.stderr, this.init.installing);
     this.up = up;
     up.onmessage = (message) => void this.fromUpstream(message as Message);
     up.onclose = () => this.end('the upstream closed the session');
@@ -266,7 +286,10 @@ export class PassThroughRelay implements LegacyRelay {
       }
     };
     const params = { ...(m.params ?? {}) };
-    params.capabilities = this.upstreamCapabilities(params.capabilities as Record<string, unknown> | undefined, String(params.protocolVersion ?? ''));
+    params.capabilities = this.upstreamCapabilities(
+      params.capabilities as Record<string, unknown> | undefined,
+      String(params.protocolVersion ?? ''),
+    );
     try {
       await withTimeout(up.start(), cfg.timeouts.connectMs, 'starting the upstream');
     } catch (e) {
@@ -297,11 +320,16 @@ export class PassThroughRelay implements LegacyRelay {
     const said = stderrSummary(stderr);
     const why = startFailureText(e, this.init.cfg);
     this.init.log.warn({ err: why, ...(stderr.length ? { stderr } : {}) }, 'legacy session: upstream could not be started');
-    await this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' could not be started or reached: ${why}${said ? `; the process said: ${said}` : ''}`, {
-      upstream: this.init.upstream,
-      reason: 'unreachable',
-      ...(stderr.length ? { stderr } : {}),
-    });
+    await this.answerError(
+      id,
+      ErrorCode.InternalError,
+      `Upstream '${this.init.upstream}' could not be started or reached: ${why}${said ? `; the process said: ${said}` : ''}`,
+      {
+        upstream: this.init.upstream,
+        reason: 'unreachable',
+        ...(stderr.length ? { stderr } : {}),
+      },
+    );
     this.end('the upstream could not be started');
   }
 
@@ -324,7 +352,8 @@ export class PassThroughRelay implements LegacyRelay {
 
   private async toUpstream(m: Message): Promise<void> {
     if (!this.up) {
-      if (kindOf(m) === 'request') await this.answerError(m.id!, ErrorCode.InvalidRequest, 'The session is not initialized; send initialize first');
+      if (kindOf(m) === 'request')
+        await this.answerError(m.id!, ErrorCode.InvalidRequest, 'The session is not initialized; send initialize first');
       return;
     }
     try {
@@ -333,13 +362,19 @@ export class PassThroughRelay implements LegacyRelay {
       const err = e as Error;
       if (kindOf(m) === 'request') {
         if (isSessionNotFound(err)) {
-          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' lost the session; initialize again`, { upstream: this.init.upstream, reason: 'session-lost' });
+          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' lost the session; initialize again`, {
+            upstream: this.init.upstream,
+            reason: 'session-lost',
+          });
         } else if (err instanceof UpstreamProtocolError || err instanceof UpstreamRequestLost) {
           // Its answer broke the protocol (a JSON body over 10 MiB, say) or broke off.
           const mapped = downstreamError(this.init.upstream, err, { transportKind: this.init.cfg.transport });
           await this.answerError(m.id!, mapped.code, mapped.message, mapped.data);
         } else {
-          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' failed: ${err.message}`, { upstream: this.init.upstream, reason: 'unreachable' });
+          await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' failed: ${err.message}`, {
+            upstream: this.init.upstream,
+            reason: 'unreachable',
+          });
         }
         if (m.method === 'initialize') return this.failStart(m.id!, err);
       }
@@ -355,8 +390,12 @@ export class PassThroughRelay implements LegacyRelay {
         this.negotiated = (m.result as { protocolVersion?: string }).protocolVersion;
         if (this.negotiated) this.up?.setProtocolVersion?.(this.negotiated);
       }
-      this.endTrace(req, m.error ? { error: m.error as { code: number; message: string } } : { result: (m.result ?? {}) as Record<string, unknown> });
-      if (req && (m.error as { code?: number } | undefined)?.code === URL_ELICITATION_REQUIRED) this.noteCall(m.id!, 'url_elicitation_required');
+      this.endTrace(
+        req,
+        m.error ? { error: m.error as { code: number; message: string } } : { result: (m.result ?? {}) as Record<string, unknown> },
+      );
+      if (req && (m.error as { code?: number } | undefined)?.code === URL_ELICITATION_REQUIRED)
+        this.noteCall(m.id!, 'url_elicitation_required');
       this.forget(m.id!);
       if (req?.method === 'tools/list' && m.result && typeof m.result === 'object') {
         const result = m.result as { tools?: unknown };
@@ -364,7 +403,13 @@ export class PassThroughRelay implements LegacyRelay {
       }
       if (req) {
         const error = m.error as { code?: number } | undefined;
-        this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: error ? 'error' : 'complete', code: error?.code });
+        this.init.onRequest?.({
+          method: req.method,
+          name: req.name,
+          durationMs: performance.now() - req.startedAt,
+          outcome: error ? 'error' : 'complete',
+          code: error?.code,
+        });
       }
       return this.toClient(m, undefined);
     }
@@ -375,7 +420,9 @@ export class PassThroughRelay implements LegacyRelay {
       if (refused) return this.answerUpstream(m.id!, refused);
       const target = this.routeFor(m);
       if (target === null) {
-        return this.answerUpstream(m.id!, { error: { code: ErrorCode.InternalError, message: `${m.method} arrived while the client has no open stream to receive it` } });
+        return this.answerUpstream(m.id!, {
+          error: { code: ErrorCode.InternalError, message: `${m.method} arrived while the client has no open stream to receive it` },
+        });
       }
       return this.toClient(m, target);
     }
@@ -417,7 +464,13 @@ export class PassThroughRelay implements LegacyRelay {
    * client `tools/call` in flight (when exactly one request is in flight), else the upstream's mode.
    */
   private providerAnswers(m: Message): boolean {
-    return samplingRoute(samplingModeFor(this.init.cfg.sampling, this.soleTool()), this.clientSampling, (m.params ?? {}) as { tools?: unknown }) === 'provider';
+    return (
+      samplingRoute(
+        samplingModeFor(this.init.cfg.sampling, this.soleTool()),
+        this.clientSampling,
+        (m.params ?? {}) as { tools?: unknown },
+      ) === 'provider'
+    );
   }
 
   /** The tool of the one client request in flight, when there is exactly one and it is a `tools/call`. */
@@ -430,7 +483,10 @@ export class PassThroughRelay implements LegacyRelay {
   private async sampleByProvider(m: Message): Promise<void> {
     const id = m.id!;
     const sampler = this.init.sampler;
-    if (!sampler) return this.answerUpstream(id, { error: new SamplingError('invalid-request', 'No sampling provider is available for this upstream').toJSON() });
+    if (!sampler)
+      return this.answerUpstream(id, {
+        error: new SamplingError('invalid-request', 'No sampling provider is available for this upstream').toJSON(),
+      });
     const ctrl = new AbortController();
     this.providerCalls.set(id, ctrl);
     try {
@@ -488,7 +544,8 @@ export class PassThroughRelay implements LegacyRelay {
       await this.init.downstream.send(m as JSONRPCMessage, relatedRequestId !== undefined ? { relatedRequestId } : undefined);
     } catch (e) {
       this.init.log.debug({ err: (e as Error).message, method: m.method }, 'legacy session: message for the client could not be delivered');
-      if (kindOf(m) === 'request') await this.answerUpstream(m.id!, { error: { code: ErrorCode.InternalError, message: 'The client could not be reached' } });
+      if (kindOf(m) === 'request')
+        await this.answerUpstream(m.id!, { error: { code: ErrorCode.InternalError, message: 'The client could not be reached' } });
     }
   }
 
@@ -501,8 +558,18 @@ export class PassThroughRelay implements LegacyRelay {
     this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
     const reason = (data as { reason?: string } | undefined)?.reason;
-    if (req) this.init.onRequest?.({ method: req.method, name: req.name, durationMs: performance.now() - req.startedAt, outcome: 'error', code, ...(reason ? { reason } : {}) });
-    await this.init.downstream.send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage).catch(() => {});
+    if (req)
+      this.init.onRequest?.({
+        method: req.method,
+        name: req.name,
+        durationMs: performance.now() - req.startedAt,
+        outcome: 'error',
+        code,
+        ...(reason ? { reason } : {}),
+      });
+    await this.init.downstream
+      .send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage)
+      .catch(() => {});
   }
 
   private forget(id: Id): void {
@@ -523,11 +590,16 @@ export class PassThroughRelay implements LegacyRelay {
     // Requests still waiting get an answer rather than hanging.
     const said = stderrSummary(stderr);
     for (const id of [...this.inflight.keys()]) {
-      void this.answerError(id, ErrorCode.InternalError, `Upstream '${this.init.upstream}' ended the session: ${reason}${said ? `; the process said: ${said}` : ''}`, {
-        upstream: this.init.upstream,
-        reason: this.init.cfg.transport === 'stdio' ? 'crashed' : 'session-lost',
-        ...(stderr.length ? { stderr } : {}),
-      });
+      void this.answerError(
+        id,
+        ErrorCode.InternalError,
+        `Upstream '${this.init.upstream}' ended the session: ${reason}${said ? `; the process said: ${said}` : ''}`,
+        {
+          upstream: this.init.upstream,
+          reason: this.init.cfg.transport === 'stdio' ? 'crashed' : 'session-lost',
+          ...(stderr.length ? { stderr } : {}),
+        },
+      );
     }
     this.init.onUpstreamEnd(reason);
   }
@@ -546,7 +618,8 @@ export class PassThroughRelay implements LegacyRelay {
     up.onclose = undefined;
     try {
       const t = up as Transport & { sessionId?: string; terminateSession?: () => Promise<void> };
-      if (t.terminateSession && t.sessionId) await Promise.race([t.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
+      if (t.terminateSession && t.sessionId)
+        await Promise.race([t.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
       await up.close();
     } catch {
       /* already closed */

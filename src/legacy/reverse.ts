@@ -24,7 +24,14 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { missingFor } from '../exchange/exchange.js';
 import { ErrorCode } from '../protocol/errors.js';
-import { META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_SERVER_INFO, PROTOCOL_VERSION, type InputRequest } from '../protocol/wire.js';
+import {
+  META_CLIENT_CAPABILITIES,
+  META_CLIENT_INFO,
+  META_LOG_LEVEL,
+  META_SERVER_INFO,
+  PROTOCOL_VERSION,
+  type InputRequest,
+} from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, within } from '../observability/tracing.js';
 import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
@@ -33,7 +40,14 @@ import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../upstr
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
 
 type Id = string | number;
-type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: { code: number; message: string; data?: unknown } };
+type Message = {
+  jsonrpc: '2.0';
+  id?: Id;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: { code: number; message: string; data?: unknown };
+};
 
 /** Most input rounds of one request before the gateway gives up (the v2 SDK client's default). */
 const MAX_ROUNDS = 10;
@@ -59,9 +73,17 @@ export interface ReverseInit {
 }
 
 /** The reverse bridge's settings of upstream `cfg` for a caller with bearer token `token` (forwarded with `forwardAuthorization`). */
-export function reverseSettings(cfg: UpstreamConfig, token: string | undefined): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs' | 'hopHeaders'> {
+export function reverseSettings(
+  cfg: UpstreamConfig,
+  token: string | undefined,
+): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs' | 'hopHeaders'> {
   const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && token ? token : undefined;
-  return { inputAllow: cfg.input.allow, tools: cfg.tools, idleMs: cfg.timeouts.requestMs, ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}) };
+  return {
+    inputAllow: cfg.input.allow,
+    tools: cfg.tools,
+    idleMs: cfg.timeouts.requestMs,
+    ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+  };
 }
 
 interface InFlight {
@@ -109,7 +131,8 @@ export class ReverseRelay implements LegacyRelay {
       return;
     }
     if (kind === 'notification') {
-      if (m.method === 'notifications/cancelled') this.inflight.get((m.params as { requestId?: Id } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
+      if (m.method === 'notifications/cancelled')
+        this.inflight.get((m.params as { requestId?: Id } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
       return;
     }
     const params = m.params ?? {};
@@ -137,12 +160,25 @@ export class ReverseRelay implements LegacyRelay {
     } catch (e) {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
-      answer = { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' failed: ${err.message}`, data: { upstream: this.init.upstream, reason } } };
+      answer = {
+        error: {
+          code: ErrorCode.InternalError,
+          message: `Upstream '${this.init.upstream}' failed: ${err.message}`,
+          data: { upstream: this.init.upstream, reason },
+        },
+      };
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
     const reason = (answer.error?.data as { reason?: string } | undefined)?.reason;
-    this.init.onRequest?.({ method: entry.method, name: entry.name, durationMs: performance.now() - entry.startedAt, outcome: answer.error ? 'error' : 'complete', code: answer.error?.code, ...(reason ? { reason } : {}) });
+    this.init.onRequest?.({
+      method: entry.method,
+      name: entry.name,
+      durationMs: performance.now() - entry.startedAt,
+      outcome: answer.error ? 'error' : 'complete',
+      code: answer.error?.code,
+      ...(reason ? { reason } : {}),
+    });
     await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
   }
 
@@ -185,13 +221,17 @@ export class ReverseRelay implements LegacyRelay {
    */
   private upstreamError(e: NonNullable<Message['error']>): NonNullable<Message['error']> {
     if (e.code !== ErrorCode.MissingRequiredClientCapability) return e;
-    return capabilityError(this.init.upstream, e.data, this.declared, "this session's initialize capabilities").toJSON() as NonNullable<Message['error']>;
+    return capabilityError(this.init.upstream, e.data, this.declared, "this session's initialize capabilities").toJSON() as NonNullable<
+      Message['error']
+    >;
   }
 
   /** Answers `initialize` from the upstream's `server/discover`. */
   private async initialize(params: Record<string, unknown>): Promise<{ result?: unknown; error?: Message['error'] }> {
     const requested = String(params.protocolVersion ?? '');
-    this.negotiated = (LEGACY_REVISIONS as readonly string[]).includes(requested) ? requested : LEGACY_REVISIONS[LEGACY_REVISIONS.length - 1];
+    this.negotiated = (LEGACY_REVISIONS as readonly string[]).includes(requested)
+      ? requested
+      : LEGACY_REVISIONS[LEGACY_REVISIONS.length - 1];
     const caps = { ...((params.capabilities as Record<string, unknown> | undefined) ?? {}) };
     delete caps.tasks;
     this.declared = caps;
@@ -202,7 +242,10 @@ export class ReverseRelay implements LegacyRelay {
     const discovered = (r.result.capabilities ?? {}) as Record<string, unknown>;
     const capabilities: Record<string, unknown> = { logging: {} };
     for (const k of ['tools', 'prompts', 'resources', 'completions'] as const) if (discovered[k]) capabilities[k] = {};
-    const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? { name: this.init.upstream, version: 'unknown' };
+    const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? {
+      name: this.init.upstream,
+      version: 'unknown',
+    };
     return {
       result: {
         protocolVersion: this.negotiated,
@@ -222,7 +265,14 @@ export class ReverseRelay implements LegacyRelay {
       const r = await this.send(m.method!, params, m.id!, entry);
       if ('error' in r) return { error: this.upstreamError(r.error) };
       if (r.result.resultType !== 'input_required') return { result: legacyResult(r.result) };
-      if (round >= MAX_ROUNDS) return { error: { code: ErrorCode.InternalError, message: `Upstream '${this.init.upstream}' asked for input more than ${MAX_ROUNDS} times`, data: { upstream: this.init.upstream, reason: 'protocol' } } };
+      if (round >= MAX_ROUNDS)
+        return {
+          error: {
+            code: ErrorCode.InternalError,
+            message: `Upstream '${this.init.upstream}' asked for input more than ${MAX_ROUNDS} times`,
+            data: { upstream: this.init.upstream, reason: 'protocol' },
+          },
+        };
       const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;
       const answers: Record<string, unknown> = {};
       try {
@@ -232,9 +282,19 @@ export class ReverseRelay implements LegacyRelay {
           }),
         );
       } catch (e) {
-        return { error: { code: ErrorCode.InternalError, message: (e as Error).message, data: { upstream: this.init.upstream, reason: 'protocol' } } };
+        return {
+          error: {
+            code: ErrorCode.InternalError,
+            message: (e as Error).message,
+            data: { upstream: this.init.upstream, reason: 'protocol' },
+          },
+        };
       }
-      params = { ...base, ...(Object.keys(answers).length ? { inputResponses: answers } : {}), ...(typeof r.result.requestState === 'string' ? { requestState: r.result.requestState } : {}) };
+      params = {
+        ...base,
+        ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
+        ...(typeof r.result.requestState === 'string' ? { requestState: r.result.requestState } : {}),
+      };
     }
   }
 
@@ -246,7 +306,10 @@ export class ReverseRelay implements LegacyRelay {
    */
   private ask(request: InputRequest, related: Id, signal: AbortSignal): Promise<Record<string, unknown>> {
     const missing = missingFor(this.capabilities, request);
-    if (missing) return Promise.reject(new Error(`The upstream asked ${request.method}, which this client did not declare (${JSON.stringify(missing)})`));
+    if (missing)
+      return Promise.reject(
+        new Error(`The upstream asked ${request.method}, which this client did not declare (${JSON.stringify(missing)})`),
+      );
     const id = `gw-ask-${nextId++}`;
     return new Promise((resolve, reject) => {
       const onAbort = () => {
@@ -262,10 +325,12 @@ export class ReverseRelay implements LegacyRelay {
         },
       });
       const params = request.method === 'roots/list' ? {} : request.params;
-      this.init.downstream.send({ jsonrpc: '2.0', id, method: request.method, params } as JSONRPCMessage, { relatedRequestId: related }).catch((e: Error) => {
-        this.asks.delete(id);
-        reject(new Error(`The client could not be asked: ${e.message}`));
-      });
+      this.init.downstream
+        .send({ jsonrpc: '2.0', id, method: request.method, params } as JSONRPCMessage, { relatedRequestId: related })
+        .catch((e: Error) => {
+          this.asks.delete(id);
+          reject(new Error(`The client could not be asked: ${e.message}`));
+        });
     });
   }
 
@@ -280,21 +345,25 @@ export class ReverseRelay implements LegacyRelay {
       ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
       ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
     };
-    return this.init.modern.request(method, { ...rest, _meta: meta }, {
-      signal: entry?.abort.signal,
-      idleMs: this.init.idleMs,
-      ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
-      onNotification: (n) => {
-        if (related === undefined) return;
-        let note: Message | undefined;
-        if (n.method === 'notifications/progress' && clientToken !== undefined) {
-          note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
-        } else if (n.method === 'notifications/message') {
-          note = { jsonrpc: '2.0', method: n.method, params: n.params };
-        }
-        if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+    return this.init.modern.request(
+      method,
+      { ...rest, _meta: meta },
+      {
+        signal: entry?.abort.signal,
+        idleMs: this.init.idleMs,
+        ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
+        onNotification: (n) => {
+          if (related === undefined) return;
+          let note: Message | undefined;
+          if (n.method === 'notifications/progress' && clientToken !== undefined) {
+            note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
+          } else if (n.method === 'notifications/message') {
+            note = { jsonrpc: '2.0', method: n.method, params: n.params };
+          }
+          if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+        },
       },
-    });
+    );
   }
 
   async close(): Promise<void> {

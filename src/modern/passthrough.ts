@@ -76,10 +76,17 @@ export function allowedCapabilities(caps: Record<string, unknown>, allow: readon
  * which the client cannot fix.
  */
 export function capabilityError(upstream: string, data: unknown, declared: Record<string, unknown>, declaredIn?: string): GatewayError {
-  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<string, unknown>;
+  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<
+    string,
+    unknown
+  >;
   const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && declared[k] !== undefined);
   if (withheld.length) {
-    return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`);
+    return upstreamFailed(
+      upstream,
+      'protocol',
+      `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`,
+    );
   }
   return missingCapability(required, JSON.stringify(required), declaredIn);
 }
@@ -112,8 +119,13 @@ export class ModernPassThrough {
    *   `Mcp-Param-*` headers the upstream found missing, malformed or not matching the arguments; -32603 with `data.reason` when the upstream cannot
    *   be reached, crashed, timed out, or the gateway's policy withholds what it needs.
    */
-  async handle(up: PassThroughUpstream, req: ValidatedRequest, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<Record<string, unknown>> {
-    if (!up.modern) throw upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' cannot be reached as a 2026-07-28 server over ${up.cfg.transport}`);
+  async handle(
+    up: PassThroughUpstream,
+    req: ValidatedRequest,
+    ctx: CallContext & { paramHeaders?: Record<string, string> },
+  ): Promise<Record<string, unknown>> {
+    if (!up.modern)
+      throw upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' cannot be reached as a 2026-07-28 server over ${up.cfg.transport}`);
     const method = req.method;
     let params: Record<string, unknown> = { ...req.params };
     const exchange = (EXCHANGE_METHODS as readonly string[]).includes(method);
@@ -125,7 +137,15 @@ export class ModernPassThrough {
 
     if (exchange && params.requestState !== undefined) {
       const claims = await this.sealer.open(params.requestState);
-      if (!claims.pt || claims.rp || claims.up !== binding.up || claims.sub !== binding.sub || claims.m !== binding.m || claims.n !== binding.n || claims.d !== binding.d) {
+      if (
+        !claims.pt ||
+        claims.rp ||
+        claims.up !== binding.up ||
+        claims.sub !== binding.sub ||
+        claims.m !== binding.m ||
+        claims.n !== binding.n ||
+        claims.d !== binding.d
+      ) {
         throw invalidParams(INVALID_STATE);
       }
       round = claims.rnd;
@@ -134,10 +154,15 @@ export class ModernPassThrough {
       if (answers !== undefined && (answers === null || typeof answers !== 'object' || Array.isArray(answers))) {
         throw invalidParams('inputResponses must be an object mapping input keys to responses');
       }
-      if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
+      if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs)))
+        throw invalidParams(INVALID_STATE);
       const { requestState: _rs, inputResponses: _ir, ...rest } = params;
       const merged = { ...((answers as Record<string, unknown> | undefined) ?? {}), ...claims.pre };
-      params = { ...rest, ...(Object.keys(merged).length ? { inputResponses: merged } : {}), ...(claims.us !== undefined ? { requestState: claims.us } : {}) };
+      params = {
+        ...rest,
+        ...(Object.keys(merged).length ? { inputResponses: merged } : {}),
+        ...(claims.us !== undefined ? { requestState: claims.us } : {}),
+      };
     }
     if ((TASK_METHODS as readonly string[]).includes(method)) {
       const taskId = this.binder.unwrap(up.name, ctx.principal, String(params.taskId));
@@ -155,7 +180,11 @@ export class ModernPassThrough {
         if (Object.keys(shown).length === 0 && Object.keys(declined).length > 0 && own < MAX_OWN_ROUNDS) {
           // Only forms the guard holds back: answer them and go on, without the client.
           const { inputResponses: _i, requestState: _s, ...rest } = params;
-          params = { ...rest, inputResponses: declined, ...(typeof result.requestState === 'string' ? { requestState: result.requestState } : {}) };
+          params = {
+            ...rest,
+            inputResponses: declined,
+            ...(typeof result.requestState === 'string' ? { requestState: result.requestState } : {}),
+          };
           continue;
         }
         const claims: StateClaims = {
@@ -174,33 +203,48 @@ export class ModernPassThrough {
         recordInputRound({ start: started, round: round + 1, upstream: up.name, method, name, inputRequests: shown, mode: 'pass-through' });
         return { ...result, inputRequests: shown, requestState: sealed };
       }
-      if (result.resultType === 'task' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
-      if (method === 'tasks/get' && typeof result.taskId === 'string') result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
+      if (result.resultType === 'task' && typeof result.taskId === 'string')
+        result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
+      if (method === 'tasks/get' && typeof result.taskId === 'string')
+        result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
       if (result.cacheScope === 'public' && up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization) result.cacheScope = 'private';
       return result;
     }
   }
 
   /** Sends one request with the client's envelope (policy-limited capabilities, the gateway's progress token). */
-  private async send(up: PassThroughUpstream, req: ValidatedRequest, params: Record<string, unknown>, ctx: CallContext & { paramHeaders?: Record<string, string> }): Promise<ModernResponse> {
+  private async send(
+    up: PassThroughUpstream,
+    req: ValidatedRequest,
+    params: Record<string, unknown>,
+    ctx: CallContext & { paramHeaders?: Record<string, string> },
+  ): Promise<ModernResponse> {
     const meta: Record<string, unknown> = { ...req.meta };
     meta[META_CLIENT_CAPABILITIES] = allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow);
     if (req.progressToken !== undefined) meta.progressToken = `gw-progress-${nextToken++}`;
     const forward = up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && ctx.token ? ctx.token : undefined;
     const started = performance.now();
     try {
-      return await up.modern!.request(req.method, { ...params, _meta: meta }, {
-        signal: ctx.connection.signal,
-        idleMs: up.cfg.timeouts.requestMs,
-        headers: paramHeadersOnWire(ctx.paramHeaders),
-        ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
-        onNotification: (n) => {
-          if (n.method === 'notifications/progress' && n.params) {
-            const { progressToken: _t, _meta: _m, ...p } = n.params as { progress: number; total?: number; message?: string; progressToken?: unknown; _meta?: unknown };
-            ctx.onProgress?.(p);
-          } else ctx.onNotification?.(n);
+      return await up.modern!.request(
+        req.method,
+        { ...params, _meta: meta },
+        {
+          signal: ctx.connection.signal,
+          idleMs: up.cfg.timeouts.requestMs,
+          headers: paramHeadersOnWire(ctx.paramHeaders),
+          ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+          onNotification: (n) => {
+            if (n.method === 'notifications/progress' && n.params) {
+              const {
+                progressToken: _t,
+                _meta: _m,
+                ...p
+              } = n.params as { progress: number; total?: number; message?: string; progressToken?: unknown; _meta?: unknown };
+              ctx.onProgress?.(p);
+            } else ctx.onNotification?.(n);
+          },
         },
-      });
+      );
     } catch (e) {
       if (e instanceof ModernHopError) {
         const what =
@@ -222,11 +266,17 @@ export class ModernPassThrough {
   }
 
   /** Splits input requests into those shown to the client and declines for forms asking secrets. */
-  private secretGuard(up: PassThroughUpstream, requests: Record<string, InputRequest> | undefined): { shown: Record<string, InputRequest>; declined: Record<string, Record<string, unknown>> } {
+  private secretGuard(
+    up: PassThroughUpstream,
+    requests: Record<string, InputRequest> | undefined,
+  ): { shown: Record<string, InputRequest>; declined: Record<string, Record<string, unknown>> } {
     const shown: Record<string, InputRequest> = {};
     const declined: Record<string, Record<string, unknown>> = {};
     for (const [key, r] of Object.entries(requests ?? {})) {
-      const secret = !up.cfg.input.allowSecrets && r.method === 'elicitation/create' && r.params?.mode !== 'url' ? secretFields(r.params?.requestedSchema) : [];
+      const secret =
+        !up.cfg.input.allowSecrets && r.method === 'elicitation/create' && r.params?.mode !== 'url'
+          ? secretFields(r.params?.requestedSchema)
+          : [];
       if (secret.length) {
         this.log.warn({ upstream: up.name, key, fields: secret }, 'form asks for secrets: declined upstream, not forwarded to the client');
         declined[key] = { action: 'decline' };
@@ -236,15 +286,29 @@ export class ModernPassThrough {
   }
 
   /** The downstream error for the upstream's error answer. */
-  private translate(up: PassThroughUpstream, req: ValidatedRequest, answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number }): GatewayError {
+  private translate(
+    up: PassThroughUpstream,
+    req: ValidatedRequest,
+    answer: { error: { code: number; message: string; data?: unknown }; httpStatus?: number },
+  ): GatewayError {
     const { code, data } = answer.error;
     const message = withoutMcpPrefix(String(answer.error.message));
-    if (code === ErrorCode.MissingRequiredClientCapability) return capabilityError(up.name, data, req.clientCapabilities as Record<string, unknown>);
+    if (code === ErrorCode.MissingRequiredClientCapability)
+      return capabilityError(up.name, data, req.clientCapabilities as Record<string, unknown>);
     if (code === ErrorCode.MethodNotFound) return new GatewayError(code, message, data, 404);
-    if ((code === LEGACY_SESSION_REQUIRED || code === LEGACY_SESSION_NOT_FOUND) && answer.httpStatus !== undefined && answer.httpStatus >= 400 && answer.httpStatus < 500) {
+    if (
+      (code === LEGACY_SESSION_REQUIRED || code === LEGACY_SESSION_NOT_FOUND) &&
+      answer.httpStatus !== undefined &&
+      answer.httpStatus >= 400 &&
+      answer.httpStatus < 500
+    ) {
       // How a session-based (legacy) Streamable HTTP server refuses a request without its session:
       // the upstream is not, or no longer, a 2026-07-28 server.
-      return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' answered as a legacy server that wants a session (HTTP ${answer.httpStatus}: ${message})`);
+      return upstreamFailed(
+        up.name,
+        'protocol',
+        `Upstream '${up.name}' answered as a legacy server that wants a session (HTTP ${answer.httpStatus}: ${message})`,
+      );
     }
     if (code === ErrorCode.HeaderMismatch && req.method === 'tools/call') {
       // The hop derives MCP-Protocol-Version, Mcp-Method and Mcp-Name from the body it relays, which

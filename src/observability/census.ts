@@ -212,7 +212,14 @@ export class Census {
     const out: CensusEntry[] = [];
     for (const [key, row] of this.rows) {
       const [upstream, tool, feature] = JSON.parse(key) as [string, string, DeprecatedFeature];
-      out.push({ upstream, tool, feature, calls: row.calls, firstSeen: new Date(row.first).toISOString(), lastSeen: new Date(row.last).toISOString() });
+      out.push({
+        upstream,
+        tool,
+        feature,
+        calls: row.calls,
+        firstSeen: new Date(row.first).toISOString(),
+        lastSeen: new Date(row.last).toISOString(),
+      });
     }
     const rank = (f: DeprecatedFeature) => DEPRECATED_FEATURES.indexOf(f);
     return out.sort((a, b) => a.upstream.localeCompare(b.upstream) || a.tool.localeCompare(b.tool) || rank(a.feature) - rank(b.feature));

@@ -74,6 +74,8 @@ export class DroppedEntries {
 
   /** The entries left out since start (at most 1,000, the most recent first). */
   snapshot(): DroppedEntry[] {
-    return [...this.entries.values()].map((e) => ({ ...e })).sort((a, b) => (a.lastSeen < b.lastSeen ? 1 : a.lastSeen > b.lastSeen ? -1 : 0));
+    return [...this.entries.values()]
+      .map((e) => ({ ...e }))
+      .sort((a, b) => (a.lastSeen < b.lastSeen ? 1 : a.lastSeen > b.lastSeen ? -1 : 0));
   }
 }

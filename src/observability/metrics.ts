@@ -25,9 +25,17 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 export class Metrics {
   readonly registry = new Registry();
   /** Requests by upstream, method and outcome (complete, input_required, task, error code). */
-  readonly requests = new Counter({ name: 'mrtr_requests_total', help: 'Downstream requests by upstream, method and outcome', labelNames: ['upstream', 'method', 'outcome'] as const, registers: [this.registry] });
+  readonly requests = new Counter({
+    name: 'mrtr_requests_total',
+    help: 'Downstream requests by upstream, method and outcome',
+    labelNames: ['upstream', 'method', 'outcome'] as const,
+    registers: [this.registry],
+  });
   /** Label children of {@link requests}, {@link upstreamSeconds} and {@link gatewaySeconds} by upstream, method and outcome. */
-  private readonly requestChildren = new Map<string, { count: { inc(): void }; upstream: { observe(v: number): void }; gateway: { observe(v: number): void } }>();
+  private readonly requestChildren = new Map<
+    string,
+    { count: { inc(): void }; upstream: { observe(v: number): void }; gateway: { observe(v: number): void } }
+  >();
 
   /**
    * Counts one downstream request in {@link requests} and observes its times (seconds) in
@@ -51,17 +59,49 @@ export class Metrics {
   }
 
   /** Time the gateway itself added to a request (total minus upstream time). */
-  readonly gatewaySeconds = new Histogram({ name: 'mrtr_gateway_added_seconds', help: 'Time added by the gateway per request (total minus upstream time)', labelNames: ['upstream', 'method'] as const, buckets: BUCKETS, registers: [this.registry] });
+  readonly gatewaySeconds = new Histogram({
+    name: 'mrtr_gateway_added_seconds',
+    help: 'Time added by the gateway per request (total minus upstream time)',
+    labelNames: ['upstream', 'method'] as const,
+    buckets: BUCKETS,
+    registers: [this.registry],
+  });
   /** Time spent waiting on the upstream per request. */
-  readonly upstreamSeconds = new Histogram({ name: 'mrtr_upstream_seconds', help: 'Time spent waiting on the upstream per request', labelNames: ['upstream', 'method'] as const, buckets: BUCKETS, registers: [this.registry] });
+  readonly upstreamSeconds = new Histogram({
+    name: 'mrtr_upstream_seconds',
+    help: 'Time spent waiting on the upstream per request',
+    labelNames: ['upstream', 'method'] as const,
+    buckets: BUCKETS,
+    registers: [this.registry],
+  });
   /** input_required rounds answered, by input kind (a round with two kinds counts once for each). */
-  readonly inputRounds = new Counter({ name: 'mrtr_input_rounds_total', help: 'input_required rounds by upstream and input kind', labelNames: ['upstream', 'kind'] as const, registers: [this.registry] });
+  readonly inputRounds = new Counter({
+    name: 'mrtr_input_rounds_total',
+    help: 'input_required rounds by upstream and input kind',
+    labelNames: ['upstream', 'kind'] as const,
+    registers: [this.registry],
+  });
   /** Task status changes, by the status reached (a new task counts as its first status). */
-  readonly tasks = new Counter({ name: 'mrtr_tasks_total', help: 'Task status changes by status reached', labelNames: ['status'] as const, registers: [this.registry] });
+  readonly tasks = new Counter({
+    name: 'mrtr_tasks_total',
+    help: 'Task status changes by status reached',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
   /** Forms declined by the secret guard. */
-  readonly secretDeclines = new Counter({ name: 'mrtr_secret_guard_declines_total', help: 'Form elicitations asking for secrets, declined upstream', labelNames: ['upstream'] as const, registers: [this.registry] });
+  readonly secretDeclines = new Counter({
+    name: 'mrtr_secret_guard_declines_total',
+    help: 'Form elicitations asking for secrets, declined upstream',
+    labelNames: ['upstream'] as const,
+    registers: [this.registry],
+  });
   /** Requests sent to the replica holding their call (outcome: the owner's HTTP status, or replica-gone). */
-  readonly forwarded = new Counter({ name: 'mrtr_forwarded_total', help: 'Requests forwarded to the replica holding their call, by outcome', labelNames: ['outcome'] as const, registers: [this.registry] });
+  readonly forwarded = new Counter({
+    name: 'mrtr_forwarded_total',
+    help: 'Requests forwarded to the replica holding their call, by outcome',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   /** Requests the internal hop refused although they carried the replica secret, by reason (see `hopRefusal` in src/http/replicas.ts). */
   readonly forwardRefused = new Counter({
     name: 'mrtr_forward_refused_total',
@@ -84,7 +124,12 @@ export class Metrics {
     registers: [this.registry],
   });
   /** Requests refused by the rate or concurrency limit. */
-  readonly rateLimited = new Counter({ name: 'mrtr_rate_limited_total', help: 'Requests refused with 429 by limit', labelNames: ['limit'] as const, registers: [this.registry] });
+  readonly rateLimited = new Counter({
+    name: 'mrtr_rate_limited_total',
+    help: 'Requests refused with 429 by limit',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
 
   /** Sampling requests the gateway answered (or failed to) through a provider, by outcome (`complete` or the failure reason). */
   readonly samplingRequests = new Counter({
@@ -172,7 +217,8 @@ export class Metrics {
     const censusTimes = (which: 'firstSeen' | 'lastSeen') =>
       function (this: Gauge<'upstream' | 'tool' | 'feature'>) {
         this.reset();
-        for (const e of source.census?.() ?? []) this.set({ upstream: e.upstream, tool: e.tool, feature: e.feature }, Date.parse(e[which]) / 1000);
+        for (const e of source.census?.() ?? [])
+          this.set({ upstream: e.upstream, tool: e.tool, feature: e.feature }, Date.parse(e[which]) / 1000);
       };
     new Gauge({
       name: 'mrtr_deprecated_feature_first_seen_timestamp_seconds',

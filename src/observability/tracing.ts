@@ -124,7 +124,14 @@ export function describeTracing(env: NodeJS.ProcessEnv = process.env): TracingSu
     const signal = (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? '').trim();
     const base = (env.OTEL_EXPORTER_OTLP_ENDPOINT ?? '').trim();
     endpoint = bareUrl(
-      signal || (base ? (protocol === 'grpc' ? base : `${base.replace(/\/$/, '')}/v1/traces`) : protocol === 'grpc' ? 'http://localhost:4317' : 'http://localhost:4318/v1/traces'),
+      signal ||
+        (base
+          ? protocol === 'grpc'
+            ? base
+            : `${base.replace(/\/$/, '')}/v1/traces`
+          : protocol === 'grpc'
+            ? 'http://localhost:4317'
+            : 'http://localhost:4318/v1/traces'),
     );
   }
   return {
@@ -160,7 +167,9 @@ export async function startTracing(opts: { env?: NodeJS.ProcessEnv; spanProcesso
   ]);
   const sdk = new NodeSDK({
     // Detected attributes (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, process, host) come on top.
-    resource: defaultResource().merge(resourceFromAttributes({ [ATTR.SERVICE_NAME]: SERVICE_NAME, [ATTR.SERVICE_VERSION]: SERVICE_VERSION })),
+    resource: defaultResource().merge(
+      resourceFromAttributes({ [ATTR.SERVICE_NAME]: SERVICE_NAME, [ATTR.SERVICE_VERSION]: SERVICE_VERSION }),
+    ),
     metricReaders: [],
     logRecordProcessors: [],
     instrumentations: [],
@@ -221,7 +230,11 @@ const headerGetter: TextMapGetter<HeaderGetter | PlainHeaders> = {
  * propagation); else the HTTP headers' context. Baggage from the headers is kept when `_meta` has
  * none.
  */
-function remoteParent(a: typeof Api, meta: Record<string, unknown> | undefined, headers: HeaderGetter | PlainHeaders | undefined): { parent: Context; links: Link[] } {
+function remoteParent(
+  a: typeof Api,
+  meta: Record<string, unknown> | undefined,
+  headers: HeaderGetter | PlainHeaders | undefined,
+): { parent: Context; links: Link[] } {
   const root = a.ROOT_CONTEXT;
   const fromHeaders = headers ? a.propagation.extract(root, headers, headerGetter) : root;
   if (!meta || typeof meta.traceparent !== 'string') return { parent: fromHeaders, links: [] };
@@ -296,7 +309,12 @@ export function startServerSpan(init: ServerSpanInit): Traced | undefined {
   if (init.client?.port) attributes[ATTR.CLIENT_PORT] = init.client.port;
   if (init.sessionId) attributes[ATTR.MCP_SESSION_ID] = init.sessionId;
   // A first request (no requestState) is round 0; a retry's round is set once its state is opened.
-  if (init.inputRounds && init.params && (init.method === 'tools/call' || init.method === 'prompts/get' || init.method === 'resources/read') && init.params.requestState === undefined) {
+  if (
+    init.inputRounds &&
+    init.params &&
+    (init.method === 'tools/call' || init.method === 'prompts/get' || init.method === 'resources/read') &&
+    init.params.requestState === undefined
+  ) {
     attributes[ATTR.MCP_INPUT_ROUND] = 0;
   }
   const span = tracer(a).startSpan(spanName(init.method, init.params), { kind: a.SpanKind.SERVER, attributes, links }, parent);
@@ -424,7 +442,11 @@ export function recordInputRound(init: InputRoundInit): void {
   if (!a) return;
   const keys = Object.keys(init.inputRequests);
   const kinds = [...new Set(Object.values(init.inputRequests).map((r) => r.method.split('/')[0]!))];
-  const attributes = requestAttributes(init.method, init.method === 'resources/read' ? { uri: init.name } : { name: init.name }, init.upstream);
+  const attributes = requestAttributes(
+    init.method,
+    init.method === 'resources/read' ? { uri: init.name } : { name: init.name },
+    init.upstream,
+  );
   attributes[ATTR.MCP_INPUT_ROUND] = init.round;
   attributes[ATTR.MCP_INPUT_KINDS] = kinds;
   attributes[ATTR.MCP_INPUT_KEYS] = keys;
@@ -453,12 +475,22 @@ export function startTaskSpan(init: TaskSpanInit): Traced | undefined {
   const attributes = requestAttributes(init.method, { name: init.name }, init.upstream);
   attributes[ATTR.MCP_TASK_ID] = init.taskId;
   attributes['mcp.task.ttl_ms'] = init.ttlMs;
-  const span = tracer(a).startSpan(SPAN.TASK, { kind: a.SpanKind.INTERNAL, attributes, root: true, links: creator && a.trace.isSpanContextValid(creator) ? [{ context: creator }] : [] });
+  const span = tracer(a).startSpan(SPAN.TASK, {
+    kind: a.SpanKind.INTERNAL,
+    attributes,
+    root: true,
+    links: creator && a.trace.isSpanContextValid(creator) ? [{ context: creator }] : [],
+  });
   return { span, ctx: a.trace.setSpan(a.ROOT_CONTEXT, span) };
 }
 
 /** Records a task's new status: an event `mcp.task.status`, and for a terminal one the end of its span (failed: status ERROR). */
-export function taskStatus(t: Traced | undefined, status: string, error?: { code: number; message: string; data?: unknown }, terminal = false): void {
+export function taskStatus(
+  t: Traced | undefined,
+  status: string,
+  error?: { code: number; message: string; data?: unknown },
+  terminal = false,
+): void {
   const a = api;
   if (!t || !a) return;
   t.span.addEvent('mcp.task.status', { [ATTR.MCP_TASK_STATUS]: status });

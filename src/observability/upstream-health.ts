@@ -72,6 +72,12 @@ export class UpstreamHealth {
 
   /** The counters and the last failure (not cleared by later successes). */
   snapshot(): UpstreamHealthSnapshot {
-    return { opened: this.opened, died: this.died, restarts: this.restarts, openFailures: this.openFailures, ...(this.last ? { lastFailure: { ...this.last, stderr: [...this.last.stderr] } } : {}) };
+    return {
+      opened: this.opened,
+      died: this.died,
+      restarts: this.restarts,
+      openFailures: this.openFailures,
+      ...(this.last ? { lastFailure: { ...this.last, stderr: [...this.last.stderr] } } : {}),
+    };
   }
 }

@@ -68,7 +68,9 @@ const JsonRpcRequestSchema = z.object({
     .optional(),
   method: z.string().min(1),
   // An object, its members checked where they are used (a record schema would visit every key of every request).
-  params: z.custom<Record<string, unknown>>(isObject, { message: 'Invalid input: expected an object (JSON-RPC params by name)' }).optional(),
+  params: z
+    .custom<Record<string, unknown>>(isObject, { message: 'Invalid input: expected an object (JSON-RPC params by name)' })
+    .optional(),
 });
 
 /**
@@ -77,7 +79,9 @@ const JsonRpcRequestSchema = z.object({
  * §5 requires the same id).
  */
 export function hasIdBeyondSafe(body: unknown): boolean {
-  return (Array.isArray(body) ? body : [body]).some((m) => isObject(m) && typeof m.id === 'number' && Number.isInteger(m.id) && !Number.isSafeInteger(m.id));
+  return (Array.isArray(body) ? body : [body]).some(
+    (m) => isObject(m) && typeof m.id === 'number' && Number.isInteger(m.id) && !Number.isSafeInteger(m.id),
+  );
 }
 
 /**
@@ -111,9 +115,11 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  *   value may not carry, or the sentinel wraps something that is not canonical Base64 of UTF-8.
  */
 export function decodeHeaderValue(raw: string, header = 'Mcp-Name'): string {
-  if (!FIELD_VALUE.test(raw)) throw headerMismatch(`The ${header} header contains characters that are not allowed in a header value; encode it as =?base64?…?=`);
+  if (!FIELD_VALUE.test(raw))
+    throw headerMismatch(`The ${header} header contains characters that are not allowed in a header value; encode it as =?base64?…?=`);
   const v = raw.trim();
-  if (v.length < SENTINEL_PREFIX.length + SENTINEL_SUFFIX.length || !v.startsWith(SENTINEL_PREFIX) || !v.endsWith(SENTINEL_SUFFIX)) return v;
+  if (v.length < SENTINEL_PREFIX.length + SENTINEL_SUFFIX.length || !v.startsWith(SENTINEL_PREFIX) || !v.endsWith(SENTINEL_SUFFIX))
+    return v;
   const b64 = v.slice(SENTINEL_PREFIX.length, -SENTINEL_SUFFIX.length);
   if (!BASE64.test(b64)) throw headerMismatch(`The ${header} header is not valid =?base64?…?= (bad Base64 characters or padding)`);
   try {
@@ -130,7 +136,12 @@ export function decodeHeaderValue(raw: string, header = 'Mcp-Name'): string {
  */
 export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema> {
   if (Array.isArray(body) && body.length === 0) {
-    throw new GatewayError(ErrorCode.InvalidRequest, 'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST', undefined, 400);
+    throw new GatewayError(
+      ErrorCode.InvalidRequest,
+      'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST',
+      undefined,
+      400,
+    );
   }
   if (isObject(body) && body.method === undefined && ('result' in body || 'error' in body)) {
     throw new GatewayError(
@@ -152,7 +163,6 @@ export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema
   return parsed.data;
 }
 
-
 /**
  * Type checks of the params the gateway forwards, so a malformed request gets -32602 here rather
  * than a confusing error from the upstream.
@@ -160,13 +170,20 @@ export function parseJsonRpc(body: unknown): z.infer<typeof JsonRpcRequestSchema
  */
 function checkParamTypes(method: string, params: Record<string, unknown>): void {
   const bad = (field: string, what: string) => invalidParams(`${method}: params.${field} must be ${what}`);
-  if ((method === 'tools/call' || method === 'prompts/get') && params.arguments !== undefined && !isObject(params.arguments)) throw bad('arguments', 'an object');
-  if (method === 'prompts/get' && isObject(params.arguments) && Object.values(params.arguments as object).some((v) => typeof v !== 'string')) {
+  if ((method === 'tools/call' || method === 'prompts/get') && params.arguments !== undefined && !isObject(params.arguments))
+    throw bad('arguments', 'an object');
+  if (
+    method === 'prompts/get' &&
+    isObject(params.arguments) &&
+    Object.values(params.arguments as object).some((v) => typeof v !== 'string')
+  ) {
     throw bad('arguments', 'an object of strings');
   }
   if (params.cursor !== undefined && typeof params.cursor !== 'string') throw bad('cursor', 'a string');
-  if (method === 'completion/complete' && (!isObject(params.ref) || !isObject(params.argument))) throw invalidParams('completion/complete: params.ref and params.argument must be objects');
-  if (params.inputResponses !== undefined && !isObject(params.inputResponses)) throw bad('inputResponses', 'an object mapping input keys to responses');
+  if (method === 'completion/complete' && (!isObject(params.ref) || !isObject(params.argument)))
+    throw invalidParams('completion/complete: params.ref and params.argument must be objects');
+  if (params.inputResponses !== undefined && !isObject(params.inputResponses))
+    throw bad('inputResponses', 'an object mapping input keys to responses');
   if (method === 'subscriptions/listen' && params.notifications !== undefined) {
     const n = params.notifications as Record<string, unknown>;
     const strings = (v: unknown) => v === undefined || (Array.isArray(v) && v.every((t) => typeof t === 'string'));
@@ -179,7 +196,10 @@ function checkParamTypes(method: string, params: Record<string, unknown>): void 
       !strings(n.resourceSubscriptions) ||
       !strings(n.taskIds)
     ) {
-      throw bad('notifications', 'a subscription filter: toolsListChanged, promptsListChanged and resourcesListChanged booleans, resourceSubscriptions and taskIds arrays of strings');
+      throw bad(
+        'notifications',
+        'a subscription filter: toolsListChanged, promptsListChanged and resourcesListChanged booleans, resourceSubscriptions and taskIds arrays of strings',
+      );
     }
   }
 }
@@ -189,7 +209,8 @@ function paramHeadersOf(headers: HeaderSource): Record<string, string> {
   const out: Record<string, string> = {};
   headers.forEach((value, name) => {
     // Both sources name headers in lower case (Node's IncomingMessage.headers, the Fetch Headers).
-    if (name.startsWith(PARAM_HEADER_PREFIX) && name.length > PARAM_HEADER_PREFIX.length) out[name.slice(PARAM_HEADER_PREFIX.length)] = value;
+    if (name.startsWith(PARAM_HEADER_PREFIX) && name.length > PARAM_HEADER_PREFIX.length)
+      out[name.slice(PARAM_HEADER_PREFIX.length)] = value;
   });
   return out;
 }
@@ -222,7 +243,9 @@ function parseClientCapabilities(value: unknown): ClientCapabilities {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const where = issue.path.length ? `: ${issue.path.map(String).join('.')}` : '';
-    throw badEnvelope(`params._meta["${META_CLIENT_CAPABILITIES}"] must be a ClientCapabilities object ({} declares none)${where}: ${issue.message}`);
+    throw badEnvelope(
+      `params._meta["${META_CLIENT_CAPABILITIES}"] must be a ClientCapabilities object ({} declares none)${where}: ${issue.message}`,
+    );
   }
   const caps = deepFreeze(parsed.data as ClientCapabilities);
   parsedCapabilities.set(key, caps);
@@ -274,16 +297,21 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   const clientCapabilities = parseClientCapabilities(m[META_CLIENT_CAPABILITIES]);
   const progressToken = m.progressToken;
   if (progressToken !== undefined && typeof progressToken !== 'string' && typeof progressToken !== 'number') {
-    throw badEnvelope(`params._meta.progressToken must be a string or a number (got ${progressToken === null ? 'null' : Array.isArray(progressToken) ? 'an array' : typeof progressToken})`);
+    throw badEnvelope(
+      `params._meta.progressToken must be a string or a number (got ${progressToken === null ? 'null' : Array.isArray(progressToken) ? 'an array' : typeof progressToken})`,
+    );
   }
   const logLevel = m[META_LOG_LEVEL];
   if (logLevel !== undefined && (typeof logLevel !== 'string' || !LOG_LEVELS.includes(logLevel))) {
     throw badEnvelope(`params._meta["${META_LOG_LEVEL}"] must be one of ${LOG_LEVELS.join(', ')} (got ${JSON.stringify(logLevel)})`);
   }
   const headerVersion = headers.get('mcp-protocol-version');
-  if (headerVersion === null) throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
+  if (headerVersion === null)
+    throw headerMismatch(`The MCP-Protocol-Version header is required and must equal the body's protocol version ${version}`);
   if (headerVersion.trim() !== version) {
-    throw headerMismatch(`Header mismatch: MCP-Protocol-Version header value '${quoted(headerVersion.trim())}' does not match body value '${quoted(version)}'`);
+    throw headerMismatch(
+      `Header mismatch: MCP-Protocol-Version header value '${quoted(headerVersion.trim())}' does not match body value '${quoted(version)}'`,
+    );
   }
   if (!(SUPPORTED_VERSIONS as readonly string[]).includes(version)) {
     throw new GatewayError(
@@ -297,7 +325,9 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
   const headerMethod = headers.get('mcp-method');
   if (headerMethod === null) throw headerMismatch(`The Mcp-Method header is required and must equal the body's method ${method}`);
   if (headerMethod.trim() !== method) {
-    throw headerMismatch(`Header mismatch: Mcp-Method header value '${quoted(headerMethod.trim())}' does not match body value '${quoted(method)}'`);
+    throw headerMismatch(
+      `Header mismatch: Mcp-Method header value '${quoted(headerMethod.trim())}' does not match body value '${quoted(method)}'`,
+    );
   }
   const nameField =
     method === 'resources/read'
@@ -313,7 +343,8 @@ export function validateRequest(req: z.infer<typeof JsonRpcRequestSchema> & { id
     if (headerName === null) {
       throw headerMismatch(`The Mcp-Name header is required for ${method} and must equal params.${nameField}`);
     }
-    if (typeof bodyName !== 'string' || bodyName.length === 0) throw badEnvelope(`${method}: params.${nameField} must be a non-empty string`);
+    if (typeof bodyName !== 'string' || bodyName.length === 0)
+      throw badEnvelope(`${method}: params.${nameField} must be a non-empty string`);
     const decoded = decodeHeaderValue(headerName);
     if (decoded !== bodyName) {
       throw headerMismatch(`Header mismatch: Mcp-Name header value '${quoted(decoded)}' does not match body value '${quoted(bodyName)}'`);

@@ -47,7 +47,9 @@ export class GatewayError extends Error {
 
   /** The JSON-RPC error object for the wire. */
   toJSON(): JsonRpcErrorObject {
-    return this.data === undefined ? { code: this.code, message: this.message } : { code: this.code, message: this.message, data: this.data };
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
   }
 }
 
@@ -85,7 +87,12 @@ export const methodNotFound = (message: string, data?: unknown) => new GatewayEr
  * capability in the message, `declaredIn` where the client declares its capabilities, `who` who
  * needs it (the message's start).
  */
-export const missingCapability = (requiredCapabilities: Record<string, unknown>, what: string, declaredIn = "this request's clientCapabilities", who = 'The upstream needs') =>
+export const missingCapability = (
+  requiredCapabilities: Record<string, unknown>,
+  what: string,
+  declaredIn = "this request's clientCapabilities",
+  who = 'The upstream needs',
+) =>
   new GatewayError(
     ErrorCode.MissingRequiredClientCapability,
     `${who} the client capability ${what}, which ${declaredIn} do not declare`,
@@ -163,7 +170,9 @@ export function firstIssue(issues: readonly Issue[]): string {
     issue = issue.errors[0][0];
     path = [...path, ...(issue.path ?? [])];
   }
-  const message = String(issue.message).replace(/^Invalid input: /, '').split('\n')[0]!;
+  const message = String(issue.message)
+    .replace(/^Invalid input: /, '')
+    .split('\n')[0]!;
   return path.length ? `${path.join('.')}: ${message}` : message;
 }
 

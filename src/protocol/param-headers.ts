@@ -32,7 +32,19 @@ const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const PRIMITIVES = ['string', 'integer', 'boolean'] as const;
 
 /** Keywords whose value is one subschema. */
-const SCHEMA_KEYWORDS = ['additionalItems', 'additionalProperties', 'contains', 'else', 'if', 'items', 'not', 'propertyNames', 'then', 'unevaluatedItems', 'unevaluatedProperties'];
+const SCHEMA_KEYWORDS = [
+  'additionalItems',
+  'additionalProperties',
+  'contains',
+  'else',
+  'if',
+  'items',
+  'not',
+  'propertyNames',
+  'then',
+  'unevaluatedItems',
+  'unevaluatedProperties',
+];
 /** Keywords whose value is an array of subschemas. */
 const SCHEMA_ARRAY_KEYWORDS = ['allOf', 'anyOf', 'items', 'oneOf', 'prefixItems'];
 /** Keywords whose value maps names to subschemas (`properties` is walked apart). */
@@ -101,7 +113,8 @@ export function headerParams(inputSchema: unknown): HeaderParams {
       params.push({ name, path, type });
     }
     if (isObject(schema.properties)) {
-      for (const [key, sub] of Object.entries(schema.properties)) walk(sub, path ? [...path, key] : undefined, `${where}/properties/${key}`);
+      for (const [key, sub] of Object.entries(schema.properties))
+        walk(sub, path ? [...path, key] : undefined, `${where}/properties/${key}`);
     }
     for (const k of SCHEMA_KEYWORDS) if (isObject(schema[k])) walk(schema[k], undefined, `${where}/${k}`);
     for (const k of SCHEMA_ARRAY_KEYWORDS) {
@@ -157,20 +170,27 @@ function sameValue(header: string, body: unknown): boolean {
  *   the raw value.
  * @throws GatewayError -32020 HeaderMismatch (HTTP 400) naming the header.
  */
-export function checkParamHeaders(params: readonly ParamHeader[], args: Record<string, unknown> | undefined, headers: Readonly<Record<string, string>>): void {
+export function checkParamHeaders(
+  params: readonly ParamHeader[],
+  args: Record<string, unknown> | undefined,
+  headers: Readonly<Record<string, string>>,
+): void {
   for (const p of params) {
     const header = `Mcp-Param-${p.name}`;
     const raw = headers[p.name.toLowerCase()];
     const value = valueAt(args, p.path);
     const where = `arguments.${p.path.join('.')}`;
     if (value === undefined || value === null) {
-      if (raw !== undefined) throw headerMismatch(`Header mismatch: ${header} is sent but ${where} is ${value === null ? 'null' : 'absent'}`);
+      if (raw !== undefined)
+        throw headerMismatch(`Header mismatch: ${header} is sent but ${where} is ${value === null ? 'null' : 'absent'}`);
       continue;
     }
     if (raw === undefined) throw headerMismatch(`The ${header} header is required: ${where} is present in the body`);
     const decoded = decodeHeaderValue(raw, header);
     if (!sameValue(decoded, value)) {
-      throw headerMismatch(`Header mismatch: ${header} header value '${quoted(decoded)}' does not match body value ${quoted(JSON.stringify(value))} at ${where}`);
+      throw headerMismatch(
+        `Header mismatch: ${header} header value '${quoted(decoded)}' does not match body value ${quoted(JSON.stringify(value))} at ${where}`,
+      );
     }
   }
 }

@@ -34,7 +34,14 @@ export const EXCHANGE_METHODS = ['tools/call', 'prompts/get', 'resources/read'] 
 export const LIST_METHODS = ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list'] as const;
 /** Tasks extension methods (SEP-2663); `Mcp-Name` carries `params.taskId`. */
 export const TASK_METHODS = ['tasks/get', 'tasks/update', 'tasks/cancel'] as const;
-export const SERVED_METHODS = ['server/discover', ...LIST_METHODS, ...EXCHANGE_METHODS, 'completion/complete', ...TASK_METHODS, 'subscriptions/listen'] as const;
+export const SERVED_METHODS = [
+  'server/discover',
+  ...LIST_METHODS,
+  ...EXCHANGE_METHODS,
+  'completion/complete',
+  ...TASK_METHODS,
+  'subscriptions/listen',
+] as const;
 export type ExchangeMethod = (typeof EXCHANGE_METHODS)[number];
 export type ServedMethod = (typeof SERVED_METHODS)[number];
 

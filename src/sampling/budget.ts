@@ -147,7 +147,12 @@ export class Slots {
       return Promise.resolve(this.releaser());
     }
     if (this.queue.length >= this.maxQueued) {
-      return Promise.reject(new SamplingError('busy', `The provider has ${this.max} requests in flight and ${this.queue.length} waiting (maxConcurrent, maxQueued)`));
+      return Promise.reject(
+        new SamplingError(
+          'busy',
+          `The provider has ${this.max} requests in flight and ${this.queue.length} waiting (maxConcurrent, maxQueued)`,
+        ),
+      );
     }
     return new Promise((resolve, reject) => {
       const entry = {
@@ -162,7 +167,10 @@ export class Slots {
         cleanup();
         reject(err);
       };
-      const timer = setTimeout(() => drop(new SamplingError('busy', `No provider slot became free within the time limit (maxConcurrent ${this.max})`)), Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(
+        () => drop(new SamplingError('busy', `No provider slot became free within the time limit (maxConcurrent ${this.max})`)),
+        Math.max(0, deadline - Date.now()),
+      );
       const onAbort = () => drop(new SamplingError('cancelled', 'The sampling request was withdrawn'));
       const cleanup = () => {
         clearTimeout(timer);

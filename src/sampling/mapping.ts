@@ -6,7 +6,14 @@
  * every field.
  */
 import { CreateMessageRequestParamsSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { ChatCompletion, ChatCompletionContentPart, ChatCompletionContentPartText, ChatCompletionCreateParamsNonStreaming, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import type {
+  ChatCompletion,
+  ChatCompletionContentPart,
+  ChatCompletionContentPartText,
+  ChatCompletionCreateParamsNonStreaming,
+  ChatCompletionMessageParam,
+  ChatCompletionTool,
+} from 'openai/resources/chat/completions';
 import type {
   ContentBlockParam,
   ImageBlockParam,
@@ -52,7 +59,10 @@ export function parseSamplingParams(params: unknown): SamplingParams {
   const parsed = CreateMessageRequestParamsSchema.safeParse(params);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
-    throw new SamplingError('invalid-request', `Malformed sampling/createMessage params at ${issue.path.join('.') || '(params)'}: ${issue.message}`);
+    throw new SamplingError(
+      'invalid-request',
+      `Malformed sampling/createMessage params at ${issue.path.join('.') || '(params)'}: ${issue.message}`,
+    );
   }
   const p = parsed.data;
   if (p.includeContext !== undefined && p.includeContext !== 'none') {
@@ -61,7 +71,8 @@ export function parseSamplingParams(params: unknown): SamplingParams {
       `includeContext "${p.includeContext}" is not served when the gateway answers sampling: it does not declare sampling.context (MCP 2025-11-25); omit includeContext or send "none"`,
     );
   }
-  if (!Number.isInteger(p.maxTokens) || p.maxTokens < 1) throw new SamplingError('invalid-request', `maxTokens must be a positive integer (got ${p.maxTokens})`);
+  if (!Number.isInteger(p.maxTokens) || p.maxTokens < 1)
+    throw new SamplingError('invalid-request', `maxTokens must be a positive integer (got ${p.maxTokens})`);
   return p;
 }
 
@@ -76,7 +87,10 @@ export function parseSamplingParams(params: unknown): SamplingParams {
  *    it is among the best, else the first in config order);
  * 3. else the provider's `defaultModel`.
  */
-export function selectModel(provider: Pick<SamplingProviderConfig, 'models' | 'defaultModel'>, prefs: SamplingParams['modelPreferences']): ModelChoice {
+export function selectModel(
+  provider: Pick<SamplingProviderConfig, 'models' | 'defaultModel'>,
+  prefs: SamplingParams['modelPreferences'],
+): ModelChoice {
   const entries = Object.entries(provider.models);
   const names = ([alias, m]: [string, ProviderModelConfig]) => [alias, m.model, ...m.hints].map((n) => n.toLowerCase());
   for (const hint of prefs?.hints ?? []) {
@@ -90,7 +104,8 @@ export function selectModel(provider: Pick<SamplingProviderConfig, 'models' | 'd
   if (axes.length) {
     const eligible = entries.filter(([, m]) => axes.every((a) => m[a] !== undefined));
     if (eligible.length) {
-      const score = (m: ProviderModelConfig) => weights.cost * (1 - (m.cost ?? 0)) + weights.speed * (m.speed ?? 0) + weights.intelligence * (m.intelligence ?? 0);
+      const score = (m: ProviderModelConfig) =>
+        weights.cost * (1 - (m.cost ?? 0)) + weights.speed * (m.speed ?? 0) + weights.intelligence * (m.intelligence ?? 0);
       const best = Math.max(...eligible.map(([, m]) => score(m)));
       const top = eligible.filter(([, m]) => Math.abs(score(m) - best) < 1e-9);
       const pick = top.find(([a]) => a === provider.defaultModel) ?? top[0]!;
@@ -112,7 +127,9 @@ const CHARS_PER_TOKEN = 4;
  * `blob`) left out. JSON punctuation is counted too, so text is rather over- than under-estimated.
  */
 export function estimateInputTokens(params: SamplingParams): number {
-  const json = JSON.stringify([params.systemPrompt ?? '', params.messages, params.tools ?? []], (k, v: unknown) => ((k === 'data' || k === 'blob') && typeof v === 'string' ? '' : v));
+  const json = JSON.stringify([params.systemPrompt ?? '', params.messages, params.tools ?? []], (k, v: unknown) =>
+    (k === 'data' || k === 'blob') && typeof v === 'string' ? '' : v,
+  );
   return Math.ceil(json.length / CHARS_PER_TOKEN);
 }
 
@@ -127,8 +144,10 @@ function unsupported(what: string, provider: string): SamplingError {
 
 function checkMedia(block: { type: 'image' | 'audio' }, role: string, model: ModelChoice, api: string): void {
   if (role !== 'user') throw unsupported(`${block.type} content in an ${role} message`, api);
-  if (block.type === 'image' && !model.model.image) throw unsupported(`image content`, `model '${model.alias}' (its config says image: false)`);
-  if (block.type === 'audio' && !model.model.audio) throw unsupported(`audio content`, `model '${model.alias}' (its config says audio: false)`);
+  if (block.type === 'image' && !model.model.image)
+    throw unsupported(`image content`, `model '${model.alias}' (its config says image: false)`);
+  if (block.type === 'audio' && !model.model.audio)
+    throw unsupported(`audio content`, `model '${model.alias}' (its config says audio: false)`);
 }
 
 /** The text of a tool result's content block, for APIs whose tool results take text only. */
@@ -172,7 +191,12 @@ function audioFormat(mimeType: string): 'wav' | 'mp3' {
  *   type the model's config rules out); `invalid-request` for a tool_use in a user message or a
  *   tool_result in an assistant message.
  */
-export function toOpenAIRequest(params: SamplingParams, model: ModelChoice, maxTokens: number, maxTokensField: 'max_completion_tokens' | 'max_tokens' = 'max_completion_tokens'): ChatCompletionCreateParamsNonStreaming {
+export function toOpenAIRequest(
+  params: SamplingParams,
+  model: ModelChoice,
+  maxTokens: number,
+  maxTokensField: 'max_completion_tokens' | 'max_tokens' = 'max_completion_tokens',
+): ChatCompletionCreateParamsNonStreaming {
   const messages: ChatCompletionMessageParam[] = [];
   if (params.systemPrompt !== undefined) messages.push({ role: 'system', content: params.systemPrompt });
   for (const m of params.messages) messages.push(...openAIMessages(m, model));
@@ -182,12 +206,14 @@ export function toOpenAIRequest(params: SamplingParams, model: ModelChoice, maxT
   if (params.temperature !== undefined) body.temperature = params.temperature;
   if (params.stopSequences?.length) body.stop = params.stopSequences;
   if (hasTools(params)) {
-    body.tools = params.tools!.map(
-      (t): ChatCompletionTool => ({
-        type: 'function',
-        function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.inputSchema as Record<string, unknown> },
-      }),
-    );
+    body.tools = params.tools!.map((t): ChatCompletionTool => ({
+      type: 'function',
+      function: {
+        name: t.name,
+        ...(t.description !== undefined ? { description: t.description } : {}),
+        parameters: t.inputSchema as Record<string, unknown>,
+      },
+    }));
   }
   if (params.toolChoice?.mode) body.tool_choice = params.toolChoice.mode;
   return body;
@@ -200,8 +226,10 @@ function openAIMessages(m: SamplingMessage, model: ModelChoice): ChatCompletionM
     const calls: { id: string; type: 'function'; function: { name: string; arguments: string } }[] = [];
     for (const b of blocks) {
       if (b.type === 'text') texts.push({ type: 'text', text: b.text });
-      else if (b.type === 'tool_use') calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input) } });
-      else if (b.type === 'tool_result') throw new SamplingError('invalid-request', 'A tool_result belongs in a user message (MCP 2025-11-25 client/sampling)');
+      else if (b.type === 'tool_use')
+        calls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input) } });
+      else if (b.type === 'tool_result')
+        throw new SamplingError('invalid-request', 'A tool_result belongs in a user message (MCP 2025-11-25 client/sampling)');
       else throw unsupported(`${b.type} content in an assistant message`, OPENAI);
     }
     const content = texts.length === 0 ? null : texts.length === 1 ? texts[0]!.text : texts;
@@ -224,7 +252,11 @@ function openAIMessages(m: SamplingMessage, model: ModelChoice): ChatCompletionM
         break;
       case 'tool_result': {
         const texts = toolResultTexts(b, OPENAI);
-        out.push({ role: 'tool', tool_call_id: b.toolUseId, content: texts.length <= 1 ? (texts[0] ?? '') : texts.map((text) => ({ type: 'text' as const, text })) });
+        out.push({
+          role: 'tool',
+          tool_call_id: b.toolUseId,
+          content: texts.length <= 1 ? (texts[0] ?? '') : texts.map((text) => ({ type: 'text' as const, text })),
+        });
         break;
       }
       case 'tool_use':
@@ -279,7 +311,8 @@ export function fromOpenAIResponse(res: ChatCompletion, params: SamplingParams):
     } catch {
       throw new SamplingError('provider-protocol', `The provider's arguments for tool '${call.function.name}' are not JSON`);
     }
-    if (!input || typeof input !== 'object' || Array.isArray(input)) throw new SamplingError('provider-protocol', `The provider's arguments for tool '${call.function.name}' are not a JSON object`);
+    if (!input || typeof input !== 'object' || Array.isArray(input))
+      throw new SamplingError('provider-protocol', `The provider's arguments for tool '${call.function.name}' are not a JSON object`);
     content.push({ type: 'tool_use', id: call.id, name: call.function.name, input });
   }
   if (!content.length) content.push({ type: 'text', text: '' });
@@ -290,13 +323,24 @@ export function fromOpenAIResponse(res: ChatCompletion, params: SamplingParams):
   };
 }
 
-function withContent(content: Record<string, unknown>[], params: SamplingParams, model: string, stopReason: string | undefined): MappedCompletion['result'] {
+function withContent(
+  content: Record<string, unknown>[],
+  params: SamplingParams,
+  model: string,
+  stopReason: string | undefined,
+): MappedCompletion['result'] {
   if (!hasTools(params)) {
-    if (content.some((c) => c.type === 'tool_use')) throw new SamplingError('provider-protocol', 'The provider called a tool although the request offered none');
+    if (content.some((c) => c.type === 'tool_use'))
+      throw new SamplingError('provider-protocol', 'The provider called a tool although the request offered none');
     // CreateMessageResult (no tools) holds exactly one block.
     if (content.length > 1) content = [{ type: 'text', text: content.map((c) => String(c.text ?? '')).join('') }];
   }
-  return { role: 'assistant', content: content.length === 1 ? content[0]! : content, model, ...(stopReason !== undefined ? { stopReason } : {}) };
+  return {
+    role: 'assistant',
+    content: content.length === 1 ? content[0]! : content,
+    model,
+    ...(stopReason !== undefined ? { stopReason } : {}),
+  };
 }
 
 // ---------------------------------------------------------------- Anthropic Messages
@@ -307,7 +351,8 @@ type AnthropicImageType = (typeof ANTHROPIC_IMAGE_TYPES)[number];
 
 function anthropicImage(b: { data: string; mimeType: string }): ImageBlockParam {
   const t = b.mimeType.toLowerCase() as AnthropicImageType;
-  if (!ANTHROPIC_IMAGE_TYPES.includes(t)) throw unsupported(`an image of type ${b.mimeType} (it takes ${ANTHROPIC_IMAGE_TYPES.join(', ')})`, ANTHROPIC);
+  if (!ANTHROPIC_IMAGE_TYPES.includes(t))
+    throw unsupported(`an image of type ${b.mimeType} (it takes ${ANTHROPIC_IMAGE_TYPES.join(', ')})`, ANTHROPIC);
   return { type: 'image', source: { type: 'base64', media_type: t, data: b.data } };
 }
 
@@ -319,7 +364,10 @@ function anthropicImage(b: { data: string; mimeType: string }): ImageBlockParam 
  *   images the model's config rules out; `invalid-request` for tool_use/tool_result in the wrong role.
  */
 export function toAnthropicRequest(params: SamplingParams, model: ModelChoice, maxTokens: number): MessageCreateParamsNonStreaming {
-  const messages: MessageParam[] = params.messages.map((m) => ({ role: m.role, content: blocksOf(m).map((b) => anthropicBlock(b, m.role, model)) }));
+  const messages: MessageParam[] = params.messages.map((m) => ({
+    role: m.role,
+    content: blocksOf(m).map((b) => anthropicBlock(b, m.role, model)),
+  }));
   const body: MessageCreateParamsNonStreaming = { model: model.model.model, max_tokens: maxTokens, messages, stream: false };
   if (params.systemPrompt !== undefined) body.system = params.systemPrompt;
   // `temperature` is not sent: in API version 2026-10-21, which @anthropic-ai/sdk 1.x sends,
@@ -327,9 +375,11 @@ export function toAnthropicRequest(params: SamplingParams, model: ModelChoice, m
   // that version says a request carrying one gets 400, even at its default value.
   if (params.stopSequences?.length) body.stop_sequences = params.stopSequences;
   if (hasTools(params)) {
-    body.tools = params.tools!.map(
-      (t): AnthropicTool => ({ name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), input_schema: t.inputSchema as AnthropicTool['input_schema'] }),
-    );
+    body.tools = params.tools!.map((t): AnthropicTool => ({
+      name: t.name,
+      ...(t.description !== undefined ? { description: t.description } : {}),
+      input_schema: t.inputSchema as AnthropicTool['input_schema'],
+    }));
   }
   const mode = params.toolChoice?.mode;
   if (mode) body.tool_choice = mode === 'required' ? { type: 'any' } : { type: mode };
@@ -346,10 +396,12 @@ function anthropicBlock(b: Block, role: 'user' | 'assistant', model: ModelChoice
     case 'audio':
       throw unsupported('audio content', ANTHROPIC);
     case 'tool_use':
-      if (role !== 'assistant') throw new SamplingError('invalid-request', 'A tool_use belongs in an assistant message (MCP 2025-11-25 client/sampling)');
+      if (role !== 'assistant')
+        throw new SamplingError('invalid-request', 'A tool_use belongs in an assistant message (MCP 2025-11-25 client/sampling)');
       return { type: 'tool_use', id: b.id, name: b.name, input: b.input };
     case 'tool_result': {
-      if (role !== 'user') throw new SamplingError('invalid-request', 'A tool_result belongs in a user message (MCP 2025-11-25 client/sampling)');
+      if (role !== 'user')
+        throw new SamplingError('invalid-request', 'A tool_result belongs in a user message (MCP 2025-11-25 client/sampling)');
       const content: (TextBlockParam | ImageBlockParam)[] = [];
       for (const c of b.content) {
         if (c.type === 'image') {
@@ -395,11 +447,18 @@ export function fromAnthropicResponse(res: AnthropicMessage, params: SamplingPar
   const content: Record<string, unknown>[] = [];
   for (const b of res.content ?? []) {
     if (b.type === 'text') content.push({ type: 'text', text: b.text });
-    else if (b.type === 'tool_use') content.push({ type: 'tool_use', id: b.id, name: b.name, input: (b.input ?? {}) as Record<string, unknown> });
+    else if (b.type === 'tool_use')
+      content.push({ type: 'tool_use', id: b.id, name: b.name, input: (b.input ?? {}) as Record<string, unknown> });
   }
   if (!content.length) content.push({ type: 'text', text: '' });
   const u = res.usage;
   const base = tokenCount(u?.input_tokens);
-  const input = base === undefined ? undefined : base + (tokenCount(u?.cache_creation_input_tokens) ?? 0) + (tokenCount(u?.cache_read_input_tokens) ?? 0);
-  return { result: withContent(content, params, res.model, anthropicStopReason(res.stop_reason)), usage: { input, output: tokenCount(u?.output_tokens) } };
+  const input =
+    base === undefined
+      ? undefined
+      : base + (tokenCount(u?.cache_creation_input_tokens) ?? 0) + (tokenCount(u?.cache_read_input_tokens) ?? 0);
+  return {
+    result: withContent(content, params, res.model, anthropicStopReason(res.stop_reason)),
+    usage: { input, output: tokenCount(u?.output_tokens) },
+  };
 }

@@ -40,7 +40,11 @@ export function clientCanAnswer(declared: { tools?: unknown } | undefined, param
  * sampling); otherwise `client`.
  * @param clientSampling the client's declared `sampling` capability, undefined when not declared or not relayed.
  */
-export function samplingRoute(mode: SamplingMode, clientSampling: { tools?: unknown } | undefined, params: { tools?: unknown; toolChoice?: unknown }): 'client' | 'provider' {
+export function samplingRoute(
+  mode: SamplingMode,
+  clientSampling: { tools?: unknown } | undefined,
+  params: { tools?: unknown; toolChoice?: unknown },
+): 'client' | 'provider' {
   if (mode === 'provider') return 'provider';
   if (mode === 'fallback' && !clientCanAnswer(clientSampling, params)) return 'provider';
   return 'client';
@@ -53,7 +57,10 @@ export function samplingRoute(mode: SamplingMode, clientSampling: { tools?: unkn
  * that declared none, so the server asks; `context` stays only when the client declared it and some
  * mode still lets the client answer (the provider path refuses `includeContext` other than `none`).
  */
-export function upstreamSamplingCapability(mirrored: SamplingCapability | undefined, cfg: UpstreamSamplingConfig): SamplingCapability | undefined {
+export function upstreamSamplingCapability(
+  mirrored: SamplingCapability | undefined,
+  cfg: UpstreamSamplingConfig,
+): SamplingCapability | undefined {
   if (!usesProvider(cfg)) return mirrored;
   const clientMayAnswer = [cfg.mode, ...Object.values(cfg.tools).map((t) => t.mode)].some((m) => m !== 'provider');
   return { tools: {}, ...(mirrored?.context && clientMayAnswer ? { context: {} } : {}) };

@@ -10,7 +10,15 @@
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import type { SamplingProviderConfig } from '../config/schema.js';
-import { fromAnthropicResponse, fromOpenAIResponse, toAnthropicRequest, toOpenAIRequest, type MappedCompletion, type ModelChoice, type SamplingParams } from './mapping.js';
+import {
+  fromAnthropicResponse,
+  fromOpenAIResponse,
+  toAnthropicRequest,
+  toOpenAIRequest,
+  type MappedCompletion,
+  type ModelChoice,
+  type SamplingParams,
+} from './mapping.js';
 import type { SamplingFailure } from './errors.js';
 import { bySize, encodedForms, redactText } from '../security/redact.js';
 
@@ -142,7 +150,12 @@ export function createProvider(name: string, cfg: SamplingProviderConfig): Provi
       name,
       cfg,
       build: (params, model, maxTokens) => toOpenAIRequest(params, model, maxTokens, cfg.maxTokensField),
-      send: (body, opts) => client.chat.completions.create(body as ReturnType<typeof toOpenAIRequest>, { signal: opts.signal, timeout: Math.max(1, opts.timeoutMs), maxRetries: 0 }),
+      send: (body, opts) =>
+        client.chat.completions.create(body as ReturnType<typeof toOpenAIRequest>, {
+          signal: opts.signal,
+          timeout: Math.max(1, opts.timeoutMs),
+          maxRetries: 0,
+        }),
       parse: (res, params) => fromOpenAIResponse(res as Parameters<typeof fromOpenAIResponse>[0], params),
     };
   }
@@ -160,7 +173,12 @@ export function createProvider(name: string, cfg: SamplingProviderConfig): Provi
     name,
     cfg,
     build: (params, model, maxTokens) => toAnthropicRequest(params, model, maxTokens),
-    send: (body, opts) => client.messages.create(body as ReturnType<typeof toAnthropicRequest>, { signal: opts.signal, timeout: Math.max(1, opts.timeoutMs), maxRetries: 0 }),
+    send: (body, opts) =>
+      client.messages.create(body as ReturnType<typeof toAnthropicRequest>, {
+        signal: opts.signal,
+        timeout: Math.max(1, opts.timeoutMs),
+        maxRetries: 0,
+      }),
     parse: (res, params) => fromAnthropicResponse(res as Parameters<typeof fromAnthropicResponse>[0], params),
   };
 }
@@ -229,15 +247,42 @@ export function classifyFailure(err: unknown, provider: ProviderAdapter): Attemp
     const said = providerMessage(e);
     const tail = said ? `: ${scrub(said, [provider.cfg.apiKey])}` : '';
     if (status === 401 || status === 403) {
-      return { reason: 'provider-auth', retryable: false, status, detail: `${where} refused the gateway's credentials (HTTP ${status}); check sampling.providers.${provider.name}.apiKey` };
+      return {
+        reason: 'provider-auth',
+        retryable: false,
+        status,
+        detail: `${where} refused the gateway's credentials (HTTP ${status}); check sampling.providers.${provider.name}.apiKey`,
+      };
     }
-    if (status === 429) return { reason: 'provider-rate-limited', retryable: true, status, retryAfterMs: retryAfterMs(e.headers), detail: `${where} is rate limiting (HTTP 429)${tail}` };
-    if (status >= 500 || status === 408 || status === 409) return { reason: 'provider-unavailable', retryable: true, status, retryAfterMs: retryAfterMs(e.headers), detail: `${where} failed (HTTP ${status})${tail}` };
+    if (status === 429)
+      return {
+        reason: 'provider-rate-limited',
+        retryable: true,
+        status,
+        retryAfterMs: retryAfterMs(e.headers),
+        detail: `${where} is rate limiting (HTTP 429)${tail}`,
+      };
+    if (status >= 500 || status === 408 || status === 409)
+      return {
+        reason: 'provider-unavailable',
+        retryable: true,
+        status,
+        retryAfterMs: retryAfterMs(e.headers),
+        detail: `${where} failed (HTTP ${status})${tail}`,
+      };
     return { reason: 'provider-rejected', retryable: false, status, detail: `${where} rejected the request (HTTP ${status})${tail}` };
   }
   if (err instanceof OpenAI.APIConnectionError || err instanceof Anthropic.APIConnectionError) {
     const timedOut = err instanceof OpenAI.APIConnectionTimeoutError || err instanceof Anthropic.APIConnectionTimeoutError;
-    return { reason: 'provider-unavailable', retryable: true, detail: `${where} could not be reached (${timedOut ? 'timed out' : 'connection failed'})` };
+    return {
+      reason: 'provider-unavailable',
+      retryable: true,
+      detail: `${where} could not be reached (${timedOut ? 'timed out' : 'connection failed'})`,
+    };
   }
-  return { reason: 'provider-protocol', retryable: false, detail: `${where} answered something unusable: ${scrub(String(e?.message ?? err), [provider.cfg.apiKey])}` };
+  return {
+    reason: 'provider-protocol',
+    retryable: false,
+    detail: `${where} answered something unusable: ${scrub(String(e?.message ?? err), [provider.cfg.apiKey])}`,
+  };
 }

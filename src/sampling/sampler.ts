@@ -51,7 +51,8 @@ export class Sampler {
     private readonly metrics: Metrics,
     private readonly log: Logger,
   ) {
-    for (const [name, p] of Object.entries(cfg.providers)) this.providers.set(name, { cfg: p, slots: new Slots(p.maxConcurrent, p.maxQueued) });
+    for (const [name, p] of Object.entries(cfg.providers))
+      this.providers.set(name, { cfg: p, slots: new Slots(p.maxConcurrent, p.maxQueued) });
     if (this.providers.size) {
       this.sdk = import('./providers.js');
       // A failure to load is reported by the first request, which awaits it.
@@ -103,7 +104,10 @@ export class Sampler {
     let attempts = 0;
     const stopped = () =>
       timedOut || Date.now() >= deadline
-        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${providerCfg.timeoutMs} ms`, { provider: name, attempts })
+        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${providerCfg.timeoutMs} ms`, {
+            provider: name,
+            attempts,
+          })
         : new SamplingError('cancelled', 'The sampling request was withdrawn before the provider answered', { provider: name, attempts });
     try {
       if (req.signal?.aborted) throw stopped();
@@ -127,15 +131,28 @@ export class Sampler {
         } catch (e) {
           if (ctrl.signal.aborted || Date.now() >= deadline) throw stopped();
           const f = classifyFailure(e, adapter);
-          const extra = { provider: name, attempts, ...(f.status !== undefined ? { status: f.status } : {}), ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}) };
+          const extra = {
+            provider: name,
+            attempts,
+            ...(f.status !== undefined ? { status: f.status } : {}),
+            ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}),
+          };
           if (!f.retryable) throw new SamplingError(f.reason, f.detail, extra);
-          if (attempts > providerCfg.maxRetries) throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
+          if (attempts > providerCfg.maxRetries)
+            throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
           const wait = f.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.25);
           if (Date.now() + wait >= deadline) {
-            throw new SamplingError(f.reason, `${f.detail}; no time left within timeoutMs=${providerCfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`, extra);
+            throw new SamplingError(
+              f.reason,
+              `${f.detail}; no time left within timeoutMs=${providerCfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`,
+              extra,
+            );
           }
           this.metrics.samplingRetries.inc({ provider: name, status: f.status !== undefined ? String(f.status) : 'connection' });
-          this.log.debug({ ...line, attempt: attempts, status: f.status, waitMs: Math.round(wait) }, 'sampling: provider attempt failed, retrying');
+          this.log.debug(
+            { ...line, attempt: attempts, status: f.status, waitMs: Math.round(wait) },
+            'sampling: provider attempt failed, retrying',
+          );
           await sleep(wait, ctrl.signal);
           if (ctrl.signal.aborted) throw stopped();
         }
@@ -145,7 +162,11 @@ export class Sampler {
       // grow text: each invalid UTF-8 byte of the body becomes a 3-byte U+FFFD).
       const size = Buffer.byteLength(JSON.stringify(mapped.result));
       if (size > providerCfg.maxResponseBytes) {
-        throw new SamplingError('provider-protocol', `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${providerCfg.maxResponseBytes} bytes; it was dropped`, { provider: name, attempts });
+        throw new SamplingError(
+          'provider-protocol',
+          `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${providerCfg.maxResponseBytes} bytes; it was dropped`,
+          { provider: name, attempts },
+        );
       }
       // A count the provider left out is charged as an estimate: the input from the request's
       // text, the output as the capped maxTokens (the most the provider was asked for).
@@ -158,11 +179,21 @@ export class Sampler {
       if (input !== undefined) this.metrics.samplingTokens.inc({ ...labels, direction: 'input' }, input);
       if (output !== undefined) this.metrics.samplingTokens.inc({ ...labels, direction: 'output' }, output);
       const estimated = input === undefined || output === undefined;
-      Object.assign(line, { model: mapped.result.model, stopReason: mapped.result.stopReason, inputTokens, outputTokens, ...(estimated ? { usageEstimated: true } : {}), attempts });
+      Object.assign(line, {
+        model: mapped.result.model,
+        stopReason: mapped.result.stopReason,
+        inputTokens,
+        outputTokens,
+        ...(estimated ? { usageEstimated: true } : {}),
+        attempts,
+      });
       this.done(line, started);
       return { ...mapped.result };
     } catch (e) {
-      const err = e instanceof SamplingError ? e : new SamplingError('provider-protocol', `Provider '${name}' failed unexpectedly`, { provider: name });
+      const err =
+        e instanceof SamplingError
+          ? e
+          : new SamplingError('provider-protocol', `Provider '${name}' failed unexpectedly`, { provider: name });
       if (err.reason === 'budget') this.metrics.samplingBudgetExhausted.inc({ upstream: req.upstream, scope: String(err.data.scope) });
       this.done({ ...line, attempts }, started, err);
       throw err;
@@ -179,7 +210,13 @@ export class Sampler {
     const b = req.cfg.budget;
     const out: BudgetLimit[] = [];
     if (b.tokens !== undefined) out.push({ scope: 'upstream', key: `u\u0000${req.upstream}`, limit: b.tokens, windowMs: b.windowMs });
-    if (b.tokensPerPrincipal !== undefined) out.push({ scope: 'principal', key: `p\u0000${req.upstream}\u0000${req.principal}`, limit: b.tokensPerPrincipal, windowMs: b.windowMs });
+    if (b.tokensPerPrincipal !== undefined)
+      out.push({
+        scope: 'principal',
+        key: `p\u0000${req.upstream}\u0000${req.principal}`,
+        limit: b.tokensPerPrincipal,
+        windowMs: b.windowMs,
+      });
     return out;
   }
 

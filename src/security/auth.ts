@@ -98,7 +98,9 @@ export class Authenticator {
       for (const k of cfg.keys) this.keys.push({ hash: k.sha256 ? Buffer.from(k.sha256, 'hex') : sha256(k.key!), principal: k.principal });
     }
     if (cfg.mode === 'jwt') {
-      this.jwks = cfg.jwksUrl ? createRemoteJWKSet(new URL(cfg.jwksUrl)) : createLocalJWKSet(JSON.parse(readFileSync(cfg.jwksFile!, 'utf8')));
+      this.jwks = cfg.jwksUrl
+        ? createRemoteJWKSet(new URL(cfg.jwksUrl))
+        : createLocalJWKSet(JSON.parse(readFileSync(cfg.jwksFile!, 'utf8')));
     }
   }
 
@@ -174,10 +176,20 @@ export class Authenticator {
     }
     if (typeof payload.sub !== 'string' || !payload.sub) throw new AuthError(401, 'Invalid access token: no sub claim', 'invalid_token');
     const granted = new Set<string>(
-      typeof payload.scope === 'string' ? payload.scope.split(' ') : Array.isArray(payload.scp) ? (payload.scp as unknown[]).map(String) : [],
+      typeof payload.scope === 'string'
+        ? payload.scope.split(' ')
+        : Array.isArray(payload.scp)
+          ? (payload.scp as unknown[]).map(String)
+          : [],
     );
     const missing = cfg.requiredScopes.filter((s) => !granted.has(s));
-    if (missing.length) throw new AuthError(403, `The access token lacks the scope(s): ${missing.join(' ')}`, 'insufficient_scope', cfg.requiredScopes.join(' '));
+    if (missing.length)
+      throw new AuthError(
+        403,
+        `The access token lacks the scope(s): ${missing.join(' ')}`,
+        'insufficient_scope',
+        cfg.requiredScopes.join(' '),
+      );
     return { principal: `${payload.iss}#${payload.sub}`, token };
   }
 }

@@ -80,7 +80,12 @@ export function corsMiddleware(guard: OriginGuard, refuse: (c: Context, reason: 
         },
       });
     }
-    addResponseHeaders(c, origin && guard.originAllowed(origin) ? { vary: 'Origin', 'access-control-allow-origin': origin, 'access-control-expose-headers': CORS_EXPOSED } : VARY_ORIGIN);
+    addResponseHeaders(
+      c,
+      origin && guard.originAllowed(origin)
+        ? { vary: 'Origin', 'access-control-allow-origin': origin, 'access-control-expose-headers': CORS_EXPOSED }
+        : VARY_ORIGIN,
+    );
     await next();
     applyResponseHeaders(c);
   };

@@ -31,9 +31,9 @@ export class OriginGuard {
    * @param allowedOrigins exact origins; default any http(s) origin on a loopback host.
    */
   constructor(listenHost: string, allowedHosts?: string[], allowedOrigins?: string[]) {
-    this.hosts = (allowedHosts ?? [...LOOPBACK_HOSTS, listenHost.includes(':') && !listenHost.startsWith('[') ? `[${listenHost}]` : listenHost]).map((h) =>
-      h.toLowerCase(),
-    );
+    this.hosts = (
+      allowedHosts ?? [...LOOPBACK_HOSTS, listenHost.includes(':') && !listenHost.startsWith('[') ? `[${listenHost}]` : listenHost]
+    ).map((h) => h.toLowerCase());
     this.origins = allowedOrigins?.map((o) => o.toLowerCase().replace(/\/$/, ''));
   }
 

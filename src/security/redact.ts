@@ -65,7 +65,13 @@ export function encodedForms(given: string): string[] {
   const urlForms = percent.flatMap((p) => [p, p.replace(/%[0-9A-F]{2}/g, (m) => m.toLowerCase())]);
   const json = JSON.stringify(value).slice(1, -1);
   const u = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
-  const escaped = [json, json.replace(/[^\x00-\x7f]/g, u), json.replace(/[<>&\u2028\u2029]/g, u), json.replace(/\//g, '\\/'), json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/')];
+  const escaped = [
+    json,
+    json.replace(/[^\x00-\x7f]/g, u),
+    json.replace(/[<>&\u2028\u2029]/g, u),
+    json.replace(/\//g, '\\/'),
+    json.replace(/[^\x00-\x7f]/g, u).replace(/\//g, '\\/'),
+  ];
   const jsonForms = escaped.flatMap((j) => [j, j.replace(/\\u[0-9a-f]{4}/g, (m) => `\\u${m.slice(2).toUpperCase()}`)]);
   const bytes = Buffer.from(value, 'utf8');
   const hex = bytes.toString('hex');
@@ -73,7 +79,9 @@ export function encodedForms(given: string): string[] {
   const everyChar = value.split('').map(u).join('');
   const whole = [hex, hex.toUpperCase(), everyByte, everyByte.toUpperCase(), everyChar, everyChar.toUpperCase().replace(/\\U/g, '\\u')];
   const inner = embeddedBase64(bytes).flatMap((f) => [f, f.replace(/\+/g, '-').replace(/\//g, '_')]);
-  return [...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms, ...whole, ...inner])];
+  return [
+    ...new Set([given, value, padded, b64, b64.replace(/\+/g, '-').replace(/\//g, '_'), ...urlForms, ...jsonForms, ...whole, ...inner]),
+  ];
 }
 
 /**

@@ -78,15 +78,18 @@ export class RedisStore implements SharedStore {
         const raw = await this.run(() => this.client.get(k(`task:${taskId}`)));
         return raw ? (JSON.parse(raw) as TaskRecord) : undefined;
       },
-      put: async (record) => (await this.run(() => this.client.set(k(`task:${record.taskId}`), JSON.stringify(record), { XX: true, KEEPTTL: true }))) === 'OK',
+      put: async (record) =>
+        (await this.run(() => this.client.set(k(`task:${record.taskId}`), JSON.stringify(record), { XX: true, KEEPTTL: true }))) === 'OK',
       onExpire: (listener) => void this.expireListeners.push(listener),
     };
     this.spent = {
       isSpent: async (jti) => (await this.run(() => this.client.exists(k(`jti:${jti}`)))) === 1,
-      spend: async (jti, expMs) => (await this.run(() => this.client.set(k(`jti:${jti}`), '1', { PX: Math.max(1, expMs - Date.now()) + 60_000, NX: true }))) === 'OK',
+      spend: async (jti, expMs) =>
+        (await this.run(() => this.client.set(k(`jti:${jti}`), '1', { PX: Math.max(1, expMs - Date.now()) + 60_000, NX: true }))) === 'OK',
     };
     this.replicas = {
-      heartbeat: async (self: ReplicaInfo, ttlMs: number) => void (await this.run(() => this.client.set(k(`replica:${self.id}`), JSON.stringify(self), { PX: ttlMs }))),
+      heartbeat: async (self: ReplicaInfo, ttlMs: number) =>
+        void (await this.run(() => this.client.set(k(`replica:${self.id}`), JSON.stringify(self), { PX: ttlMs }))),
       lookup: async (id) => {
         const raw = await this.run(() => this.client.get(k(`replica:${id}`)));
         return raw ? (JSON.parse(raw) as ReplicaInfo) : undefined;
@@ -159,7 +162,10 @@ export class RedisStore implements SharedStore {
   }
 
   private async run<T>(command: () => Promise<T>): Promise<T> {
-    if (!this.client.isReady) throw new StoreUnavailable(`the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`);
+    if (!this.client.isReady)
+      throw new StoreUnavailable(
+        `the shared store (Redis at ${redact(this.opts.url)}) cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`,
+      );
     try {
       return await command();
     } catch (e) {
@@ -187,10 +193,12 @@ export class RedisStore implements SharedStore {
   async unavailable(): Promise<string | undefined> {
     const at = `the shared store (Redis at ${redact(this.opts.url)})`;
     if (!this.client.isReady || !this.subscriber.isReady) return `${at} cannot be reached${this.lastError ? `: ${this.lastError}` : ''}`;
-    if (!this.subscribed) return `${at} is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet${this.subscribeError ? `: ${this.subscribeError}` : ''}`;
+    if (!this.subscribed)
+      return `${at} is reachable, but its task channel ${this.opts.keyPrefix}tasks is not subscribed yet${this.subscribeError ? `: ${this.subscribeError}` : ''}`;
     if (this.probed && performance.now() - this.probed.at < PROBE_CACHE_MS) return this.probed.problem;
     this.probing ??= this.probe(at).then((problem) => {
-      if (problem !== undefined && problem !== this.probed?.problem) this.opts.log.warn({ err: problem }, 'shared store (Redis) not usable');
+      if (problem !== undefined && problem !== this.probed?.problem)
+        this.opts.log.warn({ err: problem }, 'shared store (Redis) not usable');
       this.probed = { at: performance.now(), problem };
       this.probing = undefined;
       return problem;
@@ -203,7 +211,13 @@ export class RedisStore implements SharedStore {
     const value = randomUUID();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<string>((r) => {
-      timer = setTimeout(() => r(`${at} did not answer a read and a write under the key prefix "${this.opts.keyPrefix}" within ${this.opts.connectTimeoutMs} ms`), this.opts.connectTimeoutMs);
+      timer = setTimeout(
+        () =>
+          r(
+            `${at} did not answer a read and a write under the key prefix "${this.opts.keyPrefix}" within ${this.opts.connectTimeoutMs} ms`,
+          ),
+        this.opts.connectTimeoutMs,
+      );
     });
     const readWrite = (async () => {
       try {
@@ -223,7 +237,10 @@ export class RedisStore implements SharedStore {
 
   async close(): Promise<void> {
     for (const t of this.expiryTimers.values()) clearTimeout(t);
-    await Promise.all([this.client.quit().catch(() => this.client.disconnect().catch(() => {})), this.subscriber.quit().catch(() => this.subscriber.disconnect().catch(() => {}))]);
+    await Promise.all([
+      this.client.quit().catch(() => this.client.disconnect().catch(() => {})),
+      this.subscriber.quit().catch(() => this.subscriber.disconnect().catch(() => {})),
+    ]);
   }
 }
 

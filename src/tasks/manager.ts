@@ -121,7 +121,11 @@ export class TaskManager {
     private readonly log: Logger,
     private readonly replica = 'local',
     /** Per-principal bounds on the records this replica creates (unbounded when absent). */
-    private readonly quota = new TaskQuota({ maxRecordsPerPrincipal: Infinity, maxResultBytesPerPrincipal: Infinity, maxResultBytes: Infinity }),
+    private readonly quota = new TaskQuota({
+      maxRecordsPerPrincipal: Infinity,
+      maxResultBytesPerPrincipal: Infinity,
+      maxResultBytes: Infinity,
+    }),
   ) {
     this.store = shared.tasks;
     // Status changes of tasks other replicas run, for listen streams here.
@@ -139,8 +143,13 @@ export class TaskManager {
       if (!live) return;
       this.release(taskId, live);
       const expired = why === 'expired';
-      const message = expired ? 'The task expired (its ttlMs ended) before it finished' : 'The task record was dropped to make room (tasks.maxRecords) before it finished';
-      this.log.info({ taskId }, expired ? 'task expired while running: cancelling upstream' : 'task record dropped while running: cancelling upstream');
+      const message = expired
+        ? 'The task expired (its ttlMs ended) before it finished'
+        : 'The task record was dropped to make room (tasks.maxRecords) before it finished';
+      this.log.info(
+        { taskId },
+        expired ? 'task expired while running: cancelling upstream' : 'task record dropped while running: cancelling upstream',
+      );
       taskStatus(live.trace, 'expired', undefined, true);
       live.exchange.cancel(upstreamFailed(live.exchange.upstream, 'cancelled', message));
       this.statuses.delete(taskId);
@@ -171,7 +180,11 @@ export class TaskManager {
   /** 200 / -32603 `busy`: the caller holds `tasks.maxRecordsPerPrincipal` records. */
   recordsFull(upstream: string): GatewayError {
     const max = this.quota.limits.maxRecordsPerPrincipal;
-    return upstreamFailed(upstream, 'busy', `This caller holds ${max} task records, the most tasks.maxRecordsPerPrincipal allows; a record is kept until its ttlMs ends: wait for earlier tasks to expire`);
+    return upstreamFailed(
+      upstream,
+      'busy',
+      `This caller holds ${max} task records, the most tasks.maxRecordsPerPrincipal allows; a record is kept until its ttlMs ends: wait for earlier tasks to expire`,
+    );
   }
 
   /** Number of tasks whose Exchange is still running in this process. */
@@ -210,7 +223,11 @@ export class TaskManager {
    * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
    * `opts.tool` names the tool for the admin view and the task's span.
    */
-  async create(exchange: Exchange, caller: TaskCaller, opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string }): Promise<Record<string, unknown>> {
+  async create(
+    exchange: Exchange,
+    caller: TaskCaller,
+    opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string },
+  ): Promise<Record<string, unknown>> {
     // The router checked admits() before the call started; calls that became tasks meanwhile may have filled the place.
     if (!this.quota.admits(caller.principal)) throw this.recordsFull(caller.upstream);
     const now = new Date().toISOString();
@@ -233,7 +250,13 @@ export class TaskManager {
       this.quota.drop(record.taskId);
       throw e;
     }
-    const trace = startTaskSpan({ taskId: record.taskId, upstream: caller.upstream, method: exchange.method, name: opts.tool, ttlMs: opts.ttlMs });
+    const trace = startTaskSpan({
+      taskId: record.taskId,
+      upstream: caller.upstream,
+      method: exchange.method,
+      name: opts.tool,
+      ttlMs: opts.ttlMs,
+    });
     taskStatus(trace, record.status);
     const live: LiveTask = {
       exchange,
@@ -372,7 +395,8 @@ export class TaskManager {
     if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
     if (record.status !== before) this.onStatus?.(record.status);
     for (const l of this.listeners) l(record);
-    if (this.shared.kind !== 'memory') await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
+    if (this.shared.kind !== 'memory')
+      await this.shared.publishTask(record).catch((e) => this.log.warn({ taskId, err: (e as Error).message }, 'task status not published'));
   }
 
   /**

@@ -52,7 +52,13 @@ const RETRY_DELAY_MS = 100;
 /** The shortest delay before a resumption, in ms, whatever `retry` the server gives: a server polled with `retry: 0` cannot spin the gateway. */
 const MIN_RETRY_DELAY_MS = 50;
 
-type Msg = { id?: string | number; method?: string; params?: { _meta?: { progressToken?: string | number } }; result?: unknown; error?: unknown };
+type Msg = {
+  id?: string | number;
+  method?: string;
+  params?: { _meta?: { progressToken?: string | number } };
+  result?: unknown;
+  error?: unknown;
+};
 
 /**
  * What a stream is for: the request (id, method, progress token) of a POST, or nothing (the GET
@@ -194,7 +200,8 @@ export class HttpClientTransport implements Transport {
         });
       }
     }
-    const owner: StreamOwner = m.method !== undefined && m.id !== undefined ? { id: m.id, method: m.method, token: m.params?._meta?.progressToken } : {};
+    const owner: StreamOwner =
+      m.method !== undefined && m.id !== undefined ? { id: m.id, method: m.method, token: m.params?._meta?.progressToken } : {};
     // Known from now on, so that a cancellation before the answer's headers stops its stream from being resumed.
     if (owner.id !== undefined) this.streams.set(owner.id, owner);
     const ex = new HttpExchange(this, owner, false, 0);
@@ -226,10 +233,15 @@ export class HttpClientTransport implements Transport {
       let messages: JSONRPCMessage[] = [];
       try {
         const text = await ex.text();
-        if (ex.tooLarge) throw new UpstreamProtocolError(owner.method ? `answer to ${owner.method}` : 'JSON-RPC message', `the body is ${TOO_LARGE}`);
+        if (ex.tooLarge)
+          throw new UpstreamProtocolError(owner.method ? `answer to ${owner.method}` : 'JSON-RPC message', `the body is ${TOO_LARGE}`);
         if (ex.broken) {
           if (owner.id === undefined) throw new Error(`the answer to a message broke off: ${ex.broken.message}`);
-          throw new UpstreamRequestLost('closed', `${ex.broken.message} (the answer to ${owner.method})`, `the body of the answer to ${owner.method} broke off: ${ex.broken.message}`);
+          throw new UpstreamRequestLost(
+            'closed',
+            `${ex.broken.message} (the answer to ${owner.method})`,
+            `the body of the answer to ${owner.method} broke off: ${ex.broken.message}`,
+          );
         }
         if (head.json && text) messages = jsonRpcMessages(text);
         // The answer to a request is its response, in a JSON body or on an SSE stream: nothing else will come.
@@ -290,7 +302,14 @@ export class HttpClientTransport implements Transport {
 
   private deliver(message: JSONRPCMessage, owner: StreamOwner): void {
     // RELATED_TOKEN_HEADER written out (the type check keeps them equal): a literal key keeps the object on V8's fast path.
-    const extra = owner.token !== undefined ? { requestInfo: { headers: { 'x-mrtr-related-progress-token': String(owner.token) } satisfies Record<typeof RELATED_TOKEN_HEADER, string> } } : undefined;
+    const extra =
+      owner.token !== undefined
+        ? {
+            requestInfo: {
+              headers: { 'x-mrtr-related-progress-token': String(owner.token) } satisfies Record<typeof RELATED_TOKEN_HEADER, string>,
+            },
+          }
+        : undefined;
     this.onmessage?.(message, extra as MessageExtraInfo | undefined);
   }
 
@@ -324,7 +343,10 @@ export class HttpClientTransport implements Transport {
       problem = `not JSON (${(e as Error).message})`;
     }
     if (problem !== undefined) {
-      const error = new UpstreamProtocolError(owner.method ? `message on the SSE stream of ${owner.method}` : 'message on the SSE stream', problem);
+      const error = new UpstreamProtocolError(
+        owner.method ? `message on the SSE stream of ${owner.method}` : 'message on the SSE stream',
+        problem,
+      );
       if (owner.id !== undefined) this.requestFailed(ex, error);
       else this.onerror?.(error);
       return;
@@ -336,7 +358,8 @@ export class HttpClientTransport implements Transport {
   /** The SSE body `ex` is reading holds a message over {@link MAX_MESSAGE_BYTES} (or that many bytes without an event): it is dropped. */
   sseTooLarge(ex: HttpExchange): void {
     const { owner } = ex;
-    if (owner.id !== undefined) return this.requestFailed(ex, new UpstreamProtocolError(`message on the SSE stream of ${owner.method}`, TOO_LARGE));
+    if (owner.id !== undefined)
+      return this.requestFailed(ex, new UpstreamProtocolError(`message on the SSE stream of ${owner.method}`, TOO_LARGE));
     ex.abortLater();
     // The GET stream: the session cannot go on without what it carries (a notification's stream carries nothing awaited).
     if (ex.standalone) this.onerror?.(new Error(`SSE error: a message on the GET stream is ${TOO_LARGE}`));
@@ -363,7 +386,14 @@ export class HttpClientTransport implements Transport {
     if (!resumable) {
       // A POST stream without an event id: its request's answer can no longer come.
       if (failure !== undefined) this.streamLost(ex, `SSE stream disconnected: ${failure.message}`);
-      else this.requestFailed(ex, new UpstreamProtocolError(`SSE stream of ${ex.owner.method}`, 'it ended without the answer, and without an event id to resume it from'));
+      else
+        this.requestFailed(
+          ex,
+          new UpstreamProtocolError(
+            `SSE stream of ${ex.owner.method}`,
+            'it ended without the answer, and without an event id to resume it from',
+          ),
+        );
       return;
     }
     // A stream that carried something counts as a success: the next drop starts counting afresh.
@@ -404,7 +434,8 @@ export class HttpClientTransport implements Transport {
       return this.streamOver(owner);
     }
     if (head.status === 200 && !head.sse) ex.abort();
-    if ((head.status !== 200 || !head.sse) && !this.closed) this.streamLost(ex, `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`, head.status);
+    if ((head.status !== 200 || !head.sse) && !this.closed)
+      this.streamLost(ex, `Failed to reconnect SSE stream: Failed to open SSE stream: ${head.status}`, head.status);
   }
 
   /**
@@ -439,7 +470,11 @@ export class HttpClientTransport implements Transport {
 
 /** The failure of the request `owner` whose POST stream broke (`message`) while its session goes on. */
 function lostStream(owner: StreamOwner, message: string): UpstreamRequestLost {
-  return new UpstreamRequestLost('closed', `${message} (the SSE stream of ${owner.method})`, `the SSE stream of ${owner.method} broke before its answer: ${message}`);
+  return new UpstreamRequestLost(
+    'closed',
+    `${message} (the SSE stream of ${owner.method})`,
+    `the SSE stream of ${owner.method} broke before its answer: ${message}`,
+  );
 }
 
 /**
@@ -595,7 +630,9 @@ class HttpExchange {
 
   /** The whole body of a non-SSE answer, as text ('' when it fails). */
   text(): Promise<string> {
-    return (this.bodyDone ??= this.finished ? Promise.resolve(Buffer.concat(this.chunks ?? []).toString('utf8')) : new Promise((r) => (this.bodyResolve = r)));
+    return (this.bodyDone ??= this.finished
+      ? Promise.resolve(Buffer.concat(this.chunks ?? []).toString('utf8'))
+      : new Promise((r) => (this.bodyResolve = r)));
   }
 
   /** Ends the request or its stream; nothing more of it reaches the transport. */

@@ -49,7 +49,12 @@ export function createHttpHop(timeouts: UpstreamConfig['timeouts']): HttpHop {
     keepAliveMaxTimeout: KEEP_ALIVE_MS,
   };
   const agent = new Agent(options);
-  const fetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), headers: traceHeaders(init?.headers) as never, dispatcher: agent }) as unknown as Promise<Response>;
+  const fetch: FetchLike = (url, init) =>
+    undiciFetch(url, {
+      ...(init as object),
+      headers: traceHeaders(init?.headers) as never,
+      dispatcher: agent,
+    }) as unknown as Promise<Response>;
   const close = async () => {
     // Closing waits for requests in flight; a stream the upstream never ends is cut after CLOSE_MS.
     const closed = agent.close().then(

@@ -121,7 +121,13 @@ const shuttingDownError = () => new ModernHopError('shutting-down', 'gateway shu
 let nextId = 1;
 const newId = () => `gw-${nextId++}`;
 
-type Incoming = { id?: string | number; method?: string; params?: Record<string, unknown>; result?: Record<string, unknown>; error?: ModernError };
+type Incoming = {
+  id?: string | number;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: ModernError;
+};
 
 /** Arms an idle timer that `touch` restarts; calls `onIdle` when it fires. */
 function idleTimer(ms: number | undefined, onIdle: () => void): { touch: () => void; stop: () => void } {
@@ -153,8 +159,12 @@ class ModernHttpUpstream implements ModernUpstream {
     const id = newId();
     // A message over MAX_MESSAGE_BYTES (the bound of every upstream transport) fails the request.
     let tooLarge: (sse: boolean) => void = () => {};
-    const fetch: FetchLike = async (url, init) => boundedResponse(await this.http.fetch(url, init), MAX_MESSAGE_BYTES, (sse) => tooLarge(sse));
-    const transport = new StreamableHTTPClientTransport(this.url, { fetch: fetch as never, requestInit: { headers: { ...this.headers, ...opts.hopHeaders } } });
+    const fetch: FetchLike = async (url, init) =>
+      boundedResponse(await this.http.fetch(url, init), MAX_MESSAGE_BYTES, (sse) => tooLarge(sse));
+    const transport = new StreamableHTTPClientTransport(this.url, {
+      fetch: fetch as never,
+      requestInit: { headers: { ...this.headers, ...opts.hopHeaders } },
+    });
     await transport.start();
     const abort = new AbortController();
     const onAbort = () => abort.abort(opts.signal?.reason);
@@ -166,14 +176,21 @@ class ModernHttpUpstream implements ModernUpstream {
           reject(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`));
           abort.abort('timeout');
         });
-        const settle = <T>(fn: (v: T) => void) => (v: T) => {
-          idle.stop();
-          fn(v);
-        };
+        const settle =
+          <T>(fn: (v: T) => void) =>
+          (v: T) => {
+            idle.stop();
+            fn(v);
+          };
         const ok = settle(resolve);
         const fail = settle(reject);
         tooLarge = (sse) => {
-          fail(new ModernHopError('protocol', `the upstream returned an invalid ${sse ? `message on the SSE stream of ${method}:` : `answer to ${method}: the body is`} ${TOO_LARGE}`));
+          fail(
+            new ModernHopError(
+              'protocol',
+              `the upstream returned an invalid ${sse ? `message on the SSE stream of ${method}:` : `answer to ${method}: the body is`} ${TOO_LARGE}`,
+            ),
+          );
           abort.abort('protocol');
         };
         transport.onmessage = (message: JSONRPCMessage) => {
@@ -190,16 +207,23 @@ class ModernHttpUpstream implements ModernUpstream {
           'abort',
           () => {
             const why = abort.signal.reason;
-            fail(why === SHUTTING_DOWN ? shuttingDownError() : new ModernHopError(why === 'timeout' ? 'timeout' : 'cancelled', 'the request was cancelled'));
+            fail(
+              why === SHUTTING_DOWN
+                ? shuttingDownError()
+                : new ModernHopError(why === 'timeout' ? 'timeout' : 'cancelled', 'the request was cancelled'),
+            );
           },
           { once: true },
         );
         transport
-          .send({ jsonrpc: '2.0', id, method, params } as JSONRPCMessage, {
-            requestSignal: abort.signal,
-            headers: opts.headers,
-            onRequestStreamEnd: () => fail(new ModernHopError('protocol', 'the upstream closed the response stream without an answer')),
-          } as never)
+          .send(
+            { jsonrpc: '2.0', id, method, params } as JSONRPCMessage,
+            {
+              requestSignal: abort.signal,
+              headers: opts.headers,
+              onRequestStreamEnd: () => fail(new ModernHopError('protocol', 'the upstream closed the response stream without an answer')),
+            } as never,
+          )
           .catch((e: unknown) => {
             if (e instanceof SdkHttpError) {
               // A non-400 HTTP error (404 -32601, 5xx …) carries its JSON-RPC body as text.
@@ -213,7 +237,11 @@ class ModernHttpUpstream implements ModernUpstream {
               return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
             }
             const problem = validationProblem(e) ?? (e instanceof SyntaxError ? `not JSON (${e.message})` : undefined);
-            fail(problem ? new ModernHopError('protocol', `the upstream returned an invalid JSON-RPC message: ${problem}`) : new ModernHopError('unreachable', errorText(e)));
+            fail(
+              problem
+                ? new ModernHopError('protocol', `the upstream returned an invalid JSON-RPC message: ${problem}`)
+                : new ModernHopError('unreachable', errorText(e)),
+            );
           });
       });
     } finally {
@@ -312,7 +340,10 @@ class ModernStdioUpstream implements ModernUpstream {
         this.starting = undefined;
       }
       this.transport = t;
-      this.log.info({ pid: t.pid ?? undefined }, this.eraProbe ? 'era probe process started (protocol: auto)' : 'modern upstream process started');
+      this.log.info(
+        { pid: t.pid ?? undefined },
+        this.eraProbe ? 'era probe process started (protocol: auto)' : 'modern upstream process started',
+      );
       return t;
     })();
     return this.starting;
@@ -391,7 +422,13 @@ class ModernStdioUpstream implements ModernUpstream {
     }
     if (m.method && m.id !== undefined) {
       // 2026-07-28 servers send no requests; answer one anyway so it does not hang.
-      void this.transport?.send(wire({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found: server-initiated requests are not part of MCP 2026-07-28' } }));
+      void this.transport?.send(
+        wire({
+          jsonrpc: '2.0',
+          id: m.id,
+          error: { code: -32601, message: 'Method not found: server-initiated requests are not part of MCP 2026-07-28' },
+        }),
+      );
     }
   }
 
@@ -423,10 +460,20 @@ class ModernStdioUpstream implements ModernUpstream {
       const cancel = (reason: ModernHopError) => {
         if (!this.pending.has(id)) return;
         this.forget(id);
-        void t.send(wire({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: reason.message, _meta: params._meta } })).catch(() => {});
+        void t
+          .send(
+            wire({
+              jsonrpc: '2.0',
+              method: 'notifications/cancelled',
+              params: { requestId: id, reason: reason.message, _meta: params._meta },
+            }),
+          )
+          .catch(() => {});
         reject(reason);
       };
-      const idle = idleTimer(opts.idleMs, () => cancel(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`)));
+      const idle = idleTimer(opts.idleMs, () =>
+        cancel(new ModernHopError('timeout', `the upstream sent nothing for requestMs=${opts.idleMs} ms`)),
+      );
       const onAbort = () => cancel(new ModernHopError('cancelled', 'the request was cancelled'));
       opts.signal?.addEventListener('abort', onAbort, { once: true });
       const done = () => {
@@ -459,7 +506,15 @@ class ModernStdioUpstream implements ModernUpstream {
     if (!t) return;
     for (const [id, p] of [...this.pending]) {
       this.forget(id);
-      void t.send(wire({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'gateway shutting down', _meta: p.meta } })).catch(() => {});
+      void t
+        .send(
+          wire({
+            jsonrpc: '2.0',
+            method: 'notifications/cancelled',
+            params: { requestId: id, reason: 'gateway shutting down', _meta: p.meta },
+          }),
+        )
+        .catch(() => {});
       p.reject(shuttingDownError());
     }
     await endStdioChild(t, () => t.close());
@@ -472,7 +527,13 @@ class ModernStdioUpstream implements ModernUpstream {
  * begins to stop (a stdio child that exits then ends its calls as `shutting-down`); `firstStart`:
  * the upstream's first-start budget, shared with its legacy pool (src/upstream/stdio-child.ts).
  */
-export function createModernUpstream(cfg: UpstreamConfig, log: Logger, http: HttpHop | undefined, stopping?: () => boolean, firstStart?: FirstStart): ModernUpstream | undefined {
+export function createModernUpstream(
+  cfg: UpstreamConfig,
+  log: Logger,
+  http: HttpHop | undefined,
+  stopping?: () => boolean,
+  firstStart?: FirstStart,
+): ModernUpstream | undefined {
   if (cfg.transport === 'stdio') return new ModernStdioUpstream(cfg, log, stopping, firstStart);
   if (cfg.transport === 'streamable-http' && http) return new ModernHttpUpstream(new URL(cfg.url), http, cfg.headers);
   return undefined;
@@ -490,7 +551,9 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
       const t = startClientSpan({ method, params, upstream: name, endpoint: cfg, protocolVersion: PROTOCOL_VERSION });
       if (!t) return up.request(method, params, opts);
       try {
-        const answer = await within(t, () => up.request(method, { ...params, _meta: traceMeta((params._meta ?? {}) as Record<string, unknown>) }, opts));
+        const answer = await within(t, () =>
+          up.request(method, { ...params, _meta: traceMeta((params._meta ?? {}) as Record<string, unknown>) }, opts),
+        );
         endSpan(t, answer);
         return answer;
       } catch (e) {
@@ -546,7 +609,11 @@ export async function startModern(up: ModernUpstream, timeoutMs: number): Promis
  * @throws ModernHopError `timeout` when no answer came within `timeoutMs` and silence does not
  *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked.
  */
-export async function probeModern(up: ModernUpstream, timeoutMs: number, silenceIsLegacy = true): Promise<Record<string, unknown> | undefined> {
+export async function probeModern(
+  up: ModernUpstream,
+  timeoutMs: number,
+  silenceIsLegacy = true,
+): Promise<Record<string, unknown> | undefined> {
   try {
     const r = await discoverWithin(up, timeoutMs);
     if ('error' in r) return undefined;

@@ -165,7 +165,13 @@ export function fitCapabilities(caps: LegacyClientCapabilities, revision: string
  * setting, what the start was doing (`detail`) and the request it must answer (`answers`:
  * `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
  */
-export function startTimeoutMessage(upstream: string, budgetMs: number, detail: string, answers = 'initialize', setting = 'timeouts.connectMs'): string {
+export function startTimeoutMessage(
+  upstream: string,
+  budgetMs: number,
+  detail: string,
+  answers = 'initialize',
+  setting = 'timeouts.connectMs',
+): string {
   return `Upstream '${upstream}' did not start within ${setting}=${budgetMs} ms (${detail}); check that it starts and answers ${answers}, or raise ${setting}`;
 }
 
@@ -255,7 +261,11 @@ export class SessionPool {
    * Pool key, the capabilities to declare (fitted to the upstream's revision) and extra upstream
    * headers: with `forwardAuthorization`, the client's token is part of the key and the headers.
    */
-  private keyAndHeaders(principal: string, mirrored: LegacyClientCapabilities, token?: string): { key: string; caps: LegacyClientCapabilities; headers: Record<string, string> } {
+  private keyAndHeaders(
+    principal: string,
+    mirrored: LegacyClientCapabilities,
+    token?: string,
+  ): { key: string; caps: LegacyClientCapabilities; headers: Record<string, string> } {
     const forward = this.cfg.transport !== 'stdio' && this.cfg.forwardAuthorization && token ? token : undefined;
     const caps = fitCapabilities(mirrored, this.revision);
     return { key: SessionPool.keyOf(principal, caps, forward), caps, headers: forward ? { authorization: `Bearer ${forward}` } : {} };
@@ -265,12 +275,30 @@ export class SessionPool {
   lastError: string | undefined;
 
   /** Counts for metrics and tests. */
-  stats(): { total: number; idle: number; leased: number; waiting: number; failures: number; sharedCalls: number; starting: number; waitingToStart: number } {
+  stats(): {
+    total: number;
+    idle: number;
+    leased: number;
+    waiting: number;
+    failures: number;
+    sharedCalls: number;
+    starting: number;
+    waitingToStart: number;
+  } {
     let idle = 0;
     for (const l of this.idle.values()) idle += l.length;
     let sharedCalls = 0;
     for (const m of this.sharing.values()) for (const n of m.values()) sharedCalls += n;
-    return { total: this.count, idle, leased: this.leased, waiting: this.waiters.length, failures: this.failures, sharedCalls, starting: this.starting, waitingToStart: this.startLine.length };
+    return {
+      total: this.count,
+      idle,
+      leased: this.leased,
+      waiting: this.waiters.length,
+      failures: this.failures,
+      sharedCalls,
+      starting: this.starting,
+      waitingToStart: this.startLine.length,
+    };
   }
 
   /** Sessions that finished `initialize` and have not ended (a start in progress, a handed-over child among them, is not counted). */
@@ -293,7 +321,8 @@ export class SessionPool {
     if (this.attribution === 'get' || this.attribution === seen) return;
     this.attribution = seen;
     // Shared sessions take no new calls from now on; each goes back to the pool when its calls are done.
-    if (seen === 'get') this.log.info({ upstream: this.name }, 'upstream sends server-initiated requests on its GET stream: one call per session');
+    if (seen === 'get')
+      this.log.info({ upstream: this.name }, 'upstream sends server-initiated requests on its GET stream: one call per session');
   }
 
   /**
@@ -301,7 +330,12 @@ export class SessionPool {
    * shared session when the upstream allows it (see the module comment), else as {@link acquire}.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
+  async acquireCall(
+    principal: string,
+    mirrored: LegacyClientCapabilities,
+    token?: string,
+    opts: AcquireOptions = {},
+  ): Promise<SessionLease> {
     if (this.closedPool) throw shutdownFailure(this.name);
     if (!this.sharable) return this.acquire(principal, mirrored, token, opts);
     const { key } = this.keyAndHeaders(principal, mirrored, token);
@@ -446,7 +480,12 @@ export class SessionPool {
    *   `timeouts.connectMs` or `opts.startMs`; "busy" as well when a new session waited
    *   `timeouts.queueMs` for its turn to start, see {@link startLimit}).
    */
-  async acquire(principal: string, mirrored: LegacyClientCapabilities, token?: string, opts: AcquireOptions & { call?: boolean } = {}): Promise<SessionLease> {
+  async acquire(
+    principal: string,
+    mirrored: LegacyClientCapabilities,
+    token?: string,
+    opts: AcquireOptions & { call?: boolean } = {},
+  ): Promise<SessionLease> {
     if (this.closedPool) throw shutdownFailure(this.name);
     const { signal, call = false } = opts;
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
@@ -517,7 +556,12 @@ export class SessionPool {
    * aborts first the caller gets -32603 `cancelled` at once while the open goes on; a session that
    * opens then is put back warm.
    */
-  private openFor(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, opts: AcquireOptions): Promise<SessionLease> {
+  private openFor(
+    key: string,
+    caps: LegacyClientCapabilities,
+    headers: Record<string, string>,
+    opts: AcquireOptions,
+  ): Promise<SessionLease> {
     const { signal, timing } = opts;
     const started = performance.now();
     const opening = this.openNew(key, caps, headers, opts);
@@ -529,7 +573,10 @@ export class SessionPool {
       const gone = () => {
         charge();
         reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
-        opening.then((lease) => lease.release(true), () => {});
+        opening.then(
+          (lease) => lease.release(true),
+          () => {},
+        );
       };
       if (signal.aborted) return gone();
       signal.addEventListener('abort', gone, { once: true });
@@ -631,9 +678,11 @@ export class SessionPool {
       this.starting++;
       return Promise.resolve(undefined);
     }
-    if (signal?.aborted) return Promise.reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
+    if (signal?.aborted)
+      return Promise.reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
     return new Promise<UpstreamSession | undefined>((resolve, reject) => {
-      const onAbort = () => w.leave(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
+      const onAbort = () =>
+        w.leave(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
       const done = () => {
         clearTimeout(w.timer);
         signal?.removeEventListener('abort', onAbort);
@@ -724,7 +773,12 @@ export class SessionPool {
    * its start budget from when it begins (default `timeouts.connectMs`); `opts.signal`: its caller
    * went away, so it leaves the line.
    */
-  private async openNew(key: string, caps: LegacyClientCapabilities, headers: Record<string, string>, opts: { startMs?: number; signal?: AbortSignal } = {}): Promise<SessionLease> {
+  private async openNew(
+    key: string,
+    caps: LegacyClientCapabilities,
+    headers: Record<string, string>,
+    opts: { startMs?: number; signal?: AbortSignal } = {},
+  ): Promise<SessionLease> {
     const { startMs } = opts;
     this.slot(key, 1);
     let turn = false;
@@ -866,7 +920,7 @@ export class SessionPool {
     for (const [key, list] of [...this.idle]) {
       // Also drops the lists takeIdle emptied.
       const kept = list.filter((e) => {
-        if (now - e.since < idleMs) return (next = Math.min(next, e.since + idleMs)), true;
+        if (now - e.since < idleMs) return ((next = Math.min(next, e.since + idleMs)), true);
         this.slot(key, -1);
         this.log.info({ upstream: this.name, session: e.session.id }, 'idle upstream session closed');
         void e.session.close();

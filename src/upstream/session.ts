@@ -101,7 +101,12 @@ export interface UpstreamNotification {
 }
 
 /** The upstream notifications {@link UpstreamSession.onNotification} listeners receive. */
-const CHANGE_NOTIFICATIONS = [ToolListChangedNotificationSchema, PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ResourceUpdatedNotificationSchema];
+const CHANGE_NOTIFICATIONS = [
+  ToolListChangedNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+];
 
 /** What the upstream said in its `initialize` result. */
 export interface UpstreamInfo {
@@ -293,7 +298,9 @@ export class UpstreamStartError extends Error {
 export function startFailureText(e: unknown, cfg: UpstreamConfig): string {
   const text = withoutMcpPrefix(errorText(e));
   if (cfg.transport !== 'stdio' && e instanceof StreamableHTTPError && (e.code === 401 || e.code === 403)) {
-    const whose = cfg.forwardAuthorization ? "the caller's token (forwardAuthorization) or the configured headers" : 'the configured headers';
+    const whose = cfg.forwardAuthorization
+      ? "the caller's token (forwardAuthorization) or the configured headers"
+      : 'the configured headers';
     return `the upstream refused the credentials (HTTP ${e.code}): check ${whose} (${text})`;
   }
   if (cfg.transport !== 'stdio' || !cfg.cwd || (e as NodeJS.ErrnoException | undefined)?.code !== 'ENOENT') return text;
@@ -303,7 +310,10 @@ export function startFailureText(e: unknown, cfg: UpstreamConfig): string {
 
 /** The stderr line that most likely says what went wrong: the first that reads like an error, else the last. */
 export function stderrSummary(lines: string[]): string | undefined {
-  const telling = lines.find((l) => !/^\s+at /.test(l) && /\b(error|cannot|can't|fatal|exception|not found|denied|refused|invalid|missing|unknown|failed)\b/i.test(l));
+  const telling = lines.find(
+    (l) =>
+      !/^\s+at /.test(l) && /\b(error|cannot|can't|fatal|exception|not found|denied|refused|invalid|missing|unknown|failed)\b/i.test(l),
+  );
   return telling ?? lines[lines.length - 1];
 }
 
@@ -328,8 +338,17 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
  * `env`, its stderr kept in `stderrTail` and logged at debug. `installing`: spawned for a first
  * start (see src/upstream/stdio-child.ts).
  */
-export function createStdioChild(cfg: Extract<UpstreamConfig, { transport: 'stdio' }>, log: Logger, stderrTail: StderrTail | undefined, installing = false): StdioChild {
-  const t = new StdioChild({ command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' }, installing, log);
+export function createStdioChild(
+  cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
+  log: Logger,
+  stderrTail: StderrTail | undefined,
+  installing = false,
+): StdioChild {
+  const t = new StdioChild(
+    { command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' },
+    installing,
+    log,
+  );
   const stderr = t.stderr;
   if (stderr && stderrTail) {
     stderrTail.ended = new Promise((resolve) => {
@@ -346,14 +365,25 @@ export function createStdioChild(cfg: Extract<UpstreamConfig, { transport: 'stdi
  * A v1 SDK client transport for a legacy upstream: stdio ({@link createStdioChild}), Streamable
  * HTTP or HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`).
  */
-export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHeaders: Record<string, string>, http: HttpHop | undefined, stderrTail: StderrTail | undefined, installing = false): Transport {
+export function createLegacyTransport(
+  cfg: UpstreamConfig,
+  log: Logger,
+  extraHeaders: Record<string, string>,
+  http: HttpHop | undefined,
+  stderrTail: StderrTail | undefined,
+  installing = false,
+): Transport {
   switch (cfg.transport) {
     case 'stdio':
       return createStdioChild(cfg, log, stderrTail, installing);
     case 'streamable-http':
       if (http) {
         const url = new URL(cfg.url);
-        return new HttpClientTransport(url, { dispatcher: http.sessionPool(url.origin), ownsDispatcher: true, headers: mergeHeaders(cfg.headers, extraHeaders) });
+        return new HttpClientTransport(url, {
+          dispatcher: http.sessionPool(url.origin),
+          ownsDispatcher: true,
+          headers: mergeHeaders(cfg.headers, extraHeaders),
+        });
       }
       return new StreamableHTTPClientTransport(new URL(cfg.url), {
         requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
@@ -361,7 +391,10 @@ export function createLegacyTransport(cfg: UpstreamConfig, log: Logger, extraHea
       });
     case 'sse':
       // requestInit headers go on the POSTs and on the GET /sse stream alike.
-      return new SSEClientTransport(new URL(cfg.url), { requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) }, ...(http ? { fetch: http.fetch } : {}) });
+      return new SSEClientTransport(new URL(cfg.url), {
+        requestInit: { headers: mergeHeaders(cfg.headers, extraHeaders) },
+        ...(http ? { fetch: http.fetch } : {}),
+      });
   }
 }
 
@@ -473,9 +506,12 @@ let killBy = Infinity;
  */
 export function endChildrenBy(at: number): void {
   killBy = at;
-  const timer = setTimeout(() => {
-    for (const child of ending) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }, Math.max(0, at - performance.now()));
+  const timer = setTimeout(
+    () => {
+      for (const child of ending) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+    Math.max(0, at - performance.now()),
+  );
   timer.unref();
 }
 
@@ -630,7 +666,21 @@ export class UpstreamSession {
     this.opts.adopt = undefined;
     const stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
     const transport: Transport = adopted ?? createLegacyTransport(cfg, this.log, extraHeaders, http, stderr, this.opts.installing);
-    const conn: Connection = { client, transport, stderr, ready: false, closed: false, asked: 0, asking: 0, lastAnsweredAt: 0, onAllAnswered: new Set(), sending: new Set(), tokenOf: new Map(), idOf: new Map(), pending: new Map() };
+    const conn: Connection = {
+      client,
+      transport,
+      stderr,
+      ready: false,
+      closed: false,
+      asked: 0,
+      asking: 0,
+      lastAnsweredAt: 0,
+      onAllAnswered: new Set(),
+      sending: new Set(),
+      tokenOf: new Map(),
+      idOf: new Map(),
+      pending: new Map(),
+    };
     const send = transport.send.bind(transport);
     const pinned = cfg.protocolVersion;
     transport.send = (message: JSONRPCMessage, options) => {
@@ -641,7 +691,10 @@ export class UpstreamSession {
         conn.idOf.set(String(token), m.id);
       }
       // The v1 SDK always asks for its latest revision; a pinned upstream is asked for its own.
-      const out = pinned && m.method === 'initialize' && m.params ? ({ ...message, params: { ...m.params, protocolVersion: pinned } } as JSONRPCMessage) : message;
+      const out =
+        pinned && m.method === 'initialize' && m.params
+          ? ({ ...message, params: { ...m.params, protocolVersion: pinned } } as JSONRPCMessage)
+          : message;
       const sent = send(out, options);
       // Tracked so that closing waits for what was already on its way (a cancellation, an answer).
       conn.sending.add(sent);
@@ -658,7 +711,9 @@ export class UpstreamSession {
     client.fallbackRequestHandler = (request, extra) => this.dispatch(conn, request as ServerInitiatedRequest, extra as ServerRequestExtra);
     // Progress is routed here rather than through the SDK's per-request onprogress, which drops a
     // notification that arrives in the same read as the response it belongs to.
-    client.setNotificationHandler(ProgressNotificationSchema, (n) => this.calls.get(String(n.params.progressToken))?.onProgress?.(n.params));
+    client.setNotificationHandler(ProgressNotificationSchema, (n) =>
+      this.calls.get(String(n.params.progressToken))?.onProgress?.(n.params),
+    );
     // A log message names no request: it is a call's only when that call is alone on the session.
     client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => {
       const only = !this.shared && this.calls.size === 1 ? this.calls.values().next().value : undefined;
@@ -691,7 +746,10 @@ export class UpstreamSession {
       if (this.conn !== conn && conn.ready) return;
       this.log.debug({ err: err.message, session: this.id }, 'upstream transport error');
       // An HTTP stream that broke (or could not be resumed) means the upstream or its session is gone.
-      if (cfg.transport !== 'stdio' && /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect|SSE error/i.test(err.message)) {
+      if (
+        cfg.transport !== 'stdio' &&
+        /SSE stream disconnected|Maximum reconnection attempts|Failed to reconnect|SSE error/i.test(err.message)
+      ) {
         this.fail(err.message);
       }
     };
@@ -705,7 +763,10 @@ export class UpstreamSession {
       if (!adopted) transport.strays = guardStdout(transport, (reason) => transport.onFlood?.(reason), redact);
       strays = transport.strays;
       transport.onFlood = (reason) => {
-        this.log.warn({ session: this.id, pid: transport.pid ?? undefined, reason }, 'upstream stdout is not JSON-RPC: stopping the process');
+        this.log.warn(
+          { session: this.id, pid: transport.pid ?? undefined, reason },
+          'upstream stdout is not JSON-RPC: stopping the process',
+        );
         childOf(transport)?.kill('SIGTERM');
         if (!conn.ready) stopStart(new UpstreamProtocolError('stdout stream', reason));
         else if (this.conn === conn) this.fail(reason, 'protocol');
@@ -732,7 +793,9 @@ export class UpstreamSession {
       // Only the start's own timer counts: a -32001 answer to initialize is the upstream's error.
       const timedOut = e instanceof UpstreamStartError && e.reason === 'timeout';
       throw new UpstreamStartError(
-        timedOut ? [`${stage} took longer than ${budgetText(startMs, cfg, adopted?.budgetMs)}`, straysText(strays)].filter(Boolean).join('; ') : startFailureText(e, cfg),
+        timedOut
+          ? [`${stage} took longer than ${budgetText(startMs, cfg, adopted?.budgetMs)}`, straysText(strays)].filter(Boolean).join('; ')
+          : startFailureText(e, cfg),
         stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,
@@ -867,7 +930,9 @@ export class UpstreamSession {
       const map = new Map<string, string>();
       let cursor: string | undefined;
       do {
-        const page = (await this.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, ListToolsResultSchema, { timeout: timeoutMs })) as z.infer<typeof ListToolsResultSchema>;
+        const page = (await this.request({ method: 'tools/list', params: cursor ? { cursor } : {} }, ListToolsResultSchema, {
+          timeout: timeoutMs,
+        })) as z.infer<typeof ListToolsResultSchema>;
         for (const t of page.tools) map.set(t.name, (t as { execution?: { taskSupport?: string } }).execution?.taskSupport ?? 'forbidden');
         cursor = page.nextCursor;
       } while (cursor);
@@ -893,7 +958,11 @@ export class UpstreamSession {
    *   `options.signal` aborted before it answered; the transport's error when the upstream cannot
    *   be reached.
    */
-  async request<S extends z.ZodType>(request: { method: string; params?: Record<string, unknown> }, schema: S, options?: SessionRequestOptions): Promise<z.infer<S>> {
+  async request<S extends z.ZodType>(
+    request: { method: string; params?: Record<string, unknown> },
+    schema: S,
+    options?: SessionRequestOptions,
+  ): Promise<z.infer<S>> {
     const conn = this.conn;
     try {
       return await this.send(conn, request, schema, options);
@@ -918,7 +987,12 @@ export class UpstreamSession {
    *   ZodError for a result that does not match; the transport's error when the request could not
    *   be sent.
    */
-  private send<S extends z.ZodType>(conn: Connection, request: { method: string; params?: Record<string, unknown> }, schema: S, options?: SessionRequestOptions): Promise<z.infer<S>> {
+  private send<S extends z.ZodType>(
+    conn: Connection,
+    request: { method: string; params?: Record<string, unknown> },
+    schema: S,
+    options?: SessionRequestOptions,
+  ): Promise<z.infer<S>> {
     const { method } = request;
     const outer = options?.signal;
     if (outer?.aborted) return Promise.reject(new UpstreamRequestLost('aborted', `${method} was cancelled: ${String(outer.reason)}`));
@@ -932,7 +1006,10 @@ export class UpstreamSession {
 
   /** The error of a request whose connection closed before the upstream answered it. */
   lostText(method: string): UpstreamRequestLost {
-    return new UpstreamRequestLost('closed', `the connection closed before the upstream answered ${method} (${this.deadReason ?? 'connection closed'})`);
+    return new UpstreamRequestLost(
+      'closed',
+      `the connection closed before the upstream answered ${method} (${this.deadReason ?? 'connection closed'})`,
+    );
   }
 
   /**
@@ -945,7 +1022,11 @@ export class UpstreamSession {
    *   failed or was cancelled upstream, -32603).
    * @throws what {@link request} throws; the abort reason once `options.signal` aborts.
    */
-  async *callToolAsTask(params: Record<string, unknown>, ttlMs: number, options: SessionRequestOptions): AsyncGenerator<ResponseMessage<CallToolResult>> {
+  async *callToolAsTask(
+    params: Record<string, unknown>,
+    ttlMs: number,
+    options: SessionRequestOptions,
+  ): AsyncGenerator<ResponseMessage<CallToolResult>> {
     const created = await this.request({ method: 'tools/call', params }, CreateTaskResultSchema, { ...options, task: { ttl: ttlMs } });
     const taskId = created.task.taskId;
     yield { type: 'taskCreated', task: created.task };
@@ -959,7 +1040,10 @@ export class UpstreamSession {
         return;
       }
       if (task.status === 'failed' || task.status === 'cancelled') {
-        yield { type: 'error', error: new McpError(ErrorCode.InternalError, `Task ${taskId} ${task.status === 'failed' ? 'failed' : 'was cancelled'}`) };
+        yield {
+          type: 'error',
+          error: new McpError(ErrorCode.InternalError, `Task ${taskId} ${task.status === 'failed' ? 'failed' : 'was cancelled'}`),
+        };
         return;
       }
       await delay(task.pollInterval ?? DEFAULT_TASK_POLL_MS, undefined, { signal: options.signal });
@@ -1182,7 +1266,10 @@ export class UpstreamSession {
       this.rootsFromCall = false;
       return { roots: this.opts.cfg.roots };
     }
-    throw new McpError(-32603, `${request.method} arrived outside any client request in progress on this session; the gateway has no client to ask`);
+    throw new McpError(
+      -32603,
+      `${request.method} arrived outside any client request in progress on this session; the gateway has no client to ask`,
+    );
   }
 
   /** Closes the connection (ends a stdio child). Never throws. */
@@ -1192,7 +1279,12 @@ export class UpstreamSession {
     const conn = this.conn;
     try {
       if (conn?.sending.size) await Promise.race([Promise.allSettled([...conn.sending]), new Promise((r) => setTimeout(r, 1000))]);
-      if (conn && (conn.transport instanceof StreamableHTTPClientTransport || conn.transport instanceof HttpClientTransport) && conn.transport.sessionId && !this.deadReason) {
+      if (
+        conn &&
+        (conn.transport instanceof StreamableHTTPClientTransport || conn.transport instanceof HttpClientTransport) &&
+        conn.transport.sessionId &&
+        !this.deadReason
+      ) {
         await Promise.race([conn.transport.terminateSession().catch(() => {}), new Promise((r) => setTimeout(r, 1000))]);
       }
       if (conn?.transport instanceof StdioClientTransport) await endStdioChild(conn.transport, () => conn.client.close());
@@ -1228,16 +1320,22 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
   start(params: Record<string, unknown> | undefined, timeoutMs: number, signal: AbortSignal | undefined): void {
     const { conn, id } = this;
     conn.pending.set(id, this);
-    if (timeoutMs < NO_TIMEOUT) this.timer = setTimeout(() => this.giveUp('Request timed out', new UpstreamRequestLost('timeout', `${this.method} got no answer within ${timeoutMs} ms`)), timeoutMs);
+    if (timeoutMs < NO_TIMEOUT)
+      this.timer = setTimeout(
+        () => this.giveUp('Request timed out', new UpstreamRequestLost('timeout', `${this.method} got no answer within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
     if (signal) {
       this.signal = signal;
       this.onAbort = () => this.cancel(String(signal.reason));
       signal.addEventListener('abort', this.onAbort, { once: true });
     }
-    conn.transport.send({ jsonrpc: '2.0', id, method: this.method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage).catch((e: unknown) => {
-      if (!this.settle()) return;
-      this.reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.session.lostText(this.method) : e);
-    });
+    conn.transport
+      .send({ jsonrpc: '2.0', id, method: this.method, ...(params !== undefined ? { params } : {}) } as JSONRPCMessage)
+      .catch((e: unknown) => {
+        if (!this.settle()) return;
+        this.reject(conn.closed && e instanceof Error && e.message === 'Not connected' ? this.session.lostText(this.method) : e);
+      });
   }
 
   /** Takes the request off its connection; false when it had settled already. */
@@ -1254,7 +1352,8 @@ class SentRequest<S extends z.ZodType> implements PendingRequest {
     // Every transport checked the error's shape (an integer code, a string message) before it got here.
     if (response.error) return this.reject(McpError.fromError(response.error.code, response.error.message, response.error.data));
     const result = response.result;
-    if (this.schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result)) return this.resolve(result as z.infer<S>);
+    if (this.schema === (LooseResult as z.ZodType) && result !== null && typeof result === 'object' && !Array.isArray(result))
+      return this.resolve(result as z.infer<S>);
     const parsed = this.schema.safeParse(result);
     if (parsed.success) this.resolve(parsed.data);
     else this.reject(parsed.error);

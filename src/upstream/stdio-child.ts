@@ -63,7 +63,9 @@ function posixC(arg: string): boolean {
 
 /** The executable file name of `command`, without a path or a Windows `.cmd`/`.exe`/`.bat`/`.ps1` suffix, lower case. */
 function exeName(command: string): string {
-  return basename(command.replace(/\\/g, '/')).replace(/\.(cmd|exe|bat|ps1)$/i, '').toLowerCase();
+  return basename(command.replace(/\\/g, '/'))
+    .replace(/\.(cmd|exe|bat|ps1)$/i, '')
+    .toLowerCase();
 }
 
 /**

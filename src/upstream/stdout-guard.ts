@@ -72,7 +72,10 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
     inner.clear();
     onFlood(message);
   };
-  const flood = (what: string) => stop(`the process wrote ${what} on stdout (the first: ${JSON.stringify(strays.first)}); stdout must carry only MCP messages, logs go to stderr`);
+  const flood = (what: string) =>
+    stop(
+      `the process wrote ${what} on stdout (the first: ${JSON.stringify(strays.first)}); stdout must carry only MCP messages, logs go to stderr`,
+    );
   holder._readBuffer = {
     append(chunk) {
       let from = 0;
@@ -86,7 +89,9 @@ export function guardStdout(transport: object, onFlood: (message: string) => voi
           } catch (e) {
             // The SDK's buffer refuses a message past its bound (and would end the connection as if the child had gone).
             if (!/exceeded maximum size/i.test((e as Error).message)) throw e;
-            stop(`the process wrote a message of more than ${STDIO_DEFAULT_MAX_BUFFER_SIZE} bytes on stdout, the largest a stdio message may be`);
+            stop(
+              `the process wrote a message of more than ${STDIO_DEFAULT_MAX_BUFFER_SIZE} bytes on stdout, the largest a stdio message may be`,
+            );
           }
         }
         run = -1;

@@ -105,10 +105,13 @@ export function toolNameProblem(name: unknown): string | undefined {
  * cut at 200 characters).
  */
 export function invalidToolName(name: string, problem: string): GatewayError {
-  return invalidParams(`Tool name not served: the name ${problem}; the gateway serves only tool names of ${TOOL_NAME_RULES} (MCP server/tools, Tool Names)`, {
-    reason: 'invalid-tool-name',
-    name: quoted(name),
-  });
+  return invalidParams(
+    `Tool name not served: the name ${problem}; the gateway serves only tool names of ${TOOL_NAME_RULES} (MCP server/tools, Tool Names)`,
+    {
+      reason: 'invalid-tool-name',
+      name: quoted(name),
+    },
+  );
 }
 
 /**

@@ -34,7 +34,12 @@ export type ToolIndex = ReadonlyMap<string, ToolHeaders>;
 
 /** Builds the index of a complete listing. */
 export function indexTools(tools: readonly ListedTool[]): ToolIndex {
-  return new Map(tools.map((t) => [t.name, { ...headerParams(t.inputSchema), replayable: t.annotations?.readOnlyHint === true || t.annotations?.idempotentHint === true }]));
+  return new Map(
+    tools.map((t) => [
+      t.name,
+      { ...headerParams(t.inputSchema), replayable: t.annotations?.readOnlyHint === true || t.annotations?.idempotentHint === true },
+    ]),
+  );
 }
 
 /** Per-upstream cache of tool annotations. */

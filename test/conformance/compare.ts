@@ -54,7 +54,9 @@ export function regressions(direct: Check[], gateway: Check[]): string[] {
     if (!worse) continue;
     const why = seen.filter((c) => !worse(c)).map((c) => `${c.status}: ${c.errorMessage ?? c.description}`);
     const label = worse === passed ? 'SUCCESS' : 'SUCCESS or INFO';
-    out.push(`${k}: ${checks.filter(worse).length} ${label} directly, ${seen.filter(worse).length} through the gateway${why.length ? ` (${why.join('; ')})` : ' (not reported)'}`);
+    out.push(
+      `${k}: ${checks.filter(worse).length} ${label} directly, ${seen.filter(worse).length} through the gateway${why.length ? ` (${why.join('; ')})` : ' (not reported)'}`,
+    );
   }
   return out;
 }

@@ -10,22 +10,28 @@ import { LEGACY_REVISIONS, legacyScenarios, MRTR_SCENARIOS, SERVER_SCENARIOS, SP
 import { scaled } from '../helpers/budget.js';
 
 describe('conformance scenario coverage', () => {
-  it('the test files run exactly the applicable server scenarios the CLI lists', async () => {
-    const listed = await listServerScenarios();
-    expect(listed.length).toBeGreaterThan(0);
-    const applicable = listed.filter((s) => s.tags.includes(SPEC_VERSION) || s.name.startsWith('tasks-')).map((s) => s.name);
-    const run = [...MRTR_SCENARIOS, ...SERVER_SCENARIOS, ...TASKS_SCENARIOS];
-    expect(new Set(run).size).toBe(run.length);
-    expect([...run].sort()).toEqual([...applicable].sort());
+  it(
+    'the test files run exactly the applicable server scenarios the CLI lists',
+    async () => {
+      const listed = await listServerScenarios();
+      expect(listed.length).toBeGreaterThan(0);
+      const applicable = listed.filter((s) => s.tags.includes(SPEC_VERSION) || s.name.startsWith('tasks-')).map((s) => s.name);
+      const run = [...MRTR_SCENARIOS, ...SERVER_SCENARIOS, ...TASKS_SCENARIOS];
+      expect(new Set(run).size).toBe(run.length);
+      expect([...run].sort()).toEqual([...applicable].sort());
 
-    // legacy.test.ts: every scenario tagged with a legacy revision, at that revision.
-    for (const revision of LEGACY_REVISIONS) {
-      const tagged = listed.filter((s) => s.tags.includes(revision)).map((s) => s.name);
-      expect(tagged.length, revision).toBeGreaterThan(0);
-      expect([...legacyScenarios(revision)].sort(), revision).toEqual([...tagged].sort());
-    }
-    // Nothing is left out but the skills extension.
-    const covered = new Set([...run, ...LEGACY_REVISIONS.flatMap((r) => legacyScenarios(r))]);
-    expect(listed.filter((s) => !covered.has(s.name)).map((s) => s.name)).toEqual(listed.filter((s) => s.name.startsWith('sep-2640-')).map((s) => s.name));
-  }, scaled(60_000));
+      // legacy.test.ts: every scenario tagged with a legacy revision, at that revision.
+      for (const revision of LEGACY_REVISIONS) {
+        const tagged = listed.filter((s) => s.tags.includes(revision)).map((s) => s.name);
+        expect(tagged.length, revision).toBeGreaterThan(0);
+        expect([...legacyScenarios(revision)].sort(), revision).toEqual([...tagged].sort());
+      }
+      // Nothing is left out but the skills extension.
+      const covered = new Set([...run, ...LEGACY_REVISIONS.flatMap((r) => legacyScenarios(r))]);
+      expect(listed.filter((s) => !covered.has(s.name)).map((s) => s.name)).toEqual(
+        listed.filter((s) => s.name.startsWith('sep-2640-')).map((s) => s.name),
+      );
+    },
+    scaled(60_000),
+  );
 });

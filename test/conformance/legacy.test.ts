@@ -28,14 +28,17 @@ describe('official conformance scenarios of the legacy revisions, through legacy
   afterAll(() => Promise.all([gw?.close(), polling?.close()]));
 
   describe.each(LEGACY_REVISIONS)('--spec-version %s', (revision) => {
-    it.each(legacyScenarios(revision))('%s passes', (scenario) =>
-      scenario === SSE_POLLING_SCENARIO
-        ? expectScenarioPasses(polling.url('conformance'), scenario, {
-            specVersion: revision,
-            // INFO for the resume check means the stream was never closed mid-call.
-            mustSucceed: ['server-sse-priming-event', 'server-sse-retry-field', 'server-sse-disconnect-resume'],
-          })
-        : expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: revision }),
-    120_000);
+    it.each(legacyScenarios(revision))(
+      '%s passes',
+      (scenario) =>
+        scenario === SSE_POLLING_SCENARIO
+          ? expectScenarioPasses(polling.url('conformance'), scenario, {
+              specVersion: revision,
+              // INFO for the resume check means the stream was never closed mid-call.
+              mustSucceed: ['server-sse-priming-event', 'server-sse-retry-field', 'server-sse-disconnect-resume'],
+            })
+          : expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: revision }),
+      120_000,
+    );
   });
 });

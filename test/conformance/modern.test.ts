@@ -72,21 +72,38 @@ describe('official conformance scenarios, directly and through the gateway, agai
     // A run that misses what it must pass is tried again, up to RETRIES more times: some probes wait
     // under a second for an answer, which a loaded machine can miss; a real failure fails every
     // attempt. The printed table counts the attempts.
-    const until = async (first: Check[], again: () => Promise<Check[]>, good: (checks: Check[]) => boolean): Promise<{ checks: Check[]; attempts: number }> => {
+    const until = async (
+      first: Check[],
+      again: () => Promise<Check[]>,
+      good: (checks: Check[]) => boolean,
+    ): Promise<{ checks: Check[]; attempts: number }> => {
       let checks = first;
       let attempts = 1;
       for (; !good(checks) && attempts <= RETRIES; attempts++) checks = await again();
       return { checks, attempts };
     };
-    const allPass = (scenario: string, specVersion: string) => (checks: Check[]) => checks.length > 0 && untolerated(scenario, specVersion, checks).length === 0;
+    const allPass = (scenario: string, specVersion: string) => (checks: Check[]) =>
+      checks.length > 0 && untolerated(scenario, specVersion, checks).length === 0;
     const sequential = async (scenario: string, specVersion: string): Promise<Pair> => {
-      const d = await until(await run(direct, scenario, specVersion), () => run(direct, scenario, specVersion), allPass(scenario, specVersion));
-      const g = await until(await run(through, scenario, specVersion), () => run(through, scenario, specVersion), (checks) => regressions(d.checks, checks).length === 0);
+      const d = await until(
+        await run(direct, scenario, specVersion),
+        () => run(direct, scenario, specVersion),
+        allPass(scenario, specVersion),
+      );
+      const g = await until(
+        await run(through, scenario, specVersion),
+        () => run(through, scenario, specVersion),
+        (checks) => regressions(d.checks, checks).length === 0,
+      );
       return { direct: d.checks, gateway: g.checks, attempts: { direct: d.attempts, gateway: g.attempts } };
     };
     const together = async (scenario: string): Promise<Pair> => {
       const [d, first] = await Promise.all([run(direct, scenario), run(through, scenario)]);
-      const g = await until(first, () => run(through, scenario), (checks) => regressions(d, checks).length === 0);
+      const g = await until(
+        first,
+        () => run(through, scenario),
+        (checks) => regressions(d, checks).length === 0,
+      );
       return { direct: d, gateway: g.checks, attempts: { direct: 1, gateway: g.attempts } };
     };
     // Start the tasks-* runs once the 2026-07-28 ones are done, so the timed probes run on a quiet machine.
@@ -103,12 +120,18 @@ describe('official conformance scenarios, directly and through the gateway, agai
     await gw?.close();
     await fixture?.stop();
     if (counts.length) {
-      const fmt = (t: Tally) => `${t.passed}/${t.total} passed${t.info ? `, ${t.info} info` : ''}${t.failed ? `, ${t.failed} failed` : ''}${t.warnings ? `, ${t.warnings} warnings` : ''}${t.skipped ? `, ${t.skipped} skipped` : ''}`;
+      const fmt = (t: Tally) =>
+        `${t.passed}/${t.total} passed${t.info ? `, ${t.info} info` : ''}${t.failed ? `, ${t.failed} failed` : ''}${t.warnings ? `, ${t.warnings} warnings` : ''}${t.skipped ? `, ${t.skipped} skipped` : ''}`;
       const width = Math.max(...counts.map((c) => c.scenario.length));
       const tries = (n: number) => (n > 1 ? ` (attempt ${n})` : '');
-      const lines = counts.map((c) => `${c.scenario.padEnd(width)}  direct ${fmt(c.direct)}${tries(c.attempts.direct)}  |  gateway ${fmt(c.gateway)}${tries(c.attempts.gateway)}`);
+      const lines = counts.map(
+        (c) =>
+          `${c.scenario.padEnd(width)}  direct ${fmt(c.direct)}${tries(c.attempts.direct)}  |  gateway ${fmt(c.gateway)}${tries(c.attempts.gateway)}`,
+      );
       const sum = (side: 'direct' | 'gateway', k: keyof Tally) => counts.reduce((n, c) => n + c[side][k], 0);
-      lines.push(`${'all'.padEnd(width)}  direct ${sum('direct', 'passed')}/${sum('direct', 'total')} passed  |  gateway ${sum('gateway', 'passed')}/${sum('gateway', 'total')} passed`);
+      lines.push(
+        `${'all'.padEnd(width)}  direct ${sum('direct', 'passed')}/${sum('direct', 'total')} passed  |  gateway ${sum('gateway', 'passed')}/${sum('gateway', 'total')} passed`,
+      );
       console.log(`2026-07-28 upstream, conformance checks directly and through the gateway:\n${lines.join('\n')}`);
     }
   });
@@ -117,23 +140,31 @@ describe('official conformance scenarios, directly and through the gateway, agai
     expect(await gw.gateway.upstreams.get('modern')!.era()).toBe('modern');
   });
 
-  it.each(VERSIONED)('%s: passes directly, and through the gateway', async (scenario) => {
-    const { direct, gateway, attempts } = await results.get(scenario)!;
-    counts.push({ scenario, direct: tally(direct), gateway: tally(gateway), attempts });
-    expect(direct.length).toBeGreaterThan(0);
-    const failedDirectly = untolerated(scenario, SPEC_VERSION, direct);
-    expect(failedDirectly, `${scenario} directly:\n${failedDirectly.join('\n')}`).toEqual([]);
-    const lost = regressions(direct, gateway);
-    expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
-  }, scaled(240_000));
+  it.each(VERSIONED)(
+    '%s: passes directly, and through the gateway',
+    async (scenario) => {
+      const { direct, gateway, attempts } = await results.get(scenario)!;
+      counts.push({ scenario, direct: tally(direct), gateway: tally(gateway), attempts });
+      expect(direct.length).toBeGreaterThan(0);
+      const failedDirectly = untolerated(scenario, SPEC_VERSION, direct);
+      expect(failedDirectly, `${scenario} directly:\n${failedDirectly.join('\n')}`).toEqual([]);
+      const lost = regressions(direct, gateway);
+      expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
+    },
+    scaled(240_000),
+  );
 
-  it.each(TASKS)('%s: what passes directly passes through the gateway', async (scenario) => {
-    const { direct, gateway, attempts } = await results.get(scenario)!;
-    counts.push({ scenario, direct: tally(direct), gateway: tally(gateway), attempts });
-    expect(direct.length).toBeGreaterThan(0);
-    const lost = regressions(direct, gateway);
-    expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
-  }, scaled(240_000));
+  it.each(TASKS)(
+    '%s: what passes directly passes through the gateway',
+    async (scenario) => {
+      const { direct, gateway, attempts } = await results.get(scenario)!;
+      counts.push({ scenario, direct: tally(direct), gateway: tally(gateway), attempts });
+      expect(direct.length).toBeGreaterThan(0);
+      const lost = regressions(direct, gateway);
+      expect(lost, `${scenario} through the gateway:\n${lost.join('\n')}`).toEqual([]);
+    },
+    scaled(240_000),
+  );
 });
 
 describe('comparing direct and gateway runs', () => {
@@ -142,11 +173,16 @@ describe('comparing direct and gateway runs', () => {
   it('reports a check that passes directly but fails, or is missing, through the gateway', () => {
     const direct = [check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'SUCCESS'), check('d', 'FAILURE')];
     const gateway = [check('a', 'SUCCESS'), check('b', 'FAILURE'), check('d', 'FAILURE')];
-    expect(regressions(direct, gateway)).toEqual(['b (b): 1 SUCCESS or INFO directly, 0 through the gateway (FAILURE: b)', 'c (c): 1 SUCCESS directly, 0 through the gateway (not reported)']);
+    expect(regressions(direct, gateway)).toEqual([
+      'b (b): 1 SUCCESS or INFO directly, 0 through the gateway (FAILURE: b)',
+      'c (c): 1 SUCCESS directly, 0 through the gateway (not reported)',
+    ]);
   });
 
   it('reports a SUCCESS directly that is only INFO through the gateway; an INFO may stay INFO', () => {
-    expect(regressions([check('a', 'SUCCESS')], [check('a', 'INFO')])).toEqual(['a (a): 1 SUCCESS directly, 0 through the gateway (INFO: a)']);
+    expect(regressions([check('a', 'SUCCESS')], [check('a', 'INFO')])).toEqual([
+      'a (a): 1 SUCCESS directly, 0 through the gateway (INFO: a)',
+    ]);
     expect(regressions([check('b', 'INFO')], [check('b', 'INFO')])).toEqual([]);
     expect(regressions([check('b', 'INFO')], [check('b', 'SUCCESS')])).toEqual([]);
   });
@@ -158,6 +194,8 @@ describe('comparing direct and gateway runs', () => {
   });
 
   it('tallies a run by status', () => {
-    expect(tally([check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'FAILURE'), check('d', 'WARNING'), check('e', 'SKIPPED')])).toEqual({ total: 5, passed: 1, info: 1, failed: 1, warnings: 1, skipped: 1 });
+    expect(tally([check('a', 'SUCCESS'), check('b', 'INFO'), check('c', 'FAILURE'), check('d', 'WARNING'), check('e', 'SKIPPED')])).toEqual(
+      { total: 5, passed: 1, info: 1, failed: 1, warnings: 1, skipped: 1 },
+    );
   });
 });

@@ -25,5 +25,9 @@ describe('official conformance scenarios (MRTR, stateless, caching, headers)', (
   // against the CLI's short per-check timeouts.
   beforeAll(() => warmSessions(gw.url('conformance')));
 
-  it.each(MRTR_SCENARIOS)('%s passes', (scenario) => expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: SPEC_VERSION }), 120_000);
+  it.each(MRTR_SCENARIOS)(
+    '%s passes',
+    (scenario) => expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: SPEC_VERSION }),
+    120_000,
+  );
 });

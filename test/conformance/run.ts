@@ -48,7 +48,8 @@ export function runScenario(url: string, scenario: string, opts: ScenarioOptions
       (err, stdout, stderr) => {
         try {
           const dirs = readdirSync(out);
-          if (dirs.length === 0) return reject(new Error(`conformance wrote no results for ${scenario}: ${err?.message ?? ''}\n${stdout}\n${stderr}`));
+          if (dirs.length === 0)
+            return reject(new Error(`conformance wrote no results for ${scenario}: ${err?.message ?? ''}\n${stdout}\n${stderr}`));
           const checks = JSON.parse(readFileSync(join(out, dirs[0]!, 'checks.json'), 'utf8')) as Check[];
           resolve({ checks, output: stdout + stderr });
         } catch (e) {
@@ -70,7 +71,10 @@ export interface Tolerated {
   reason: string;
 }
 
-const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.url), 'utf8')) as Record<string, Record<string, Tolerated> | string>;
+const expected = JSON.parse(readFileSync(new URL('./expected.json', import.meta.url), 'utf8')) as Record<
+  string,
+  Record<string, Tolerated> | string
+>;
 
 /**
  * What expected.json tolerates in `scenario` run at `specVersion`, by check id: the entries under
@@ -87,7 +91,9 @@ export function toleratedIn(scenario: string, specVersion?: string): Record<stri
 /** The checks of one run that are neither SUCCESS nor tolerated with exactly their status, one line each. */
 export function untolerated(scenario: string, specVersion: string | undefined, checks: Check[]): string[] {
   const tolerated = toleratedIn(scenario, specVersion);
-  return checks.filter((c) => c.status !== 'SUCCESS' && tolerated[c.id]?.status !== c.status).map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+  return checks
+    .filter((c) => c.status !== 'SUCCESS' && tolerated[c.id]?.status !== c.status)
+    .map((c) => `${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
 }
 
 /**
@@ -101,7 +107,8 @@ export function fullPassProblems(scenario: string, specVersion: string | undefin
   for (const [id, t] of Object.entries(toleratedIn(scenario, specVersion))) {
     const seen = checks.filter((c) => c.id === id);
     if (seen.length === 0) bad.push(`expected.json tolerates ${id} as ${t.status}, but the run has no such check`);
-    for (const c of seen.filter((x) => x.status !== t.status)) bad.push(`expected.json tolerates ${id} as ${t.status}, but it is ${c.status}: update the entry`);
+    for (const c of seen.filter((x) => x.status !== t.status))
+      bad.push(`expected.json tolerates ${id} as ${t.status}, but it is ${c.status}: update the entry`);
   }
   return bad;
 }
@@ -122,7 +129,10 @@ export async function expectScenarioPasses(url: string, scenario: string, opts: 
   const bad = fullPassProblems(scenario, opts.specVersion, checks);
   for (const id of opts.mustSucceed ?? []) {
     const c = checks.find((x) => x.id === id);
-    if (c?.status !== 'SUCCESS') bad.push(`${c?.status ?? 'MISSING'} ${id}: must be SUCCESS${c ? ` (${JSON.stringify((c as { details?: unknown }).details ?? c.description)})` : ''}`);
+    if (c?.status !== 'SUCCESS')
+      bad.push(
+        `${c?.status ?? 'MISSING'} ${id}: must be SUCCESS${c ? ` (${JSON.stringify((c as { details?: unknown }).details ?? c.description)})` : ''}`,
+      );
   }
   expect(bad, `${scenario}:\n${bad.join('\n')}`).toEqual([]);
 }
@@ -137,7 +147,18 @@ export async function expectScenarioPasses(url: string, scenario: string, opts: 
  */
 export async function warmSessions(url: string): Promise<void> {
   const { rpc } = await import('../helpers/gateway.js');
-  const sets = [{}, {}, {}, {}, {}, { elicitation: {} }, { sampling: {} }, { roots: {} }, { elicitation: {}, sampling: {}, roots: {} }, { elicitation: {}, sampling: {} }];
+  const sets = [
+    {},
+    {},
+    {},
+    {},
+    {},
+    { elicitation: {} },
+    { sampling: {} },
+    { roots: {} },
+    { elicitation: {}, sampling: {}, roots: {} },
+    { elicitation: {}, sampling: {} },
+  ];
   await Promise.all(sets.map((caps) => rpc(url, 'tools/list', {}, { caps })));
 }
 

@@ -19,5 +19,9 @@ describe('official conformance scenarios (tools, prompts, resources, headers)', 
   afterAll(() => gw?.close());
   beforeAll(() => warmSessions(gw.url('conformance')));
 
-  it.each(SERVER_SCENARIOS)('%s passes', (scenario) => expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: SPEC_VERSION }), 120_000);
+  it.each(SERVER_SCENARIOS)(
+    '%s passes',
+    (scenario) => expectScenarioPasses(gw.url('conformance'), scenario, { specVersion: SPEC_VERSION }),
+    120_000,
+  );
 });

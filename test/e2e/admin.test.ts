@@ -28,7 +28,14 @@ const DEV_KEY = 'dev-key-0123456789abcdef';
 const ops = { authorization: `Bearer ${OPS_KEY}` };
 const dev = { authorization: `Bearer ${DEV_KEY}` };
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
-const API = ['/admin/api/upstreams', '/admin/api/parked', '/admin/api/tasks', '/admin/api/sessions', '/admin/api/census', '/admin/api/dropped'];
+const API = [
+  '/admin/api/upstreams',
+  '/admin/api/parked',
+  '/admin/api/tasks',
+  '/admin/api/sessions',
+  '/admin/api/census',
+  '/admin/api/dropped',
+];
 
 const get = (url: string, headers: Record<string, string> = {}) => fetch(url, { headers });
 
@@ -55,7 +62,13 @@ describe('admin page: access and JSON', () => {
   let gw: TestGateway;
   beforeAll(async () => {
     gw = await startGateway({
-      auth: { mode: 'apiKeys', keys: [{ principal: 'ops', key: OPS_KEY }, { principal: 'dev', key: DEV_KEY }] },
+      auth: {
+        mode: 'apiKeys',
+        keys: [
+          { principal: 'ops', key: OPS_KEY },
+          { principal: 'dev', key: DEV_KEY },
+        ],
+      },
       admin: { enabled: true, principals: ['apikey:ops'] },
       upstreams: {
         f: fixtureStdio(),
@@ -119,9 +132,22 @@ describe('admin page: access and JSON', () => {
       openFailures: 0,
       consecutiveFailures: 0,
     });
-    expect(upstreams[2]).toMatchObject({ name: 'broken', era: 'legacy', sessions: { total: 0 }, opened: 0, restarts: 0, openFailures: 1, consecutiveFailures: 1 });
+    expect(upstreams[2]).toMatchObject({
+      name: 'broken',
+      era: 'legacy',
+      sessions: { total: 0 },
+      opened: 0,
+      restarts: 0,
+      openFailures: 1,
+      consecutiveFailures: 1,
+    });
     expect(upstreams[2].revision).toBeUndefined();
-    expect(upstreams[2].lastFailure).toEqual({ at: expect.any(String), kind: 'open', message: expect.stringContaining('fatal: cannot reach the database with [redacted]'), stderr: ['fatal: cannot reach the database with [redacted]'] });
+    expect(upstreams[2].lastFailure).toEqual({
+      at: expect.any(String),
+      kind: 'open',
+      message: expect.stringContaining('fatal: cannot reach the database with [redacted]'),
+      stderr: ['fatal: cannot reach the database with [redacted]'],
+    });
     const { parked: calls } = await json('/admin/api/parked');
     expect(calls).toEqual([
       {
@@ -139,11 +165,23 @@ describe('admin page: access and JSON', () => {
       },
     ]);
     expect(Date.parse(calls[0].expiresAt) - Date.parse(calls[0].parkedAt)).toBe(600_000);
-    expect(await json('/admin/api/tasks')).toEqual({ counts: { working: 0, input_required: 0, completed: 0, failed: 0, cancelled: 0 }, running: [] });
+    expect(await json('/admin/api/tasks')).toEqual({
+      counts: { working: 0, input_required: 0, completed: 0, failed: 0, cancelled: 0 },
+      running: [],
+    });
     expect(await json('/admin/api/sessions')).toEqual({ sessions: [] });
     const census = await json('/admin/api/census');
     expect(census.features).toContain('elicitation_form');
-    expect(census.entries).toEqual([{ upstream: 'f', tool: 'ask_name', feature: 'elicitation_form', calls: 1, firstSeen: expect.any(String), lastSeen: expect.any(String) }]);
+    expect(census.entries).toEqual([
+      {
+        upstream: 'f',
+        tool: 'ask_name',
+        feature: 'elicitation_form',
+        calls: 1,
+        firstSeen: expect.any(String),
+        lastSeen: expect.any(String),
+      },
+    ]);
     expect(await json('/admin/api/dropped')).toEqual({ dropped: [] });
 
     for (const path of API) expect(JSON.stringify(await json(path)), path).not.toMatch(/apikey:|dev-key|ops-key|db-secret/);
@@ -155,16 +193,29 @@ describe('admin page: access and JSON', () => {
     const again = await rpc(gw.url('crashy'), 'tools/call', { name: 'slow', arguments: { ms: 1, steps: 1 } }, { headers: dev });
     expect(again.body.result.resultType).toBe('complete');
     const { upstreams } = await (await get(`${gw.base}/admin/api/upstreams`, ops)).json();
-    expect(upstreams[1]).toMatchObject({ name: 'crashy', opened: 2, died: 1, restarts: 1, openFailures: 0, lastFailure: { kind: 'died', message: expect.any(String), stderr: expect.any(Array) } });
+    expect(upstreams[1]).toMatchObject({
+      name: 'crashy',
+      opened: 2,
+      died: 1,
+      restarts: 1,
+      openFailures: 0,
+      lastFailure: { kind: 'died', message: expect.any(String), stderr: expect.any(Array) },
+    });
   });
 
   it('an unknown admin path is 404 and another method than GET 405 (after the access checks)', async () => {
     const unknown = await get(`${gw.base}/admin/api/nothing`, ops);
     expect(unknown.status).toBe(404);
-    expect((await unknown.json()).error).toMatch(/^No admin endpoint at \/admin\/api\/nothing; the admin endpoints are \/admin, \/admin\/api\/upstreams/);
+    expect((await unknown.json()).error).toMatch(
+      /^No admin endpoint at \/admin\/api\/nothing; the admin endpoints are \/admin, \/admin\/api\/upstreams/,
+    );
     expect((await get(`${gw.base}/admin/`, ops)).status).toBe(404);
     expect((await get(`${gw.base}/admin/api/nothing`)).status).toBe(401);
-    for (const [method, path] of [['POST', '/admin'], ['DELETE', '/admin/api/census'], ['PUT', '/admin/api/parked']] as const) {
+    for (const [method, path] of [
+      ['POST', '/admin'],
+      ['DELETE', '/admin/api/census'],
+      ['PUT', '/admin/api/parked'],
+    ] as const) {
       const res = await fetch(gw.base + path, { method, headers: ops });
       expect(res.status, `${method} ${path}`).toBe(405);
       expect(res.headers.get('allow')).toBe('GET, HEAD');
@@ -192,7 +243,8 @@ describe('admin page with auth.mode "none": loopback clients only', () => {
     // This machine has no other network: the request goes through the real app, with the
     // connection's peer address set as @hono/node-server passes it (env.incoming.socket).
     const { app } = createApp(gw.gateway, mem.log);
-    const from = (remoteAddress: string, path = '/admin') => app.request(`http://127.0.0.1${path}`, { headers: { host: '127.0.0.1' } }, { incoming: { socket: { remoteAddress } }, outgoing: {} });
+    const from = (remoteAddress: string, path = '/admin') =>
+      app.request(`http://127.0.0.1${path}`, { headers: { host: '127.0.0.1' } }, { incoming: { socket: { remoteAddress } }, outgoing: {} });
     for (const address of ['203.0.113.9', '::ffff:198.51.100.7', '2001:db8::1', '10.0.0.1']) {
       for (const path of ['/admin', ...API]) {
         const res = await from(address, path);
@@ -201,7 +253,9 @@ describe('admin page with auth.mode "none": loopback clients only', () => {
         expect(await res.json()).toEqual({ error: 'Forbidden: without authentication the admin page is served to loopback clients only' });
       }
     }
-    expect(mem.lines().filter((l) => l.msg === 'admin refused: without authentication only loopback clients may see it')).toHaveLength(4 * (1 + API.length));
+    expect(mem.lines().filter((l) => l.msg === 'admin refused: without authentication only loopback clients may see it')).toHaveLength(
+      4 * (1 + API.length),
+    );
     // The same path with a loopback peer address passes.
     for (const address of ['127.0.0.1', '::ffff:127.0.0.1', '::1', '127.8.9.10']) expect((await from(address)).status, address).toBe(200);
   });
@@ -227,19 +281,35 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
 
   beforeAll(async () => {
     gw = await startGateway({
-      auth: { mode: 'apiKeys', keys: [{ principal: 'ops', key: OPS_KEY }, { principal: 'dev', key: DEV_KEY }] },
+      auth: {
+        mode: 'apiKeys',
+        keys: [
+          { principal: 'ops', key: OPS_KEY },
+          { principal: 'dev', key: DEV_KEY },
+        ],
+      },
       admin: { enabled: true, principals: ['apikey:ops'], refreshSeconds: 1 },
       upstreams: {
         f: { ...fixtureStdio(), tasks: { taskAfterMs: 0 } },
         // Upstreams whose tool name and stderr carry markup.
         x: fixtureStdio(undefined, { FIXTURE_ASK_TOOL: HOSTILE_TOOL }),
-        broken: { transport: 'stdio', protocol: 'legacy', command: process.execPath, args: ['-e', `console.error(${JSON.stringify(HOSTILE_STDERR)}); process.exit(3)`] },
+        broken: {
+          transport: 'stdio',
+          protocol: 'legacy',
+          command: process.execPath,
+          args: ['-e', `console.error(${JSON.stringify(HOSTILE_STDERR)}); process.exit(3)`],
+        },
       },
     });
     // A call parked on an elicitation, and a task that keeps working (progress every second).
     const parked = await rpc(gw.url('f'), 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { elicitation: {} }, headers: dev });
     expect(parked.body.result.resultType).toBe('input_required');
-    const task = await rpc(gw.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 60_000, steps: 60 } }, { caps: TASKS, headers: dev });
+    const task = await rpc(
+      gw.url('f'),
+      'tools/call',
+      { name: 'slow', arguments: { ms: 60_000, steps: 60 } },
+      { caps: TASKS, headers: dev },
+    );
     expect(task.body.result.resultType).toBe('task');
     // A legacy client's call through its own session, answered; the session stays open.
     const client = new Client({ name: 'admin-e2e', version: '1.0.0' }, { capabilities: { elicitation: {} } });
@@ -252,12 +322,26 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
     // the page as left out), and not callable.
     const listed = await rpc(gw.url('x'), 'tools/list', {}, { headers: dev });
     expect(listed.body.result.tools.map((t: { name: string }) => t.name)).not.toContain(HOSTILE_TOOL);
-    const hostile = await rpc(gw.url('x'), 'tools/call', { name: HOSTILE_TOOL, arguments: {} }, { caps: { elicitation: {} }, headers: dev });
+    const hostile = await rpc(
+      gw.url('x'),
+      'tools/call',
+      { name: HOSTILE_TOOL, arguments: {} },
+      { caps: { elicitation: {} }, headers: dev },
+    );
     expect(hostile.body.error).toMatchObject({ code: -32602, data: { reason: 'invalid-tool-name', name: HOSTILE_TOOL } });
     expect((await rpc(gw.url('broken'), 'tools/list', {}, { headers: dev })).body.error.data.reason).toBe('unreachable');
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   }, scaled(60_000));
 
@@ -267,74 +351,87 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
     await gw?.close();
   });
 
-  it('shows the parked call, the running task, the session counts, the legacy session and the census, and reloads itself', async () => {
-    const context = await withoutRefresh(await browser.newContext({ extraHTTPHeaders: ops, viewport: { width: 1600, height: 1000 } }));
-    const page = await context.newPage();
-    try {
-      const res = await page.goto(`${gw.base}/admin`);
-      expect(res?.status()).toBe(200);
-      expect(await page.title()).toBe('mrtr-gateway admin');
-      const rows = (section: string) =>
-        page.$$eval(`#${section} table:last-of-type tbody tr`, (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => (td.textContent ?? '').trim())));
-      const dev16 = principalHash('apikey:dev');
+  it(
+    'shows the parked call, the running task, the session counts, the legacy session and the census, and reloads itself',
+    async () => {
+      const context = await withoutRefresh(await browser.newContext({ extraHTTPHeaders: ops, viewport: { width: 1600, height: 1000 } }));
+      const page = await context.newPage();
+      try {
+        const res = await page.goto(`${gw.base}/admin`);
+        expect(res?.status()).toBe(200);
+        expect(await page.title()).toBe('mrtr-gateway admin');
+        const rows = (section: string) =>
+          page.$$eval(`#${section} table:last-of-type tbody tr`, (trs) =>
+            trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => (td.textContent ?? '').trim())),
+          );
+        const dev16 = principalHash('apikey:dev');
 
-      // Upstreams: era, revision, transport; sessions idle / in use (the parked call and the task) / queued; legacy sessions; parked.
-      const [upstream] = await rows('upstreams');
-      expect(upstream!.slice(0, 9)).toEqual(['f', 'legacy (auto)', '2025-11-25', 'stdio', '0', '2', '0', '1', '1']);
-      // Opened, died, restarts, failed opens, failing now.
-      expect(upstream!.slice(9, 14)).toEqual(['2', '0', '0', '0', '0']);
+        // Upstreams: era, revision, transport; sessions idle / in use (the parked call and the task) / queued; legacy sessions; parked.
+        const [upstream] = await rows('upstreams');
+        expect(upstream!.slice(0, 9)).toEqual(['f', 'legacy (auto)', '2025-11-25', 'stdio', '0', '2', '0', '1', '1']);
+        // Opened, died, restarts, failed opens, failing now.
+        expect(upstream!.slice(9, 14)).toEqual(['2', '0', '0', '0', '0']);
 
-      // The parked call: its tool, what it waits for, whose (hashed), the round, age and time left.
-      const parked = (await rows('parked')).filter((r) => r[0] === 'f');
-      expect(parked).toHaveLength(1);
-      expect(await page.locator('#parked tbody tr', { hasText: 'ask_name' }).isVisible()).toBe(true);
-      expect(parked[0]!.slice(0, 6)).toEqual(['f', 'ask_name', 'tools/call', 'elicitation (form)', dev16, '0']);
-      expect(parked[0]![7]).toMatch(/^9 min \d+ s$/);
+        // The parked call: its tool, what it waits for, whose (hashed), the round, age and time left.
+        const parked = (await rows('parked')).filter((r) => r[0] === 'f');
+        expect(parked).toHaveLength(1);
+        expect(await page.locator('#parked tbody tr', { hasText: 'ask_name' }).isVisible()).toBe(true);
+        expect(parked[0]!.slice(0, 6)).toEqual(['f', 'ask_name', 'tools/call', 'elicitation (form)', dev16, '0']);
+        expect(parked[0]![7]).toMatch(/^9 min \d+ s$/);
 
-      // The task: counts by status and the running one.
-      const counts = Object.fromEntries(await page.$$eval('#task-counts tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))));
-      expect(counts).toMatchObject({ working: '1', completed: '0', failed: '0' });
-      const running = await rows('tasks');
-      expect(running).toHaveLength(1);
-      expect(running[0]!.slice(1, 4)).toEqual(['f', 'slow', 'working']);
-      expect(await page.locator('#tasks tbody tr', { hasText: 'working' }).last().isVisible()).toBe(true);
-      expect(running[0]![6]).toBe(dev16);
+        // The task: counts by status and the running one.
+        const counts = Object.fromEntries(
+          await page.$$eval('#task-counts tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent))),
+        );
+        expect(counts).toMatchObject({ working: '1', completed: '0', failed: '0' });
+        const running = await rows('tasks');
+        expect(running).toHaveLength(1);
+        expect(running[0]!.slice(1, 4)).toEqual(['f', 'slow', 'working']);
+        expect(await page.locator('#tasks tbody tr', { hasText: 'working' }).last().isVisible()).toBe(true);
+        expect(running[0]![6]).toBe(dev16);
 
-      // The legacy session: hashed id, upstream, transport, relay, revision, principal.
-      const sessions = await rows('sessions');
-      expect(sessions).toHaveLength(1);
-      expect(sessions[0]!.slice(1, 6)).toEqual(['f', 'streamable-http', 'pass-through', '2025-11-25', dev16]);
-      expect(sessions[0]![0]).toMatch(/^[0-9a-f]{16}$/);
+        // The legacy session: hashed id, upstream, transport, relay, revision, principal.
+        const sessions = await rows('sessions');
+        expect(sessions).toHaveLength(1);
+        expect(sessions[0]!.slice(1, 6)).toEqual(['f', 'streamable-http', 'pass-through', '2025-11-25', dev16]);
+        expect(sessions[0]![0]).toMatch(/^[0-9a-f]{16}$/);
 
-      // The census: ask_name elicited a form twice, once through the Exchange, once in the legacy session.
-      const census = (await rows('census')).filter((r) => r[0] === 'f');
-      expect(census.map((r) => r.slice(0, 4))).toEqual([['f', 'ask_name', 'elicitation_form', '2']]);
+        // The census: ask_name elicited a form twice, once through the Exchange, once in the legacy session.
+        const census = (await rows('census')).filter((r) => r[0] === 'f');
+        expect(census.map((r) => r.slice(0, 4))).toEqual([['f', 'ask_name', 'elicitation_form', '2']]);
 
-      // Nothing secret on the page: no raw principal, key or session id.
-      const htmlText = await page.content();
-      for (const secret of ['apikey:dev', 'apikey:ops', DEV_KEY, OPS_KEY, legacy.transport.sessionId!]) expect(htmlText).not.toContain(secret);
+        // Nothing secret on the page: no raw principal, key or session id.
+        const htmlText = await page.content();
+        for (const secret of ['apikey:dev', 'apikey:ops', DEV_KEY, OPS_KEY, legacy.transport.sessionId!])
+          expect(htmlText).not.toContain(secret);
 
-      mkdirSync(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: join(ARTIFACTS, 'admin.png'), fullPage: true });
-      expect(existsSync(join(ARTIFACTS, 'admin.png'))).toBe(true);
-    } finally {
-      await context.close();
-    }
+        mkdirSync(ARTIFACTS, { recursive: true });
+        await page.screenshot({ path: join(ARTIFACTS, 'admin.png'), fullPage: true });
+        expect(existsSync(join(ARTIFACTS, 'admin.png'))).toBe(true);
+      } finally {
+        await context.close();
+      }
 
-    // The page as served reloads by itself (refreshSeconds: 1) and shows the task's progress.
-    const live = await browser.newContext({ extraHTTPHeaders: ops });
-    try {
-      const reloading = await live.newPage();
-      await reloading.goto(`${gw.base}/admin`);
-      expect(await reloading.locator('meta[http-equiv="refresh"]').getAttribute('content')).toBe('1');
-      await reloading.waitForEvent('load', { timeout: scaled(5000) });
-      await reloading.waitForFunction(() => /\d+\/60/.test(document.querySelector('#tasks table:last-of-type tbody tr')?.textContent ?? ''), undefined, {
-        timeout: scaled(10_000),
-      });
-    } finally {
-      await live.close();
-    }
-  }, scaled(40_000));
+      // The page as served reloads by itself (refreshSeconds: 1) and shows the task's progress.
+      const live = await browser.newContext({ extraHTTPHeaders: ops });
+      try {
+        const reloading = await live.newPage();
+        await reloading.goto(`${gw.base}/admin`);
+        expect(await reloading.locator('meta[http-equiv="refresh"]').getAttribute('content')).toBe('1');
+        await reloading.waitForEvent('load', { timeout: scaled(5000) });
+        await reloading.waitForFunction(
+          () => /\d+\/60/.test(document.querySelector('#tasks table:last-of-type tbody tr')?.textContent ?? ''),
+          undefined,
+          {
+            timeout: scaled(10_000),
+          },
+        );
+      } finally {
+        await live.close();
+      }
+    },
+    scaled(40_000),
+  );
 
   it('escapes what upstreams chose: a tool name and stderr full of markup show as text, inject nothing', async () => {
     const raw = await (await get(`${gw.base}/admin`, ops)).text();
@@ -353,7 +450,9 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
       const cells = (selector: string) => page.$$eval(selector, (tds) => tds.map((td) => td.textContent));
       expect(await cells('#dropped tbody tr td:nth-child(3)')).toEqual([HOSTILE_TOOL]);
       expect(await cells('#dropped tbody tr td:nth-child(4)')).toEqual(['invalid-name']);
-      expect(await cells('#dropped tbody tr td:nth-child(5)')).toEqual(['the name has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "=" "\\"" "/")']);
+      expect(await cells('#dropped tbody tr td:nth-child(5)')).toEqual([
+        'the name has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "=" "\\"" "/")',
+      ]);
       const stderr = await cells('#upstreams tbody tr pre');
       expect(stderr).toEqual([HOSTILE_STDERR]);
     } finally {

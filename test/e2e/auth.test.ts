@@ -14,7 +14,13 @@ import { scaled } from '../helpers/budget.js';
 const ISSUER = 'https://issuer.test';
 const AUDIENCE = 'mrtr-gateway';
 
-async function post(url: string, method: string, params: Record<string, unknown>, headers: Record<string, string> = {}, caps: Record<string, unknown> = {}) {
+async function post(
+  url: string,
+  method: string,
+  params: Record<string, unknown>,
+  headers: Record<string, string> = {},
+  caps: Record<string, unknown> = {},
+) {
   const name = (params.name ?? params.taskId) as string | undefined;
   const res = await fetch(url, {
     method: 'POST',
@@ -39,7 +45,10 @@ describe('JWT auth', () => {
   let url: string;
   let jwksBody: string;
 
-  const token = (claims: Record<string, unknown> = {}, opts: { key?: CryptoKey; exp?: string | number | null; iss?: string; aud?: string } = {}) => {
+  const token = (
+    claims: Record<string, unknown> = {},
+    opts: { key?: CryptoKey; exp?: string | number | null; iss?: string; aud?: string } = {},
+  ) => {
     const jwt = new SignJWT({ scope: 'mcp', ...claims })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
       .setIssuer(opts.iss ?? ISSUER)
@@ -59,7 +68,10 @@ describe('JWT auth', () => {
     jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(jwksBody));
     await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
     const jwksUrl = `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`;
-    gw = await startGateway({ auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl, requiredScopes: ['mcp'] }, upstreams: { f: fixtureStdio() } });
+    gw = await startGateway({
+      auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl, requiredScopes: ['mcp'] },
+      upstreams: { f: fixtureStdio() },
+    });
     url = gw.url('f');
   });
   afterAll(async () => {
@@ -105,17 +117,30 @@ describe('JWT auth', () => {
   it('serves RFC 9728 protected resource metadata per upstream', async () => {
     const res = await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/f`);
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ resource: `${gw.base}/mcp/f`, authorization_servers: [ISSUER], bearer_methods_supported: ['header'], scopes_supported: ['mcp'] });
+    expect(await res.json()).toMatchObject({
+      resource: `${gw.base}/mcp/f`,
+      authorization_servers: [ISSUER],
+      bearer_methods_supported: ['header'],
+      scopes_supported: ['mcp'],
+    });
     expect((await fetch(`${gw.base}/.well-known/oauth-protected-resource/mcp/nope`)).status).toBe(404);
   });
 
   it('a JWKS with two keys under one kid (a rotation): a token signed by either is served, one signed by neither gets 401 for its signature', async () => {
     const next = await generateKeyPair('RS256', { extractable: true });
-    const both = JSON.stringify({ keys: [...JSON.parse(jwksBody).keys, { ...(await exportJWK(next.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] });
+    const both = JSON.stringify({
+      keys: [...JSON.parse(jwksBody).keys, { ...(await exportJWK(next.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }],
+    });
     const two = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(both));
     await new Promise<void>((r) => two.listen(0, '127.0.0.1', r));
     const g = await startGateway({
-      auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${(two.address() as AddressInfo).port}/jwks.json`, requiredScopes: ['mcp'] },
+      auth: {
+        mode: 'jwt',
+        issuer: ISSUER,
+        audience: AUDIENCE,
+        jwksUrl: `http://127.0.0.1:${(two.address() as AddressInfo).port}/jwks.json`,
+        requiredScopes: ['mcp'],
+      },
       upstreams: { f: fixtureStdio() },
     });
     try {
@@ -126,7 +151,12 @@ describe('JWT auth', () => {
       const bad = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: otherKey })}` });
       expect(bad.status).toBe(401);
       expect(bad.body.error.message).toBe('Invalid access token: the signature does not verify against the issuer keys');
-      const expired = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: next.privateKey, exp: Math.floor(Date.now() / 1000) - 600 })}` });
+      const expired = await post(
+        g.url('f'),
+        'tools/list',
+        {},
+        { authorization: `Bearer ${await token({}, { key: next.privateKey, exp: Math.floor(Date.now() / 1000) - 600 })}` },
+      );
       expect(expired.status).toBe(401);
       expect(expired.body.error.message).toBe('Invalid access token: the token has expired');
     } finally {
@@ -140,19 +170,30 @@ describe('JWT auth', () => {
     // A second gateway whose JWKS endpoint first refuses connections, then answers 500, then serves the keys.
     let mode: 'down' | 'error' | 'up' = 'down';
     const jwk = jwksBody;
-    const flaky = createServer((_req, res) => (mode === 'error' ? res.writeHead(500).end('oops') : res.writeHead(200, { 'content-type': 'application/json' }).end(jwk)));
+    const flaky = createServer((_req, res) =>
+      mode === 'error' ? res.writeHead(500).end('oops') : res.writeHead(200, { 'content-type': 'application/json' }).end(jwk),
+    );
     await new Promise<void>((r) => flaky.listen(0, '127.0.0.1', r));
     const port = (flaky.address() as AddressInfo).port;
     await new Promise((r) => flaky.close(r));
     const mem = memoryLogger('info');
-    const g = await startGateway({ auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${port}/jwks.json`, requiredScopes: ['mcp'] }, upstreams: { f: fixtureStdio() } }, { log: mem.log });
+    const g = await startGateway(
+      {
+        auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${port}/jwks.json`, requiredScopes: ['mcp'] },
+        upstreams: { f: fixtureStdio() },
+      },
+      { log: mem.log },
+    );
     try {
       const t = await token();
       const down = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${t}` });
       expect(down.status).toBe(503);
       expect(down.headers.get('retry-after')).toBe('5');
       expect(down.headers.get('www-authenticate')).toBeNull();
-      expect(down.body.error).toMatchObject({ code: -32603, message: expect.stringContaining("the issuer's keys could not be fetched from auth.jwksUrl") });
+      expect(down.body.error).toMatchObject({
+        code: -32603,
+        message: expect.stringContaining("the issuer's keys could not be fetched from auth.jwksUrl"),
+      });
       expect(mem.lines().filter((l) => l.level === 40 && /issuer keys cannot be fetched/.test(l.msg))).toHaveLength(1);
       await new Promise<void>((r) => flaky.listen(port, '127.0.0.1', r));
       mode = 'error';
@@ -161,7 +202,9 @@ describe('JWT auth', () => {
       const served = await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${t}` });
       expect(served.status, JSON.stringify(served.body)).toBe(200);
       // A bad token is still the client's problem.
-      expect((await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: otherKey })}` })).status).toBe(401);
+      expect((await post(g.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token({}, { key: otherKey })}` })).status).toBe(
+        401,
+      );
     } finally {
       await g.close();
       flaky.closeAllConnections();
@@ -176,7 +219,15 @@ describe('JWT auth: a client that goes away while its token is checked', () => {
   let key: CryptoKey;
   const log = new FixtureLog();
 
-  const token = () => new SignJWT({ scope: 'mcp' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(ISSUER).setAudience(AUDIENCE).setSubject('carol').setIssuedAt().setExpirationTime('5m').sign(key);
+  const token = () =>
+    new SignJWT({ scope: 'mcp' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(ISSUER)
+      .setAudience(AUDIENCE)
+      .setSubject('carol')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(key);
 
   /** Sends `head` and `body` on a new connection and closes it at once, without waiting for an answer; resolves when the connection is closed. */
   const sendAndLeave = (head: string, body: string) =>
@@ -196,7 +247,13 @@ describe('JWT auth: a client that goes away while its token is checked', () => {
     jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(body));
     await new Promise<void>((r) => jwks.listen(0, '127.0.0.1', r));
     gw = await startGateway({
-      auth: { mode: 'jwt', issuer: ISSUER, audience: AUDIENCE, jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`, requiredScopes: ['mcp'] },
+      auth: {
+        mode: 'jwt',
+        issuer: ISSUER,
+        audience: AUDIENCE,
+        jwksUrl: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks.json`,
+        requiredScopes: ['mcp'],
+      },
       limits: { maxConcurrentPerPrincipal: 2 },
       upstreams: { f: fixtureStdio(log) },
     });
@@ -215,12 +272,20 @@ describe('JWT auth: a client that goes away while its token is checked', () => {
   });
 
   it('closing right after a whole tools/call: the call does not run to its end upstream (never sent, or cancelled)', async () => {
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow', arguments: { ms: 1500, steps: 3 }, _meta: envelope() } });
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'slow', arguments: { ms: 1500, steps: 3 }, _meta: envelope() },
+    });
     const before = log.of('call', 'slow').length;
     for (let i = 0; i < 3; i++) await sendAndLeave(await headOf(Buffer.byteLength(body)), body);
     // Long enough for a call that was sent to have run to its end.
     await new Promise((r) => setTimeout(r, 2500));
-    const started = log.of('call', 'slow').slice(before).map((e) => e.requestId);
+    const started = log
+      .of('call', 'slow')
+      .slice(before)
+      .map((e) => e.requestId);
     const cancelled = new Set(log.of('cancelled', 'slow').map((e) => e.requestId));
     expect(started.filter((id) => !cancelled.has(id))).toEqual([]);
     const r = await post(gw.url('f'), 'tools/list', {}, { authorization: `Bearer ${await token()}` });
@@ -260,9 +325,21 @@ describe('principal binding (API keys)', () => {
     const first = await post(url, 'tools/call', { name: 'ask_name', arguments: {} }, A, { elicitation: {} });
     expect(first.body.result.resultType).toBe('input_required');
     const retry = { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState };
-    const stolen = await post(url, 'tools/call', { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } } }, B, { elicitation: {} });
+    const stolen = await post(
+      url,
+      'tools/call',
+      { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } } },
+      B,
+      { elicitation: {} },
+    );
     expect(stolen.body.error.code).toBe(-32602);
-    const mine = await post(url, 'tools/call', { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } }, A, { elicitation: {} });
+    const mine = await post(
+      url,
+      'tools/call',
+      { ...retry, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } },
+      A,
+      { elicitation: {} },
+    );
     expect(mine.body.result.content[0].text).toBe('Hello, Alice!');
   });
 
@@ -271,7 +348,11 @@ describe('principal binding (API keys)', () => {
     const { taskId } = created.body.result;
     expect(created.body.result.resultType).toBe('task');
     const unknown = await post(url, 'tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }, B, TASKS);
-    for (const [m, extra] of [['tasks/get', {}], ['tasks/update', { inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } } }], ['tasks/cancel', {}]] as const) {
+    for (const [m, extra] of [
+      ['tasks/get', {}],
+      ['tasks/update', { inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } } }],
+      ['tasks/cancel', {}],
+    ] as const) {
       const r = await post(url, m, { taskId, ...extra }, B, TASKS);
       expect(r.body.error.code, m).toBe(-32602);
       expect(r.body.error.message).toBe(unknown.body.error.message);
@@ -283,7 +364,13 @@ describe('principal binding (API keys)', () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(t.status).toBe('input_required');
-    await post(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } }, A, TASKS);
+    await post(
+      url,
+      'tasks/update',
+      { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } } },
+      A,
+      TASKS,
+    );
     for (let i = 0; i < 50; i++) {
       t = (await post(url, 'tasks/get', { taskId }, A, TASKS)).body.result;
       if (t.status === 'completed') break;
@@ -330,10 +417,19 @@ describe('Host and Origin checks', () => {
     const { request } = await import('node:http');
     const u = new URL(gw.url('f'));
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { host: 'evil.example:80', 'content-type': 'application/json' } }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-      });
+      const req = request(
+        {
+          host: u.hostname,
+          port: u.port,
+          path: u.pathname,
+          method: 'POST',
+          headers: { host: 'evil.example:80', 'content-type': 'application/json' },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        },
+      );
       req.on('error', reject);
       req.end('{}');
     });
@@ -366,7 +462,13 @@ describe('Host and Origin checks', () => {
 });
 
 describe('fairness between principals', () => {
-  const TWO_KEYS = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+  const TWO_KEYS = {
+    mode: 'apiKeys',
+    keys: [
+      { principal: 'alice', key: 'key-of-alice-0123456789' },
+      { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+    ],
+  };
   const A = { authorization: 'Bearer key-of-alice-0123456789' };
   const B = { authorization: 'Bearer key-of-bob-0123456789ab' };
   let gw: TestGateway;
@@ -394,27 +496,31 @@ describe('fairness between principals', () => {
     expect(bob.body.result.content[0].text).toBe('slept 10ms');
   });
 
-  it('a caller that finds every session held by another gets busy saying others may hold them and which bound to lower', async () => {
-    const g = await startGateway({
-      auth: TWO_KEYS,
-      upstreams: { f: { ...fixtureStdio(), maxSessions: 2, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 300 } } },
-    });
-    try {
-      await post(g.url('f'), 'tools/list', {}, B);
-      const held = [0, 1].map(() => post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 6000, steps: 1 } }, A));
-      // Both of alice's calls hold a started session.
-      const pool = g.gateway.upstreams.get('f')!.pool;
-      expect(await eventually(() => pool.stats().leased === 2 && pool.stats().starting === 0, 10_000)).toBe(true);
-      const bob = await post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
-      expect(bob.body.error, JSON.stringify(bob.body)).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
-      expect(bob.body.error.message).toBe(
-        "All 2 sessions of upstream 'f' stayed busy for 300 ms, with calls in flight, parked waiting for input, running as tasks or holding subscriptions/listen streams, this caller's or others'; raise maxSessions (or lower maxSessionsPerPrincipal, so that one caller cannot hold them all) or retry later",
-      );
-      for (const r of await Promise.all(held)) expect(r.body.result.content[0].text).toBe('slept 6000ms');
-    } finally {
-      await g.close();
-    }
-  }, scaled(30_000));
+  it(
+    'a caller that finds every session held by another gets busy saying others may hold them and which bound to lower',
+    async () => {
+      const g = await startGateway({
+        auth: TWO_KEYS,
+        upstreams: { f: { ...fixtureStdio(), maxSessions: 2, maxSessionsPerPrincipal: 2, timeouts: { queueMs: 300 } } },
+      });
+      try {
+        await post(g.url('f'), 'tools/list', {}, B);
+        const held = [0, 1].map(() => post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 6000, steps: 1 } }, A));
+        // Both of alice's calls hold a started session.
+        const pool = g.gateway.upstreams.get('f')!.pool;
+        expect(await eventually(() => pool.stats().leased === 2 && pool.stats().starting === 0, 10_000)).toBe(true);
+        const bob = await post(g.url('f'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, B);
+        expect(bob.body.error, JSON.stringify(bob.body)).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
+        expect(bob.body.error.message).toBe(
+          "All 2 sessions of upstream 'f' stayed busy for 300 ms, with calls in flight, parked waiting for input, running as tasks or holding subscriptions/listen streams, this caller's or others'; raise maxSessions (or lower maxSessionsPerPrincipal, so that one caller cannot hold them all) or retry later",
+        );
+        for (const r of await Promise.all(held)) expect(r.body.result.content[0].text).toBe('slept 6000ms');
+      } finally {
+        await g.close();
+      }
+    },
+    scaled(30_000),
+  );
 
   it('where maxSessionsPerPrincipal is not below maxSessions, one principal still parks only half of maxParkedSessions: another principal can park beside it', async () => {
     const g = await startGateway({

@@ -30,22 +30,32 @@ describe('bridge policy', () => {
     const url = gw.url('f');
     const first = await rpc(url, 'tools/call', { name: 'concurrent_inputs', arguments: {} }, { caps: CAPS });
     expect(Object.keys(first.body.result.inputRequests).sort()).toEqual(['hello', 'who']);
-    const partial = await rpc(url, 'tools/call', {
-      name: 'concurrent_inputs',
-      arguments: {},
-      requestState: first.body.result.requestState,
-      inputResponses: { who: { action: 'accept', content: { name: 'Kim' } }, bogus: { anything: true } },
-    }, { caps: CAPS });
+    const partial = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'concurrent_inputs',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { who: { action: 'accept', content: { name: 'Kim' } }, bogus: { anything: true } },
+      },
+      { caps: CAPS },
+    );
     expect(partial.body.result.resultType).toBe('input_required');
     expect(Object.keys(partial.body.result.inputRequests)).toEqual(['hello']);
     expect(partial.body.result.inputRequests.hello.method).toBe('sampling/createMessage');
     expect(partial.body.result.requestState).not.toBe(first.body.result.requestState);
-    const done = await rpc(url, 'tools/call', {
-      name: 'concurrent_inputs',
-      arguments: {},
-      requestState: partial.body.result.requestState,
-      inputResponses: { hello: { role: 'assistant', model: 'm', content: { type: 'text', text: 'yo' } } },
-    }, { caps: CAPS });
+    const done = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'concurrent_inputs',
+        arguments: {},
+        requestState: partial.body.result.requestState,
+        inputResponses: { hello: { role: 'assistant', model: 'm', content: { type: 'text', text: 'yo' } } },
+      },
+      { caps: CAPS },
+    );
     expect(done.body.result.content[0].text).toBe('name=Kim sample=yo');
   });
 
@@ -53,19 +63,29 @@ describe('bridge policy', () => {
     const url = gw.url('f');
     const first = await rpc(url, 'tools/call', { name: 'same_hint_twice', arguments: {} }, { caps: CAPS });
     expect(Object.keys(first.body.result.inputRequests)).toEqual(['person']);
-    const second = await rpc(url, 'tools/call', {
-      name: 'same_hint_twice',
-      arguments: {},
-      requestState: first.body.result.requestState,
-      inputResponses: { person: { action: 'accept', content: { name: 'Ann' } } },
-    }, { caps: CAPS });
+    const second = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'same_hint_twice',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { person: { action: 'accept', content: { name: 'Ann' } } },
+      },
+      { caps: CAPS },
+    );
     expect(Object.keys(second.body.result.inputRequests)).toEqual(['elicitation-1']);
-    const done = await rpc(url, 'tools/call', {
-      name: 'same_hint_twice',
-      arguments: {},
-      requestState: second.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ben' } } },
-    }, { caps: CAPS });
+    const done = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'same_hint_twice',
+        arguments: {},
+        requestState: second.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ben' } } },
+      },
+      { caps: CAPS },
+    );
     expect(done.body.result.content[0].text).toBe('Ann and Ben');
   });
 
@@ -80,13 +100,21 @@ describe('bridge policy', () => {
     expect(c.body.error.data).toEqual({ upstream: 'f', reason: 'parked-limit' });
     expect(c.body.error.message).toMatch(/waiting for client input/);
     expect(bounded.gateway.bridge.parkedCount).toBe(2);
-    for (const [r, name] of [[a, 'A'], [b, 'B']] as const) {
-      const done = await rpc(url, 'tools/call', {
-        name: 'ask_name',
-        arguments: {},
-        requestState: r.body.result.requestState,
-        inputResponses: { 'elicitation-1': { action: 'accept', content: { name } } },
-      }, { caps: CAPS });
+    for (const [r, name] of [
+      [a, 'A'],
+      [b, 'B'],
+    ] as const) {
+      const done = await rpc(
+        url,
+        'tools/call',
+        {
+          name: 'ask_name',
+          arguments: {},
+          requestState: r.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { name } } },
+        },
+        { caps: CAPS },
+      );
       expect(done.body.result.content[0].text).toBe(`Hello, ${name}!`);
     }
     expect(bounded.gateway.bridge.parkedCount).toBe(0);
@@ -136,7 +164,8 @@ describe('bridge policy', () => {
     const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: { batchWindowMs: 1000 } } } });
     try {
       const url = learner.url('f');
-      const call = (extra: Record<string, unknown> = {}) => rpc(url, 'tools/call', { name: 'ask_two_apart', arguments: { gapMs: 100 }, ...extra }, { caps: CAPS });
+      const call = (extra: Record<string, unknown> = {}) =>
+        rpc(url, 'tools/call', { name: 'ask_two_apart', arguments: { gapMs: 100 }, ...extra }, { caps: CAPS });
       const answer = (name: string) => ({ action: 'accept', content: { name } });
       const batching = learner.gateway.upstreams.get('f')!.batching;
       expect(batching.quietMs).toBe(0);
@@ -155,7 +184,10 @@ describe('bridge policy', () => {
       // Later calls wait for the gap the upstream showed: both questions in one round.
       const again = await call();
       expect(Object.keys(again.body.result.inputRequests).sort()).toEqual(['first', 'second']);
-      const both = await call({ requestState: again.body.result.requestState, inputResponses: { first: answer('Grace'), second: answer('Edsger') } });
+      const both = await call({
+        requestState: again.body.result.requestState,
+        inputResponses: { first: answer('Grace'), second: answer('Edsger') },
+      });
       expect(both.body.result.content[0].text).toBe('Grace and Edsger');
     } finally {
       await learner.close();
@@ -171,23 +203,33 @@ describe('parked calls leave sessions for other calls (default gateway.config.js
   });
   afterAll(() => gw?.close());
 
-  it('10 abandoned eliciting calls: half of maxSessions park, the rest get parked-limit at once, and plain calls are still served', async () => {
-    const url = gw.url('everything');
-    const started = Date.now();
-    const asks = await Promise.all(Array.from({ length: 10 }, () => rpc(url, 'tools/call', { name: 'trigger-elicitation-request', arguments: {} }, { caps: { elicitation: { form: {} } } })));
-    const parked = asks.filter((r) => r.body.result?.resultType === 'input_required');
-    const refused = asks.filter((r) => r.body.error);
-    // maxSessions is 8 in the default config: 4 parked calls at most.
-    expect(parked.length).toBe(4);
-    expect(refused.length).toBe(6);
-    for (const r of refused) {
-      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'everything', reason: 'parked-limit' } });
-      expect(r.body.error.message).toContain('maxParkedSessions=4');
-    }
-    // Refused when they asked, not after waiting queueMs (10 s) for a session.
-    expect(Date.now() - started).toBeLessThan(scaled(8000));
-    expect(gw.gateway.bridge.parkedCount).toBe(4);
-    const plain = await Promise.all(Array.from({ length: 4 }, (_, i) => rpc(url, 'tools/call', { name: 'echo', arguments: { message: `m${i}` } })));
-    plain.forEach((r, i) => expect(r.body.result?.content?.[0]?.text).toBe(`Echo: m${i}`));
-  }, scaled(60_000));
+  it(
+    '10 abandoned eliciting calls: half of maxSessions park, the rest get parked-limit at once, and plain calls are still served',
+    async () => {
+      const url = gw.url('everything');
+      const started = Date.now();
+      const asks = await Promise.all(
+        Array.from({ length: 10 }, () =>
+          rpc(url, 'tools/call', { name: 'trigger-elicitation-request', arguments: {} }, { caps: { elicitation: { form: {} } } }),
+        ),
+      );
+      const parked = asks.filter((r) => r.body.result?.resultType === 'input_required');
+      const refused = asks.filter((r) => r.body.error);
+      // maxSessions is 8 in the default config: 4 parked calls at most.
+      expect(parked.length).toBe(4);
+      expect(refused.length).toBe(6);
+      for (const r of refused) {
+        expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'everything', reason: 'parked-limit' } });
+        expect(r.body.error.message).toContain('maxParkedSessions=4');
+      }
+      // Refused when they asked, not after waiting queueMs (10 s) for a session.
+      expect(Date.now() - started).toBeLessThan(scaled(8000));
+      expect(gw.gateway.bridge.parkedCount).toBe(4);
+      const plain = await Promise.all(
+        Array.from({ length: 4 }, (_, i) => rpc(url, 'tools/call', { name: 'echo', arguments: { message: `m${i}` } })),
+      );
+      plain.forEach((r, i) => expect(r.body.result?.content?.[0]?.text).toBe(`Echo: m${i}`));
+    },
+    scaled(60_000),
+  );
 });

@@ -43,7 +43,9 @@ describe.each(transports)('bridge over %s', (_label, start) => {
   });
 
   it('a tool that samples: the client sampling handler answers', async () => {
-    const { client, record } = await v2Client(url, { sample: () => ({ role: 'assistant', model: 'm1', content: { type: 'text', text: 'short' } }) });
+    const { client, record } = await v2Client(url, {
+      sample: () => ({ role: 'assistant', model: 'm1', content: { type: 'text', text: 'short' } }),
+    });
     try {
       const r = await client.callTool({ name: 'summarize', arguments: { text: 'a long text' } });
       expect(textOf(r)).toBe('model=m1 summary=short');
@@ -126,7 +128,11 @@ describe.each(transports)('bridge over %s', (_label, start) => {
     try {
       const r = await client.callTool({ name: 'url_consent', arguments: {} });
       expect(textOf(r)).toBe('url consent: accept');
-      expect(record.elicitation[0]).toMatchObject({ mode: 'url', url: 'https://example.com/authorize?session=fixture', message: 'Authorize access' });
+      expect(record.elicitation[0]).toMatchObject({
+        mode: 'url',
+        url: 'https://example.com/authorize?session=fixture',
+        message: 'Authorize access',
+      });
       expect(record.elicitation[0].elicitationId).toBeUndefined();
     } finally {
       await client.close();

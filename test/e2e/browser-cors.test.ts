@@ -67,7 +67,16 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
     gw = await startGateway({ http: { allowedOrigins: [allowed.origin] }, upstreams: { f: fixtureStdio() } }, { log });
     browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
   }, scaled(60_000));
 
@@ -82,28 +91,38 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
     const page = await browser.newPage();
     try {
       await page.goto(`${origin}/?gw=${encodeURIComponent(gw.url('f'))}`);
-      await page.waitForFunction(() => (window as unknown as { result?: unknown }).result !== undefined, undefined, { timeout: scaled(20_000) });
+      await page.waitForFunction(() => (window as unknown as { result?: unknown }).result !== undefined, undefined, {
+        timeout: scaled(20_000),
+      });
       return await page.evaluate(() => (window as unknown as { result: unknown }).result);
     } finally {
       await page.close();
     }
   }
 
-  it('a page from an allowed origin passes the preflight and reads the result and the exposed x-request-id', async () => {
-    const r = await callFrom(allowed.origin);
-    expect(r).toMatchObject({ ok: true, status: 200 });
-    expect(r.body.result).toBeDefined();
-    expect(r.requestId).toMatch(/^[0-9a-f-]{36}$/);
-  }, scaled(30_000));
+  it(
+    'a page from an allowed origin passes the preflight and reads the result and the exposed x-request-id',
+    async () => {
+      const r = await callFrom(allowed.origin);
+      expect(r).toMatchObject({ ok: true, status: 200 });
+      expect(r.body.result).toBeDefined();
+      expect(r.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    },
+    scaled(30_000),
+  );
 
-  it('a page from another port, or from 127.0.0.2, is blocked at the preflight', async () => {
-    for (const origin of [otherPort.origin, otherHost.origin]) {
-      const before = logs.filter((l) => l.preflight).length;
-      const r = await callFrom(origin);
-      expect(r.ok, origin).toBe(false);
-      expect(r.error).toMatch(/Failed to fetch/);
-      const refused = logs.filter((l) => l.preflight).slice(before);
-      expect(refused.map((l) => l.reason)).toEqual([`Origin '${origin}' is not allowed`]);
-    }
-  }, scaled(30_000));
+  it(
+    'a page from another port, or from 127.0.0.2, is blocked at the preflight',
+    async () => {
+      for (const origin of [otherPort.origin, otherHost.origin]) {
+        const before = logs.filter((l) => l.preflight).length;
+        const r = await callFrom(origin);
+        expect(r.ok, origin).toBe(false);
+        expect(r.error).toMatch(/Failed to fetch/);
+        const refused = logs.filter((l) => l.preflight).slice(before);
+        expect(refused.map((l) => l.reason)).toEqual([`Origin '${origin}' is not allowed`]);
+      }
+    },
+    scaled(30_000),
+  );
 });

@@ -18,7 +18,14 @@ import { scaled } from '../helpers/budget.js';
 
 const BIN = join(ROOT, 'bin/mrtr-gateway.js');
 /** The OpenTelemetry variables `--help` names. */
-const OTEL_VARS = ['OTEL_TRACES_EXPORTER', 'OTEL_EXPORTER_OTLP_ENDPOINT', 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', 'OTEL_SERVICE_NAME', 'OTEL_TRACES_SAMPLER', 'OTEL_PROPAGATORS'];
+const OTEL_VARS = [
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_SERVICE_NAME',
+  'OTEL_TRACES_SAMPLER',
+  'OTEL_PROPAGATORS',
+];
 
 let dir: string;
 beforeAll(() => {
@@ -53,7 +60,10 @@ async function childEnv(url: string): Promise<Record<string, string>> {
  */
 async function serveFromElsewhere(bin: string, message: string): Promise<void> {
   const cwd = mkdtempSync(join(dir, 'elsewhere-'));
-  writeFileSync(join(cwd, 'servers.json'), JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }));
+  writeFileSync(
+    join(cwd, 'servers.json'),
+    JSON.stringify({ mcpServers: { everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] } } }),
+  );
   const gw = await startCliArgs(['--config', 'servers.json', '--port', '0'], { entry: [bin], cwd });
   try {
     expect(await echo(`${gw.base}/mcp/everything`, message)).toBe(`Echo: ${message}`);
@@ -123,7 +133,11 @@ describe('an mcpServers file given to --config', () => {
     const env = await childEnv(`${gw.base}/mcp/local`);
     expect(env.FROM_FILE).toBe(value);
     expect(env.MRTR_TEST_FROM_FILE).toBeUndefined();
-    expect(gw.logs.find((l) => l.upstream === 'local' && Array.isArray(l.env))).toMatchObject({ level: 30, env: ['FROM_FILE'], passedThrough: [] });
+    expect(gw.logs.find((l) => l.upstream === 'local' && Array.isArray(l.env))).toMatchObject({
+      level: 30,
+      env: ['FROM_FILE'],
+      passedThrough: [],
+    });
     expect(JSON.stringify(gw.logs)).not.toContain(value);
   });
 });
@@ -155,7 +169,13 @@ describe('envPassthrough', () => {
       },
       undefined,
       // NODE_OPTIONS holds a flag of the gateway's own (harmless here: it only silences warnings).
-      { MRTR_PASS_ONE: 'pass-one-3a7b', MRTR_GLOB_A: 'glob-a-3a7b', MRTR_GLOB_B: 'glob-b-from-env', MRTR_NOT_LISTED: secret, NODE_OPTIONS: NODE_FLAGS },
+      {
+        MRTR_PASS_ONE: 'pass-one-3a7b',
+        MRTR_GLOB_A: 'glob-a-3a7b',
+        MRTR_GLOB_B: 'glob-b-from-env',
+        MRTR_NOT_LISTED: secret,
+        NODE_OPTIONS: NODE_FLAGS,
+      },
     );
   }, scaled(60_000));
   afterAll(() => stop(gw));
@@ -176,7 +196,11 @@ describe('envPassthrough', () => {
 
   it('logs the names the child gets beyond the safe set at start, without values', () => {
     const line = gw.logs.find((l) => l.upstream === 'e' && Array.isArray(l.env));
-    expect(line).toMatchObject({ level: 30, env: ['MRTR_GLOB_A', 'MRTR_GLOB_B', 'MRTR_PASS_ONE'], passedThrough: ['MRTR_GLOB_A', 'MRTR_PASS_ONE'] });
+    expect(line).toMatchObject({
+      level: 30,
+      env: ['MRTR_GLOB_A', 'MRTR_GLOB_B', 'MRTR_PASS_ONE'],
+      passedThrough: ['MRTR_GLOB_A', 'MRTR_PASS_ONE'],
+    });
     const all = JSON.stringify(gw.logs);
     for (const v of ['pass-one-3a7b', 'glob-a-3a7b', 'configured-b', secret]) expect(all).not.toContain(v);
   });
@@ -210,7 +234,9 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
       writeFileSync(file, JSON.stringify({ upstreams: { e: everythingStdio } }));
       const r = await runCli(['--config', file, '--port', String((taken.address() as AddressInfo).port)], { entry: [BIN], cwd: dir });
       expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(/cannot listen on 127\.0\.0\.1:\d+: EADDRINUSE \(another process is listening there .*choose another port with --port or PORT\)/);
+      expect(r.stderr).toMatch(
+        /cannot listen on 127\.0\.0\.1:\d+: EADDRINUSE \(another process is listening there .*choose another port with --port or PORT\)/,
+      );
       expectNoStackTrace(r.stderr);
     } finally {
       taken.close();
@@ -252,9 +278,13 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expectNoStackTrace(r.stderr);
   });
 
-  it('runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM', async () => {
-    await serveFromElsewhere(BIN, 'from elsewhere');
-  }, scaled(60_000));
+  it(
+    'runs from another working directory with a relative --config, serves, and stops with exit 0 on SIGTERM',
+    async () => {
+      await serveFromElsewhere(BIN, 'from elsewhere');
+    },
+    scaled(60_000),
+  );
 });
 
 /**
@@ -271,7 +301,11 @@ function packageTree(parent: string, prefix: string, opts: { withDist?: boolean;
     if (!without.has(name)) symlinkSync(join(ROOT, 'node_modules', name), join(root, 'node_modules', name));
   }
   if (opts.withDist) {
-    execFileSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(root, 'dist')], { stdio: 'pipe', timeout: 150_000 });
+    execFileSync(
+      process.execPath,
+      [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', join(ROOT, 'tsconfig.build.json'), '--outDir', join(root, 'dist')],
+      { stdio: 'pipe', timeout: 150_000 },
+    );
   }
   return root;
 }
@@ -312,9 +346,13 @@ describe('the bin launcher in a checkout: the sources compiled under node_module
     expect(second.stdout).toContain('Edited: serves MCP servers');
   });
 
-  it('serves from the compiled sources: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
-    await serveFromElsewhere(bin(), 'from the compiled sources');
-  }, scaled(60_000));
+  it(
+    'serves from the compiled sources: a tools/call through a stdio upstream, then exit 0 on SIGTERM',
+    async () => {
+      await serveFromElsewhere(bin(), 'from the compiled sources');
+    },
+    scaled(60_000),
+  );
 
   it('a cold cache: one line on stderr says the sources are compiling; an edit of one file compiles without it', async () => {
     const cold = packageTree(dir, 'cold-', { without: ['tsx'] });
@@ -329,16 +367,22 @@ describe('the bin launcher in a checkout: the sources compiled under node_module
     expect(second.stderr).toBe('');
   });
 
-  it('a cache directory that cannot be written (EPERM) → one warning line, the sources run through tsx: --help and a tools/call', async () => {
-    const readOnly = packageTree(dir, 'ro-cache-');
-    // /sys refuses new directories even to root.
-    symlinkSync('/sys', join(readOnly, 'node_modules/.cache'));
-    const r = await runCli(['--help'], { entry: [join(readOnly, 'bin/mrtr-gateway.js')], cwd: dir });
-    expect(r.code).toBe(0);
-    expect(r.stdout).toContain('Serves MCP servers');
-    expect(r.stderr).toMatch(/^mrtr-gateway: warning: cannot write the compiled sources \(EPERM on .+\); running the sources through tsx, which starts slower\n$/);
-    await serveFromElsewhere(join(readOnly, 'bin/mrtr-gateway.js'), 'through tsx');
-  }, scaled(60_000));
+  it(
+    'a cache directory that cannot be written (EPERM) → one warning line, the sources run through tsx: --help and a tools/call',
+    async () => {
+      const readOnly = packageTree(dir, 'ro-cache-');
+      // /sys refuses new directories even to root.
+      symlinkSync('/sys', join(readOnly, 'node_modules/.cache'));
+      const r = await runCli(['--help'], { entry: [join(readOnly, 'bin/mrtr-gateway.js')], cwd: dir });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain('Serves MCP servers');
+      expect(r.stderr).toMatch(
+        /^mrtr-gateway: warning: cannot write the compiled sources \(EPERM on .+\); running the sources through tsx, which starts slower\n$/,
+      );
+      await serveFromElsewhere(join(readOnly, 'bin/mrtr-gateway.js'), 'through tsx');
+    },
+    scaled(60_000),
+  );
 
   it('a source that does not compile → exit 1 with one line naming the file and the position, no stack trace', async () => {
     const broken = packageTree(dir, 'broken-', { without: ['tsx'] });
@@ -347,7 +391,9 @@ describe('the bin launcher in a checkout: the sources compiled under node_module
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     // A fresh tree compiles every file: the line saying so comes first.
-    expect(r.stderr).toMatch(/^mrtr-gateway: compiling the sources \(first start after install or an edit\)…\nmrtr-gateway: cannot compile the sources: src\/config\/log-levels\.ts:1:\d+: .+\n$/);
+    expect(r.stderr).toMatch(
+      /^mrtr-gateway: compiling the sources \(first start after install or an edit\)…\nmrtr-gateway: cannot compile the sources: src\/config\/log-levels\.ts:1:\d+: .+\n$/,
+    );
   });
 });
 
@@ -379,9 +425,13 @@ describe('the bin launcher in a production install (no tsx, no TypeScript)', () 
     expect(r.stdout).toContain('-c, --config PATH');
   });
 
-  it('serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM', async () => {
-    await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
-  }, scaled(60_000));
+  it(
+    'serves from dist/: a tools/call through a stdio upstream, then exit 0 on SIGTERM',
+    async () => {
+      await serveFromElsewhere(join(prod, 'bin/mrtr-gateway.js'), 'from dist');
+    },
+    scaled(60_000),
+  );
 
   it('neither dist/ nor TypeScript → exit 1 with one line on stderr saying what to run', async () => {
     const bare = productionTree(dir, false);

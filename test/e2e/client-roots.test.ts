@@ -77,35 +77,55 @@ describe.each(transports)('server-everything over %s: get-roots-list', (_label, 
 });
 
 describe('server-filesystem (it replaces its allowed directories with the roots it gets)', () => {
-  it('list_allowed_directories shows the calling client\'s roots, or the configured ones for a client without roots, 20 runs in a row', async () => {
-    const dir = (name: string) => realpathSync(mkdtempSync(join(tmpdir(), `mrtr-roots-${name}-`)));
-    const configured = dir('configured');
-    const commandLine = dir('argv');
-    const mine = { alice: dir('alice'), bob: dir('bob') };
-    const server = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
-    const gw = await gateway({
-      upstreams: { fs: { transport: 'stdio', command: process.execPath, args: [server, commandLine], roots: [{ uri: `file://${configured}`, name: 'configured' }], maxSessions: 6 } },
-    });
-    const url = gw.url('fs');
-    const alice = await v2Client(url, { roots: [{ uri: `file://${mine.alice}`, name: 'alice' }] }, ROOTS);
-    const bob = await v2Client(url, { roots: [{ uri: `file://${mine.bob}`, name: 'bob' }] }, ROOTS);
-    const plain = await v2Client(url, {}, {});
-    const all = { alice: mine.alice, bob: mine.bob, plain: configured };
-    const list = async (who: keyof typeof all, c: typeof alice) => ({ who, text: textOf((await c.client.callTool({ name: 'list_allowed_directories', arguments: {} })) as never) });
-    try {
-      for (let run = 0; run < 20; run++) {
-        // At once (three sessions, reused by whichever client comes), then one after the other.
-        const got = [...(await Promise.all([list('alice', alice), list('bob', bob), list('plain', plain)])), await list('bob', bob), await list('plain', plain), await list('alice', alice)];
-        for (const { who, text } of got) {
-          for (const [name, path] of Object.entries(all)) {
-            if (name === who) expect(text, `run ${run}: ${who}`).toContain(path);
-            else expect(text, `run ${run}: ${who}`).not.toContain(path);
+  it(
+    "list_allowed_directories shows the calling client's roots, or the configured ones for a client without roots, 20 runs in a row",
+    async () => {
+      const dir = (name: string) => realpathSync(mkdtempSync(join(tmpdir(), `mrtr-roots-${name}-`)));
+      const configured = dir('configured');
+      const commandLine = dir('argv');
+      const mine = { alice: dir('alice'), bob: dir('bob') };
+      const server = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
+      const gw = await gateway({
+        upstreams: {
+          fs: {
+            transport: 'stdio',
+            command: process.execPath,
+            args: [server, commandLine],
+            roots: [{ uri: `file://${configured}`, name: 'configured' }],
+            maxSessions: 6,
+          },
+        },
+      });
+      const url = gw.url('fs');
+      const alice = await v2Client(url, { roots: [{ uri: `file://${mine.alice}`, name: 'alice' }] }, ROOTS);
+      const bob = await v2Client(url, { roots: [{ uri: `file://${mine.bob}`, name: 'bob' }] }, ROOTS);
+      const plain = await v2Client(url, {}, {});
+      const all = { alice: mine.alice, bob: mine.bob, plain: configured };
+      const list = async (who: keyof typeof all, c: typeof alice) => ({
+        who,
+        text: textOf((await c.client.callTool({ name: 'list_allowed_directories', arguments: {} })) as never),
+      });
+      try {
+        for (let run = 0; run < 20; run++) {
+          // At once (three sessions, reused by whichever client comes), then one after the other.
+          const got = [
+            ...(await Promise.all([list('alice', alice), list('bob', bob), list('plain', plain)])),
+            await list('bob', bob),
+            await list('plain', plain),
+            await list('alice', alice),
+          ];
+          for (const { who, text } of got) {
+            for (const [name, path] of Object.entries(all)) {
+              if (name === who) expect(text, `run ${run}: ${who}`).toContain(path);
+              else expect(text, `run ${run}: ${who}`).not.toContain(path);
+            }
+            expect(text, `run ${run}: ${who}`).not.toContain(commandLine);
           }
-          expect(text, `run ${run}: ${who}`).not.toContain(commandLine);
         }
+      } finally {
+        await Promise.all([alice.client.close(), bob.client.close(), plain.client.close()]);
       }
-    } finally {
-      await Promise.all([alice.client.close(), bob.client.close(), plain.client.close()]);
-    }
-  }, scaled(120_000));
+    },
+    scaled(120_000),
+  );
 });

@@ -32,7 +32,10 @@ function writeConfig(name: string, content: unknown): string {
 }
 
 /** Runs the CLI with `--config file --port 0` and resolves with its exit code and output. */
-function runCli(file: string, timeoutMs = 20_000): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+function runCli(
+  file: string,
+  timeoutMs = 20_000,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const env = { ...process.env };
     delete env.UNSET_VAR_XYZ;
@@ -135,14 +138,26 @@ describe('CLI config errors', () => {
 
   it('maxParkedSessions above maxSessions, maxParkedSessionsPerPrincipal above maxSessionsPerPrincipal → exit 2, stderr names both settings of each', async () => {
     const file = writeConfig('parked-over-sessions.json', {
-      upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 5, maxSessionsPerPrincipal: 2, maxParkedSessionsPerPrincipal: 3 } },
+      upstreams: {
+        everything: {
+          ...everythingStdio,
+          maxSessions: 4,
+          maxParkedSessions: 5,
+          maxSessionsPerPrincipal: 2,
+          maxParkedSessionsPerPrincipal: 3,
+        },
+      },
     });
     const r = await runCli(file);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('upstreams.everything.maxParkedSessions: maxParkedSessions (5) is greater than maxSessions (4)');
-    expect(r.stderr).toContain('upstreams.everything.maxParkedSessionsPerPrincipal: maxParkedSessionsPerPrincipal (3) is greater than maxSessionsPerPrincipal (2)');
+    expect(r.stderr).toContain(
+      'upstreams.everything.maxParkedSessionsPerPrincipal: maxParkedSessionsPerPrincipal (3) is greater than maxSessionsPerPrincipal (2)',
+    );
     expectNoStackTrace(r.stderr);
-    const equal = writeConfig('parked-equal-sessions.json', { upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 4 } } });
+    const equal = writeConfig('parked-equal-sessions.json', {
+      upstreams: { everything: { ...everythingStdio, maxSessions: 4, maxParkedSessions: 4 } },
+    });
     expect(parseConfigFileProblem(equal)).toBeUndefined();
   });
 
@@ -160,13 +175,27 @@ describe('CLI config errors', () => {
     });
     const r = await runCli(file);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("auth.keys[1]: the same key as auth.keys[0] (principal 'a'): each key must identify one principal; give 'b' a key of its own");
+    expect(r.stderr).toContain(
+      "auth.keys[1]: the same key as auth.keys[0] (principal 'a'): each key must identify one principal; give 'b' a key of its own",
+    );
     expectNoStackTrace(r.stderr);
   });
 
   const cwdWithOthers = [
-    ['an mcpServers file with a bad cwd and a bad server name', 'cwd-and-name.json', { mcpServers: { badcwd: { command: 'node', cwd: 'nope' }, 'a b': { command: 'node' } } }, 'mcpServers.badcwd.cwd', '"a b" cannot be an upstream name'],
-    ['a gateway config with a bad cwd and a schema problem elsewhere', 'cwd-and-schema.json', { upstreams: { badcwd: { ...everythingStdio, cwd: 'nope' }, other: { ...everythingStdio, maxSessions: 0 } } }, 'upstreams.badcwd.cwd', 'upstreams.other.maxSessions'],
+    [
+      'an mcpServers file with a bad cwd and a bad server name',
+      'cwd-and-name.json',
+      { mcpServers: { badcwd: { command: 'node', cwd: 'nope' }, 'a b': { command: 'node' } } },
+      'mcpServers.badcwd.cwd',
+      '"a b" cannot be an upstream name',
+    ],
+    [
+      'a gateway config with a bad cwd and a schema problem elsewhere',
+      'cwd-and-schema.json',
+      { upstreams: { badcwd: { ...everythingStdio, cwd: 'nope' }, other: { ...everythingStdio, maxSessions: 0 } } },
+      'upstreams.badcwd.cwd',
+      'upstreams.other.maxSessions',
+    ],
   ] as const;
   for (const [what, name, content, cwdPath, other] of cwdWithOthers) {
     it(`${what} → exit 2, stderr lists both`, async () => {

@@ -20,7 +20,11 @@ const baseHeaders = {
 };
 
 /** POSTs `body` verbatim (a string is sent as is, anything else JSON-encoded) with the given headers. */
-async function post(url: string, body: unknown, headers: Record<string, string>): Promise<{ status: number; text: string; json: any; headers: Headers }> {
+async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+): Promise<{ status: number; text: string; json: any; headers: Headers }> {
   const res = await fetch(url, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
   const text = await res.text();
   let json: any;
@@ -100,7 +104,11 @@ describe('routing', () => {
     expect(await res.json()).toEqual({
       jsonrpc: '2.0',
       id: null,
-      error: { code: -32601, message: 'No endpoint at /admin (the admin page is off: set admin.enabled to true to serve it); this gateway serves /mcp/everything' },
+      error: {
+        code: -32601,
+        message:
+          'No endpoint at /admin (the admin page is off: set admin.enabled to true to serve it); this gateway serves /mcp/everything',
+      },
     });
   });
 
@@ -119,7 +127,11 @@ describe('routing', () => {
 describe('media types: Accept, Content-Type, Content-Encoding (Streamable HTTP §Sending Messages)', () => {
   const discover = { jsonrpc: '2.0', id: 'media', method: 'server/discover', params: { _meta: envelope() } };
   const headers = { ...baseHeaders, 'mcp-method': 'server/discover' };
-  const notAcceptable = (got: string) => ({ jsonrpc: '2.0', id: null, error: { code: -32000, message: `Not Acceptable: the Accept header must list application/json and text/event-stream (${got})` } });
+  const notAcceptable = (got: string) => ({
+    jsonrpc: '2.0',
+    id: null,
+    error: { code: -32000, message: `Not Acceptable: the Accept header must list application/json and text/event-stream (${got})` },
+  });
 
   it('no Accept, Accept: application/json only, or text/event-stream given q=0 → 406, -32000 naming the header and what it must list', async () => {
     // fetch would send Accept: */* when none is given; node:http sends none.
@@ -143,7 +155,12 @@ describe('media types: Accept, Content-Type, Content-Encoding (Streamable HTTP �
   });
 
   it('subscriptions/listen with Accept: application/json only → 406 as JSON, no event stream', async () => {
-    const listen = { jsonrpc: '2.0', id: 'listen-json', method: 'subscriptions/listen', params: { notifications: { toolsListChanged: true }, _meta: envelope() } };
+    const listen = {
+      jsonrpc: '2.0',
+      id: 'listen-json',
+      method: 'subscriptions/listen',
+      params: { notifications: { toolsListChanged: true }, _meta: envelope() },
+    };
     const res = await post(url, listen, { ...baseHeaders, accept: 'application/json', 'mcp-method': 'subscriptions/listen' });
     expect(res.status).toBe(406);
     expect(res.headers.get('content-type')).toBe('application/json');
@@ -153,30 +170,57 @@ describe('media types: Accept, Content-Type, Content-Encoding (Streamable HTTP �
   it('Content-Type text/plain, or none → 415, -32000 naming the header; application/json; charset=utf-8 is served', async () => {
     const plain = await post(url, discover, { ...headers, 'content-type': 'text/plain' });
     expect(plain.status).toBe(415);
-    expect(plain.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" } });
+    expect(plain.json).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" },
+    });
     const { 'content-type': _dropped, ...withoutType } = headers;
     const none = await rawPost(url, discover, Object.entries(withoutType));
     expect(none.status).toBe(415);
-    expect(none.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Unsupported Media Type: the Content-Type header must be application/json (it is missing)' } });
+    expect(none.json).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: 'Unsupported Media Type: the Content-Type header must be application/json (it is missing)' },
+    });
     const latin1 = await post(url, discover, { ...headers, 'content-type': 'application/json; charset=iso-8859-1' });
     expect(latin1.status).toBe(415);
-    expect(latin1.json.error).toEqual({ code: -32000, message: "Unsupported Media Type: the body must be UTF-8 JSON (Content-Type charset 'iso-8859-1')" });
+    expect(latin1.json.error).toEqual({
+      code: -32000,
+      message: "Unsupported Media Type: the body must be UTF-8 JSON (Content-Type charset 'iso-8859-1')",
+    });
     const utf8 = await post(url, discover, { ...headers, 'content-type': 'application/json; charset=utf-8' });
     expect(utf8.status).toBe(200);
   });
 
   it('Content-Encoding: gzip → 415, -32000 naming the coding, with Accept-Encoding: identity', async () => {
-    const res = await fetch(url, { method: 'POST', headers: { ...headers, 'content-encoding': 'gzip' }, body: gzipSync(JSON.stringify(discover)) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { ...headers, 'content-encoding': 'gzip' },
+      body: gzipSync(JSON.stringify(discover)),
+    });
     expect(res.status).toBe(415);
     expect(res.headers.get('accept-encoding')).toBe('identity');
-    expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: Content-Encoding 'gzip' is not supported; send the body uncompressed" } });
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: "Unsupported Media Type: Content-Encoding 'gzip' is not supported; send the body uncompressed" },
+    });
   });
 
   it('a body that is not valid UTF-8 → 400, -32700 saying so (nothing is replaced)', async () => {
-    const bytes = Buffer.concat([Buffer.from('{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":"'), Buffer.from([0xff, 0xfe]), Buffer.from(`","_meta":${JSON.stringify(envelope())}}}`)]);
+    const bytes = Buffer.concat([
+      Buffer.from('{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":"'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from(`","_meta":${JSON.stringify(envelope())}}}`),
+    ]);
     const res = await fetch(url, { method: 'POST', headers, body: bytes });
     expect(res.status).toBe(400);
-    expect(await res.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' } });
+    expect(await res.json()).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32700, message: 'Parse error: the body is not valid UTF-8 (JSON must be UTF-8 encoded)' },
+    });
   });
 
   it('a body starting with a UTF-8 byte order mark → served (RFC 8259 §8.1); a second mark is not ignored → 400, -32700', async () => {
@@ -195,7 +239,11 @@ describe('JSON-RPC framing', () => {
     for (const extra of [{}, { 'mcp-session-id': 'any-session' }] as Record<string, string>[]) {
       const res = await post(url, [], { ...baseHeaders, 'mcp-method': 'tools/list', ...extra });
       expect(res.status).toBe(400);
-      expect(res.json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST' } });
+      expect(res.json).toEqual({
+        jsonrpc: '2.0',
+        id: null,
+        error: { code: -32600, message: 'Invalid Request: the body is an empty JSON-RPC batch; send one request per POST' },
+      });
     }
   });
 
@@ -205,12 +253,20 @@ describe('JSON-RPC framing', () => {
     expect(res.json).toEqual({
       jsonrpc: '2.0',
       id: 7,
-      error: { code: -32600, message: 'Invalid Request: a JSON-RPC response is accepted only within a legacy session (Mcp-Session-Id); MCP 2026-07-28 clients POST requests and notifications only' },
+      error: {
+        code: -32600,
+        message:
+          'Invalid Request: a JSON-RPC response is accepted only within a legacy session (Mcp-Session-Id); MCP 2026-07-28 clients POST requests and notifications only',
+      },
     });
   });
 
   it('a 2025-era request without a session or the envelope → 400, -32602 saying initialize comes first (and what a 2026-07-28 client must send)', async () => {
-    const res = await post(url, { jsonrpc: '2.0', id: 'legacy-no-session', method: 'tools/list' }, { ...baseHeaders, 'mcp-protocol-version': '2025-06-18', 'mcp-method': 'tools/list' });
+    const res = await post(
+      url,
+      { jsonrpc: '2.0', id: 'legacy-no-session', method: 'tools/list' },
+      { ...baseHeaders, 'mcp-protocol-version': '2025-06-18', 'mcp-method': 'tools/list' },
+    );
     expect(res.status).toBe(400);
     expect(res.json).toEqual({
       jsonrpc: '2.0',
@@ -240,7 +296,11 @@ describe('JSON-RPC framing', () => {
   });
 
   it('a request without "jsonrpc" → 400, -32600 naming the field, id echoed', async () => {
-    const res = await post(url, { id: 'no-jsonrpc', method: 'tools/list', params: { _meta: envelope() } }, { ...baseHeaders, 'mcp-method': 'tools/list' });
+    const res = await post(
+      url,
+      { id: 'no-jsonrpc', method: 'tools/list', params: { _meta: envelope() } },
+      { ...baseHeaders, 'mcp-method': 'tools/list' },
+    );
     expect(res.status).toBe(400);
     expect(res.json.id).toBe('no-jsonrpc');
     expect(res.json.error.code).toBe(-32600);
@@ -323,7 +383,11 @@ describe('a very long unknown method', () => {
 
 describe('_meta envelope', () => {
   it('missing params._meta entirely → 400, -32602, id echoed', async () => {
-    const res = await post(url, { jsonrpc: '2.0', id: 'no-meta', method: 'tools/list', params: {} }, { ...baseHeaders, 'mcp-method': 'tools/list' });
+    const res = await post(
+      url,
+      { jsonrpc: '2.0', id: 'no-meta', method: 'tools/list', params: {} },
+      { ...baseHeaders, 'mcp-method': 'tools/list' },
+    );
     expect(res.status).toBe(400);
     expect(res.json.id).toBe('no-meta');
     expect(res.json.error.code).toBe(-32602);
@@ -345,7 +409,9 @@ describe('_meta envelope', () => {
   it('clientCapabilities with a bad member → 400, -32602 naming the member', async () => {
     const res = await rpc(url, 'tools/list', {}, { id: 'bad-caps', meta: { [PV]: V, [CC]: { elicitation: true } } });
     const err = expectError(res, 400, -32602, 'bad-caps');
-    expect(err.message).toBe(`params._meta["${CC}"] must be a ClientCapabilities object ({} declares none): elicitation: Invalid input: expected object, received boolean`);
+    expect(err.message).toBe(
+      `params._meta["${CC}"] must be a ClientCapabilities object ({} declares none): elicitation: Invalid input: expected object, received boolean`,
+    );
   });
 
   it('a progressToken that is not a string or number → 400, -32602 naming it', async () => {
@@ -355,9 +421,16 @@ describe('_meta envelope', () => {
   });
 
   it('a logLevel that is not an MCP logging level → 400, -32602 naming it and the levels', async () => {
-    const res = await rpc(url, 'tools/list', {}, { id: 'bad-level', meta: envelope({}, { 'io.modelcontextprotocol/logLevel': 'verbose' }) });
+    const res = await rpc(
+      url,
+      'tools/list',
+      {},
+      { id: 'bad-level', meta: envelope({}, { 'io.modelcontextprotocol/logLevel': 'verbose' }) },
+    );
     const err = expectError(res, 400, -32602, 'bad-level');
-    expect(err.message).toBe('params._meta["io.modelcontextprotocol/logLevel"] must be one of debug, info, notice, warning, error, critical, alert, emergency (got "verbose")');
+    expect(err.message).toBe(
+      'params._meta["io.modelcontextprotocol/logLevel"] must be one of debug, info, notice, warning, error, critical, alert, emergency (got "verbose")',
+    );
   });
 
   it('_meta without io.modelcontextprotocol/clientInfo is served (tools/list → 200, resultType complete)', async () => {
@@ -376,7 +449,12 @@ describe('_meta envelope', () => {
   });
 
   it('unsupported protocol version 1900-01-01 (header matching) → 400, -32022 with data.supported and data.requested', async () => {
-    const res = await rpc(url, 'tools/list', {}, { id: 'old-version', meta: { [PV]: '1900-01-01', [CC]: {} }, headers: { 'mcp-protocol-version': '1900-01-01' } });
+    const res = await rpc(
+      url,
+      'tools/list',
+      {},
+      { id: 'old-version', meta: { [PV]: '1900-01-01', [CC]: {} }, headers: { 'mcp-protocol-version': '1900-01-01' } },
+    );
     const err = expectError(res, 400, -32022, 'old-version');
     expect(err.data.supported).toContain(V);
     expect(err.data.requested).toBe('1900-01-01');
@@ -411,7 +489,12 @@ describe('standard headers', () => {
   });
 
   it('Mcp-Method header value differing only in case (Tools/Call) → 400, -32020 (values are case-sensitive)', async () => {
-    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'method-case', headers: { 'mcp-method': 'Tools/Call' } });
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo', arguments: { message: 'hi' } },
+      { id: 'method-case', headers: { 'mcp-method': 'Tools/Call' } },
+    );
     const err = expectError(res, 400, -32020, 'method-case');
     expect(err.message).toContain('Tools/Call');
   });
@@ -419,7 +502,12 @@ describe('standard headers', () => {
   it('header names are case-insensitive (MCP-METHOD, MCP-PROTOCOL-VERSION, MCP-NAME on the wire) → served', async () => {
     const res = await rawPost(
       url,
-      { jsonrpc: '2.0', id: 'upper-names', method: 'tools/call', params: { name: 'echo', arguments: { message: 'hi' }, _meta: envelope() } },
+      {
+        jsonrpc: '2.0',
+        id: 'upper-names',
+        method: 'tools/call',
+        params: { name: 'echo', arguments: { message: 'hi' }, _meta: envelope() },
+      },
       [
         ['Content-Type', 'application/json'],
         ['Accept', 'application/json, text/event-stream'],
@@ -454,13 +542,23 @@ describe('standard headers', () => {
   });
 
   it('Mcp-Name header missing for tools/call → 400, -32020 naming the header', async () => {
-    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-missing', headers: { 'mcp-name': null } });
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo', arguments: { message: 'hi' } },
+      { id: 'name-missing', headers: { 'mcp-name': null } },
+    );
     const err = expectError(res, 400, -32020, 'name-missing');
     expect(err.message).toContain('Mcp-Name');
   });
 
   it('Mcp-Name header mismatched with params.name → 400, -32020 naming both values', async () => {
-    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-mismatch', headers: { 'mcp-name': 'get-sum' } });
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo', arguments: { message: 'hi' } },
+      { id: 'name-mismatch', headers: { 'mcp-name': 'get-sum' } },
+    );
     const err = expectError(res, 400, -32020, 'name-mismatch');
     expect(err.message).toContain('get-sum');
     expect(err.message).toContain('echo');
@@ -468,7 +566,12 @@ describe('standard headers', () => {
 
   it('Mcp-Name in base64 form =?base64?…?= matching params.name → served', async () => {
     const encoded = `=?base64?${Buffer.from('echo', 'utf8').toString('base64')}?=`;
-    const res = await rpc(url, 'tools/call', { name: 'echo', arguments: { message: 'hi' } }, { id: 'name-b64', headers: { 'mcp-name': encoded } });
+    const res = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo', arguments: { message: 'hi' } },
+      { id: 'name-b64', headers: { 'mcp-name': encoded } },
+    );
     expect(res.status).toBe(200);
     expect(res.body.id).toBe('name-b64');
     expect(res.body.error).toBeUndefined();
@@ -497,7 +600,12 @@ describe('requestState', () => {
     const res = await rpc(
       url,
       'tools/call',
-      { name: 'echo', arguments: { message: 'hi' }, requestState: 'not-a-real-state-' + Math.random().toString(36).slice(2), inputResponses: {} },
+      {
+        name: 'echo',
+        arguments: { message: 'hi' },
+        requestState: 'not-a-real-state-' + Math.random().toString(36).slice(2),
+        inputResponses: {},
+      },
       { id: 'bad-state' },
     );
     const err = expectError(res, 200, -32602, 'bad-state');
@@ -509,7 +617,12 @@ describe('limits', () => {
   it('a body over limits.maxBodyBytes → 413 with a JSON-RPC error body', async () => {
     const small = await startGateway({ limits: { maxBodyBytes: 2048 }, upstreams: { everything: everythingStdio } });
     try {
-      const res = await rpc(small.url('everything'), 'tools/call', { name: 'echo', arguments: { message: 'x'.repeat(4096) } }, { id: 'too-big' });
+      const res = await rpc(
+        small.url('everything'),
+        'tools/call',
+        { name: 'echo', arguments: { message: 'x'.repeat(4096) } },
+        { id: 'too-big' },
+      );
       expect(res.status).toBe(413);
       expect(res.body.jsonrpc).toBe('2.0');
       expect(typeof res.body.error.code).toBe('number');

@@ -65,7 +65,11 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       federation: { enabled: true },
       upstreams: {
         everything: { ...everythingStdio, tools: { deny: ['get-env', 'trigger-url-*'] } },
-        fixture: { ...fixtureStdio(log, { FIXTURE_PAGE_SIZE: '4' }), tools: { deny: ['crash'] }, tasks: { tools: { slow: { taskAfterMs: 0 } } } },
+        fixture: {
+          ...fixtureStdio(log, { FIXTURE_PAGE_SIZE: '4' }),
+          tools: { deny: ['crash'] },
+          tasks: { tools: { slow: { taskAfterMs: 0 } } },
+        },
       },
     });
     fed = `${gw.base}/mcp`;
@@ -96,7 +100,15 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     expect(pages).toBe(direct.pages);
     expect(new Set(names).size).toBe(names.length);
     expect(names.filter((n) => n.startsWith('fixture_')).sort()).toEqual(direct.items.map((t) => `fixture_${t.name}`).sort());
-    expect(names).toEqual(expect.arrayContaining(['everything_echo', 'everything_get-sum', 'everything_trigger-long-running-operation', 'fixture_ask_name', 'fixture_slow']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'everything_echo',
+        'everything_get-sum',
+        'everything_trigger-long-running-operation',
+        'fixture_ask_name',
+        'fixture_slow',
+      ]),
+    );
     expect(names.every((n) => n.startsWith('everything_') || n.startsWith('fixture_'))).toBe(true);
     // Denied on each upstream: left out of the list, on both endpoints.
     expect(names).not.toContain('everything_get-env');
@@ -117,7 +129,10 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
 
   it('an eliciting tool of each upstream through input_required rounds, with the official v2 client on /mcp', async () => {
     const { client, record } = await v2Client(fed, {
-      elicit: (p) => (String(p.message).includes('Please provide inputs') ? { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 } } : { action: 'accept', content: { name: 'Grace' } }),
+      elicit: (p) =>
+        String(p.message).includes('Please provide inputs')
+          ? { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 } }
+          : { action: 'accept', content: { name: 'Grace' } },
     });
     try {
       expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
@@ -128,9 +143,19 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       expect(record.elicitation).toHaveLength(2);
       // One elicitation round per call. server-everything also asks `roots/list` 350 ms after its
       // session started: a call still running then (a loaded machine) carries it as a round of its own.
-      const methods = record.results.filter((r) => r.resultType === 'input_required').map((r) => Object.values(r.inputRequests as Record<string, { method: string }>).map((q) => q.method));
-      expect(methods.filter((m) => m.includes('elicitation/create')).map((m) => m.filter((x) => x === 'elicitation/create'))).toEqual([['elicitation/create'], ['elicitation/create']]);
-      expect(methods.flat().filter((x) => x !== 'elicitation/create').every((x) => x === 'roots/list')).toBe(true);
+      const methods = record.results
+        .filter((r) => r.resultType === 'input_required')
+        .map((r) => Object.values(r.inputRequests as Record<string, { method: string }>).map((q) => q.method));
+      expect(methods.filter((m) => m.includes('elicitation/create')).map((m) => m.filter((x) => x === 'elicitation/create'))).toEqual([
+        ['elicitation/create'],
+        ['elicitation/create'],
+      ]);
+      expect(
+        methods
+          .flat()
+          .filter((x) => x !== 'elicitation/create')
+          .every((x) => x === 'roots/list'),
+      ).toBe(true);
       expect(record.roots).toBeLessThanOrEqual(1);
       // The fixture saw its own tool name.
       expect(log.of('call', 'ask_name').length).toBeGreaterThan(0);
@@ -141,7 +166,12 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
 
   it('raw rounds: input_required from each upstream, completed by the retry with inputResponses and requestState', async () => {
     const cases = [
-      { name: 'everything_trigger-elicitation-request', args: {}, answer: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 }, expect: 'Ada Lovelace' },
+      {
+        name: 'everything_trigger-elicitation-request',
+        args: {},
+        answer: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 },
+        expect: 'Ada Lovelace',
+      },
       { name: 'fixture_ask_name', args: { greeting: 'Howdy' }, answer: { name: 'Barbara' }, expect: 'Howdy, Barbara!' },
     ];
     for (const c of cases) {
@@ -155,13 +185,23 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       const retry = await rpc(
         fed,
         'tools/call',
-        { name: c.name, arguments: c.args, inputResponses: { [requests[0]![0]]: { action: 'accept', content: c.answer } }, requestState: state },
+        {
+          name: c.name,
+          arguments: c.args,
+          inputResponses: { [requests[0]![0]]: { action: 'accept', content: c.answer } },
+          requestState: state,
+        },
         { caps: ELICIT },
       );
       expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({ resultType: 'complete' });
       expect(JSON.stringify(retry.body.result.content)).toContain(c.expect);
       // Single use: the same state again is refused.
-      const replay = await rpc(fed, 'tools/call', { name: c.name, arguments: c.args, inputResponses: {}, requestState: state }, { caps: ELICIT });
+      const replay = await rpc(
+        fed,
+        'tools/call',
+        { name: c.name, arguments: c.args, inputResponses: {}, requestState: state },
+        { caps: ELICIT },
+      );
       expect(replay.body.error?.code).toBe(-32602);
     }
   });
@@ -179,7 +219,12 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     }
     const unknown = await rpc(fed, 'tools/call', { name: 'nobody_echo', arguments: {} });
     expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: nobody_echo' });
-    expect(log.events().slice(callsBefore).filter((e) => e.event === 'call')).toEqual([]);
+    expect(
+      log
+        .events()
+        .slice(callsBefore)
+        .filter((e) => e.event === 'call'),
+    ).toEqual([]);
     // The allowed tools of the same upstream still work.
     const echo = await rpc(fed, 'tools/call', { name: 'everything_echo', arguments: { message: 'fleet' } });
     expect(echo.body.result.content[0].text).toBe('Echo: fleet');
@@ -198,7 +243,10 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       } while (cursor);
       expect(names).toContain('ask_name');
       expect(names).not.toContain('crash');
-      await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: crash') });
+      await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('Unknown tool: crash'),
+      });
       const echo = await client.callTool({ name: 'echo_after_ask', arguments: { tag: 'x' } }).catch((e) => e);
       // Not denied: it reaches the upstream (which asks for input this client did not declare).
       expect(echo.message ?? '').not.toContain('Unknown tool');
@@ -213,9 +261,19 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     const state = r1.body.result.requestState;
     const key = Object.keys(r1.body.result.inputRequests)[0]!;
     const answers = { [key]: { action: 'accept', content: { name: 'Linus' } } };
-    const foreign = await rpc(fed, 'tools/call', { name: 'everything_echo', arguments: { greeting: 'Hey' }, requestState: state, inputResponses: answers }, { caps: ELICIT });
+    const foreign = await rpc(
+      fed,
+      'tools/call',
+      { name: 'everything_echo', arguments: { greeting: 'Hey' }, requestState: state, inputResponses: answers },
+      { caps: ELICIT },
+    );
     expect(foreign.body.error.code).toBe(-32602);
-    const own = await rpc(fed, 'tools/call', { name: 'fixture_ask_name', arguments: { greeting: 'Hey' }, requestState: state, inputResponses: answers }, { caps: ELICIT });
+    const own = await rpc(
+      fed,
+      'tools/call',
+      { name: 'fixture_ask_name', arguments: { greeting: 'Hey' }, requestState: state, inputResponses: answers },
+      { caps: ELICIT },
+    );
     expect(own.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Hey, Linus!' }] });
   });
 
@@ -243,7 +301,9 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     expect(unknown.body.error.data).toEqual({ uri: 'nowhere://x', candidates: ['everything', 'fixture'] });
     // Templates merged too, URIs unchanged.
     const templates = await listAll(fed, 'resources/templates/list', 'resourceTemplates');
-    expect(templates.items.map((t) => t.uriTemplate)).toEqual(expect.arrayContaining(['fixture://plain/{id}', 'demo://resource/dynamic/text/{resourceId}']));
+    expect(templates.items.map((t) => t.uriTemplate)).toEqual(
+      expect.arrayContaining(['fixture://plain/{id}', 'demo://resource/dynamic/text/{resourceId}']),
+    );
   });
 
   it('prompts/get by prefixed name on each upstream (the fixture prompt elicits)', async () => {
@@ -263,9 +323,15 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
   });
 
   it('completion/complete: a prompt argument by prefixed prompt name, a template argument by its URI template', async () => {
-    const p = await rpc(fed, 'completion/complete', { ref: { type: 'ref/prompt', name: 'everything_completable-prompt' }, argument: { name: 'department', value: 'E' } });
+    const p = await rpc(fed, 'completion/complete', {
+      ref: { type: 'ref/prompt', name: 'everything_completable-prompt' },
+      argument: { name: 'department', value: 'E' },
+    });
     expect(p.body.result.completion.values).toEqual(['Engineering']);
-    const t = await rpc(fed, 'completion/complete', { ref: { type: 'ref/resource', uri: 'demo://resource/dynamic/text/{resourceId}' }, argument: { name: 'resourceId', value: '1' } });
+    const t = await rpc(fed, 'completion/complete', {
+      ref: { type: 'ref/resource', uri: 'demo://resource/dynamic/text/{resourceId}' },
+      argument: { name: 'resourceId', value: '1' },
+    });
     expect(t.body.result.completion.values.length).toBeGreaterThan(0);
   });
 
@@ -275,7 +341,10 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
     const taskId = created.body.result.taskId;
     const stream = await listen(fed, { taskIds: [taskId, 'not-a-task'] }, { caps: TASKS, id: 'fed-tasks' });
     try {
-      expect(await stream.next()).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { taskIds: [taskId] } } });
+      expect(await stream.next()).toMatchObject({
+        method: 'notifications/subscriptions/acknowledged',
+        params: { notifications: { taskIds: [taskId] } },
+      });
       const done = await pollTask(fed, taskId, (t) => t.status === 'completed');
       expect(done.result.content[0].text).toBe('slept 1500ms');
       // The listen stream saw the task end, then ended itself.
@@ -283,14 +352,23 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       while (!stream.messages.some((m) => m.id === 'fed-tasks') && Date.now() < end) await stream.next(500);
       const notes = stream.messages.filter((m) => m.method === 'notifications/tasks');
       expect(notes.at(-1).params).toMatchObject({ taskId, status: 'completed', _meta: { [SUB]: 'fed-tasks' } });
-      expect(stream.messages.at(-1)).toEqual({ jsonrpc: '2.0', id: 'fed-tasks', result: { resultType: 'complete', _meta: { [SUB]: 'fed-tasks' } } });
+      expect(stream.messages.at(-1)).toEqual({
+        jsonrpc: '2.0',
+        id: 'fed-tasks',
+        result: { resultType: 'complete', _meta: { [SUB]: 'fed-tasks' } },
+      });
     } finally {
       stream.close();
     }
     const noExt = await rpc(fed, 'tasks/get', { taskId }, { headers: { 'mcp-name': taskId } });
     expect(noExt.status).toBe(400);
     expect(noExt.body.error.code).toBe(-32021);
-    const unknown = await rpc(fed, 'tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }, { caps: TASKS, headers: { 'mcp-name': 'AAAAAAAAAAAAAAAAAAAAAA' } });
+    const unknown = await rpc(
+      fed,
+      'tasks/get',
+      { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' },
+      { caps: TASKS, headers: { 'mcp-name': 'AAAAAAAAAAAAAAAAAAAAAA' } },
+    );
     expect(unknown.body.error.code).toBe(-32602);
   });
 
@@ -324,9 +402,14 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       const b = await client.callTool({ name: 'everything_trigger-elicitation-request', arguments: {} });
       expect(JSON.stringify(b.content)).toContain('Ada Lovelace');
       expect(asked).toHaveLength(2);
-      await expect(client.callTool({ name: 'everything_get-env', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: everything_get-env') });
+      await expect(client.callTool({ name: 'everything_get-env', arguments: {} })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('Unknown tool: everything_get-env'),
+      });
       const progress: number[] = [];
-      const slow = await client.callTool({ name: 'fixture_slow', arguments: { ms: 300, steps: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) });
+      const slow = await client.callTool({ name: 'fixture_slow', arguments: { ms: 300, steps: 3 } }, undefined, {
+        onprogress: (p) => progress.push(p.progress),
+      });
       expect((slow.content as { text: string }[])[0]!.text).toBe('slept 300ms');
       expect(progress).toEqual([1, 2, 3]);
       const doc = await client.readResource({ uri: 'fixture://plain/3' });
@@ -334,7 +417,12 @@ describe('federation of server-everything and the legacy fixture on POST /mcp', 
       // The session is bound to /mcp: its id is unknown on an upstream's own endpoint.
       const elsewhere = await fetch(gw.url('fixture'), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': transport.sessionId!, 'mcp-protocol-version': '2025-11-25' },
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': transport.sessionId!,
+          'mcp-protocol-version': '2025-11-25',
+        },
         body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/list', params: {} }),
       });
       expect(elsewhere.status).toBe(404);
@@ -399,14 +487,22 @@ describe('federation of a 2026-07-28 upstream beside a legacy one', () => {
       await client.close();
     }
     // The 2026-07-28 upstream got its own name and its own requestState back (the hop's Mcp-Name is its tool name).
-    expect(modernLog.of('call', 'two_round').filter((e) => e.tag === 'fed').map((e) => e.requestState)).toEqual([null, 'round-1', expect.stringContaining('round-2|name=Ada')]);
+    expect(
+      modernLog
+        .of('call', 'two_round')
+        .filter((e) => e.tag === 'fed')
+        .map((e) => e.requestState),
+    ).toEqual([null, 'round-1', expect.stringContaining('round-2|name=Ada')]);
   });
 
   it('progress of the 2026-07-28 upstream reaches the client on /mcp', async () => {
     const progress: number[] = [];
     const { client } = await v2Client(fed);
     try {
-      const r = await client.callTool({ name: 'm.slow', arguments: { steps: 3, ms: 30 } }, { onprogress: (p: { progress: number }) => progress.push(p.progress) });
+      const r = await client.callTool(
+        { name: 'm.slow', arguments: { steps: 3, ms: 30 } },
+        { onprogress: (p: { progress: number }) => progress.push(p.progress) },
+      );
       expect(textOf(r as never)).toBe('done in 3 steps');
       expect(progress).toEqual([1, 2, 3]);
     } finally {
@@ -417,11 +513,21 @@ describe('federation of a 2026-07-28 upstream beside a legacy one', () => {
   it('a requestState of the 2026-07-28 upstream is refused on the legacy upstream tool, and the other way round', async () => {
     const m1 = await rpc(fed, 'tools/call', { name: 'm.two_round', arguments: {} }, { caps: ELICIT });
     expect(m1.body.result.resultType).toBe('input_required');
-    const onLegacy = await rpc(fed, 'tools/call', { name: 'legacy_ask_name', arguments: {}, requestState: m1.body.result.requestState, inputResponses: {} }, { caps: ELICIT });
+    const onLegacy = await rpc(
+      fed,
+      'tools/call',
+      { name: 'legacy_ask_name', arguments: {}, requestState: m1.body.result.requestState, inputResponses: {} },
+      { caps: ELICIT },
+    );
     expect(onLegacy.body.error.code).toBe(-32602);
     const l1 = await rpc(fed, 'tools/call', { name: 'legacy_ask_name', arguments: {} }, { caps: ELICIT });
     expect(l1.body.result.resultType).toBe('input_required');
-    const onModern = await rpc(fed, 'tools/call', { name: 'm.two_round', arguments: {}, requestState: l1.body.result.requestState, inputResponses: {} }, { caps: ELICIT });
+    const onModern = await rpc(
+      fed,
+      'tools/call',
+      { name: 'm.two_round', arguments: {}, requestState: l1.body.result.requestState, inputResponses: {} },
+      { caps: ELICIT },
+    );
     expect(onModern.body.error.code).toBe(-32602);
   });
 
@@ -440,7 +546,10 @@ describe('federation of a 2026-07-28 upstream beside a legacy one', () => {
       const names = (await client.listTools()).tools.map((t) => t.name);
       expect(names).toContain('two_round');
       expect(names).not.toContain('ask_secret');
-      await expect(client.callTool({ name: 'ask_secret', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('Unknown tool: ask_secret') });
+      await expect(client.callTool({ name: 'ask_secret', arguments: {} })).rejects.toMatchObject({
+        code: -32602,
+        message: expect.stringContaining('Unknown tool: ask_secret'),
+      });
     } finally {
       await client.close();
     }
@@ -497,7 +606,10 @@ describe('tool names outside the MCP tool-name rules', () => {
       const names = items.map((t) => t.name);
       expect(names, name).toEqual(expect.arrayContaining([GOOD, LONGEST]));
       for (const bad of BAD) expect(names, name).not.toContain(bad);
-      expect(names.filter((n) => !RULE.test(n)), name).toEqual([]);
+      expect(
+        names.filter((n) => !RULE.test(n)),
+        name,
+      ).toEqual([]);
     }
     const { items } = await listAll(fed, 'tools/list', 'tools');
     const names = items.map((t) => t.name);
@@ -516,7 +628,10 @@ describe('tool names outside the MCP tool-name rules', () => {
       const { names, client } = await legacyNames(url);
       try {
         expect(names, url).toContain(`${prefix}${GOOD}`);
-        expect(names.filter((n) => !RULE.test(n)), url).toEqual([]);
+        expect(
+          names.filter((n) => !RULE.test(n)),
+          url,
+        ).toEqual([]);
       } finally {
         await client.close();
       }
@@ -532,13 +647,20 @@ describe('tool names outside the MCP tool-name rules', () => {
     ] as const) {
       const r = await rpc(url, 'tools/call', { name, arguments: {} });
       expect(r.status, url).toBe(200);
-      expect(r.body.error, url).toMatchObject({ code: -32602, message: expect.stringMatching(/^Tool name not served: the name (has characters outside|is longer than 128)/), data: { reason: 'invalid-tool-name' } });
+      expect(r.body.error, url).toMatchObject({
+        code: -32602,
+        message: expect.stringMatching(/^Tool name not served: the name (has characters outside|is longer than 128)/),
+        data: { reason: 'invalid-tool-name' },
+      });
     }
     for (const url of [gw.url('leg'), gw.url('mod')]) {
       const client = new Client({ name: 'tool-names', version: '1.0.0' }, { capabilities: {} });
       await client.connect(new StreamableHTTPClientTransport(new URL(url)));
       try {
-        await expect(client.callTool({ name: 'bell\u0007', arguments: {} })).rejects.toMatchObject({ code: -32602, message: expect.stringContaining('"\\u0007"') });
+        await expect(client.callTool({ name: 'bell\u0007', arguments: {} })).rejects.toMatchObject({
+          code: -32602,
+          message: expect.stringContaining('"\\u0007"'),
+        });
         const ok = await client.callTool({ name: GOOD, arguments: {} });
         expect((ok.content as { text: string }[])[0]!.text).toBe(GOOD);
       } finally {
@@ -556,13 +678,21 @@ describe('tool names outside the MCP tool-name rules', () => {
   it('each one left out is logged once and counted', async () => {
     const metrics = await (await fetch(`${gw.base}/metrics`)).text();
     for (const upstream of ['leg', 'mod']) {
-      const m = new RegExp(`mrtr_list_entries_dropped_total\\{upstream="${upstream}",kind="tool",reason="invalid-name"\\} (\\d+)`).exec(metrics);
+      const m = new RegExp(`mrtr_list_entries_dropped_total\\{upstream="${upstream}",kind="tool",reason="invalid-name"\\} (\\d+)`).exec(
+        metrics,
+      );
       expect(Number(m?.[1]), upstream).toBeGreaterThanOrEqual(BAD.length);
     }
     const logged = lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'leg');
     expect(logged.map((l) => l.name).sort()).toEqual([...BAD, LONGEST].sort());
-    expect(logged.find((l) => l.name === LONGEST)?.detail).toMatch(/^on \/mcp, with the prefix 'leg_', the name is longer than 128 characters \(132\)/);
-    expect(gw.gateway.dropped.snapshot().find((e) => e.upstream === 'mod' && e.name === MARKUP)).toMatchObject({ kind: 'tool', reason: 'invalid-name', count: expect.any(Number) });
+    expect(logged.find((l) => l.name === LONGEST)?.detail).toMatch(
+      /^on \/mcp, with the prefix 'leg_', the name is longer than 128 characters \(132\)/,
+    );
+    expect(gw.gateway.dropped.snapshot().find((e) => e.upstream === 'mod' && e.name === MARKUP)).toMatchObject({
+      kind: 'tool',
+      reason: 'invalid-name',
+      count: expect.any(Number),
+    });
   });
 });
 
@@ -572,7 +702,10 @@ describe('subscriptions/listen on /mcp', () => {
   const open: ListenStream[] = [];
 
   beforeAll(async () => {
-    gw = await startGateway({ federation: { enabled: true, prefixes: { conformance: 'c_' } }, upstreams: { conformance: conformanceUpstream(), fixture: fixtureStdio() } });
+    gw = await startGateway({
+      federation: { enabled: true, prefixes: { conformance: 'c_' } },
+      upstreams: { conformance: conformanceUpstream(), fixture: fixtureStdio() },
+    });
     fed = `${gw.base}/mcp`;
   });
   afterAll(async () => {
@@ -581,7 +714,11 @@ describe('subscriptions/listen on /mcp', () => {
   });
 
   it('each filter goes to the upstreams that can serve it; notifications of both parts on one stream', async () => {
-    const s = await listen(fed, { toolsListChanged: true, resourceSubscriptions: ['test://watched-resource', 'fixture://notes/secret', 'nowhere://x'] }, { id: 'fed-1' });
+    const s = await listen(
+      fed,
+      { toolsListChanged: true, resourceSubscriptions: ['test://watched-resource', 'fixture://notes/secret', 'nowhere://x'] },
+      { id: 'fed-1' },
+    );
     open.push(s);
     // Only the conformance fixture declares resources.subscribe; nowhere://x belongs to no upstream.
     expect(await s.next(10_000)).toEqual({
@@ -593,7 +730,11 @@ describe('subscriptions/listen on /mcp', () => {
     expect(trigger.body.result.content[0].text).toBe('tool list changed');
     expect(await s.next()).toEqual({ jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: { _meta: { [SUB]: 'fed-1' } } });
     await rpc(fed, 'tools/call', { name: 'c_test_trigger_resource_update', arguments: { uri: 'test://watched-resource' } });
-    expect(await s.next()).toEqual({ jsonrpc: '2.0', method: 'notifications/resources/updated', params: { uri: 'test://watched-resource', _meta: { [SUB]: 'fed-1' } } });
+    expect(await s.next()).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/resources/updated',
+      params: { uri: 'test://watched-resource', _meta: { [SUB]: 'fed-1' } },
+    });
     s.close();
     // Both parts held an upstream session; closing the stream gives them back.
     for (const name of ['conformance', 'fixture']) {
@@ -616,61 +757,77 @@ describe('federation without prefixes', () => {
 
   afterAll(() => gw?.close());
 
-  it('a tool or prompt two upstreams serve: the earlier one keeps it, the later one is left out (logged, counted, on the admin page); the lists never fail', async () => {
-    const mem = memoryLogger('info');
-    gw = await startGateway(
-      {
-        admin: { enabled: true },
-        federation: { enabled: true, prefix: 'none' },
-        upstreams: {
-          a: { ...fixtureStdio(logs.a), tools: { allow: ['ask_name', 'echo_*'] } },
-          // A glob: the config cannot tell that b and c both serve `slow`.
-          b: { ...fixtureStdio(logs.b), tools: { allow: ['sl*'] } },
-          c: { ...fixtureStdio(logs.c), tools: { allow: ['slow', 'summarize'] } },
+  it(
+    'a tool or prompt two upstreams serve: the earlier one keeps it, the later one is left out (logged, counted, on the admin page); the lists never fail',
+    async () => {
+      const mem = memoryLogger('info');
+      gw = await startGateway(
+        {
+          admin: { enabled: true },
+          federation: { enabled: true, prefix: 'none' },
+          upstreams: {
+            a: { ...fixtureStdio(logs.a), tools: { allow: ['ask_name', 'echo_*'] } },
+            // A glob: the config cannot tell that b and c both serve `slow`.
+            b: { ...fixtureStdio(logs.b), tools: { allow: ['sl*'] } },
+            c: { ...fixtureStdio(logs.c), tools: { allow: ['slow', 'summarize'] } },
+          },
         },
-      },
-      { log: mem.log },
-    );
-    fed = `${gw.base}/mcp`;
-    const list = await rpc(fed, 'tools/list');
-    expect(list.body.error).toBeUndefined();
-    const names = list.body.result.tools.map((t: { name: string }) => t.name);
-    expect(names.filter((n: string) => n === 'slow')).toHaveLength(1);
-    expect(names).toEqual(expect.arrayContaining(['ask_name', 'echo_after_ask', 'slow', 'summarize']));
-    expect(new Set(names).size).toBe(names.length);
-    // The name leads to b, the earlier of the two in config order; c never sees the call.
-    const call = await rpc(fed, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
-    expect(call.body.result.content[0].text).toBe('slept 10ms');
-    expect(logs.b.of('call', 'slow')).toHaveLength(1);
-    expect(logs.c.of('call', 'slow')).toEqual([]);
-    // Every upstream has greeting_prompt: listed once, a's; prompts/get reaches a and elicits.
-    const prompts = await rpc(fed, 'prompts/list');
-    expect(prompts.body.result.prompts.filter((p: { name: string }) => p.name === 'greeting_prompt')).toHaveLength(1);
-    const prompt = await rpc(fed, 'prompts/get', { name: 'greeting_prompt', arguments: {} }, { caps: ELICIT });
-    expect(prompt.body.result.resultType).toBe('input_required');
-    // Names only one upstream serves still route.
-    const summarize = await rpc(fed, 'tools/call', { name: 'summarize', arguments: { text: 'x' } }, { caps: { sampling: {} } });
-    expect(summarize.body.result.resultType).toBe('input_required');
-    const tag = await rpc(fed, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 't' } }, { caps: ELICIT });
-    expect(tag.body.result.resultType).toBe('input_required');
-    const unknown = await rpc(fed, 'tools/call', { name: 'crash', arguments: {} });
-    expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: crash' });
-    // Left out: logged once each, counted, and on the admin page.
-    const { dropped } = await (await fetch(`${gw.base}/admin/api/dropped`)).json();
-    expect(dropped).toEqual(
-      expect.arrayContaining([
-        expect.objectContaining({ upstream: 'c', kind: 'tool', name: 'slow', reason: 'conflict', detail: "on /mcp, 'slow' is served by 'b', earlier in federation order" }),
-        expect.objectContaining({ upstream: 'b', kind: 'prompt', name: 'greeting_prompt', reason: 'conflict', detail: "on /mcp, 'greeting_prompt' is served by 'a', earlier in federation order" }),
-        expect.objectContaining({ upstream: 'c', kind: 'prompt', name: 'greeting_prompt', reason: 'conflict' }),
-      ]),
-    );
-    expect(dropped.some((d: { upstream: string }) => d.upstream === 'a')).toBe(false);
-    const page = await (await fetch(`${gw.base}/admin`)).text();
-    expect(page).toContain('on /mcp, &#39;slow&#39; is served by &#39;b&#39;, earlier in federation order');
-    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
-    expect(metrics).toMatch(/mrtr_list_entries_dropped_total\{upstream="c",kind="tool",reason="conflict"\} [1-9]/);
-    expect(mem.lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'c' && l.name === 'slow')).toHaveLength(1);
-  }, scaled(60_000));
+        { log: mem.log },
+      );
+      fed = `${gw.base}/mcp`;
+      const list = await rpc(fed, 'tools/list');
+      expect(list.body.error).toBeUndefined();
+      const names = list.body.result.tools.map((t: { name: string }) => t.name);
+      expect(names.filter((n: string) => n === 'slow')).toHaveLength(1);
+      expect(names).toEqual(expect.arrayContaining(['ask_name', 'echo_after_ask', 'slow', 'summarize']));
+      expect(new Set(names).size).toBe(names.length);
+      // The name leads to b, the earlier of the two in config order; c never sees the call.
+      const call = await rpc(fed, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+      expect(call.body.result.content[0].text).toBe('slept 10ms');
+      expect(logs.b.of('call', 'slow')).toHaveLength(1);
+      expect(logs.c.of('call', 'slow')).toEqual([]);
+      // Every upstream has greeting_prompt: listed once, a's; prompts/get reaches a and elicits.
+      const prompts = await rpc(fed, 'prompts/list');
+      expect(prompts.body.result.prompts.filter((p: { name: string }) => p.name === 'greeting_prompt')).toHaveLength(1);
+      const prompt = await rpc(fed, 'prompts/get', { name: 'greeting_prompt', arguments: {} }, { caps: ELICIT });
+      expect(prompt.body.result.resultType).toBe('input_required');
+      // Names only one upstream serves still route.
+      const summarize = await rpc(fed, 'tools/call', { name: 'summarize', arguments: { text: 'x' } }, { caps: { sampling: {} } });
+      expect(summarize.body.result.resultType).toBe('input_required');
+      const tag = await rpc(fed, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 't' } }, { caps: ELICIT });
+      expect(tag.body.result.resultType).toBe('input_required');
+      const unknown = await rpc(fed, 'tools/call', { name: 'crash', arguments: {} });
+      expect(unknown.body.error).toEqual({ code: -32602, message: 'Unknown tool: crash' });
+      // Left out: logged once each, counted, and on the admin page.
+      const { dropped } = await (await fetch(`${gw.base}/admin/api/dropped`)).json();
+      expect(dropped).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({
+            upstream: 'c',
+            kind: 'tool',
+            name: 'slow',
+            reason: 'conflict',
+            detail: "on /mcp, 'slow' is served by 'b', earlier in federation order",
+          }),
+          expect.objectContaining({
+            upstream: 'b',
+            kind: 'prompt',
+            name: 'greeting_prompt',
+            reason: 'conflict',
+            detail: "on /mcp, 'greeting_prompt' is served by 'a', earlier in federation order",
+          }),
+          expect.objectContaining({ upstream: 'c', kind: 'prompt', name: 'greeting_prompt', reason: 'conflict' }),
+        ]),
+      );
+      expect(dropped.some((d: { upstream: string }) => d.upstream === 'a')).toBe(false);
+      const page = await (await fetch(`${gw.base}/admin`)).text();
+      expect(page).toContain('on /mcp, &#39;slow&#39; is served by &#39;b&#39;, earlier in federation order');
+      const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+      expect(metrics).toMatch(/mrtr_list_entries_dropped_total\{upstream="c",kind="tool",reason="conflict"\} [1-9]/);
+      expect(mem.lines().filter((l) => l.msg === 'list entry left out' && l.upstream === 'c' && l.name === 'slow')).toHaveLength(1);
+    },
+    scaled(60_000),
+  );
 });
 
 describe('a resource URI two upstreams list', () => {
@@ -734,7 +891,9 @@ describe('a catch-all URI template of an earlier upstream', () => {
   it('never takes a URI another upstream lists, nor one a narrower template matches; it still serves what nobody else claims', async () => {
     // The client knows the templates (greedy's {+uri} among them), not the resources.
     const templates = await listAll(fed, 'resources/templates/list', 'resourceTemplates');
-    expect(templates.items.map((t) => t.uriTemplate)).toEqual(expect.arrayContaining(['{+uri}', 'demo://resource/dynamic/text/{resourceId}']));
+    expect(templates.items.map((t) => t.uriTemplate)).toEqual(
+      expect.arrayContaining(['{+uri}', 'demo://resource/dynamic/text/{resourceId}']),
+    );
     const direct = await listAll(gw.url('everything'), 'resources/list', 'resources');
     const doc = direct.items.find((r) => String(r.uri).startsWith('demo://resource/static/document/'));
     expect(doc).toBeDefined();
@@ -779,17 +938,32 @@ describeWith(['redis-server'], '/mcp on two replicas sharing Redis', () => {
   });
 
   it('a retry on /mcp of the other replica is forwarded to the replica holding the call, and completes', async () => {
-    const first = await rpc(`http://127.0.0.1:${a.port}/mcp`, 'tools/call', { name: 'fixture_ask_name', arguments: { greeting: 'Ahoy' } }, { caps: ELICIT });
+    const first = await rpc(
+      `http://127.0.0.1:${a.port}/mcp`,
+      'tools/call',
+      { name: 'fixture_ask_name', arguments: { greeting: 'Ahoy' } },
+      { caps: ELICIT },
+    );
     expect(first.body.result.resultType).toBe('input_required');
     const key = Object.keys(first.body.result.inputRequests)[0]!;
     const retry = await rpc(
       `http://127.0.0.1:${b.port}/mcp`,
       'tools/call',
-      { name: 'fixture_ask_name', arguments: { greeting: 'Ahoy' }, inputResponses: { [key]: { action: 'accept', content: { name: 'Mary' } } }, requestState: first.body.result.requestState },
+      {
+        name: 'fixture_ask_name',
+        arguments: { greeting: 'Ahoy' },
+        inputResponses: { [key]: { action: 'accept', content: { name: 'Mary' } } },
+        requestState: first.body.result.requestState,
+      },
       { caps: ELICIT },
     );
-    expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Ahoy, Mary!' }] });
+    expect(retry.body.result, JSON.stringify(retry.body)).toMatchObject({
+      resultType: 'complete',
+      content: [{ type: 'text', text: 'Ahoy, Mary!' }],
+    });
     // The request log line reaches the test through b's stdout, after the answer.
-    expect(await eventually(() => b.logs.some((l) => l.msg === 'request' && l.upstream === '*' && l.outcome === 'forwarded'), 2000)).toBe(true);
+    expect(await eventually(() => b.logs.some((l) => l.msg === 'request' && l.upstream === '*' && l.outcome === 'forwarded'), 2000)).toBe(
+      true,
+    );
   });
 });

@@ -45,15 +45,27 @@ function rawSend(port: number, payload: string, giveUpMs = 10_000): Promise<RawR
   });
 }
 
-const head = (port: number, extra: string) => `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n${extra}`;
+const head = (port: number, extra: string) =>
+  `POST /mcp/f HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n${extra}`;
 
 /** Calls the fixture's `slow` tool (`ms`, one step) over `agent`; resolves with the status and the JSON body. */
 async function callSlow(agent: Agent, url: string, ms: number, id: string | number): Promise<{ status: number; body: any }> {
   const r = await undiciRequest(url, {
     method: 'POST',
     dispatcher: agent,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() } }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/call',
+      'mcp-name': 'slow',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'slow', arguments: { ms, steps: 1 }, _meta: envelope() },
+    }),
   });
   return { status: r.statusCode, body: (await r.body.json()) as any };
 }
@@ -69,7 +81,13 @@ async function postVia(agent: Agent, url: string, kind: 'discover' | 'notificati
   const res = await undiciRequest(url, {
     method: 'POST',
     dispatcher: agent,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(authorization ? { authorization } : {}) },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': method,
+      ...(authorization ? { authorization } : {}),
+    },
     body: JSON.stringify(message),
   });
   await res.body.text();
@@ -96,13 +114,18 @@ describe('LOG_LEVEL', () => {
     const file = join(mkdtempSync(join(tmpdir(), 'mrtr-loglevel-')), 'gateway.config.json');
     writeFileSync(file, JSON.stringify({ upstreams: { f: fixtureStdio() } }));
     const r = await new Promise<{ code: number | null; stderr: string; stdout: string }>((resolve) => {
-      execFile(process.execPath, ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'], { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'loud' }, timeout: 20_000 }, (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', 'src/main.ts', '--config', file, '--port', '0'],
+        { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'loud' }, timeout: 20_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? null) : 0, stdout, stderr }),
       );
     });
     expect(r.code).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(/^mrtr-gateway: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent \(in any case\), got 'loud'$/m);
+    expect(r.stderr).toMatch(
+      /^mrtr-gateway: LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent \(in any case\), got 'loud'$/m,
+    );
     expect(r.stderr).not.toContain('    at ');
     expect(r.stdout).toBe('');
   });
@@ -188,7 +211,10 @@ describe('limits with auth none: keyed by client address', () => {
       const started = performance.now();
       const statuses = await pool(300, 16, () => postVia(agent, gw.url('f'), 'discover'));
       const elapsed = performance.now() - started;
-      expect(statuses.filter((s) => s !== 200), `${elapsed.toFixed(0)} ms for 300 requests`).toEqual([]);
+      expect(
+        statuses.filter((s) => s !== 200),
+        `${elapsed.toFixed(0)} ms for 300 requests`,
+      ).toEqual([]);
       // Fast enough that 50 per second with a burst of 100 would have refused some: it lets
       // 300 through only over 4 s.
       expect(elapsed).toBeLessThan(scaled(4000));
@@ -205,23 +231,27 @@ describe('limits with auth none: keyed by client address', () => {
     });
     afterAll(() => gw?.close());
 
-    it('64 requests in flight from one address are served, the 65th gets 429, another address is served meanwhile', async () => {
-      const a = from('127.0.0.1', 80);
-      const b = from('127.0.0.2');
-      const first = call(a, 2000, 'first');
-      const pool = gw.gateway.upstreams.get('f')!.pool;
-      expect(await eventually(() => pool.stats().leased === 1)).toBe(true);
-      const queued = Array.from({ length: 63 }, (_, i) => call(a, 10, `queued-${i}`));
-      expect(await eventually(() => pool.stats().waiting === 63)).toBe(true);
-      const beyond = await call(a, 10, 'beyond');
-      expect(beyond.status).toBe(429);
-      expect(beyond.body.error.message).toMatch(/in flight/);
-      const other = call(b, 10, 'other');
-      const answers = await Promise.all([first, ...queued, other]);
-      expect(answers.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
-      expect(answers[0]!.body.result.content[0].text).toBe('slept 2000ms');
-      expect(answers.slice(1).filter((r) => r.body.result.content[0].text !== 'slept 10ms')).toEqual([]);
-    }, scaled(60_000));
+    it(
+      '64 requests in flight from one address are served, the 65th gets 429, another address is served meanwhile',
+      async () => {
+        const a = from('127.0.0.1', 80);
+        const b = from('127.0.0.2');
+        const first = call(a, 2000, 'first');
+        const pool = gw.gateway.upstreams.get('f')!.pool;
+        expect(await eventually(() => pool.stats().leased === 1)).toBe(true);
+        const queued = Array.from({ length: 63 }, (_, i) => call(a, 10, `queued-${i}`));
+        expect(await eventually(() => pool.stats().waiting === 63)).toBe(true);
+        const beyond = await call(a, 10, 'beyond');
+        expect(beyond.status).toBe(429);
+        expect(beyond.body.error.message).toMatch(/in flight/);
+        const other = call(b, 10, 'other');
+        const answers = await Promise.all([first, ...queued, other]);
+        expect(answers.map((r) => r.status).filter((s) => s !== 200)).toEqual([]);
+        expect(answers[0]!.body.result.content[0].text).toBe('slept 2000ms');
+        expect(answers.slice(1).filter((r) => r.body.result.content[0].text !== 'slept 10ms')).toEqual([]);
+      },
+      scaled(60_000),
+    );
   });
 
   describe('a configured rate limit (1 per second, burst 5)', () => {
@@ -275,7 +305,10 @@ describe('limits with auth apiKeys: keyed by principal', () => {
   });
 
   it('the default rate limit (50 per second, burst 100) holds for one principal', async () => {
-    const gw = await startGateway({ auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] }, upstreams: { f: fixtureStdio() } });
+    const gw = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] },
+      upstreams: { f: fixtureStdio() },
+    });
     try {
       const agent = new Agent({ connections: 32 });
       agents.push(agent);
@@ -288,7 +321,11 @@ describe('limits with auth apiKeys: keyed by principal', () => {
   });
 
   it('one principal calling from two addresses shares one bucket', async () => {
-    const gw = await startGateway({ auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] }, limits: { rateLimit: { requestsPerSecond: 1, burst: 5 } }, upstreams: { f: fixtureStdio() } });
+    const gw = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: 'alice', key: KEY }] },
+      limits: { rateLimit: { requestsPerSecond: 1, burst: 5 } },
+      upstreams: { f: fixtureStdio() },
+    });
     try {
       const a = new Agent({ localAddress: '127.0.0.1' });
       const b = new Agent({ localAddress: '127.0.0.2' });
@@ -316,85 +353,113 @@ describe('shutdown (CLI)', () => {
       req.end();
     });
 
-  it('keeps listening while a call is in flight: /readyz 503, /healthz 200, new MCP requests 503; the call completes and the process exits 0', async () => {
-    const log = new FixtureLog();
-    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio(log) } });
-    const call = rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 2500, steps: 1 } });
-    expect(await eventually(() => log.of('call', 'slow').length > 0, 15_000)).toBe(true);
-    gw.child.kill('SIGTERM');
-    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+  it(
+    'keeps listening while a call is in flight: /readyz 503, /healthz 200, new MCP requests 503; the call completes and the process exits 0',
+    async () => {
+      const log = new FixtureLog();
+      const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio(log) } });
+      const call = rpc(`${gw.base}/mcp/f`, 'tools/call', { name: 'slow', arguments: { ms: 2500, steps: 1 } });
+      expect(await eventually(() => log.of('call', 'slow').length > 0, 15_000)).toBe(true);
+      gw.child.kill('SIGTERM');
+      expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
 
-    const ready = await getFresh(`${gw.base}/readyz`);
-    expect(ready.status).toBe(503);
-    expect(ready.body).toMatchObject({ ready: false, reason: 'shutting down' });
-    expect((await getFresh(`${gw.base}/healthz`)).status).toBe(200);
-    const refused = await rpc(`${gw.base}/mcp/f`, 'tools/list');
-    expect(refused.status).toBe(503);
-    expect(refused.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
+      const ready = await getFresh(`${gw.base}/readyz`);
+      expect(ready.status).toBe(503);
+      expect(ready.body).toMatchObject({ ready: false, reason: 'shutting down' });
+      expect((await getFresh(`${gw.base}/healthz`)).status).toBe(200);
+      const refused = await rpc(`${gw.base}/mcp/f`, 'tools/list');
+      expect(refused.status).toBe(503);
+      expect(refused.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
 
-    const r = await call;
-    expect(r.body.result.content[0].text).toBe('slept 2500ms');
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
-  }, scaled(30_000));
+      const r = await call;
+      expect(r.body.result.content[0].text).toBe('slept 2500ms');
+      expect(await gw.exited).toEqual({ code: 0, signal: null });
+    },
+    scaled(30_000),
+  );
 
-  it('during the drain a retry of a parked call is accepted and completes, one needing a new round gets shutting-down, new calls get 503', async () => {
-    const CAPS = { elicitation: {}, sampling: {} };
-    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio() } });
-    const url = `${gw.base}/mcp/f`;
-    const asked = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
-    const rounds = await rpc(url, 'tools/call', { name: 'three_rounds', arguments: {} }, { caps: CAPS });
-    expect([asked.body.result.resultType, rounds.body.result.resultType]).toEqual(['input_required', 'input_required']);
-    gw.child.kill('SIGTERM');
-    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+  it(
+    'during the drain a retry of a parked call is accepted and completes, one needing a new round gets shutting-down, new calls get 503',
+    async () => {
+      const CAPS = { elicitation: {}, sampling: {} };
+      const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: fixtureStdio() } });
+      const url = `${gw.base}/mcp/f`;
+      const asked = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: CAPS });
+      const rounds = await rpc(url, 'tools/call', { name: 'three_rounds', arguments: {} }, { caps: CAPS });
+      expect([asked.body.result.resultType, rounds.body.result.resultType]).toEqual(['input_required', 'input_required']);
+      gw.child.kill('SIGTERM');
+      expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
 
-    const fresh = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
-    expect(fresh.status).toBe(503);
-    expect(fresh.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
+      const fresh = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } });
+      expect(fresh.status).toBe(503);
+      expect(fresh.body.error).toMatchObject({ code: -32603, message: 'gateway shutting down' });
 
-    const answered = await rpc(url, 'tools/call', {
-      name: 'ask_name',
-      arguments: {},
-      requestState: asked.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Kim' } } },
-    }, { caps: CAPS });
-    expect(answered.status).toBe(200);
-    expect(answered.body.result.content[0].text).toBe('Hello, Kim!');
+      const answered = await rpc(
+        url,
+        'tools/call',
+        {
+          name: 'ask_name',
+          arguments: {},
+          requestState: asked.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Kim' } } },
+        },
+        { caps: CAPS },
+      );
+      expect(answered.status).toBe(200);
+      expect(answered.body.result.content[0].text).toBe('Hello, Kim!');
 
-    // three_rounds asks a sample next: no new parked state during the drain.
-    const next = await rpc(url, 'tools/call', {
-      name: 'three_rounds',
-      arguments: {},
-      requestState: rounds.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { topic: 'tea' } } },
-    }, { caps: CAPS });
-    expect(next.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'shutting-down' } });
-    expect(next.body.error.message).toMatch(/asks for client input.*shutting down/);
-    // Nothing is parked any more: the drain ends without waiting out the grace period.
-    const exited = Date.now();
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
-    expect(Date.now() - exited).toBeLessThan(scaled(8000));
-  }, scaled(40_000));
+      // three_rounds asks a sample next: no new parked state during the drain.
+      const next = await rpc(
+        url,
+        'tools/call',
+        {
+          name: 'three_rounds',
+          arguments: {},
+          requestState: rounds.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { topic: 'tea' } } },
+        },
+        { caps: CAPS },
+      );
+      expect(next.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'shutting-down' } });
+      expect(next.body.error.message).toMatch(/asks for client input.*shutting down/);
+      // Nothing is parked any more: the drain ends without waiting out the grace period.
+      const exited = Date.now();
+      expect(await gw.exited).toEqual({ code: 0, signal: null });
+      expect(Date.now() - exited).toBeLessThan(scaled(8000));
+    },
+    scaled(40_000),
+  );
 
-  it('during the drain tasks/update answers a task held here; the task completes upstream before the process exits 0', async () => {
-    const TASKS_AND_ELICIT = { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} };
-    const log = new FixtureLog();
-    const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 200 } } } });
-    const url = `${gw.base}/mcp/f`;
-    const created = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 300 } }, { caps: TASKS_AND_ELICIT });
-    const { taskId } = created.body.result;
-    expect(created.body.result.resultType).toBe('task');
-    const status = async () => (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } })).body.result;
-    expect(await eventually(async () => (await status()).status === 'input_required', 10_000)).toBe(true);
-    gw.child.kill('SIGTERM');
-    expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
+  it(
+    'during the drain tasks/update answers a task held here; the task completes upstream before the process exits 0',
+    async () => {
+      const TASKS_AND_ELICIT = { extensions: { 'io.modelcontextprotocol/tasks': {} }, elicitation: {} };
+      const log = new FixtureLog();
+      const gw = await startCli({ shutdownGraceMs: 10_000, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 200 } } } });
+      const url = `${gw.base}/mcp/f`;
+      const created = await rpc(url, 'tools/call', { name: 'slow_then_ask', arguments: { ms: 300 } }, { caps: TASKS_AND_ELICIT });
+      const { taskId } = created.body.result;
+      expect(created.body.result.resultType).toBe('task');
+      const status = async () =>
+        (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } })).body.result;
+      expect(await eventually(async () => (await status()).status === 'input_required', 10_000)).toBe(true);
+      gw.child.kill('SIGTERM');
+      expect(await eventually(() => gw.logs.some((l) => /^stopping/.test(l.msg)), 5000)).toBe(true);
 
-    const upd = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } } } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
-    expect(upd.body.result).toEqual({ resultType: 'complete' });
-    expect(await gw.exited).toEqual({ code: 0, signal: null });
-    expect(log.of('elicit-result', 'slow_then_ask').map((e) => e.result)).toEqual([{ action: 'accept', content: { name: 'Marie' } }]);
-    // The drain ended when the task did, not with the grace period (which would cancel it).
-    expect(gw.logs.some((l) => /grace period over/.test(l.msg))).toBe(false);
-  }, scaled(40_000));
+      const upd = await rpc(
+        url,
+        'tasks/update',
+        { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } } } },
+        { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } },
+      );
+      expect(upd.body.result).toEqual({ resultType: 'complete' });
+      expect(await gw.exited).toEqual({ code: 0, signal: null });
+      expect(log.of('elicit-result', 'slow_then_ask').map((e) => e.result)).toEqual([{ action: 'accept', content: { name: 'Marie' } }]);
+      // The drain ended when the task did, not with the grace period (which would cancel it).
+      expect(gw.logs.some((l) => /grace period over/.test(l.msg))).toBe(false);
+    },
+    scaled(40_000),
+  );
 });
 
 describe('CORS preflights over plain HTTP', () => {
@@ -406,7 +471,10 @@ describe('CORS preflights over plain HTTP', () => {
   afterAll(() => gw?.close());
 
   const preflight = (origin: string, requestHeaders = 'content-type,mcp-method,mcp-protocol-version') =>
-    fetch(gw.url('f'), { method: 'OPTIONS', headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': requestHeaders } });
+    fetch(gw.url('f'), {
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': requestHeaders },
+    });
 
   it('an allowed origin gets 204 with the methods, the MCP and W3C Trace Context headers and the requested Mcp-Param-* headers', async () => {
     const res = await preflight(ALLOWED, 'content-type,mcp-method,mcp-param-region,traceparent,tracestate,x-other');
@@ -414,7 +482,20 @@ describe('CORS preflights over plain HTTP', () => {
     expect(res.headers.get('access-control-allow-origin')).toBe(ALLOWED);
     expect(res.headers.get('access-control-allow-methods')).toBe('POST, GET, DELETE');
     const allowed = res.headers.get('access-control-allow-headers')!.split(', ');
-    for (const h of ['content-type', 'accept', 'authorization', 'mcp-protocol-version', 'mcp-method', 'mcp-name', 'mcp-session-id', 'last-event-id', 'traceparent', 'tracestate', 'mcp-param-region']) expect(allowed).toContain(h);
+    for (const h of [
+      'content-type',
+      'accept',
+      'authorization',
+      'mcp-protocol-version',
+      'mcp-method',
+      'mcp-name',
+      'mcp-session-id',
+      'last-event-id',
+      'traceparent',
+      'tracestate',
+      'mcp-param-region',
+    ])
+      expect(allowed).toContain(h);
     expect(allowed).not.toContain('x-other');
     expect(res.headers.get('vary')).toMatch(/Origin/);
   });
@@ -431,7 +512,9 @@ describe('CORS preflights over plain HTTP', () => {
     const ok = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: ALLOWED } });
     expect(ok.status).toBe(200);
     expect(ok.headers.get('access-control-allow-origin')).toBe(ALLOWED);
-    expect(ok.headers.get('access-control-expose-headers')).toBe('mcp-session-id, mcp-protocol-version, www-authenticate, x-request-id, retry-after');
+    expect(ok.headers.get('access-control-expose-headers')).toBe(
+      'mcp-session-id, mcp-protocol-version, www-authenticate, x-request-id, retry-after',
+    );
     const no = await rpc(gw.url('f'), 'server/discover', {}, { headers: { origin: 'https://evil.example' } });
     expect(no.status).toBe(403);
     expect(no.headers.get('access-control-allow-origin')).toBeNull();
@@ -446,7 +529,10 @@ describe('CORS preflights over plain HTTP', () => {
       expect(body).toEqual({
         jsonrpc: '2.0',
         id: null,
-        error: { code: -32601, message: `${method} is not supported on /mcp/f; it serves POST, and GET and DELETE within a legacy session (Mcp-Session-Id)` },
+        error: {
+          code: -32601,
+          message: `${method} is not supported on /mcp/f; it serves POST, and GET and DELETE within a legacy session (Mcp-Session-Id)`,
+        },
       });
     }
   });
@@ -454,7 +540,10 @@ describe('CORS preflights over plain HTTP', () => {
   it('GET without a session gets 405 / -32601 saying it needs a legacy session', async () => {
     const res = await fetch(gw.url('f'), { method: 'GET', headers: { accept: 'text/event-stream' } });
     expect(res.status).toBe(405);
-    expect(((await res.json()) as any).error).toEqual({ code: -32601, message: 'GET on /mcp/f needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only' });
+    expect(((await res.json()) as any).error).toEqual({
+      code: -32601,
+      message: 'GET on /mcp/f needs the Mcp-Session-Id of a legacy session; MCP 2026-07-28 uses POST only',
+    });
   });
 });
 
@@ -475,7 +564,14 @@ describe('requests to paths the gateway does not serve', () => {
       expect(r.status).toBe(404);
     }
     expect(notFoundLines()).toEqual([
-      expect.objectContaining({ level: 30, method: 'POST', path: '/mcp', status: 404, served: ['/mcp/everything'], msg: 'no endpoint at /mcp (404); this gateway serves /mcp/everything; each path is logged once' }),
+      expect.objectContaining({
+        level: 30,
+        method: 'POST',
+        path: '/mcp',
+        status: 404,
+        served: ['/mcp/everything'],
+        msg: 'no endpoint at /mcp (404); this gateway serves /mcp/everything; each path is logged once',
+      }),
     ]);
     // An upstream that is not configured is a path the gateway does not serve too.
     expect((await rpc(`${gw.base}/mcp/everythin`, 'tools/list')).status).toBe(404);

@@ -5,7 +5,14 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { CreateMessageRequestSchema, ElicitRequestSchema, ListRootsRequestSchema, LoggingMessageNotificationSchema, PingRequestSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
+  PingRequestSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { everythingStdio, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, fixtureStdio, FixtureLog, modernStdio, startFixtureHttp } from '../helpers/fixture.js';
@@ -41,23 +48,39 @@ interface Seen {
  * The v1 SDK client (2025-11-25) declaring elicitation, sampling and roots, answering with
  * `answer`; its HTTP requests go through `fetchImpl` when given.
  */
-async function v1Client(url: string, answer: (params: any) => Record<string, unknown>, headers: Record<string, string> = {}, fetchImpl?: typeof fetch) {
+async function v1Client(
+  url: string,
+  answer: (params: any) => Record<string, unknown>,
+  headers: Record<string, string> = {},
+  fetchImpl?: typeof fetch,
+) {
   const seen: Seen = { elicitations: [], samplings: [], roots: 0, logs: [] };
-  const client = new Client({ name: 'legacy-e2e', version: '1.0.0' }, { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } });
+  const client = new Client(
+    { name: 'legacy-e2e', version: '1.0.0' },
+    { capabilities: { elicitation: {}, sampling: {}, roots: { listChanged: true } } },
+  );
   client.setRequestHandler(ElicitRequestSchema, async (r) => {
     seen.elicitations.push(r.params);
     return answer(r.params) as never;
   });
   client.setRequestHandler(CreateMessageRequestSchema, async (r) => {
     seen.samplings.push(r.params);
-    return { role: 'assistant', model: 'legacy-model', content: { type: 'text', text: 'sampled by the legacy client' }, stopReason: 'endTurn' };
+    return {
+      role: 'assistant',
+      model: 'legacy-model',
+      content: { type: 'text', text: 'sampled by the legacy client' },
+      stopReason: 'endTurn',
+    };
   });
   client.setRequestHandler(ListRootsRequestSchema, async () => {
     seen.roots++;
     return { roots: [{ uri: 'file:///legacy/workspace', name: 'legacy' }] };
   });
   client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void seen.logs.push(n.params));
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, ...(fetchImpl ? { fetch: fetchImpl } : {}) });
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    requestInit: { headers },
+    ...(fetchImpl ? { fetch: fetchImpl } : {}),
+  });
   await client.connect(transport);
   return { client, transport, seen };
 }
@@ -84,7 +107,9 @@ describe('the v1 SDK client through the gateway, in front of server-everything o
     expect(declined).toMatch(/declined/i);
     expect(seen.elicitations).toHaveLength(2);
 
-    const sampled = textOf((await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'hi', maxTokens: 20 } })) as never);
+    const sampled = textOf(
+      (await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'hi', maxTokens: 20 } })) as never,
+    );
     expect(sampled).toContain('sampled by the legacy client');
     expect(seen.samplings).toHaveLength(1);
 
@@ -93,7 +118,9 @@ describe('the v1 SDK client through the gateway, in front of server-everything o
     expect(seen.roots).toBeGreaterThanOrEqual(1);
 
     const progress: number[] = [];
-    const long = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    const long = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } }, undefined, {
+      onprogress: (p) => void progress.push(p.progress),
+    });
     expect(textOf(long as never)).toContain('completed');
     expect(progress).toEqual([1, 2, 3]);
 
@@ -140,7 +167,9 @@ describe('legacy client → legacy server: notifications and pings pass through'
     await expect(call).rejects.toThrow();
     expect(await eventually(() => log.of('cancelled', 'slow').length === 1, 5000)).toBe(true);
     const requestId = log.of('call', 'slow')[0]!.requestId;
-    expect(log.of('notification-cancelled')).toEqual([expect.objectContaining({ requestId, reason: expect.stringContaining('the user gave up') })]);
+    expect(log.of('notification-cancelled')).toEqual([
+      expect.objectContaining({ requestId, reason: expect.stringContaining('the user gave up') }),
+    ]);
 
     // List changes: the client hears of the new tool and lists it.
     expect(textOf((await client.callTool({ name: 'add_tool', arguments: {} })) as never)).toBe('added added_1');
@@ -183,7 +212,8 @@ describe('both client eras on one endpoint', () => {
 
 describe('SSE polling (SEP-1699): legacySessions.closeStreamAfterMs', () => {
   /** A fetch that records the Last-Event-ID of each GET that resumes a stream. */
-  const recording = (resumed: string[]): typeof fetch =>
+  const recording =
+    (resumed: string[]): typeof fetch =>
     (input, init) => {
       const id = new Headers(init?.headers).get('last-event-id');
       if ((init?.method ?? 'GET') === 'GET' && id) resumed.push(id);
@@ -194,7 +224,9 @@ describe('SSE polling (SEP-1699): legacySessions.closeStreamAfterMs', () => {
     // Spawning the upstream may take longer than closeStreamAfterMs: initialize may have been resumed too.
     resumed.length = 0;
     const progress: number[] = [];
-    const result = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1.6, steps: 4 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    const result = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1.6, steps: 4 } }, undefined, {
+      onprogress: (p) => void progress.push(p.progress),
+    });
     await transport.terminateSession();
     await client.close();
     return { text: textOf(result as never), progress };
@@ -222,13 +254,33 @@ describe('SSE polling (SEP-1699): legacySessions.closeStreamAfterMs', () => {
 });
 
 describe('legacy session rules', () => {
-  const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+  const keys = {
+    mode: 'apiKeys',
+    keys: [
+      { principal: 'alice', key: 'key-of-alice-0123456789' },
+      { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+    ],
+  };
 
   async function post(url: string, body: unknown, headers: Record<string, string>) {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body: JSON.stringify(body) });
-    return { status: res.status, text: await res.text(), sessionId: res.headers.get('mcp-session-id'), retryAfter: res.headers.get('retry-after') };
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+      body: JSON.stringify(body),
+    });
+    return {
+      status: res.status,
+      text: await res.text(),
+      sessionId: res.headers.get('mcp-session-id'),
+      retryAfter: res.headers.get('retry-after'),
+    };
   }
-  const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+  const initialize = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+  };
   const ping = { jsonrpc: '2.0', id: 2, method: 'ping' };
 
   it('an unknown session id gets 404; a session of one principal used by another gets 404', async () => {
@@ -259,11 +311,19 @@ describe('legacy session rules', () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
     const raw = (body: string, headers: Record<string, string> = {}) =>
-      fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers }, body });
+      fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+        body,
+      });
     const refused = {
       jsonrpc: '2.0',
       id: null,
-      error: { code: -32600, message: 'Invalid Request: id is beyond ±9007199254740991 (2^53 - 1): a JSON number past it loses digits, so no response could carry the same id; send a smaller integer or a string' },
+      error: {
+        code: -32600,
+        message:
+          'Invalid Request: id is beyond ±9007199254740991 (2^53 - 1): a JSON number past it loses digits, so no response could carry the same id; send a smaller integer or a string',
+      },
     };
     const init = await raw(JSON.stringify(initialize).replace('"id":1', '"id":12345678901234567890'));
     expect(init.status).toBe(400);
@@ -280,7 +340,7 @@ describe('legacy session rules', () => {
     expect(await safe.text()).toContain('"id":9007199254740991');
   });
 
-  it('initialize inside an open session gets 400 / -32600 and opens nothing; with another caller\'s or an unknown session id it opens a new session', async () => {
+  it("initialize inside an open session gets 400 / -32600 and opens nothing; with another caller's or an unknown session id it opens a new session", async () => {
     const gw = await gateway({ auth: keys, upstreams: { everything: everythingStdio } });
     const url = gw.url('everything');
     const alice = { authorization: 'Bearer key-of-alice-0123456789' };
@@ -290,11 +350,17 @@ describe('legacy session rules', () => {
     const again = await post(url, initialize, { ...alice, 'mcp-session-id': sid });
     expect(again.status).toBe(400);
     expect(again.sessionId).toBeNull();
-    expect(JSON.parse(again.text).error).toMatchObject({ code: -32600, message: expect.stringContaining('send initialize without Mcp-Session-Id') });
+    expect(JSON.parse(again.text).error).toMatchObject({
+      code: -32600,
+      message: expect.stringContaining('send initialize without Mcp-Session-Id'),
+    });
     expect(gw.legacy.size).toBe(1);
     // The session is untouched.
     expect((await post(url, ping, { ...alice, 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid })).status).toBe(200);
-    for (const [who, id] of [[bob, sid], [alice, 'not-a-session']] as const) {
+    for (const [who, id] of [
+      [bob, sid],
+      [alice, 'not-a-session'],
+    ] as const) {
       const opened = await post(url, initialize, { ...who, 'mcp-session-id': id });
       expect(opened.status).toBe(200);
       expect(opened.sessionId).toBeTruthy();
@@ -307,7 +373,11 @@ describe('legacy session rules', () => {
     const callers = ['alice', 'bob', 'carol'].map((principal) => ({ principal, key: `key-of-${principal}-0123456789abcdef` }));
     const as = (principal: string) => ({ authorization: `Bearer key-of-${principal}-0123456789abcdef` });
     // A 2026-07-28 upstream over stdio with protocol auto: each initialize first waits for the era probe.
-    const gw = await gateway({ auth: { mode: 'apiKeys', keys: callers }, legacySessions: { maxSessionsPerPrincipal: 2, maxSessions: 3 }, upstreams: { modern: modernStdio(), gone: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp' } } });
+    const gw = await gateway({
+      auth: { mode: 'apiKeys', keys: callers },
+      legacySessions: { maxSessionsPerPrincipal: 2, maxSessions: 3 },
+      upstreams: { modern: modernStdio(), gone: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp' } },
+    });
     const url = gw.url('modern');
     // An initialize that opens no session (its upstream cannot be reached) leaves no place taken.
     for (let i = 0; i < 3; i++) expect((await post(gw.url('gone'), initialize, as('alice'))).status).toBe(502);
@@ -319,7 +389,11 @@ describe('legacy session rules', () => {
       expect(r.status).toBe(429);
       expect(r.retryAfter).toBe('1');
       expect(r.sessionId).toBeNull();
-      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessionsPerPrincipal'), data: { reason: 'busy', upstream: 'modern' } });
+      expect(JSON.parse(r.text).error).toMatchObject({
+        code: -32603,
+        message: expect.stringContaining('legacySessions.maxSessionsPerPrincipal'),
+        data: { reason: 'busy', upstream: 'modern' },
+      });
     }
     expect(gw.legacy.size).toBe(2);
     // Alice's sessions still work, and Bob gets one of his own.
@@ -332,11 +406,17 @@ describe('legacy session rules', () => {
     for (const r of carol) {
       expect(r.status).toBe(503);
       expect(r.retryAfter).toBe('5');
-      expect(JSON.parse(r.text).error).toMatchObject({ code: -32603, message: expect.stringContaining('legacySessions.maxSessions'), data: { reason: 'busy' } });
+      expect(JSON.parse(r.text).error).toMatchObject({
+        code: -32603,
+        message: expect.stringContaining('legacySessions.maxSessions'),
+        data: { reason: 'busy' },
+      });
     }
     expect(gw.legacy.size).toBe(3);
     // Ending one of Alice's sessions makes room for Carol.
-    expect((await fetch(url, { method: 'DELETE', headers: { ...as('alice'), ...v, 'mcp-session-id': opened[1]!.sessionId! } })).status).toBe(200);
+    expect(
+      (await fetch(url, { method: 'DELETE', headers: { ...as('alice'), ...v, 'mcp-session-id': opened[1]!.sessionId! } })).status,
+    ).toBe(200);
     expect(await eventually(() => gw.legacy.size === 2)).toBe(true);
     expect((await post(url, initialize, as('carol'))).status).toBe(200);
   });
@@ -361,7 +441,9 @@ describe('legacy session rules', () => {
       const gw = await gateway({ legacySessions: { idleMs: 1000 }, upstreams: { fixture: upstream.config } });
       const url = gw.url('fixture');
       /** The upstream session id the fixture saw on the session's tools/list, and whether it got DELETE for it. */
-      const upstreamSession = () => log.of('http').find((e) => e.rpcMethod === 'tools/list' && e.sessionId !== undefined && !seen.has(e.sessionId))?.sessionId as string | undefined;
+      const upstreamSession = () =>
+        log.of('http').find((e) => e.rpcMethod === 'tools/list' && e.sessionId !== undefined && !seen.has(e.sessionId))?.sessionId as
+          string | undefined;
       const deleted = (sid: string) => log.of('http').some((e) => e.httpMethod === 'DELETE' && e.sessionId === sid);
       const seen = new Set<string>();
 
@@ -412,10 +494,21 @@ describe('legacy session rules', () => {
     const url = gw.url('everything');
     const json = await post(url, initialize, { accept: 'application/json' });
     expect(json.status).toBe(406);
-    expect(JSON.parse(json.text)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Not Acceptable: the Accept header must list application/json and text/event-stream (got 'application/json')" } });
+    expect(JSON.parse(json.text)).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: {
+        code: -32000,
+        message: "Not Acceptable: the Accept header must list application/json and text/event-stream (got 'application/json')",
+      },
+    });
     const plain = await post(url, initialize, { 'content-type': 'text/plain' });
     expect(plain.status).toBe(415);
-    expect(JSON.parse(plain.text)).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" } });
+    expect(JSON.parse(plain.text)).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32000, message: "Unsupported Media Type: the Content-Type header must be application/json (got 'text/plain')" },
+    });
     expect(gw.legacy.size).toBe(0);
     const any = await post(url, initialize, { accept: '*/*' });
     expect(any.status).toBe(200);
@@ -437,7 +530,11 @@ describe('legacy session rules', () => {
       expect(JSON.parse(res.text)).toEqual({
         jsonrpc: '2.0',
         id: null,
-        error: { code: -32600, message: 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")' },
+        error: {
+          code: -32600,
+          message:
+            'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")',
+        },
       });
     }
     expect((await post(url, ping, v)).status).toBe(200);
@@ -483,11 +580,18 @@ async function sseSession(base: string, name: string) {
       await more();
     }
   };
-  const post = (body: string, contentType = 'application/json') => fetch(endpoint, { method: 'POST', headers: { 'content-type': contentType }, body });
+  const post = (body: string, contentType = 'application/json') =>
+    fetch(endpoint, { method: 'POST', headers: { 'content-type': contentType }, body });
   return { endpoint, answer, post, close: () => abort.abort() };
 }
 
-const initialize2024 = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'initialize', params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'raw-sse', version: '1' } } });
+const initialize2024 = (id: number) =>
+  JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    method: 'initialize',
+    params: { protocolVersion: '2024-11-05', capabilities: {}, clientInfo: { name: 'raw-sse', version: '1' } },
+  });
 const pingOf = (id: number) => JSON.stringify({ jsonrpc: '2.0', id, method: 'ping' });
 
 describe('the old HTTP+SSE transport (2024-11-05)', () => {
@@ -531,7 +635,11 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
   it('a POST to /mcp/NAME/message with an unknown or missing sessionId gets 404 / -32001', async () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     for (const query of ['?sessionId=not-a-session', '']) {
-      const res = await fetch(`${gw.base}/mcp/everything/message${query}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }) });
+      const res = await fetch(`${gw.base}/mcp/everything/message${query}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
       expect(res.status).toBe(404);
       expect((await res.json()).error).toMatchObject({ code: -32001, message: expect.stringMatching(/Session not found/) });
     }
@@ -541,7 +649,8 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
   it('a POST to /mcp/NAME/message is checked like any MCP POST: 415 for another Content-Type or a content coding, 400 for a body that is not UTF-8 or not JSON; no Accept is needed', async () => {
     const gw = await gateway({ upstreams: { everything: everythingStdio } });
     const url = `${gw.base}/mcp/everything/message?sessionId=not-a-session`;
-    const post = (headers: Record<string, string>, body: string | Uint8Array) => fetch(url, { method: 'POST', headers, body: body as BodyInit });
+    const post = (headers: Record<string, string>, body: string | Uint8Array) =>
+      fetch(url, { method: 'POST', headers, body: body as BodyInit });
     const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
     const text = await post({ 'content-type': 'text/plain' }, ping);
     expect(text.status).toBe(415);
@@ -566,7 +675,11 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const invalid = {
       jsonrpc: '2.0',
       id: null,
-      error: { code: -32600, message: 'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")' },
+      error: {
+        code: -32600,
+        message:
+          'Invalid Request: not a JSON-RPC 2.0 message (it needs "jsonrpc": "2.0" and a "method", or an "id" with "result" or "error")',
+      },
     };
     for (const body of ['{"foo":1}', '42', 'null', '"ping"', '{"jsonrpc":"2.0","id":{},"method":"ping"}']) {
       const res = await sse.post(body);
@@ -580,7 +693,11 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
       expect(await batch.json(), body).toEqual({
         jsonrpc: '2.0',
         id: null,
-        error: { code: -32600, message: 'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST' },
+        error: {
+          code: -32600,
+          message:
+            'Invalid Request: the HTTP+SSE transport (2024-11-05) carries one JSON-RPC message per POST, not a batch; send each message in its own POST',
+        },
       });
     }
     expect((await sse.post(initialize2024(2))).status).toBe(202);
@@ -595,7 +712,12 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const sse = await sseSession(gw.base, 'everything');
     expect((await sse.post(initialize2024(1), 'application/json;')).status).toBe(202);
     expect((await sse.answer(1)).result.serverInfo.name).toBe('mcp-servers/everything');
-    const types = ['application/json; charset', 'application/json; a=b c', 'application/json; charset="utf-8', 'Application/JSON; charset=UTF-8'];
+    const types = [
+      'application/json; charset',
+      'application/json; a=b c',
+      'application/json; charset="utf-8',
+      'Application/JSON; charset=UTF-8',
+    ];
     for (const [i, type] of types.entries()) {
       const res = await sse.post(pingOf(10 + i), type);
       expect(res.status, type).toBe(202);
@@ -609,12 +731,22 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const sse = await sseSession(gw.base, 'everything');
     let deep: unknown = 'leaf';
     for (let i = 0; i < 64; i++) deep = { down: deep };
-    const nested = await sse.post(JSON.stringify({ ...JSON.parse(initialize2024(7)), params: { ...JSON.parse(initialize2024(7)).params, deep } }));
+    const nested = await sse.post(
+      JSON.stringify({ ...JSON.parse(initialize2024(7)), params: { ...JSON.parse(initialize2024(7)).params, deep } }),
+    );
     expect(nested.status).toBe(400);
-    expect(await nested.json()).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' } });
+    expect(await nested.json()).toEqual({
+      jsonrpc: '2.0',
+      id: 7,
+      error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' },
+    });
     const huge = await sse.post('['.repeat(200_000) + ']'.repeat(200_000));
     expect(huge.status).toBe(400);
-    expect(await huge.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' } });
+    expect(await huge.json()).toEqual({
+      jsonrpc: '2.0',
+      id: null,
+      error: { code: -32600, message: 'The body nests deeper than limits.maxJsonDepth=64' },
+    });
     // The refused initialize never reached the session: it is still not initialized.
     expect((await sse.post(pingOf(8))).status).toBe(202);
     expect((await sse.answer(8)).error).toMatchObject({ code: -32600, message: expect.stringMatching(/not initialized/) });
@@ -635,7 +767,11 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
       });
     }
     for (const method of ['POST', 'DELETE']) {
-      const res = await fetch(`${gw.base}/mcp/everything/sse`, { method, headers: { 'content-type': 'application/json' }, body: method === 'POST' ? pingOf(1) : undefined });
+      const res = await fetch(`${gw.base}/mcp/everything/sse`, {
+        method,
+        headers: { 'content-type': 'application/json' },
+        body: method === 'POST' ? pingOf(1) : undefined,
+      });
       expect(res.status, method).toBe(405);
       expect(res.headers.get('allow'), method).toBe('GET');
       expect((await res.json()).error, method).toEqual({
@@ -654,13 +790,18 @@ describe('the old HTTP+SSE transport (2024-11-05)', () => {
     const gw = await gateway({ legacySessions: { maxSessionsPerPrincipal: 1 }, upstreams: { everything: everythingStdio } });
     const first = await sseSession(gw.base, 'everything');
     const refusedSse = await fetch(`${gw.base}/mcp/everything/sse`, { headers: { accept: 'text/event-stream' } });
-    const refusedHttp = await fetch(gw.url('everything'), { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: initialize2024(1) });
+    const refusedHttp = await fetch(gw.url('everything'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: initialize2024(1),
+    });
     for (const res of [refusedSse, refusedHttp]) {
       expect(res.status).toBe(429);
       expect(res.headers.get('retry-after')).toBe('1');
       expect((await res.json()).error).toEqual({
         code: -32603,
-        message: 'This caller holds 1 legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)',
+        message:
+          'This caller holds 1 legacy sessions (legacySessions.maxSessionsPerPrincipal); end one (DELETE with its Mcp-Session-Id, or close its HTTP+SSE stream) or let it go idle (legacySessions.idleMs)',
         data: { upstream: 'everything', reason: 'busy' },
       });
     }

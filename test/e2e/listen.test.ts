@@ -69,7 +69,11 @@ describe('subscriptions/listen: list changes and resource subscriptions', () => 
       params: { notifications: { toolsListChanged: true }, _meta: { [SUB]: 'tools-1' } },
     });
     await trigger('test_trigger_tool_change');
-    expect(await nextOf(s, 'notifications/tools/list_changed')).toEqual({ jsonrpc: '2.0', method: 'notifications/tools/list_changed', params: { _meta: { [SUB]: 'tools-1' } } });
+    expect(await nextOf(s, 'notifications/tools/list_changed')).toEqual({
+      jsonrpc: '2.0',
+      method: 'notifications/tools/list_changed',
+      params: { _meta: { [SUB]: 'tools-1' } },
+    });
     s.close();
   });
 
@@ -126,8 +130,15 @@ describe('subscriptions/listen: list changes and resource subscriptions', () => 
   });
 
   it('several filters at once: each honored type relayed on one stream', async () => {
-    const s = await subscribe({ toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['test://watched-resource'] }, 'all-1');
-    expect((await s.next()).params.notifications).toEqual({ toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['test://watched-resource'] });
+    const s = await subscribe(
+      { toolsListChanged: true, promptsListChanged: true, resourceSubscriptions: ['test://watched-resource'] },
+      'all-1',
+    );
+    expect((await s.next()).params.notifications).toEqual({
+      toolsListChanged: true,
+      promptsListChanged: true,
+      resourceSubscriptions: ['test://watched-resource'],
+    });
     await trigger('test_trigger_prompt_change');
     expect((await nextOf(s, 'notifications/prompts/list_changed')).params._meta[SUB]).toBe('all-1');
     await trigger('test_trigger_resource_update', { uri: 'test://watched-resource' });

@@ -22,7 +22,13 @@ const ERA_SWITCH = fileURLToPath(new URL('../fixtures/era-switch.ts', import.met
 const MODERN_CONFORMANCE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
 const ODD = 'round-2|name=Ada|  ü "quoted" \\ end ';
 
-const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+const keys = {
+  mode: 'apiKeys',
+  keys: [
+    { principal: 'alice', key: 'key-of-alice-0123456789' },
+    { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+  ],
+};
 const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
 const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
 const ELICIT = { elicitation: {} };
@@ -59,28 +65,44 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
 
   it('passes two input rounds through: the upstream gets its own requestState back byte for byte, the client only sees the gateway sealed one', async () => {
     const url = gw.url('modern');
-    const call = (extra: Record<string, unknown> = {}, headers = ALICE) => rpc(url, 'tools/call', { name: 'two_round', arguments: { tag: 'pt' }, ...extra }, { caps: ELICIT, headers });
+    const call = (extra: Record<string, unknown> = {}, headers = ALICE) =>
+      rpc(url, 'tools/call', { name: 'two_round', arguments: { tag: 'pt' }, ...extra }, { caps: ELICIT, headers });
     const r1 = await call();
     expect(r1.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { name: { method: 'elicitation/create' } } });
     expect(r1.body.result.requestState).not.toBe('round-1');
     expect(r1.body.result.requestState.split('.')).toHaveLength(5);
-    const r2 = await call({ requestState: r1.body.result.requestState, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } });
+    const r2 = await call({
+      requestState: r1.body.result.requestState,
+      inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } },
+    });
     expect(r2.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { age: { method: 'elicitation/create' } } });
     expect(r2.body.result.requestState).not.toContain('round-2');
 
     // Another principal presenting Alice's state is refused, and nothing reaches the upstream.
     const callsBefore = log.of('call', 'two_round').length;
-    const stolen = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 1 } } } }, BOB);
+    const stolen = await call(
+      { requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 1 } } } },
+      BOB,
+    );
     expect(stolen.body.error.code).toBe(-32602);
     expect(log.of('call', 'two_round')).toHaveLength(callsBefore);
 
-    const r3 = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 36 } } } });
+    const r3 = await call({
+      requestState: r2.body.result.requestState,
+      inputResponses: { age: { action: 'accept', content: { age: 36 } } },
+    });
     expect(r3.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Ada is 36 (pt)' }] });
     // Single use: the same state again is refused.
-    const replay = await call({ requestState: r2.body.result.requestState, inputResponses: { age: { action: 'accept', content: { age: 37 } } } });
+    const replay = await call({
+      requestState: r2.body.result.requestState,
+      inputResponses: { age: { action: 'accept', content: { age: 37 } } },
+    });
     expect(replay.body.error.code).toBe(-32602);
 
-    const states = log.of('call', 'two_round').filter((e) => e.tag === 'pt').map((e) => e.requestState);
+    const states = log
+      .of('call', 'two_round')
+      .filter((e) => e.tag === 'pt')
+      .map((e) => e.requestState);
     expect(states).toEqual([null, 'round-1', ODD]);
     // The gateway held nothing between rounds.
     expect(gw.gateway.bridge.parkedCount).toBe(0);
@@ -90,7 +112,17 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     const url = gw.url('modern');
     const r1 = await rpc(url, 'tools/call', { name: 'ask_secret', arguments: {} }, { caps: ELICIT, headers: ALICE });
     expect(Object.keys(r1.body.result.inputRequests)).toEqual(['who']);
-    const r2 = await rpc(url, 'tools/call', { name: 'ask_secret', arguments: {}, requestState: r1.body.result.requestState, inputResponses: { who: { action: 'accept', content: { name: 'Ada' } } } }, { caps: ELICIT, headers: ALICE });
+    const r2 = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'ask_secret',
+        arguments: {},
+        requestState: r1.body.result.requestState,
+        inputResponses: { who: { action: 'accept', content: { name: 'Ada' } } },
+      },
+      { caps: ELICIT, headers: ALICE },
+    );
     expect(r2.body.result.content[0].text).toBe('login=decline name=Ada');
   });
 
@@ -103,7 +135,12 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
       expect(list.body.result, name).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: scope });
       expect(list.body.result.tools.map((t: { name: string }) => t.name)).toContain('two_round');
       const read = await rpc(gw.url(name), 'resources/read', { uri: 'fixture://public/note' }, { headers: ALICE });
-      expect(read.body.result, name).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: scope, contents: [{ text: 'the same for everyone' }] });
+      expect(read.body.result, name).toMatchObject({
+        resultType: 'complete',
+        ttlMs: 60_000,
+        cacheScope: scope,
+        contents: [{ text: 'the same for everyone' }],
+      });
     }
   });
 
@@ -123,12 +160,19 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     expect(bob.body.error.code).toBe(-32602);
     // The upstream's own id, or a bound id with its binding altered, is no id of Alice's either.
     for (const forged of [upstreamId, `${shown.slice(0, -2)}xx`]) {
-      expect((await rpc(url, 'tasks/get', { taskId: forged }, { caps: TASKS, headers: taskHeaders(ALICE, forged) })).body.error.code).toBe(-32602);
+      expect((await rpc(url, 'tasks/get', { taskId: forged }, { caps: TASKS, headers: taskHeaders(ALICE, forged) })).body.error.code).toBe(
+        -32602,
+      );
     }
     expect(log.of('tasks/get')).toHaveLength(asked);
 
     const got = await rpc(url, 'tasks/get', { taskId: shown }, { caps: TASKS, headers: taskHeaders(ALICE, shown) });
-    expect(got.body.result).toMatchObject({ resultType: 'complete', taskId: shown, status: 'completed', result: { content: [{ type: 'text', text: `task ${upstreamId} done` }] } });
+    expect(got.body.result).toMatchObject({
+      resultType: 'complete',
+      taskId: shown,
+      status: 'completed',
+      result: { content: [{ type: 'text', text: `task ${upstreamId} done` }] },
+    });
     expect(log.of('tasks/get').slice(asked)).toEqual([expect.objectContaining({ taskId: upstreamId, mcpNameHeader: upstreamId })]);
 
     // A client without the extension gets the plain result.
@@ -137,35 +181,65 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
   });
 
   it("answers the upstream's -32021 as HTTP 400 / -32021 with its requiredCapabilities; when input.allow withholds that capability, -32603 saying so", async () => {
-    const call = (upstream: string, caps: Record<string, unknown>) => rpc(gw.url(upstream), 'tools/call', { name: 'ask_sample', arguments: {} }, { caps, headers: ALICE });
+    const call = (upstream: string, caps: Record<string, unknown>) =>
+      rpc(gw.url(upstream), 'tools/call', { name: 'ask_sample', arguments: {} }, { caps, headers: ALICE });
     const missing = await call('modern', ELICIT);
     expect(missing.status).toBe(400);
     expect(missing.body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { sampling: expect.any(Object) } } });
     // Declared: the upstream asks, in an input_required round.
     const asked = await call('modern', { sampling: {} });
-    expect(asked.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { word: { method: 'sampling/createMessage' } } });
+    expect(asked.body.result).toMatchObject({
+      resultType: 'input_required',
+      inputRequests: { word: { method: 'sampling/createMessage' } },
+    });
     // Declared, but this upstream does not get sampling relayed: the client could not fix that by declaring it.
     const withheld = await call('nosampling', { sampling: {} });
     expect(withheld.status).toBe(200);
-    expect(withheld.body.error).toMatchObject({ code: -32603, message: expect.stringContaining('input.allow'), data: { upstream: 'nosampling', reason: 'protocol' } });
+    expect(withheld.body.error).toMatchObject({
+      code: -32603,
+      message: expect.stringContaining('input.allow'),
+      data: { upstream: 'nosampling', reason: 'protocol' },
+    });
   });
 
   it('streams the upstream progress on the request SSE stream', async () => {
     const res = await fetch(gw.url('modern'), {
       method: 'POST',
-      headers: { ...ALICE, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'slow' },
+      headers: {
+        ...ALICE,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'slow',
+      },
       body: JSON.stringify({
         jsonrpc: '2.0',
         id: 7,
         method: 'tools/call',
-        params: { name: 'slow', arguments: { steps: 3, ms: 50 }, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {}, progressToken: 'my-token' } },
+        params: {
+          name: 'slow',
+          arguments: { steps: 3, ms: 50 },
+          _meta: {
+            'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+            'io.modelcontextprotocol/clientCapabilities': {},
+            progressToken: 'my-token',
+          },
+        },
       }),
     });
     expect(res.headers.get('content-type')).toContain('text/event-stream');
     const events = (await res.text())
       .split('\n\n')
       .filter((b) => b.includes('data:'))
-      .map((b) => JSON.parse(b.split('\n').find((l) => l.startsWith('data:'))!.slice(5)));
+      .map((b) =>
+        JSON.parse(
+          b
+            .split('\n')
+            .find((l) => l.startsWith('data:'))!
+            .slice(5),
+        ),
+      );
     expect(events.filter((e) => e.method === 'notifications/progress').map((e) => [e.params.progressToken, e.params.progress])).toEqual([
       ['my-token', 1],
       ['my-token', 2],
@@ -190,7 +264,12 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     const result = await client.callTool({ name: 'two_round', arguments: { tag: 'legacy' } });
     expect(textOf(result as never)).toBe('Grace is 85 (legacy)');
     expect(asked).toEqual(['What is your name?', 'How old is Grace?']);
-    expect(log.of('call', 'two_round').filter((e) => e.tag === 'legacy').map((e) => e.requestState)).toEqual([null, 'round-1', ODD.replace('Ada', 'Grace')]);
+    expect(
+      log
+        .of('call', 'two_round')
+        .filter((e) => e.tag === 'legacy')
+        .map((e) => e.requestState),
+    ).toEqual([null, 'round-1', ODD.replace('Ada', 'Grace')]);
 
     // A declined elicitation is an answer, not an error.
     asked.length = 0;
@@ -201,7 +280,9 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     // Progress and log messages reach the legacy client.
     await client.setLoggingLevel('info');
     const progress: number[] = [];
-    await client.callTool({ name: 'slow', arguments: { steps: 2, ms: 30 } }, undefined, { onprogress: (p) => void progress.push(p.progress) });
+    await client.callTool({ name: 'slow', arguments: { steps: 2, ms: 30 } }, undefined, {
+      onprogress: (p) => void progress.push(p.progress),
+    });
     expect(progress).toEqual([1, 2]);
     expect(logs.length).toBeGreaterThanOrEqual(2);
     await transport.terminateSession();
@@ -215,7 +296,9 @@ describe('the reverse bridge (a v1 SDK client in front of the 2026-07-28 upstrea
   const log = new FixtureLog();
   beforeAll(async () => {
     srv = await startModernHttp(log);
-    gw = await startGateway({ upstreams: { modern: srv.config, nosampling: { ...srv.config, input: { allow: ['elicitation', 'roots'] } } } });
+    gw = await startGateway({
+      upstreams: { modern: srv.config, nosampling: { ...srv.config, input: { allow: ['elicitation', 'roots'] } } },
+    });
   });
   afterAll(async () => {
     await gw?.close();
@@ -231,7 +314,10 @@ describe('the reverse bridge (a v1 SDK client in front of the 2026-07-28 upstrea
       void res
         .clone()
         .text()
-        .then((t) => void bodies.push(t), () => {});
+        .then(
+          (t) => void bodies.push(t),
+          () => {},
+        );
       return res;
     };
     const transport = new StreamableHTTPClientTransport(new URL(gw.url(upstream)), { fetch: fetchAndKeep });
@@ -267,15 +353,26 @@ describe('the reverse bridge (a v1 SDK client in front of the 2026-07-28 upstrea
     const caps = client.getServerCapabilities()!;
     expect(caps.tools).toEqual({});
     expect(caps.resources).toEqual({});
-    await expect(client.subscribeResource({ uri: 'fixture://public/note' })).rejects.toMatchObject({ code: -32601, message: expect.stringContaining('not relayed') });
+    await expect(client.subscribeResource({ uri: 'fixture://public/note' })).rejects.toMatchObject({
+      code: -32601,
+      message: expect.stringContaining('not relayed'),
+    });
     await transport.terminateSession();
     await client.close();
   });
 
   it('an input the client declared but input.allow withholds gets -32603 naming input.allow', async () => {
     const { client, transport, bodies } = await legacyClient('nosampling', { elicitation: {}, sampling: {} });
-    client.setRequestHandler(CreateMessageRequestSchema, async () => ({ role: 'assistant', model: 'm', content: { type: 'text', text: 'never' } }));
-    await expect(client.callTool({ name: 'ask_sample', arguments: {} })).rejects.toMatchObject({ code: -32603, message: expect.stringContaining('input.allow'), data: { upstream: 'nosampling', reason: 'protocol' } });
+    client.setRequestHandler(CreateMessageRequestSchema, async () => ({
+      role: 'assistant',
+      model: 'm',
+      content: { type: 'text', text: 'never' },
+    }));
+    await expect(client.callTool({ name: 'ask_sample', arguments: {} })).rejects.toMatchObject({
+      code: -32603,
+      message: expect.stringContaining('input.allow'),
+      data: { upstream: 'nosampling', reason: 'protocol' },
+    });
     expect(bodies.join('\n')).not.toContain('sampling/createMessage');
     await transport.terminateSession();
     await client.close();
@@ -298,7 +395,8 @@ describe('protocol auto over stdio, both eras behind one gateway', () => {
     expect(await gw.gateway.upstreams.get('modern')!.era()).toBe('modern');
     expect(await gw.gateway.upstreams.get('legacy')!.era()).toBe('legacy');
     const { client, record } = await v2Client(gw.url('modern'), {
-      elicit: (p) => (String(p.message).includes('name') ? { action: 'accept', content: { name: 'Lin' } } : { action: 'accept', content: { age: 30 } }),
+      elicit: (p) =>
+        String(p.message).includes('name') ? { action: 'accept', content: { name: 'Lin' } } : { action: 'accept', content: { age: 30 } },
     });
     expect(textOf((await client.callTool({ name: 'two_round', arguments: {} })) as never)).toBe('Lin is 30');
     expect(record.elicitation).toHaveLength(2);
@@ -315,7 +413,16 @@ describe('protocol auto asks again after a failure, and serves the era that came
   it('over stdio: after the child crashed, a server that comes back in the other era is served in that era, both ways', async () => {
     const eraFile = join(mkdtempSync(join(tmpdir(), 'era-switch-')), 'era');
     writeFileSync(eraFile, 'legacy');
-    const gw = await startGateway({ upstreams: { u: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', ERA_SWITCH, 'stdio'], env: { FIXTURE_ERA_FILE: eraFile } } } });
+    const gw = await startGateway({
+      upstreams: {
+        u: {
+          transport: 'stdio',
+          command: process.execPath,
+          args: ['--import', 'tsx', ERA_SWITCH, 'stdio'],
+          env: { FIXTURE_ERA_FILE: eraFile },
+        },
+      },
+    });
     try {
       const url = gw.url('u');
       const up = gw.gateway.upstreams.get('u')!;
@@ -341,7 +448,10 @@ describe('protocol auto asks again after a failure, and serves the era that came
       await transport.terminateSession();
       await client.close();
       const legacy = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT });
-      expect(legacy.body.result).toMatchObject({ resultType: 'input_required', inputRequests: { 'elicitation-1': { method: 'elicitation/create' } } });
+      expect(legacy.body.result).toMatchObject({
+        resultType: 'input_required',
+        inputRequests: { 'elicitation-1': { method: 'elicitation/create' } },
+      });
       expect(up.knownEra).toBe('legacy');
       expect(gw.gateway.bridge.parkedCount).toBe(1);
     } finally {
@@ -378,7 +488,11 @@ describe('protocol auto asks again after a failure, and serves the era that came
       await srv.stop();
       srv = await startFixtureHttp('http', undefined, { PORT: port });
       expect(await failuresBefore('ask_name')).toEqual([
-        expect.objectContaining({ code: -32603, message: expect.stringContaining('legacy server that wants a session'), data: { upstream: 'u', reason: 'protocol' } }),
+        expect.objectContaining({
+          code: -32603,
+          message: expect.stringContaining('legacy server that wants a session'),
+          data: { upstream: 'u', reason: 'protocol' },
+        }),
       ]);
       expect(up.knownEra).toBe('legacy');
 
@@ -398,7 +512,16 @@ describe('protocol auto asks again after a failure, and serves the era that came
 describe('subscriptions/listen relayed to a 2026-07-28 upstream over stdio', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startGateway({ upstreams: { modern: { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', MODERN_CONFORMANCE, 'stdio'], protocol: '2026-07-28' } } });
+    gw = await startGateway({
+      upstreams: {
+        modern: {
+          transport: 'stdio',
+          command: process.execPath,
+          args: ['--import', 'tsx', MODERN_CONFORMANCE, 'stdio'],
+          protocol: '2026-07-28',
+        },
+      },
+    });
   });
   afterAll(() => gw?.close());
 
@@ -407,10 +530,18 @@ describe('subscriptions/listen relayed to a 2026-07-28 upstream over stdio', () 
     const stream = await listen(url, { toolsListChanged: true, promptsListChanged: true });
     try {
       const ack = await stream.next();
-      expect(ack).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { toolsListChanged: true, promptsListChanged: true } } });
+      expect(ack).toMatchObject({
+        method: 'notifications/subscriptions/acknowledged',
+        params: { notifications: { toolsListChanged: true, promptsListChanged: true } },
+      });
       const id = ack.params._meta['io.modelcontextprotocol/subscriptionId'];
-      expect((await rpc(url, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} })).body.result.content[0].text).toBe('tool list changed');
-      expect(await stream.next()).toMatchObject({ method: 'notifications/tools/list_changed', params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id } } });
+      expect((await rpc(url, 'tools/call', { name: 'test_trigger_tool_change', arguments: {} })).body.result.content[0].text).toBe(
+        'tool list changed',
+      );
+      expect(await stream.next()).toMatchObject({
+        method: 'notifications/tools/list_changed',
+        params: { _meta: { 'io.modelcontextprotocol/subscriptionId': id } },
+      });
       await rpc(url, 'tools/call', { name: 'test_trigger_prompt_change', arguments: {} });
       expect(await stream.next()).toMatchObject({ method: 'notifications/prompts/list_changed' });
       const tools = await rpc(url, 'tools/list', {});
@@ -424,7 +555,10 @@ describe('subscriptions/listen relayed to a 2026-07-28 upstream over stdio', () 
     const url = gw.url('modern');
     const stream = await listen(url, { resourceSubscriptions: ['test://watched-resource'] });
     try {
-      expect(await stream.next()).toMatchObject({ method: 'notifications/subscriptions/acknowledged', params: { notifications: { resourceSubscriptions: ['test://watched-resource'] } } });
+      expect(await stream.next()).toMatchObject({
+        method: 'notifications/subscriptions/acknowledged',
+        params: { notifications: { resourceSubscriptions: ['test://watched-resource'] } },
+      });
       await rpc(url, 'tools/call', { name: 'test_trigger_resource_update', arguments: {} });
       expect(await stream.next()).toMatchObject({ method: 'notifications/resources/updated', params: { uri: 'test://watched-resource' } });
     } finally {

@@ -50,19 +50,29 @@ describe('input_required over raw HTTP', () => {
     expect(first.requestState.split('.')).toHaveLength(5);
     expect(Buffer.from(first.requestState.split('.')[3]!, 'base64url').toString('latin1')).not.toContain('ask_name');
 
-    const done = await rpc(url, 'tools/call', {
-      name: 'ask_name',
-      arguments: { greeting: 'Hi' },
-      requestState: first.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
-    }, { caps: ELICIT });
+    const done = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'ask_name',
+        arguments: { greeting: 'Hi' },
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(done.status).toBe(200);
     expect(done.body.result).toEqual({ content: [{ type: 'text', text: 'Hi, Ada!' }], resultType: 'complete' });
   });
 
   it('delivers decline to the upstream as the elicitation result', async () => {
     const first = await firstRound('ask_name');
-    const done = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'decline' } } }, { caps: ELICIT });
+    const done = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'decline' } } },
+      { caps: ELICIT },
+    );
     expect(done.body.result.content[0].text).toBe('elicitation decline');
     expect(log.of('elicit-result', 'ask_name').some((e) => e.result.action === 'decline')).toBe(true);
   });
@@ -74,18 +84,28 @@ describe('input_required over raw HTTP', () => {
     ct[0] = ct[0]! ^ 0x01;
     parts[3] = ct.toString('base64url');
     const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } };
-    const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'tamper' }, requestState: parts.join('.'), inputResponses: answer }, { caps: ELICIT });
+    const bad = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo_after_ask', arguments: { tag: 'tamper' }, requestState: parts.join('.'), inputResponses: answer },
+      { caps: ELICIT },
+    );
     expect(bad.status).toBe(200);
     expect(bad.body.error.code).toBe(-32602);
     expect(bad.body.error.message).toMatch(/requestState/);
     expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'tamper')).toHaveLength(0);
 
-    const good = await rpc(url, 'tools/call', {
-      name: 'echo_after_ask',
-      arguments: { tag: 'tamper' },
-      requestState: first.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
-    }, { caps: ELICIT });
+    const good = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'echo_after_ask',
+        arguments: { tag: 'tamper' },
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(good.body.result.content[0].text).toBe('tag=tamper action=accept name=Alice');
   });
 
@@ -105,16 +125,26 @@ describe('input_required over raw HTTP', () => {
     const variants = [`${state} `, ` ${state}`, `${state}\n`, `${state}=`, `${state}==`, otherBits.join('.')];
     const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Mallory' } } };
     for (const variant of variants) {
-      const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'canonical' }, requestState: variant, inputResponses: answer }, { caps: ELICIT });
+      const bad = await rpc(
+        url,
+        'tools/call',
+        { name: 'echo_after_ask', arguments: { tag: 'canonical' }, requestState: variant, inputResponses: answer },
+        { caps: ELICIT },
+      );
       expect(bad.body.error?.code, JSON.stringify(variant)).toBe(-32602);
     }
     expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'canonical')).toHaveLength(0);
-    const good = await rpc(url, 'tools/call', {
-      name: 'echo_after_ask',
-      arguments: { tag: 'canonical' },
-      requestState: state,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
-    }, { caps: ELICIT });
+    const good = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'echo_after_ask',
+        arguments: { tag: 'canonical' },
+        requestState: state,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Alice' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(good.body.result.content[0].text).toBe('tag=canonical action=accept name=Alice');
   });
 
@@ -136,20 +166,40 @@ describe('input_required over raw HTTP', () => {
   it('rejects a state presented with other arguments, another tool or another upstream; the parked call is untouched', async () => {
     const first = await firstRound('echo_after_ask', { tag: 'mine' });
     const answer = { 'elicitation-1': { action: 'accept', content: { name: 'Eve' } } };
-    const otherArgs = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'theirs' }, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    const otherArgs = await rpc(
+      url,
+      'tools/call',
+      { name: 'echo_after_ask', arguments: { tag: 'theirs' }, requestState: first.requestState, inputResponses: answer },
+      { caps: ELICIT },
+    );
     expect(otherArgs.body.error.code).toBe(-32602);
-    const otherTool = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    const otherTool = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: answer },
+      { caps: ELICIT },
+    );
     expect(otherTool.body.error.code).toBe(-32602);
-    const otherUpstream = await rpc(gw.url('other'), 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'mine' }, requestState: first.requestState, inputResponses: answer }, { caps: ELICIT });
+    const otherUpstream = await rpc(
+      gw.url('other'),
+      'tools/call',
+      { name: 'echo_after_ask', arguments: { tag: 'mine' }, requestState: first.requestState, inputResponses: answer },
+      { caps: ELICIT },
+    );
     expect(otherUpstream.body.error.code).toBe(-32602);
     expect(log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'mine' || e.tag === 'theirs')).toHaveLength(0);
 
-    const good = await rpc(url, 'tools/call', {
-      name: 'echo_after_ask',
-      arguments: { tag: 'mine' },
-      requestState: first.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } },
-    }, { caps: ELICIT });
+    const good = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'echo_after_ask',
+        arguments: { tag: 'mine' },
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Bob' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(good.body.result.content[0].text).toBe('tag=mine action=accept name=Bob');
   });
 
@@ -159,7 +209,10 @@ describe('input_required over raw HTTP', () => {
     expect(shortTtl.gateway.bridge.parkedCount).toBe(1);
     const call = shortLog.of('call', 'ask_name')[0]!;
     // About ttlMs (1 s) after parking; the bound leaves room for a loaded machine.
-    const cancelled = await eventually(() => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 10_000);
+    const cancelled = await eventually(
+      () => shortLog.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId),
+      10_000,
+    );
     expect(cancelled).toBe(true);
     expect(await eventually(() => shortLog.of('elicit-result', 'ask_name').length > 0, 2000)).toBe(true);
     const results = shortLog.of('elicit-result', 'ask_name');
@@ -171,7 +224,17 @@ describe('input_required over raw HTTP', () => {
     expect(wire[0]!.result).toEqual({ action: 'cancel' });
     expect(shortTtl.gateway.bridge.parkedCount).toBe(0);
 
-    const late = await rpc(target, 'tools/call', { name: 'ask_name', arguments: {}, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Late' } } } }, { caps: ELICIT });
+    const late = await rpc(
+      target,
+      'tools/call',
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Late' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(late.body.error.code).toBe(-32602);
     expect(shortLog.of('elicit-result', 'ask_name')).toHaveLength(1);
   });
@@ -185,15 +248,30 @@ describe('input_required over raw HTTP', () => {
 
   it('rejects a malformed inputResponses value with -32602 and keeps the call parked for a correct retry', async () => {
     const first = await firstRound('echo_after_ask', { tag: 'malformed' });
-    const bad = await rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'malformed' }, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'maybe' } } }, { caps: ELICIT });
+    const bad = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'echo_after_ask',
+        arguments: { tag: 'malformed' },
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'maybe' } },
+      },
+      { caps: ELICIT },
+    );
     expect(bad.body.error.code).toBe(-32602);
     expect(bad.body.error.message).toContain('elicitation-1');
-    const good = await rpc(url, 'tools/call', {
-      name: 'echo_after_ask',
-      arguments: { tag: 'malformed' },
-      requestState: first.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Fixed' } } },
-    }, { caps: ELICIT });
+    const good = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'echo_after_ask',
+        arguments: { tag: 'malformed' },
+        requestState: first.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Fixed' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(good.body.result.content[0].text).toBe('tag=malformed action=accept name=Fixed');
   });
 
@@ -201,11 +279,28 @@ describe('input_required over raw HTTP', () => {
     const first = await firstRound('echo_after_ask', { tag: 'schema' });
     const results = log.of('elicit-result', 'echo_after_ask').length;
     const retry = (content: Record<string, unknown>) =>
-      rpc(url, 'tools/call', { name: 'echo_after_ask', arguments: { tag: 'schema' }, requestState: first.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content } } }, { caps: ELICIT });
+      rpc(
+        url,
+        'tools/call',
+        {
+          name: 'echo_after_ask',
+          arguments: { tag: 'schema' },
+          requestState: first.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content } },
+        },
+        { caps: ELICIT },
+      );
     const wrongType = await retry({ name: 42 });
-    expect(wrongType.body.error).toMatchObject({ code: -32602, message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: name must be string', data: { key: 'elicitation-1' } });
+    expect(wrongType.body.error).toMatchObject({
+      code: -32602,
+      message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: name must be string',
+      data: { key: 'elicitation-1' },
+    });
     const missing = await retry({ nickname: 'Al' });
-    expect(missing.body.error).toMatchObject({ code: -32602, message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: content must have required property \'name\'' });
+    expect(missing.body.error).toMatchObject({
+      code: -32602,
+      message: 'inputResponses["elicitation-1"] content does not match the requestedSchema: content must have required property \'name\'',
+    });
     expect(log.of('elicit-result', 'echo_after_ask')).toHaveLength(results);
     const good = await retry({ name: 'Typed' });
     expect(good.body.result.content[0].text).toBe('tag=schema action=accept name=Typed');
@@ -220,42 +315,65 @@ describe('input_required over raw HTTP', () => {
 });
 
 describe('single use across a restart (replay mode, configured keys, memory store)', () => {
-  it('a state spent before the gateway restarted is refused after it, as is one sealed before it and never used; the upstream sees one answer', async () => {
-    const log = new FixtureLog();
-    const cfg = {
-      requestState: { keys: [{ kid: 'k1', secret: 'a-requestState-secret-that-outlives-restarts' }] },
-      upstreams: { fixture: { ...fixtureStdio(log), input: { mode: 'replay' } } },
-    };
-    const call = (g: TestGateway, params: Record<string, unknown>) => rpc(g.url('fixture'), 'tools/call', { name: 'echo_after_ask', ...params }, { caps: ELICIT });
-    const before = await startGateway(cfg);
-    let spent: Record<string, unknown>;
-    let unused: Record<string, unknown>;
-    try {
-      const first = await call(before, { arguments: { tag: 'restart' } });
-      expect(first.body.result.resultType).toBe('input_required');
-      spent = { arguments: { tag: 'restart' }, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Once' } } } };
-      expect((await call(before, spent)).body.result.content[0].text).toBe('tag=restart action=accept name=Once');
-      const other = await call(before, { arguments: { tag: 'unused' } });
-      unused = { arguments: { tag: 'unused' }, requestState: other.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Later' } } } };
-    } finally {
-      await before.close();
-    }
-    // The next process starts at least a second later, so its ledger's start is past every iat above.
-    await new Promise((r) => setTimeout(r, 1100));
-    const after = await startGateway(cfg);
-    try {
-      for (const params of [spent, unused]) {
-        const again = await call(after, params);
-        expect(again.body.error, JSON.stringify(again.body)).toMatchObject({ code: -32602, message: 'Invalid or expired requestState; start the request again without requestState' });
+  it(
+    'a state spent before the gateway restarted is refused after it, as is one sealed before it and never used; the upstream sees one answer',
+    async () => {
+      const log = new FixtureLog();
+      const cfg = {
+        requestState: { keys: [{ kid: 'k1', secret: 'a-requestState-secret-that-outlives-restarts' }] },
+        upstreams: { fixture: { ...fixtureStdio(log), input: { mode: 'replay' } } },
+      };
+      const call = (g: TestGateway, params: Record<string, unknown>) =>
+        rpc(g.url('fixture'), 'tools/call', { name: 'echo_after_ask', ...params }, { caps: ELICIT });
+      const before = await startGateway(cfg);
+      let spent: Record<string, unknown>;
+      let unused: Record<string, unknown>;
+      try {
+        const first = await call(before, { arguments: { tag: 'restart' } });
+        expect(first.body.result.resultType).toBe('input_required');
+        spent = {
+          arguments: { tag: 'restart' },
+          requestState: first.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Once' } } },
+        };
+        expect((await call(before, spent)).body.result.content[0].text).toBe('tag=restart action=accept name=Once');
+        const other = await call(before, { arguments: { tag: 'unused' } });
+        unused = {
+          arguments: { tag: 'unused' },
+          requestState: other.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Later' } } },
+        };
+      } finally {
+        await before.close();
       }
-      // A state the new process sealed is served.
-      const fresh = await call(after, { arguments: { tag: 'fresh' } });
-      const done = await call(after, { arguments: { tag: 'fresh' }, requestState: fresh.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'New' } } } });
-      expect(done.body.result.content[0].text).toBe('tag=fresh action=accept name=New');
-      const restart = log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'restart');
-      expect(restart.filter((e) => (e.result as { action?: string } | undefined)?.action === 'accept'), JSON.stringify(restart)).toHaveLength(1);
-    } finally {
-      await after.close();
-    }
-  }, scaled(60_000));
+      // The next process starts at least a second later, so its ledger's start is past every iat above.
+      await new Promise((r) => setTimeout(r, 1100));
+      const after = await startGateway(cfg);
+      try {
+        for (const params of [spent, unused]) {
+          const again = await call(after, params);
+          expect(again.body.error, JSON.stringify(again.body)).toMatchObject({
+            code: -32602,
+            message: 'Invalid or expired requestState; start the request again without requestState',
+          });
+        }
+        // A state the new process sealed is served.
+        const fresh = await call(after, { arguments: { tag: 'fresh' } });
+        const done = await call(after, {
+          arguments: { tag: 'fresh' },
+          requestState: fresh.body.result.requestState,
+          inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'New' } } },
+        });
+        expect(done.body.result.content[0].text).toBe('tag=fresh action=accept name=New');
+        const restart = log.of('elicit-result', 'echo_after_ask').filter((e) => e.tag === 'restart');
+        expect(
+          restart.filter((e) => (e.result as { action?: string } | undefined)?.action === 'accept'),
+          JSON.stringify(restart),
+        ).toHaveLength(1);
+      } finally {
+        await after.close();
+      }
+    },
+    scaled(60_000),
+  );
 });

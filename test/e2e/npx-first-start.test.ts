@@ -45,7 +45,13 @@ function serverList(reg: NpmRegistry, cache: string, extra: Record<string, unkno
         args: ['-y', reg.name],
         // Its own working directory, so that npx finds no package of that name around it.
         cwd: mkdtempSync(join(tmpdir(), 'mrtr-npx-cwd-')),
-        env: { npm_config_registry: reg.url, npm_config_cache: cache, npm_config_update_notifier: 'false', npm_config_fund: 'false', npm_config_audit: 'false' },
+        env: {
+          npm_config_registry: reg.url,
+          npm_config_cache: cache,
+          npm_config_update_notifier: 'false',
+          npm_config_fund: 'false',
+          npm_config_audit: 'false',
+        },
         'mrtr-gateway': { timeouts: { connectMs: CONNECT_MS }, tools: { deny: ['other'] }, ...extra },
       },
     },
@@ -77,46 +83,54 @@ async function servesFromCache(reg: NpmRegistry, cache: string): Promise<void> {
 }
 
 describe('an npx -y server on a cold npx cache', () => {
-  it('the first call succeeds once the install is done, though it takes longer than connectMs; the entry\'s "mrtr-gateway" settings apply', async () => {
-    const { reg, cache } = await coldNpx();
-    const g = await gatewayFor(serverList(reg, cache));
-    const t0 = performance.now();
-    const r = await rpc(`${g.base}/mcp/pkg`, 'tools/call', { name: 'hello', arguments: {} });
-    const ms = performance.now() - t0;
-    expect(r.body.error).toBeUndefined();
-    expect(r.body.result.content[0].text).toBe('hello from npx');
-    expect(ms).toBeGreaterThan(INSTALL_DELAY_MS);
-    expect(reg.tarballRequests()).toBe(1);
-    // One npx: the era probe's child went on as the legacy session.
-    expect(g.logs.filter((l) => l.msg === 'era probe process started (protocol: auto)')).toHaveLength(1);
-    // "mrtr-gateway": {"tools": {"deny": ["other"]}} holds.
-    const list = await rpc(`${g.base}/mcp/pkg`, 'tools/list');
-    expect(list.body.result.tools.map((t: { name: string }) => t.name)).toEqual(['hello']);
-    const denied = await rpc(`${g.base}/mcp/pkg`, 'tools/call', { name: 'other', arguments: {} });
-    expect(denied.body.error).toMatchObject({ code: -32602 });
-    g.child.kill('SIGTERM');
-    expect(await g.exited).toEqual({ code: 0, signal: null });
-  }, scaled(60_000));
+  it(
+    'the first call succeeds once the install is done, though it takes longer than connectMs; the entry\'s "mrtr-gateway" settings apply',
+    async () => {
+      const { reg, cache } = await coldNpx();
+      const g = await gatewayFor(serverList(reg, cache));
+      const t0 = performance.now();
+      const r = await rpc(`${g.base}/mcp/pkg`, 'tools/call', { name: 'hello', arguments: {} });
+      const ms = performance.now() - t0;
+      expect(r.body.error).toBeUndefined();
+      expect(r.body.result.content[0].text).toBe('hello from npx');
+      expect(ms).toBeGreaterThan(INSTALL_DELAY_MS);
+      expect(reg.tarballRequests()).toBe(1);
+      // One npx: the era probe's child went on as the legacy session.
+      expect(g.logs.filter((l) => l.msg === 'era probe process started (protocol: auto)')).toHaveLength(1);
+      // "mrtr-gateway": {"tools": {"deny": ["other"]}} holds.
+      const list = await rpc(`${g.base}/mcp/pkg`, 'tools/list');
+      expect(list.body.result.tools.map((t: { name: string }) => t.name)).toEqual(['hello']);
+      const denied = await rpc(`${g.base}/mcp/pkg`, 'tools/call', { name: 'other', arguments: {} });
+      expect(denied.body.error).toMatchObject({ code: -32602 });
+      g.child.kill('SIGTERM');
+      expect(await g.exited).toEqual({ code: 0, signal: null });
+    },
+    scaled(60_000),
+  );
 
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
-    it(`a gateway stopped by ${signal} during the install leaves npx to finish it: a fresh gateway on the same cache serves the call`, async () => {
-      const { reg, cache } = await coldNpx();
-      // required: the gateway starts the upstream at start (readiness), before any call.
-      // The install waits for the tarball until the gateway is gone.
-      const release = reg.holdTarball();
-      const tarball = reg.nextTarballRequest();
-      const g = await gatewayFor(serverList(reg, cache, { required: true }));
-      const pid = await npxPid(g);
-      await tarball;
-      g.child.kill(signal);
-      const exit = await g.exited;
-      expect(exit).toEqual(signal === 'SIGTERM' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
-      if (signal === 'SIGTERM') expect(g.logs.some((l) => /left to finish/.test(l.msg) && l.pid === pid)).toBe(true);
-      // npx was not killed: it finishes the install, then its server sees stdin closed and exits.
-      expect(alive(pid)).toBe(true);
-      release();
-      expect(await eventually(() => !alive(pid), INSTALL_DELAY_MS + 15_000)).toBe(true);
-      await servesFromCache(reg, cache);
-    }, scaled(60_000));
+    it(
+      `a gateway stopped by ${signal} during the install leaves npx to finish it: a fresh gateway on the same cache serves the call`,
+      async () => {
+        const { reg, cache } = await coldNpx();
+        // required: the gateway starts the upstream at start (readiness), before any call.
+        // The install waits for the tarball until the gateway is gone.
+        const release = reg.holdTarball();
+        const tarball = reg.nextTarballRequest();
+        const g = await gatewayFor(serverList(reg, cache, { required: true }));
+        const pid = await npxPid(g);
+        await tarball;
+        g.child.kill(signal);
+        const exit = await g.exited;
+        expect(exit).toEqual(signal === 'SIGTERM' ? { code: 0, signal: null } : { code: null, signal: 'SIGKILL' });
+        if (signal === 'SIGTERM') expect(g.logs.some((l) => /left to finish/.test(l.msg) && l.pid === pid)).toBe(true);
+        // npx was not killed: it finishes the install, then its server sees stdin closed and exits.
+        expect(alive(pid)).toBe(true);
+        release();
+        expect(await eventually(() => !alive(pid), INSTALL_DELAY_MS + 15_000)).toBe(true);
+        await servesFromCache(reg, cache);
+      },
+      scaled(60_000),
+    );
   }
 });

@@ -20,7 +20,8 @@ describe('Mcp-Param-* headers against x-mcp-header annotations', () => {
   });
   afterAll(() => gw?.close());
 
-  const call = (args: Record<string, unknown>, headers: Record<string, string>) => rpc(url, 'tools/call', { name: TOOL, arguments: args }, { headers });
+  const call = (args: Record<string, unknown>, headers: Record<string, string>) =>
+    rpc(url, 'tools/call', { name: TOOL, arguments: args }, { headers });
   const expectMismatch = (r: Awaited<ReturnType<typeof call>>, header: string) => {
     expect(r.status, JSON.stringify(r.body)).toBe(400);
     expect(r.body.error.code).toBe(-32020);
@@ -38,7 +39,12 @@ describe('Mcp-Param-* headers against x-mcp-header annotations', () => {
   });
 
   it('calling the tool left out of tools/list → -32602', async () => {
-    const r = await rpc(url, 'tools/call', { name: 'test_invalid_header_tool', arguments: { ratio: 0.5 } }, { headers: { 'mcp-param-ratio': '0.5' } });
+    const r = await rpc(
+      url,
+      'tools/call',
+      { name: 'test_invalid_header_tool', arguments: { ratio: 0.5 } },
+      { headers: { 'mcp-param-ratio': '0.5' } },
+    );
     expect(r.status).toBe(200);
     expect(r.body.error.code).toBe(-32602);
     expect(r.body.error.message).toContain('test_invalid_header_tool');
@@ -57,7 +63,10 @@ describe('Mcp-Param-* headers against x-mcp-header annotations', () => {
 
   it('integers compare numerically', async () => {
     expect((await call({ region: 'eu', priority: 42 }, { 'mcp-param-region': 'eu', 'mcp-param-priority': '42.0' })).status).toBe(200);
-    expectMismatch(await call({ region: 'eu', priority: 42 }, { 'mcp-param-region': 'eu', 'mcp-param-priority': '43' }), 'Mcp-Param-Priority');
+    expectMismatch(
+      await call({ region: 'eu', priority: 42 }, { 'mcp-param-region': 'eu', 'mcp-param-priority': '43' }),
+      'Mcp-Param-Priority',
+    );
   });
 
   it('an argument that is absent or null needs no header', async () => {
@@ -73,7 +82,10 @@ describe('Mcp-Param-* headers against x-mcp-header annotations', () => {
 
   it('a header that differs from the body → 400 / -32020', async () => {
     expectMismatch(await call({ region: 'eu' }, { 'mcp-param-region': 'us' }), 'Mcp-Param-Region');
-    expectMismatch(await call({ region: 'eu', verbose: false }, { 'mcp-param-region': 'eu', 'mcp-param-verbose': 'False' }), 'Mcp-Param-Verbose');
+    expectMismatch(
+      await call({ region: 'eu', verbose: false }, { 'mcp-param-region': 'eu', 'mcp-param-verbose': 'False' }),
+      'Mcp-Param-Verbose',
+    );
   });
 
   it('a header for an argument that is absent → 400 / -32020', async () => {

@@ -45,7 +45,7 @@ function blocksOf(markdown: string, heading: string): Block[] {
   const firstLine = markdown.slice(0, start).split('\n').length + 1;
   const blocks: Block[] = [];
   const fence = /^```([^\n]*)\n([\s\S]*?)^```[ \t]*$/gm;
-  for (let m; (m = fence.exec(section)); ) {
+  for (let m; (m = fence.exec(section));) {
     blocks.push({ lang: m[1]!.trim(), text: m[2]!, line: firstLine + section.slice(0, m.index).split('\n').length - 1 });
   }
   return blocks;
@@ -85,7 +85,11 @@ function matchesShown(expected: string, actual: string): boolean {
   for (const line of normalize(expected)) {
     pattern += line === '…' ? '(?:[^\\n]*\\n)*?' : `${line.split('…').map(escape).join('[^\\n]*')}\\n`;
   }
-  return new RegExp(`${pattern}$`).test(normalize(actual).map((l) => `${l}\n`).join(''));
+  return new RegExp(`${pattern}$`).test(
+    normalize(actual)
+      .map((l) => `${l}\n`)
+      .join(''),
+  );
 }
 
 /** `command` is on the PATH. */
@@ -178,7 +182,9 @@ describe('README.md', () => {
   const steps = tourSteps(README);
 
   it('shows the quick start commands this test and CI use', () => {
-    const quick = blocksOf(README, 'Quick start').filter((b) => b.lang === 'sh').map((b) => b.text.trim());
+    const quick = blocksOf(README, 'Quick start')
+      .filter((b) => b.lang === 'sh')
+      .map((b) => b.text.trim());
     expect(quick).toEqual(['npm ci && npm start', 'npm test']);
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
     expect(pkg.scripts.start).toMatch(/^exec node /);
@@ -187,7 +193,8 @@ describe('README.md', () => {
 
   it('has a tour: the setup, discovery, tools/list, an input_required round, a task', () => {
     const all = steps.map((s) => s.code).join('\n');
-    for (const method of ['server/discover', 'tools/list', 'tools/call', 'subscriptions/listen', 'tasks/get']) expect(all).toContain(`Mcp-Method: ${method}`);
+    for (const method of ['server/discover', 'tools/list', 'tools/call', 'subscriptions/listen', 'tasks/get'])
+      expect(all).toContain(`Mcp-Method: ${method}`);
     expect(all).toContain(README_BASE);
     expect(steps.map((s) => s.expected).join('\n')).toContain('"resultType":"input_required"');
   });
@@ -202,7 +209,10 @@ describe('README.md', () => {
 
   it('shows a client snippet for each client era, a 2026-07-28 (v2 SDK) one and a legacy (v1 SDK) one', () => {
     const snippets = blocksOf(README, 'Connecting a client').filter((b) => b.lang === 'ts');
-    expect(snippets.map((b) => /from '(@modelcontextprotocol\/(?:client|sdk))/.exec(b.text)?.[1])).toEqual(['@modelcontextprotocol/client', '@modelcontextprotocol/sdk']);
+    expect(snippets.map((b) => /from '(@modelcontextprotocol\/(?:client|sdk))/.exec(b.text)?.[1])).toEqual([
+      '@modelcontextprotocol/client',
+      '@modelcontextprotocol/sdk',
+    ]);
     expect(snippets[0]!.text).toContain("pin: '2026-07-28'");
     for (const b of snippets) expect(b.text).toContain(`${README_BASE}/mcp/everything`);
   });
@@ -214,10 +224,16 @@ describe('README.md', () => {
     const loaded = interpretConfig(JSON.parse(heredoc![1]!), {}, ROOT);
     expect(loaded.format).toBe('mcpServers');
     expect(loaded.config.upstreams.everything?.transport).toBe('stdio');
-    const configs = [...own.map((b) => b.text).join('\n').matchAll(/--config (config\/\S+\.json)/g)].map((m) => m[1]!);
+    const configs = [
+      ...own
+        .map((b) => b.text)
+        .join('\n')
+        .matchAll(/--config (config\/\S+\.json)/g),
+    ].map((m) => m[1]!);
     expect(configs).toEqual(['config/stdio.example.json', 'config/streamable-http.example.json', 'config/sse.example.json']);
     for (const c of configs) expect(existsSync(join(ROOT, c)), c).toBe(true);
-    for (const b of own) for (const m of b.text.matchAll(/node (node_modules\/\S+)/g)) expect(existsSync(join(ROOT, m[1]!)), m[1]).toBe(true);
+    for (const b of own)
+      for (const m of b.text.matchAll(/node (node_modules\/\S+)/g)) expect(existsSync(join(ROOT, m[1]!)), m[1]).toBe(true);
   });
 
   describe('the curl tour, run against the default gateway.config.json', () => {
@@ -254,7 +270,11 @@ describe('README.md', () => {
       expect(gw!.logs.find((l) => /listening/.test(l.msg))?.endpoints).toEqual([`POST ${gw!.base}/mcp/everything`]);
     });
 
-    it.each(blocksOf(README, 'Connecting a client').filter((b) => b.lang === 'ts').map((b) => [b.line, b.text] as const))(
+    it.each(
+      blocksOf(README, 'Connecting a client')
+        .filter((b) => b.lang === 'ts')
+        .map((b) => [b.line, b.text] as const),
+    )(
       'the client snippet at README.md:%i completes its eliciting call against the gateway and prints the answer',
       async (_line, code) => {
         const { output, code: exitCode } = await runSnippet(code.split(README_BASE).join(gw!.base));
@@ -267,7 +287,10 @@ describe('README.md', () => {
     it.each(steps.map((s, i) => [s.line, i] as const))('the block at README.md:%i prints what the README shows', (_line, i) => {
       const step = steps[i]!;
       const shown = step.expected === '' ? '(nothing)' : step.expected;
-      expect(matchesShown(step.expected, outputs[i] ?? ''), `README.md:${step.line} shows\n${shown}\nbut the command printed\n${outputs[i]}`).toBe(true);
+      expect(
+        matchesShown(step.expected, outputs[i] ?? ''),
+        `README.md:${step.line} shows\n${shown}\nbut the command printed\n${outputs[i]}`,
+      ).toBe(true);
     });
   });
 });

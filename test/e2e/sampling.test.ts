@@ -70,14 +70,26 @@ async function metrics(g: TestGateway): Promise<string[]> {
 
 describe('provider mode, a 2026-07-28 client that did not declare sampling (MRTR bridge, server-everything)', () => {
   it('OpenAI-compatible: trigger-sampling-request gets the provider text, no input_required is sent, the provider gets the mapped request field by field', async () => {
-    const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'Paris is the capital of France.', usage: { prompt: 31, completion: 8 } }) }));
+    const llm = await fake('openai', () => ({
+      body: openaiCompletion({ content: 'Paris is the capital of France.', usage: { prompt: 31, completion: 8 } }),
+    }));
     const g = await gateway({ oa: provider(llm) }, { everything: { ...everythingStdio, sampling: { mode: 'provider', provider: 'oa' } } });
-    const r = await rpc(g.url('everything'), 'tools/call', call('trigger-sampling-request', { prompt: 'Capital of France?', maxTokens: 50 }), { caps: {} });
+    const r = await rpc(
+      g.url('everything'),
+      'tools/call',
+      call('trigger-sampling-request', { prompt: 'Capital of France?', maxTokens: 50 }),
+      { caps: {} },
+    );
     expect(r.status).toBe(200);
     expect(r.body.result.resultType).toBe('complete');
     expect(r.body.result.inputRequests).toBeUndefined();
     const sampled = JSON.parse(resultText(r).replace(/^LLM sampling result: \n/, ''));
-    expect(sampled).toEqual({ role: 'assistant', content: { type: 'text', text: 'Paris is the capital of France.' }, model: 'gpt-test-2026-01-01', stopReason: 'endTurn' });
+    expect(sampled).toEqual({
+      role: 'assistant',
+      content: { type: 'text', text: 'Paris is the capital of France.' },
+      model: 'gpt-test-2026-01-01',
+      stopReason: 'endTurn',
+    });
 
     expect(llm.requests).toHaveLength(1);
     const [sent] = llm.requests;
@@ -96,18 +108,37 @@ describe('provider mode, a 2026-07-28 client that did not declare sampling (MRTR
 
     const m = await metrics(g);
     expect(m).toContain(`mrtr_sampling_requests_total{upstream="everything",provider="oa",outcome="complete"} 1`);
-    expect(m).toContain(`mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="input"} 31`);
-    expect(m).toContain(`mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="output"} 8`);
+    expect(m).toContain(
+      `mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="input"} 31`,
+    );
+    expect(m).toContain(
+      `mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="output"} 8`,
+    );
     expect(m.filter((l) => l.startsWith('mrtr_input_rounds_total{'))).toEqual([]);
   });
 
   it('Anthropic: the same call through the Messages API, with its headers, system, max_tokens and no temperature', async () => {
-    const llm = await fake('anthropic', () => ({ body: anthropicMessage({ content: [{ type: 'text', text: 'Paris.' }], stop: 'max_tokens' }) }));
-    const g = await gateway({ an: provider(llm, { maxTokens: 40 }) }, { everything: { ...everythingStdio, sampling: { mode: 'provider', provider: 'an' } } });
-    const r = await rpc(g.url('everything'), 'tools/call', call('trigger-sampling-request', { prompt: 'Capital of France?', maxTokens: 50 }), { caps: {} });
+    const llm = await fake('anthropic', () => ({
+      body: anthropicMessage({ content: [{ type: 'text', text: 'Paris.' }], stop: 'max_tokens' }),
+    }));
+    const g = await gateway(
+      { an: provider(llm, { maxTokens: 40 }) },
+      { everything: { ...everythingStdio, sampling: { mode: 'provider', provider: 'an' } } },
+    );
+    const r = await rpc(
+      g.url('everything'),
+      'tools/call',
+      call('trigger-sampling-request', { prompt: 'Capital of France?', maxTokens: 50 }),
+      { caps: {} },
+    );
     expect(r.body.result.resultType).toBe('complete');
     const sampled = JSON.parse(resultText(r).replace(/^LLM sampling result: \n/, ''));
-    expect(sampled).toEqual({ role: 'assistant', content: { type: 'text', text: 'Paris.' }, model: 'claude-test-5-20261101', stopReason: 'maxTokens' });
+    expect(sampled).toEqual({
+      role: 'assistant',
+      content: { type: 'text', text: 'Paris.' },
+      model: 'claude-test-5-20261101',
+      stopReason: 'maxTokens',
+    });
     expect(llm.requests).toHaveLength(1);
     const [sent] = llm.requests;
     expect(sent!.path).toBe('/v1/messages');
@@ -131,7 +162,9 @@ describe('fallback mode', () => {
     const url = g.url('everything');
 
     // Declares sampling: the round goes to the client, the provider is not asked.
-    const round = await rpc(url, 'tools/call', call('trigger-sampling-request', { prompt: 'hello', maxTokens: 20 }), { caps: { sampling: {} } });
+    const round = await rpc(url, 'tools/call', call('trigger-sampling-request', { prompt: 'hello', maxTokens: 20 }), {
+      caps: { sampling: {} },
+    });
     expect(round.body.result.resultType).toBe('input_required');
     const requests = Object.values(round.body.result.inputRequests) as any[];
     expect(requests.map((q) => q.method)).toEqual(['sampling/createMessage']);
@@ -162,7 +195,10 @@ describe('fallback mode', () => {
 
   it('a per-tool mode overrides the upstream mode (sampling.tools.NAME.mode)', async () => {
     const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'tool-level provider' }) }));
-    const g = await gateway({ oa: provider(llm) }, { f: { ...fixtureStdio(), sampling: { mode: 'client', provider: 'oa', tools: { summarize: { mode: 'provider' } } } } });
+    const g = await gateway(
+      { oa: provider(llm) },
+      { f: { ...fixtureStdio(), sampling: { mode: 'client', provider: 'oa', tools: { summarize: { mode: 'provider' } } } } },
+    );
     // summarize: provider, even for a client that declares sampling.
     const a = await rpc(g.url('f'), 'tools/call', call('summarize', { text: 'x' }), { caps: { sampling: {} } });
     expect(a.body.result.resultType).toBe('complete');
@@ -190,17 +226,42 @@ describe('sampling with tools (2025-11-25): tool_use back to the upstream, tool_
     expect(resultText(r)).toBe('final=It is sunny in Paris. model=gpt-test-2026-01-01 stop=endTurn');
 
     const [first, second] = log.of('sample-result', 'sample_with_tools');
-    expect(first!.result).toEqual({ role: 'assistant', content: { type: 'tool_use', id: 'call_w1', name: 'get_weather', input: { city: 'Paris' } }, model: 'gpt-test-2026-01-01', stopReason: 'toolUse' });
+    expect(first!.result).toEqual({
+      role: 'assistant',
+      content: { type: 'tool_use', id: 'call_w1', name: 'get_weather', input: { city: 'Paris' } },
+      model: 'gpt-test-2026-01-01',
+      stopReason: 'toolUse',
+    });
     expect(second!.result.content).toEqual({ type: 'text', text: 'It is sunny in Paris.' });
 
     expect(llm.requests).toHaveLength(2);
-    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Current weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
-    expect(llm.requests[0]!.body).toEqual({ model: 'gpt-test', messages: [{ role: 'user', content: 'What is the weather in Paris?' }], stream: false, max_completion_tokens: 200, tools, tool_choice: 'auto' });
+    const tools = [
+      {
+        type: 'function',
+        function: {
+          name: 'get_weather',
+          description: 'Current weather for a city',
+          parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        },
+      },
+    ];
+    expect(llm.requests[0]!.body).toEqual({
+      model: 'gpt-test',
+      messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+      stream: false,
+      max_completion_tokens: 200,
+      tools,
+      tool_choice: 'auto',
+    });
     expect(llm.requests[1]!.body).toEqual({
       model: 'gpt-test',
       messages: [
         { role: 'user', content: 'What is the weather in Paris?' },
-        { role: 'assistant', content: null, tool_calls: [{ id: 'call_w1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'call_w1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }],
+        },
         { role: 'tool', tool_call_id: 'call_w1', content: 'Sunny, 21°C in Paris' },
       ],
       stream: false,
@@ -212,7 +273,15 @@ describe('sampling with tools (2025-11-25): tool_use back to the upstream, tool_
   it('Anthropic: tool_use blocks come back as tool_use, the follow-up tool_result reaches the Messages API', async () => {
     const llm = await fake('anthropic', (_req, n) =>
       n === 1
-        ? { body: anthropicMessage({ content: [{ type: 'text', text: 'Let me check.' }, { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } }], stop: 'tool_use' }) }
+        ? {
+            body: anthropicMessage({
+              content: [
+                { type: 'text', text: 'Let me check.' },
+                { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
+              ],
+              stop: 'tool_use',
+            }),
+          }
         : { body: anthropicMessage({ content: [{ type: 'text', text: 'Sunny in Paris.' }] }) },
     );
     const log = new FixtureLog();
@@ -231,7 +300,13 @@ describe('sampling with tools (2025-11-25): tool_use back to the upstream, tool_
       stopReason: 'toolUse',
     });
     expect(llm.requests).toHaveLength(2);
-    const tools = [{ name: 'get_weather', description: 'Current weather for a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } }];
+    const tools = [
+      {
+        name: 'get_weather',
+        description: 'Current weather for a city',
+        input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+      },
+    ];
     expect(llm.requests[0]!.body).toEqual({
       model: 'claude-test-5',
       max_tokens: 200,
@@ -249,7 +324,10 @@ describe('sampling with tools (2025-11-25): tool_use back to the upstream, tool_
           { type: 'tool_use', id: 'toolu_01', name: 'get_weather', input: { city: 'Paris' } },
         ],
       },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: [{ type: 'text', text: 'Sunny, 21°C in Paris' }] }] },
+      {
+        role: 'user',
+        content: [{ type: 'tool_result', tool_use_id: 'toolu_01', content: [{ type: 'text', text: 'Sunny, 21°C in Paris' }] }],
+      },
     ]);
     expect(llm.requests[1]!.body.tools).toEqual(tools);
   });
@@ -257,10 +335,13 @@ describe('sampling with tools (2025-11-25): tool_use back to the upstream, tool_
 
 describe('bounds: budgets, retries, errors and timeouts reach the upstream as clear JSON-RPC errors, within their limits', () => {
   /** The fixture over stdio with provider mode and `sampling` overrides. */
-  const upstream = (log: FixtureLog, sampling: Record<string, unknown> = {}) => ({ f: { ...fixtureStdio(log), sampling: { mode: 'provider', provider: 'p', ...sampling } } });
+  const upstream = (log: FixtureLog, sampling: Record<string, unknown> = {}) => ({
+    f: { ...fixtureStdio(log), sampling: { mode: 'provider', provider: 'p', ...sampling } },
+  });
   /** The JSON-RPC answers the fixture received for its own requests (here: its sampling requests). */
   const answers = (log: FixtureLog) => log.of('response');
-  const summarize = (g: TestGateway, caps: Record<string, unknown> = {}) => rpc(g.url('f'), 'tools/call', call('summarize', { text: 'a confidential paragraph' }), { caps });
+  const summarize = (g: TestGateway, caps: Record<string, unknown> = {}) =>
+    rpc(g.url('f'), 'tools/call', call('summarize', { text: 'a confidential paragraph' }), { caps });
 
   it('budget exhausted: the second call is refused before the provider is asked, the upstream gets -32603 with data.reason "budget", and it is counted', async () => {
     const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'short', usage: { prompt: 100, completion: 20 } }) }));
@@ -270,7 +351,9 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(resultText(first)).toContain('summary=short');
     const second = await summarize(g);
     expect(second.body.result.isError).toBe(true);
-    expect(resultText(second)).toMatch(/Sampling token budget of this principal on this upstream exhausted: 120 of 150 tokens spent in the last 60000 ms/);
+    expect(resultText(second)).toMatch(
+      /Sampling token budget of this principal on this upstream exhausted: 120 of 150 tokens spent in the last 60000 ms/,
+    );
     expect(llm.requests).toHaveLength(1);
     const refused = answers(log).at(-1)!;
     expect(refused.error).toMatchObject({ code: -32603, data: { reason: 'budget', scope: 'principal', limit: 150, windowMs: 60_000 } });
@@ -282,7 +365,9 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   });
 
   it('an upstream-wide budget counts every principal together', async () => {
-    const llm = await fake('anthropic', () => ({ body: anthropicMessage({ content: [{ type: 'text', text: 'ok' }], usage: { input: 60, output: 10 } }) }));
+    const llm = await fake('anthropic', () => ({
+      body: anthropicMessage({ content: [{ type: 'text', text: 'ok' }], usage: { input: 60, output: 10 } }),
+    }));
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm) }, upstream(log, { budget: { tokens: 150 } }));
     expect(resultText(await summarize(g))).toContain('summary=ok');
@@ -296,7 +381,11 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'short', usage: null }) }));
     const log = new FixtureLog();
     const mem = memoryLogger('debug');
-    const g = await gateway({ p: provider(llm) }, upstream(log, { maxTokens: 30, budget: { tokensPerPrincipal: 100, windowMs: 60_000 } }), mem.log);
+    const g = await gateway(
+      { p: provider(llm) },
+      upstream(log, { maxTokens: 30, budget: { tokensPerPrincipal: 100, windowMs: 60_000 } }),
+      mem.log,
+    );
     const outcomes: string[] = [];
     for (let i = 0; i < 8; i++) outcomes.push(resultText(await summarize(g)).includes('summary=short') ? 'answered' : 'refused');
     // Each answer is charged 30 (maxTokens) plus the estimate of its input (the summarize request,
@@ -306,13 +395,20 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'budget', scope: 'principal', limit: 100 } });
     expect(resultText(await summarize(g))).toMatch(/108 of 100 tokens spent in the last 60000 ms; this request needs room for 30/);
     const lines = mem.lines().filter((l) => l.msg === 'sampling' && l.outcome === 'complete');
-    expect(lines).toEqual([expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true }), expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true })]);
+    expect(lines).toEqual([
+      expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true }),
+      expect.objectContaining({ inputTokens: 24, outputTokens: 30, usageEstimated: true }),
+    ]);
     // Nothing reported, nothing counted as reported.
     expect((await metrics(g)).filter((l) => l.startsWith('mrtr_sampling_tokens_total'))).toEqual([]);
   });
 
   it('429 with Retry-After, then success: retried after the wait, the upstream gets the answer', async () => {
-    const llm = await fake('openai', (_r, n) => (n === 1 ? { status: 429, headers: { 'retry-after': '1' }, body: errorBody('openai', 429, 'requests', 'Rate limit reached') } : { body: openaiCompletion({ content: 'after the wait' }) }));
+    const llm = await fake('openai', (_r, n) =>
+      n === 1
+        ? { status: 429, headers: { 'retry-after': '1' }, body: errorBody('openai', 429, 'requests', 'Rate limit reached') }
+        : { body: openaiCompletion({ content: 'after the wait' }) },
+    );
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { timeoutMs: 10_000 }) }, upstream(log));
     const r = await summarize(g);
@@ -325,13 +421,22 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   });
 
   it('429 asking for a wait longer than the time left: no retry, the upstream gets provider-rate-limited with retryAfterMs at once', async () => {
-    const llm = await fake('anthropic', () => ({ status: 429, headers: { 'retry-after': '30' }, body: errorBody('anthropic', 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit') }));
+    const llm = await fake('anthropic', () => ({
+      status: 429,
+      headers: { 'retry-after': '30' },
+      body: errorBody('anthropic', 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit'),
+    }));
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { timeoutMs: 5000 }) }, upstream(log));
     const r = await summarize(g);
     expect(answers(log).at(-1)!.at - llm.requests[0]!.at).toBeLessThan(scaled(2000));
-    expect(resultText(r)).toMatch(/rate limiting \(HTTP 429\): Number of request tokens has exceeded your per-minute rate limit; no time left within timeoutMs=5000 ms to retry after 30000 ms/);
-    expect(answers(log).at(-1)!.error).toMatchObject({ code: -32603, data: { reason: 'provider-rate-limited', provider: 'p', status: 429, retryAfterMs: 30_000, attempts: 1 } });
+    expect(resultText(r)).toMatch(
+      /rate limiting \(HTTP 429\): Number of request tokens has exceeded your per-minute rate limit; no time left within timeoutMs=5000 ms to retry after 30000 ms/,
+    );
+    expect(answers(log).at(-1)!.error).toMatchObject({
+      code: -32603,
+      data: { reason: 'provider-rate-limited', provider: 'p', status: 429, retryAfterMs: 30_000, attempts: 1 },
+    });
     expect(llm.requests).toHaveLength(1);
   });
 
@@ -365,7 +470,10 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   });
 
   it('401: not retried, the error names the credentials problem, and neither it nor any log line carries the key or the content', async () => {
-    const llm = await fake('openai', () => ({ status: 401, body: errorBody('openai', 401, 'invalid_request_error', `Incorrect API key provided: ${OPENAI_KEY}.`) }));
+    const llm = await fake('openai', () => ({
+      status: 401,
+      body: errorBody('openai', 401, 'invalid_request_error', `Incorrect API key provided: ${OPENAI_KEY}.`),
+    }));
     const log = new FixtureLog();
     const mem = memoryLogger('debug');
     const g = await gateway({ p: provider(llm) }, upstream(log), mem.log);
@@ -379,7 +487,15 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const lines = mem.lines();
     const sampling = lines.filter((l) => l.msg === 'sampling');
     expect(sampling).toHaveLength(1);
-    expect(sampling[0]).toMatchObject({ upstream: 'f', tool: 'summarize', principal: ANONYMOUS, provider: 'p', outcome: 'provider-auth', status: 401, attempts: 1 });
+    expect(sampling[0]).toMatchObject({
+      upstream: 'f',
+      tool: 'summarize',
+      principal: ANONYMOUS,
+      provider: 'p',
+      outcome: 'provider-auth',
+      status: 401,
+      attempts: 1,
+    });
     const all = JSON.stringify(lines);
     expect(all).not.toContain(OPENAI_KEY);
     expect(all).not.toContain('confidential paragraph');
@@ -387,7 +503,10 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
 
   it('a provider error quoting the key in base64, base64url or URL-encoded form reaches neither the upstream nor the sampling log line', async () => {
     const forms = [Buffer.from(ODD_KEY).toString('base64'), Buffer.from(ODD_KEY).toString('base64url'), encodeURIComponent(ODD_KEY)];
-    const llm = await fake('openai', () => ({ status: 400, body: errorBody('openai', 400, 'invalid_request_error', `Bad header: ${forms[0]} / ${forms[1]} / ${forms[2]}`) }));
+    const llm = await fake('openai', () => ({
+      status: 400,
+      body: errorBody('openai', 400, 'invalid_request_error', `Bad header: ${forms[0]} / ${forms[1]} / ${forms[2]}`),
+    }));
     const log = new FixtureLog();
     const mem = memoryLogger('debug');
     const g = await gateway({ p: provider(llm, { apiKey: '${TEST_SAMPLING_ODD_KEY}' }) }, upstream(log), mem.log);
@@ -406,7 +525,9 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   /** A promise of a streamed reply's end, and the `onEnd` that settles it. */
   const streamEnd = () => {
     let onEnd!: (bytes: number, complete: boolean) => void;
-    const ended = new Promise<{ bytes: number; complete: boolean }>((resolve) => (onEnd = (bytes, complete) => resolve({ bytes, complete })));
+    const ended = new Promise<{ bytes: number; complete: boolean }>(
+      (resolve) => (onEnd = (bytes, complete) => resolve({ bytes, complete })),
+    );
     return { ended, onEnd };
   };
 
@@ -427,7 +548,11 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
       expect(end.bytes).toBeLessThan(64 * MiB);
       expect(peak - before).toBeLessThan(256 * MiB);
       const refused = answers(log).at(-1)!.error;
-      expect(refused).toEqual({ code: -32603, message: "provider 'p' answered more than maxResponseBytes=4194304 bytes; it was cut off and dropped", data: { reason: 'provider-protocol', provider: 'p', attempts: 1 } });
+      expect(refused).toEqual({
+        code: -32603,
+        message: "provider 'p' answered more than maxResponseBytes=4194304 bytes; it was cut off and dropped",
+        data: { reason: 'provider-protocol', provider: 'p', attempts: 1 },
+      });
       expect(resultText(r)).toContain('maxResponseBytes=4194304');
       expect(llm.requests).toHaveLength(1);
     } finally {
@@ -439,7 +564,11 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const text = 1024 * MiB;
     const length = [...hugeAnswer('anthropic', 0)].reduce((n, c) => n + c.byteLength, text);
     const { ended, onEnd } = streamEnd();
-    const llm = await fake('anthropic', () => ({ headers: { 'content-length': String(length) }, stream: hugeAnswer('anthropic', text), onEnd }));
+    const llm = await fake('anthropic', () => ({
+      headers: { 'content-length': String(length) },
+      stream: hugeAnswer('anthropic', text),
+      onEnd,
+    }));
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { maxResponseBytes: 64 * 1024 }) }, upstream(log));
     await summarize(g);
@@ -461,7 +590,12 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const text = 8 * MiB;
     const length = [...hugeAnswer('openai', 0)].reduce((n, c) => n + c.byteLength, text);
     const { ended, onEnd } = streamEnd();
-    const llm = await fake('openai', () => ({ status, ...(declared ? { headers: { 'content-length': String(length) } } : {}), stream: hugeAnswer('openai', text), onEnd }));
+    const llm = await fake('openai', () => ({
+      status,
+      ...(declared ? { headers: { 'content-length': String(length) } } : {}),
+      stream: hugeAnswer('openai', text),
+      onEnd,
+    }));
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { maxResponseBytes: MiB, maxRetries: 2 }) }, upstream(log));
     await summarize(g);
@@ -491,7 +625,9 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm) }, upstream(log));
     // The client declares sampling with context; in provider mode the upstream is told sampling without it.
-    const r = await rpc(g.url('f'), 'tools/call', call('summarize', { text: 'x', includeContext: 'thisServer' }), { caps: { sampling: { context: {} } } });
+    const r = await rpc(g.url('f'), 'tools/call', call('summarize', { text: 'x', includeContext: 'thisServer' }), {
+      caps: { sampling: { context: {} } },
+    });
     expect(r.status).toBe(200);
     expect(r.body.result.resultType).toBe('complete');
     expect(r.body.result.inputRequests).toBeUndefined();
@@ -499,7 +635,8 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(log.of('initialized').at(-1)!.capabilities.sampling).toEqual({ tools: {} });
     expect(answers(log).at(-1)!.error).toEqual({
       code: -32602,
-      message: 'includeContext "thisServer" is not served when the gateway answers sampling: it does not declare sampling.context (MCP 2025-11-25); omit includeContext or send "none"',
+      message:
+        'includeContext "thisServer" is not served when the gateway answers sampling: it does not declare sampling.context (MCP 2025-11-25); omit includeContext or send "none"',
       data: { reason: 'invalid-request' },
     });
     expect(llm.requests).toHaveLength(0);
@@ -513,7 +650,11 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   it('maxConcurrent 1, maxQueued 0: while the provider holds the first request, a second is refused at once with busy; the first then completes', async () => {
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
-    const llm = await fake('openai', (_r, n) => (n === 1 ? held.then(() => ({ body: openaiCompletion({ content: 'first answer' }) })) : { body: openaiCompletion({ content: 'second answer' }) }));
+    const llm = await fake('openai', (_r, n) =>
+      n === 1
+        ? held.then(() => ({ body: openaiCompletion({ content: 'first answer' }) }))
+        : { body: openaiCompletion({ content: 'second answer' }) },
+    );
     const log = new FixtureLog();
     const g = await gateway({ p: provider(llm, { maxConcurrent: 1, maxQueued: 0, timeoutMs: 30_000 }) }, upstream(log));
     const first = summarize(g);
@@ -525,7 +666,11 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
     expect(Date.now() - started).toBeLessThan(scaled(10_000));
     expect(second.body.result.isError).toBe(true);
     expect(resultText(second)).toContain('The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)');
-    expect(answers(log).at(-1)!.error).toEqual({ code: -32603, message: 'The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)', data: { reason: 'busy', provider: 'p' } });
+    expect(answers(log).at(-1)!.error).toEqual({
+      code: -32603,
+      message: 'The provider has 1 requests in flight and 0 waiting (maxConcurrent, maxQueued)',
+      data: { reason: 'busy', provider: 'p' },
+    });
     expect(llm.requests).toHaveLength(1);
     release();
     expect(resultText(await first)).toContain('summary=first answer');
@@ -537,13 +682,28 @@ describe('bounds: budgets, retries, errors and timeouts reach the upstream as cl
   });
 
   it('a successful answer is logged with tokens and model, and without the key or any content', async () => {
-    const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'a secret summary', usage: { prompt: 40, completion: 5 } }) }));
+    const llm = await fake('openai', () => ({
+      body: openaiCompletion({ content: 'a secret summary', usage: { prompt: 40, completion: 5 } }),
+    }));
     const mem = memoryLogger('debug');
     const g = await gateway({ p: provider(llm) }, upstream(new FixtureLog()), mem.log);
     expect(resultText(await summarize(g))).toContain('summary=a secret summary');
     const lines = mem.lines();
     expect(lines.filter((l) => l.msg === 'sampling')).toEqual([
-      expect.objectContaining({ upstream: 'f', tool: 'summarize', principal: ANONYMOUS, provider: 'p', model: 'gpt-test-2026-01-01', modelAlias: 'main', inputTokens: 40, outputTokens: 5, maxTokens: 100, outcome: 'complete', stopReason: 'endTurn', attempts: 1 }),
+      expect.objectContaining({
+        upstream: 'f',
+        tool: 'summarize',
+        principal: ANONYMOUS,
+        provider: 'p',
+        model: 'gpt-test-2026-01-01',
+        modelAlias: 'main',
+        inputTokens: 40,
+        outputTokens: 5,
+        maxTokens: 100,
+        outcome: 'complete',
+        stopReason: 'endTurn',
+        attempts: 1,
+      }),
     ]);
     const all = JSON.stringify(lines);
     expect(all).not.toContain(OPENAI_KEY);
@@ -585,7 +745,9 @@ describe('legacy (v1 SDK) clients through the pass-through relay', () => {
       { role: 'system', content: 'You are a helpful test server.' },
       { role: 'user', content: 'Resource trigger-sampling-request context: hi' },
     ]);
-    expect(await metrics(g)).toContain(`mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="output"} 14`);
+    expect(await metrics(g)).toContain(
+      `mrtr_sampling_tokens_total{upstream="everything",tool="trigger-sampling-request",principal="${ANONYMOUS}",provider="oa",model="gpt-test-2026-01-01",direction="output"} 14`,
+    );
   });
 
   it('fallback mode: a client that declared sampling is asked as before; the provider is not', async () => {
@@ -604,13 +766,31 @@ describe('legacy (v1 SDK) clients through the pass-through relay', () => {
 describe('what leaves the gateway', () => {
   it('an OpenAI-compatible provider without apiKey gets no Authorization header, and OPENAI_* variables are not read', async () => {
     const saved = { ...process.env };
-    Object.assign(process.env, { OPENAI_API_KEY: 'sk-from-env-must-not-leak', OPENAI_ORG_ID: 'org-from-env', OPENAI_PROJECT_ID: 'proj-from-env', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1' });
+    Object.assign(process.env, {
+      OPENAI_API_KEY: 'sk-from-env-must-not-leak',
+      OPENAI_ORG_ID: 'org-from-env',
+      OPENAI_PROJECT_ID: 'proj-from-env',
+      OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+    });
     try {
       const llm = await fake('openai', () => ({ body: openaiCompletion({ content: 'ok' }) }));
-      const cfg = { kind: 'openai', baseUrl: llm.baseUrl, models: { m: { model: 'local-model', hints: [], image: true, audio: false } }, defaultModel: 'm', maxTokens: 10, timeoutMs: 5000, maxConcurrent: 1, maxQueued: 0, maxRetries: 0 };
+      const cfg = {
+        kind: 'openai',
+        baseUrl: llm.baseUrl,
+        models: { m: { model: 'local-model', hints: [], image: true, audio: false } },
+        defaultModel: 'm',
+        maxTokens: 10,
+        timeoutMs: 5000,
+        maxConcurrent: 1,
+        maxQueued: 0,
+        maxRetries: 0,
+      };
       const adapter = createProvider('local', cfg as never);
       const params = parseSamplingParams({ messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 5 });
-      await adapter.send(adapter.build(params, { alias: 'm', model: cfg.models.m, by: 'default' } as never, 5), { signal: new AbortController().signal, timeoutMs: 5000 });
+      await adapter.send(adapter.build(params, { alias: 'm', model: cfg.models.m, by: 'default' } as never, 5), {
+        signal: new AbortController().signal,
+        timeoutMs: 5000,
+      });
       expect(llm.requests).toHaveLength(1);
       const headers = llm.requests[0]!.headers;
       expect(headers.authorization).toBeUndefined();

@@ -30,7 +30,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
   const prove = async (gw: TestGateway) => {
     const first = await call(gw, 'ask_name', {});
     const [key] = Object.keys(first.body.result.inputRequests);
-    const done = await call(gw, 'ask_name', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: accept('Ada') } });
+    const done = await call(
+      gw,
+      'ask_name',
+      {},
+      { requestState: first.body.result.requestState, inputResponses: { [key!]: accept('Ada') } },
+    );
     expect(done.body.result.content[0].text).toBe('Hello, Ada!');
     expect(poolOf(gw).attribution).toBe('post');
   };
@@ -60,7 +65,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
         .reverse()
         .map(({ p, i }) => {
           const [key] = Object.keys(p.body.result.inputRequests);
-          return call(gw, 'echo_after_ask', { tag: `t${i}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`N${i}`) } }).then((r) => ({ r, i }));
+          return call(
+            gw,
+            'echo_after_ask',
+            { tag: `t${i}` },
+            { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`N${i}`) } },
+          ).then((r) => ({ r, i }));
         }),
     );
     for (const { r, i } of done) expect(r.body.result.content[0].text).toBe(`tag=t${i} action=accept name=N${i}`);
@@ -78,12 +88,22 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     // The first state expires; its call is cancelled upstream (its place is given back within 1 s,
     // the longest wait for an answer to the cancelled request), the session stays for the two others.
     expect(await eventually(() => poolOf(gw).stats().sharedCalls === 2, 4000)).toBe(true);
-    expect(await eventually(() => log.events().some((e) => e.event === 'elicit-result' && e.tag === 'doomed' && e.result?.action === 'cancel'), 5000)).toBe(true);
+    expect(
+      await eventually(
+        () => log.events().some((e) => e.event === 'elicit-result' && e.tag === 'doomed' && e.result?.action === 'cancel'),
+        5000,
+      ),
+    ).toBe(true);
     expect(poolOf(gw).stats().total).toBe(1);
     const done = await Promise.all(
       kept.map((p, i) => {
         const [key] = Object.keys(p.body.result.inputRequests);
-        return call(gw, 'echo_after_ask', { tag: `k${i + 1}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`K${i + 1}`) } });
+        return call(
+          gw,
+          'echo_after_ask',
+          { tag: `k${i + 1}` },
+          { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`K${i + 1}`) } },
+        );
       }),
     );
     expect(done.map((r) => r.body.result.content[0].text)).toEqual(['tag=k1 action=accept name=K1', 'tag=k2 action=accept name=K2']);
@@ -105,7 +125,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
       all.map((p, i) => {
         const [key, req] = Object.entries(p.body.result.inputRequests as Record<string, { params: { message: string } }>)[0]!;
         expect(req.params.message).toBe(`Who is asking for ${tags[i]}?`);
-        return call(gw, 'ask_unrelated', { tag: tags[i] }, { requestState: p.body.result.requestState, inputResponses: { [key]: accept(`U${i}`) } });
+        return call(
+          gw,
+          'ask_unrelated',
+          { tag: tags[i] },
+          { requestState: p.body.result.requestState, inputResponses: { [key]: accept(`U${i}`) } },
+        );
       }),
     );
     expect(done.map((r) => r.body.result.content[0].text)).toEqual(tags.map((t, i) => `tag=${t} action=accept name=U${i}`));
@@ -127,7 +152,10 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
       const r = await client.callTool({ name: 'ask_two_apart', arguments: args });
       expect(textOf(r as never)).toBe('First and Second');
       expect(record.elicitation.map((e) => e.message)).toEqual(['First?', 'Second?']);
-      expect(record.results.filter((x) => x.resultType === 'input_required').map((x) => Object.keys(x.inputRequests))).toEqual([['first'], ['second']]);
+      expect(record.results.filter((x) => x.resultType === 'input_required').map((x) => Object.keys(x.inputRequests))).toEqual([
+        ['first'],
+        ['second'],
+      ]);
       expect(poolOf(gw).stats().sharedCalls).toBe(0);
     } finally {
       await client.close();
@@ -148,7 +176,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     const done = await Promise.all(
       [...parked, ...more].map((p, i) => {
         const [key] = Object.keys(p.body.result.inputRequests);
-        return call(gw, 'ask_later', { ms: i < 20 ? 500 : 0 }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`L${i}`) } });
+        return call(
+          gw,
+          'ask_later',
+          { ms: i < 20 ? 500 : 0 },
+          { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`L${i}`) } },
+        );
       }),
     );
     expect(done.map((r) => r.body.result?.content[0].text)).toEqual(Array.from({ length: 25 }, (_, i) => `Hello, L${i}!`));
@@ -180,16 +213,26 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
    */
   async function answerThenSample(gw: TestGateway, first: Awaited<ReturnType<typeof call>>): Promise<void> {
     const [ek] = Object.keys(first.body.result.inputRequests);
-    const second = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } });
+    const second = await call(
+      gw,
+      'ask_then_sample_unrelated',
+      {},
+      { requestState: first.body.result.requestState, inputResponses: { [ek!]: accept('Ada') } },
+    );
     expect(second.body.result?.resultType, JSON.stringify(second.body)).toBe('input_required');
     const [sk, sampling] = Object.entries(second.body.result.inputRequests as Record<string, { method: string }>)[0]!;
     expect(sampling.method).toBe('sampling/createMessage');
     const sample = { role: 'assistant', content: { type: 'text', text: 'Hi Ada' }, model: 'm', stopReason: 'endTurn' };
-    const done = await call(gw, 'ask_then_sample_unrelated', {}, { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } });
+    const done = await call(
+      gw,
+      'ask_then_sample_unrelated',
+      {},
+      { requestState: second.body.result.requestState, inputResponses: { [sk]: sample } },
+    );
     expect(done.body.result.content[0].text).toBe('name=Ada sample=Hi Ada');
   }
 
-  it('a question on the GET stream of a shared session with one call in flight is that call\'s: asked in its next round, and the call completes', async () => {
+  it("a question on the GET stream of a shared session with one call in flight is that call's: asked in its next round, and the call completes", async () => {
     const gw = await start();
     await prove(gw);
     const first = await call(gw, 'ask_then_sample_unrelated', {});
@@ -201,7 +244,7 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     expect(poolOf(gw).attribution).toBe('get');
   });
 
-  it('a question on the GET stream of a shared session whose other call ended is the one call in flight\'s: asked in its round, the call completes, and the session takes no other call', async () => {
+  it("a question on the GET stream of a shared session whose other call ended is the one call in flight's: asked in its round, the call completes, and the session takes no other call", async () => {
     const gw = await start();
     await prove(gw);
     const other = await call(gw, 'echo_after_ask', { tag: 'other' });
@@ -210,7 +253,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
     // Both calls were on one shared session; the other one ends, this one is alone in flight.
     expect(poolOf(gw).stats()).toMatchObject({ total: 1, sharedCalls: 2 });
     const [ok] = Object.keys(other.body.result.inputRequests);
-    const ended = await call(gw, 'echo_after_ask', { tag: 'other' }, { requestState: other.body.result.requestState, inputResponses: { [ok!]: accept('Bo') } });
+    const ended = await call(
+      gw,
+      'echo_after_ask',
+      { tag: 'other' },
+      { requestState: other.body.result.requestState, inputResponses: { [ok!]: accept('Bo') } },
+    );
     expect(ended.body.result.content[0].text).toBe('tag=other action=accept name=Bo');
     expect(poolOf(gw).stats().sharedCalls).toBe(1);
     await answerThenSample(gw, first);
@@ -235,7 +283,12 @@ describe('shared upstream sessions (Streamable HTTP)', () => {
       parked.map((p, i) => {
         expect(Object.keys(p.body.result.inputRequests)).toHaveLength(1);
         const [key] = Object.keys(p.body.result.inputRequests);
-        return call(gw, 'echo_after_ask', { tag: `p${i + 1}` }, { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`P${i + 1}`) } });
+        return call(
+          gw,
+          'echo_after_ask',
+          { tag: `p${i + 1}` },
+          { requestState: p.body.result.requestState, inputResponses: { [key!]: accept(`P${i + 1}`) } },
+        );
       }),
     );
     expect(done.map((r) => r.body.result.content[0].text)).toEqual(['tag=p1 action=accept name=P1', 'tag=p2 action=accept name=P2']);

@@ -17,13 +17,29 @@ async function listenAsync(url: string, filter: Record<string, unknown>): Promis
   void fetch(url, {
     method: 'POST',
     signal: ac.signal,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 'waiting', method: 'subscriptions/listen', params: { notifications: filter, _meta: envelope({}) } }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'subscriptions/listen',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 'waiting',
+      method: 'subscriptions/listen',
+      params: { notifications: filter, _meta: envelope({}) },
+    }),
   }).catch(() => {});
   return { abort: () => ac.abort() };
 }
 
-async function pollUntil(url: string, taskId: string, done: (t: any) => boolean, caps: Record<string, unknown> = TASKS, timeoutMs = 15_000) {
+async function pollUntil(
+  url: string,
+  taskId: string,
+  done: (t: any) => boolean,
+  caps: Record<string, unknown> = TASKS,
+  timeoutMs = 15_000,
+) {
   const seen: any[] = [];
   const end = Date.now() + timeoutMs;
   while (Date.now() < end) {
@@ -87,7 +103,10 @@ describe('tasks extension', () => {
   });
 
   it('a client that did not declare the extension never gets a task', async () => {
-    const r = await rpc(gw.url('everything'), 'tools/call', { name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 1 } });
+    const r = await rpc(gw.url('everything'), 'tools/call', {
+      name: 'trigger-long-running-operation',
+      arguments: { duration: 1, steps: 1 },
+    });
     expect(r.body.result.resultType).toBe('complete');
     expect(r.body.result.taskId).toBeUndefined();
   });
@@ -111,12 +130,16 @@ describe('tasks extension', () => {
     expect(seen.some((t) => typeof t.statusMessage === 'string' && t.statusMessage.length > 0)).toBe(true);
   });
 
-  it('simulate-research-query for a client without the extension: the gateway waits for the upstream task result', async () => {
-    const r = await rpc(gw.url('everything'), 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'waiting' } });
-    expect(r.body.result.resultType).toBe('complete');
-    expect(r.body.result.content[0].text).toContain('waiting');
-    expect(r.body.result.isError).toBeUndefined();
-  }, scaled(30_000));
+  it(
+    'simulate-research-query for a client without the extension: the gateway waits for the upstream task result',
+    async () => {
+      const r = await rpc(gw.url('everything'), 'tools/call', { name: 'simulate-research-query', arguments: { topic: 'waiting' } });
+      expect(r.body.result.resultType).toBe('complete');
+      expect(r.body.result.content[0].text).toContain('waiting');
+      expect(r.body.result.isError).toBeUndefined();
+    },
+    scaled(30_000),
+  );
 
   it('tasks/cancel reaches the upstream as notifications/cancelled with its own request id, and the task ends cancelled', async () => {
     const url = gw.url('fixture');
@@ -126,7 +149,9 @@ describe('tasks extension', () => {
     const cancel = await rpc(url, 'tasks/cancel', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
     expect(cancel.body.result).toEqual({ resultType: 'complete' });
     const call = log.of('call', 'slow').at(-1)!;
-    expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 3000)).toBe(true);
+    expect(
+      await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 3000),
+    ).toBe(true);
     const seen = await pollUntil(url, taskId, (t) => t.status === 'cancelled');
     expect(seen.at(-1).result).toBeUndefined();
     // Cancelling a finished task is an idempotent ack.
@@ -141,12 +166,25 @@ describe('tasks extension', () => {
     expect(created.body.result.resultType).toBe('task');
     const waiting = (await pollUntil(url, taskId, (t) => t.status === 'input_required', TASKS_AND_ELICIT)).at(-1);
     expect(Object.keys(waiting.inputRequests)).toEqual(['elicitation-1']);
-    expect(waiting.inputRequests['elicitation-1']).toMatchObject({ method: 'elicitation/create', params: { message: 'Who should sign the report?' } });
+    expect(waiting.inputRequests['elicitation-1']).toMatchObject({
+      method: 'elicitation/create',
+      params: { message: 'Who should sign the report?' },
+    });
     expect(waiting.requestState).toBeUndefined();
 
-    const bad = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'nope' } } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
+    const bad = await rpc(
+      url,
+      'tasks/update',
+      { taskId, inputResponses: { 'elicitation-1': { action: 'nope' } } },
+      { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } },
+    );
     expect(bad.body.error.code).toBe(-32602);
-    const upd = await rpc(url, 'tasks/update', { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } }, ignored: {} } }, { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } });
+    const upd = await rpc(
+      url,
+      'tasks/update',
+      { taskId, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Marie' } }, ignored: {} } },
+      { caps: TASKS_AND_ELICIT, headers: { 'mcp-name': taskId } },
+    );
     expect(upd.body.result).toEqual({ resultType: 'complete' });
     const final = (await pollUntil(url, taskId, (t) => t.status === 'completed', TASKS_AND_ELICIT)).at(-1);
     expect(final.result.content[0].text).toBe('Report signed by Marie');
@@ -159,8 +197,18 @@ describe('tasks extension', () => {
     const { taskId } = created.body.result;
     const res = await fetch(url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: 'listen-1', method: 'subscriptions/listen', params: { _meta: envelope(TASKS), notifications: { taskIds: [taskId, taskId, 'not-a-task'] } } }),
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'subscriptions/listen',
+      },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 'listen-1',
+        method: 'subscriptions/listen',
+        params: { _meta: envelope(TASKS), notifications: { taskIds: [taskId, taskId, 'not-a-task'] } },
+      }),
     });
     expect(res.headers.get('content-type')).toContain('text/event-stream');
     const messages = (await res.text())
@@ -173,9 +221,17 @@ describe('tasks extension', () => {
       params: { notifications: { taskIds: [taskId] }, _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } },
     });
     const updates = messages.filter((m) => m.method === 'notifications/tasks');
-    expect(updates.at(-1).params).toMatchObject({ taskId, status: 'completed', result: { content: [{ type: 'text', text: 'slept 800ms' }] } });
+    expect(updates.at(-1).params).toMatchObject({
+      taskId,
+      status: 'completed',
+      result: { content: [{ type: 'text', text: 'slept 800ms' }] },
+    });
     expect(updates.every((u) => u.params._meta['io.modelcontextprotocol/subscriptionId'] === 'listen-1')).toBe(true);
-    expect(messages.at(-1)).toEqual({ jsonrpc: '2.0', id: 'listen-1', result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } } });
+    expect(messages.at(-1)).toEqual({
+      jsonrpc: '2.0',
+      id: 'listen-1',
+      result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'listen-1' } },
+    });
   });
 
   it('a record that expires while its task runs cancels the upstream call, and the task is then unknown', async () => {
@@ -186,7 +242,9 @@ describe('tasks extension', () => {
       const { taskId } = created.body.result;
       expect(created.body.result.ttlMs).toBe(700);
       const call = log.of('call', 'slow').at(-1)!;
-      expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000)).toBe(true);
+      expect(
+        await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000),
+      ).toBe(true);
       const r = await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
       expect(r.body.error?.code, JSON.stringify(r.body)).toBe(-32602);
     } finally {
@@ -208,7 +266,12 @@ describe('tasks extension', () => {
     });
 
     it('unknown taskId and a task of another upstream get -32602 with the same message', async () => {
-      const unknown = await rpc(gw.url('fixture'), 'tasks/get', { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' }, { caps: TASKS, headers: { 'mcp-name': 'AAAAAAAAAAAAAAAAAAAAAA' } });
+      const unknown = await rpc(
+        gw.url('fixture'),
+        'tasks/get',
+        { taskId: 'AAAAAAAAAAAAAAAAAAAAAA' },
+        { caps: TASKS, headers: { 'mcp-name': 'AAAAAAAAAAAAAAAAAAAAAA' } },
+      );
       const foreign = await rpc(gw.url('everything'), 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
       expect(unknown.body.error.code).toBe(-32602);
       expect(foreign.body.error.code).toBe(-32602);
@@ -226,7 +289,9 @@ describe('tasks extension', () => {
       expect(r.body.error.code).toBe(-32021);
       expect(r.body.error.data.requiredCapabilities).toEqual({ extensions: { 'io.modelcontextprotocol/tasks': {} } });
       // The gateway's extension, not something the upstream asks for.
-      expect(r.body.error.message).toMatch(/^The gateway serves tasks only to a client that declares the client capability extensions\["io.modelcontextprotocol\/tasks"\]/);
+      expect(r.body.error.message).toMatch(
+        /^The gateway serves tasks only to a client that declares the client capability extensions\["io.modelcontextprotocol\/tasks"\]/,
+      );
     });
 
     it('a task-required tool called without the extension → 400 / -32021', async () => {
@@ -248,9 +313,16 @@ describe('tasks extension', () => {
 
 describe('task records are bounded per caller, and a listen stream hears of a record that goes', () => {
   const log = new FixtureLog();
-  const keys = { mode: 'apiKeys', keys: [{ principal: 'alice', key: 'key-of-alice-0123456789' }, { principal: 'bob', key: 'key-of-bob-0123456789ab' }] };
+  const keys = {
+    mode: 'apiKeys',
+    keys: [
+      { principal: 'alice', key: 'key-of-alice-0123456789' },
+      { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+    ],
+  };
   const as = (who: 'alice' | 'bob') => ({ authorization: `Bearer key-of-${who}-${who === 'alice' ? '0123456789' : '0123456789ab'}` });
-  const quick = (url: string, who: 'alice' | 'bob') => rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS, headers: as(who) });
+  const quick = (url: string, who: 'alice' | 'bob') =>
+    rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS, headers: as(who) });
   const get = async (url: string, taskId: string, who: 'alice' | 'bob') => {
     const end = Date.now() + 10_000;
     for (;;) {
@@ -261,7 +333,11 @@ describe('task records are bounded per caller, and a listen stream hears of a re
   };
 
   it('tasks.maxRecordsPerPrincipal: a caller holding that many records gets its calls answered in the request, a task-only tool -32603 busy before it reaches the upstream; another caller goes on', async () => {
-    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, tools: { ask_name: { required: true } } } } } });
+    const gw = await startGateway({
+      auth: keys,
+      tasks: { maxRecordsPerPrincipal: 2 },
+      upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, tools: { ask_name: { required: true } } } } },
+    });
     try {
       const url = gw.url('f');
       const before = log.of('call', 'slow').length;
@@ -273,7 +349,12 @@ describe('task records are bounded per caller, and a listen stream hears of a re
       expect(inline.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 5ms' }] });
       expect(log.of('call', 'slow')).toHaveLength(calls + 1);
       const asks = log.of('call', 'ask_name').length;
-      const refused = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: { ...TASKS, elicitation: {} }, headers: as('alice') });
+      const refused = await rpc(
+        url,
+        'tools/call',
+        { name: 'ask_name', arguments: {} },
+        { caps: { ...TASKS, elicitation: {} }, headers: as('alice') },
+      );
       expect(refused.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'busy' } });
       expect(refused.body.error.message).toContain('tasks.maxRecordsPerPrincipal');
       expect(log.of('call', 'ask_name')).toHaveLength(asks);
@@ -283,13 +364,19 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   });
 
-  it('a caller\'s place under tasks.maxRecordsPerPrincipal comes back when its record expires', async () => {
-    const gw = await startGateway({ auth: keys, tasks: { maxRecordsPerPrincipal: 1 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ttlMs: 800 } } } });
+  it("a caller's place under tasks.maxRecordsPerPrincipal comes back when its record expires", async () => {
+    const gw = await startGateway({
+      auth: keys,
+      tasks: { maxRecordsPerPrincipal: 1 },
+      upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ttlMs: 800 } } },
+    });
     try {
       const url = gw.url('f');
       const { taskId } = (await quick(url, 'alice')).body.result;
       expect((await quick(url, 'alice')).body.result.resultType).toBe('complete');
-      const gone = async () => (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...as('alice'), 'mcp-name': taskId } })).body.error?.code === -32602;
+      const gone = async () =>
+        (await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { ...as('alice'), 'mcp-name': taskId } })).body.error?.code ===
+        -32602;
       expect(await eventually(gone, 5000)).toBe(true);
       expect((await quick(url, 'alice')).body.result.resultType).toBe('task');
     } finally {
@@ -297,8 +384,12 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   });
 
-  it('tasks.maxResultBytesPerPrincipal: a result that would take a caller past it ends failed (-32603 busy naming it); another caller\'s result is kept', async () => {
-    const gw = await startGateway({ auth: keys, tasks: { maxResultBytesPerPrincipal: 80 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
+  it("tasks.maxResultBytesPerPrincipal: a result that would take a caller past it ends failed (-32603 busy naming it); another caller's result is kept", async () => {
+    const gw = await startGateway({
+      auth: keys,
+      tasks: { maxResultBytesPerPrincipal: 80 },
+      upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } },
+    });
     try {
       const url = gw.url('f');
       const first = await get(url, (await quick(url, 'alice')).body.result.taskId, 'alice');
@@ -317,76 +408,116 @@ describe('task records are bounded per caller, and a listen stream hears of a re
     }
   });
 
-  it('limits.maxListensPerPrincipal: a listen beyond the caller\'s open streams gets 429 naming it; a place is free again once a stream closes', async () => {
-    const gw = await startGateway({ limits: { maxListensPerPrincipal: 2 }, upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } } });
-    try {
-      const url = gw.url('f');
-      const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body.result;
-      const streams = [await listen(url, { taskIds: [taskId] }, { caps: TASKS }), await listen(url, { taskIds: [taskId] }, { caps: TASKS })];
-      for (const st of streams) expect((await st.next()).method).toBe('notifications/subscriptions/acknowledged');
-      const refused = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'over' });
-      expect(refused.status).toBe(429);
-      expect(refused.headers.get('retry-after')).toBe('1');
-      expect(refused.messages[0]).toMatchObject({ id: 'over', error: { code: -32600, message: expect.stringContaining('limits.maxListensPerPrincipal') } });
-      streams[0]!.close();
-      expect(
-        await eventually(async () => {
-          const again = await listen(url, { taskIds: [taskId] }, { caps: TASKS });
-          again.close();
-          return again.status === 200;
-        }, 3000),
-      ).toBe(true);
-      streams[1]!.close();
-    } finally {
-      await gw.close();
-    }
-  }, scaled(30_000));
-
-  it('a listen whose client goes away while it waits for an upstream session frees its place at once', async () => {
-    const gw = await startGateway({ limits: { maxListensPerPrincipal: 1 }, upstreams: { f: { ...fixtureStdio(log), maxSessions: 1, timeouts: { queueMs: 8000 } } } });
-    try {
-      const url = gw.url('f');
-      // The only session is busy for 3 s: a toolsListChanged listen (it holds a session) waits.
-      const busy = rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 3000, steps: 1 } });
-      await eventually(() => log.of('call', 'slow').length > 0 && gw.gateway.upstreams.get('f')!.pool.stats().leased === 1, 5000);
-      const waiting = await listenAsync(url, { toolsListChanged: true });
-      await new Promise((r) => setTimeout(r, 300));
-      waiting.abort();
-      // Its place is free now, not when the wait ends: the next listen is not refused.
-      await new Promise((r) => setTimeout(r, 200));
-      const next = await listen(url, { toolsListChanged: true }, { id: 'next' });
-      expect(next.status).toBe(200);
-      expect((await next.next(8000))?.method).toBe('notifications/subscriptions/acknowledged');
-      next.close();
-      await busy;
-    } finally {
-      await gw.close();
-    }
-  }, scaled(30_000));
-
-  for (const how of ['expires', 'is dropped to make room'] as const) {
-    it(`a listened task whose record ${how} while it runs: the stream gets cancelled, then its result, and the upstream call is cancelled`, async () => {
+  it(
+    "limits.maxListensPerPrincipal: a listen beyond the caller's open streams gets 429 naming it; a place is free again once a stream closes",
+    async () => {
       const gw = await startGateway({
-        tasks: how === 'expires' ? {} : { maxRecords: 2 },
-        upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ...(how === 'expires' ? { ttlMs: 1500 } : {}) } } },
+        limits: { maxListensPerPrincipal: 2 },
+        upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0 } } },
       });
       try {
         const url = gw.url('f');
-        // One progress step (at its end): its record is not written again while the others come.
-        const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body.result;
-        const call = log.of('call', 'slow').at(-1)!;
-        const stream = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'l' });
-        expect((await stream.next()).method).toBe('notifications/subscriptions/acknowledged');
-        if (how !== 'expires') for (let i = 0; i < 2; i++) await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
-        let msg;
-        do msg = await stream.next(6000);
-        while (msg?.method === 'notifications/tasks' && msg.params.status === 'working');
-        expect(msg?.params).toMatchObject({ taskId, status: 'cancelled', statusMessage: how === 'expires' ? expect.stringContaining('expired') : expect.stringContaining('tasks.maxRecords') });
-        expect(await stream.next(3000)).toEqual({ jsonrpc: '2.0', id: 'l', result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'l' } } });
-        expect(await eventually(() => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId), 4000)).toBe(true);
+        const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body
+          .result;
+        const streams = [
+          await listen(url, { taskIds: [taskId] }, { caps: TASKS }),
+          await listen(url, { taskIds: [taskId] }, { caps: TASKS }),
+        ];
+        for (const st of streams) expect((await st.next()).method).toBe('notifications/subscriptions/acknowledged');
+        const refused = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'over' });
+        expect(refused.status).toBe(429);
+        expect(refused.headers.get('retry-after')).toBe('1');
+        expect(refused.messages[0]).toMatchObject({
+          id: 'over',
+          error: { code: -32600, message: expect.stringContaining('limits.maxListensPerPrincipal') },
+        });
+        streams[0]!.close();
+        expect(
+          await eventually(async () => {
+            const again = await listen(url, { taskIds: [taskId] }, { caps: TASKS });
+            again.close();
+            return again.status === 200;
+          }, 3000),
+        ).toBe(true);
+        streams[1]!.close();
       } finally {
         await gw.close();
       }
-    }, scaled(30_000));
+    },
+    scaled(30_000),
+  );
+
+  it(
+    'a listen whose client goes away while it waits for an upstream session frees its place at once',
+    async () => {
+      const gw = await startGateway({
+        limits: { maxListensPerPrincipal: 1 },
+        upstreams: { f: { ...fixtureStdio(log), maxSessions: 1, timeouts: { queueMs: 8000 } } },
+      });
+      try {
+        const url = gw.url('f');
+        // The only session is busy for 3 s: a toolsListChanged listen (it holds a session) waits.
+        const busy = rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 3000, steps: 1 } });
+        await eventually(() => log.of('call', 'slow').length > 0 && gw.gateway.upstreams.get('f')!.pool.stats().leased === 1, 5000);
+        const waiting = await listenAsync(url, { toolsListChanged: true });
+        await new Promise((r) => setTimeout(r, 300));
+        waiting.abort();
+        // Its place is free now, not when the wait ends: the next listen is not refused.
+        await new Promise((r) => setTimeout(r, 200));
+        const next = await listen(url, { toolsListChanged: true }, { id: 'next' });
+        expect(next.status).toBe(200);
+        expect((await next.next(8000))?.method).toBe('notifications/subscriptions/acknowledged');
+        next.close();
+        await busy;
+      } finally {
+        await gw.close();
+      }
+    },
+    scaled(30_000),
+  );
+
+  for (const how of ['expires', 'is dropped to make room'] as const) {
+    it(
+      `a listened task whose record ${how} while it runs: the stream gets cancelled, then its result, and the upstream call is cancelled`,
+      async () => {
+        const gw = await startGateway({
+          tasks: how === 'expires' ? {} : { maxRecords: 2 },
+          upstreams: { f: { ...fixtureStdio(log), tasks: { taskAfterMs: 0, ...(how === 'expires' ? { ttlMs: 1500 } : {}) } } },
+        });
+        try {
+          const url = gw.url('f');
+          // One progress step (at its end): its record is not written again while the others come.
+          const { taskId } = (await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 20_000, steps: 1 } }, { caps: TASKS })).body
+            .result;
+          const call = log.of('call', 'slow').at(-1)!;
+          const stream = await listen(url, { taskIds: [taskId] }, { caps: TASKS, id: 'l' });
+          expect((await stream.next()).method).toBe('notifications/subscriptions/acknowledged');
+          if (how !== 'expires')
+            for (let i = 0; i < 2; i++) await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 5, steps: 1 } }, { caps: TASKS });
+          let msg;
+          do msg = await stream.next(6000);
+          while (msg?.method === 'notifications/tasks' && msg.params.status === 'working');
+          expect(msg?.params).toMatchObject({
+            taskId,
+            status: 'cancelled',
+            statusMessage: how === 'expires' ? expect.stringContaining('expired') : expect.stringContaining('tasks.maxRecords'),
+          });
+          expect(await stream.next(3000)).toEqual({
+            jsonrpc: '2.0',
+            id: 'l',
+            result: { resultType: 'complete', _meta: { 'io.modelcontextprotocol/subscriptionId': 'l' } },
+          });
+          expect(
+            await eventually(
+              () => log.of('notification-cancelled').some((e) => e.pid === call.pid && e.requestId === call.requestId),
+              4000,
+            ),
+          ).toBe(true);
+        } finally {
+          await gw.close();
+        }
+      },
+      scaled(30_000),
+    );
   }
 });

@@ -79,7 +79,12 @@ describe('traces (in-memory exporter)', () => {
 
   it('one call with an input round: request, upstream call and round spans in the client trace, then the retry', async () => {
     const url = gw.url('legacy');
-    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT, id: 'call-1', headers: { traceparent: CLIENT.traceparent, tracestate: 'vendor=1' } });
+    const first = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {} },
+      { caps: ELICIT, id: 'call-1', headers: { traceparent: CLIENT.traceparent, tracestate: 'vendor=1' } },
+    );
     expect(first.body.result.resultType).toBe('input_required');
 
     // The first request's span: a child of the client's span, in its trace.
@@ -106,7 +111,13 @@ describe('traces (in-memory exporter)', () => {
     const [round] = named('mcp.input_round');
     expect(round).toBeDefined();
     expect(parentOf(round!)).toBe(idOf(req1!));
-    expect(round!.attributes).toMatchObject({ 'mcp.input.round': 1, 'mcp.input.kinds': ['elicitation'], 'mcp.input.keys': ['elicitation-1'], 'mcp.input.mode': 'park', 'gen_ai.tool.name': 'ask_name' });
+    expect(round!.attributes).toMatchObject({
+      'mcp.input.round': 1,
+      'mcp.input.kinds': ['elicitation'],
+      'mcp.input.keys': ['elicitation-1'],
+      'mcp.input.mode': 'park',
+      'gen_ai.tool.name': 'ask_name',
+    });
 
     // The upstream call is still parked: its span ends with the call.
     expect(spans().filter((s) => s.kind === SpanKind.CLIENT)).toHaveLength(0);
@@ -115,7 +126,12 @@ describe('traces (in-memory exporter)', () => {
     const retry = await rpc(
       url,
       'tools/call',
-      { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } } },
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
+      },
       { id: 'call-2', headers: { traceparent: CLIENT.traceparent }, meta: envelope(ELICIT, { traceparent: RETRY.traceparent }) },
     );
     expect(retry.body.result.content[0].text).toBe('Hello, Ada!');
@@ -150,9 +166,14 @@ describe('traces (in-memory exporter)', () => {
     expect(legacyLog.of('call', 'ask_name').at(-1)?.traceparent).toBe(`00-${CLIENT.traceId}-${idOf(up)}-01`);
   });
 
-  it('an HTTP+SSE upstream gets the upstream call span\'s context in the traceparent header of its POST', async () => {
+  it("an HTTP+SSE upstream gets the upstream call span's context in the traceparent header of its POST", async () => {
     const seen = sseLog.of('http').length;
-    const r = await rpc(gw.url('sse'), 'tools/call', { name: 'slow', arguments: { ms: 10, steps: 1 } }, { id: 'sse-1', headers: { traceparent: CLIENT.traceparent, tracestate: 'vendor=2' } });
+    const r = await rpc(
+      gw.url('sse'),
+      'tools/call',
+      { name: 'slow', arguments: { ms: 10, steps: 1 } },
+      { id: 'sse-1', headers: { traceparent: CLIENT.traceparent, tracestate: 'vendor=2' } },
+    );
     expect(r.body.result.content[0].text).toBe('slept 10ms');
     const req = named('tools/call slow').find((s) => s.kind === SpanKind.SERVER)!;
     const up = await vitestEventually(() => named('tools/call slow').find((s) => s.kind === SpanKind.CLIENT));
@@ -160,14 +181,22 @@ describe('traces (in-memory exporter)', () => {
     expect(parentOf(up)).toBe(idOf(req));
     expect(up.attributes).toMatchObject({ 'mcp.upstream': 'sse', 'server.address': '127.0.0.1', 'server.port': sse.port });
     // The call went as a POST to the SSE transport's message endpoint, with the span's context.
-    const posted = sseLog.of('http').slice(seen).filter((e) => e.rpcMethod === 'tools/call');
+    const posted = sseLog
+      .of('http')
+      .slice(seen)
+      .filter((e) => e.rpcMethod === 'tools/call');
     expect(posted).toHaveLength(1);
     expect(posted[0]).toMatchObject({ httpMethod: 'POST', traceparent: `00-${CLIENT.traceId}-${idOf(up)}-01`, tracestate: 'vendor=2' });
   });
 
   it('replay mode: each round is an upstream call of its own, ended as input_required, not as the cancellation it is', async () => {
     const url = gw.url('replay');
-    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT, id: 'r-1', headers: { traceparent: CLIENT.traceparent } });
+    const first = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {} },
+      { caps: ELICIT, id: 'r-1', headers: { traceparent: CLIENT.traceparent } },
+    );
     expect(first.body.result.resultType).toBe('input_required');
     const req1 = named('tools/call ask_name').find((s) => s.kind === SpanKind.SERVER)!;
     const call1 = await vitestEventually(() => named('tools/call ask_name').find((s) => s.kind === SpanKind.CLIENT));
@@ -181,7 +210,12 @@ describe('traces (in-memory exporter)', () => {
     const retry = await rpc(
       url,
       'tools/call',
-      { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } } },
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
+      },
       { caps: ELICIT, id: 'r-2', headers: { traceparent: RETRY.traceparent } },
     );
     expect(retry.body.result.content[0].text).toBe('Hello, Ada!');
@@ -204,22 +238,51 @@ describe('traces (in-memory exporter)', () => {
 
   it('a 2026-07-28 upstream gets the hop span context in its headers and in _meta; the client _meta traceparent is replaced', async () => {
     const url = gw.url('modern');
-    const first = await rpc(url, 'tools/call', { name: 'two_round', arguments: { tag: 't' } }, { caps: ELICIT, meta: envelope(ELICIT, { traceparent: CLIENT.traceparent }) });
+    const first = await rpc(
+      url,
+      'tools/call',
+      { name: 'two_round', arguments: { tag: 't' } },
+      { caps: ELICIT, meta: envelope(ELICIT, { traceparent: CLIENT.traceparent }) },
+    );
     expect(first.body.result.resultType).toBe('input_required');
     const server = named('tools/call two_round').find((s) => s.kind === SpanKind.SERVER)!;
     const hop = named('tools/call two_round').find((s) => s.kind === SpanKind.CLIENT)!;
     expect(parentOf(server)).toBe(CLIENT.spanId);
     expect(parentOf(hop)).toBe(idOf(server));
-    expect(hop.attributes).toMatchObject({ 'mcp.protocol.version': '2026-07-28', 'mcp.result.type': 'input_required', 'server.port': modern.port });
+    expect(hop.attributes).toMatchObject({
+      'mcp.protocol.version': '2026-07-28',
+      'mcp.result.type': 'input_required',
+      'server.port': modern.port,
+    });
     const expected = `00-${CLIENT.traceId}-${idOf(hop)}-01`;
     expect(modernLog.of('call', 'two_round').at(-1)?.traceparent).toBe(expected);
-    expect(modernLog.events().filter((e) => e.event === 'http' && e.mcpMethodHeader === 'tools/call').at(-1)?.traceparent).toBe(expected);
+    expect(
+      modernLog
+        .events()
+        .filter((e) => e.event === 'http' && e.mcpMethodHeader === 'tools/call')
+        .at(-1)?.traceparent,
+    ).toBe(expected);
     const [round] = named('mcp.input_round');
-    expect(round!.attributes).toMatchObject({ 'mcp.input.round': 1, 'mcp.input.mode': 'pass-through', 'mcp.input.kinds': ['elicitation'], 'mcp.input.keys': ['name'] });
+    expect(round!.attributes).toMatchObject({
+      'mcp.input.round': 1,
+      'mcp.input.mode': 'pass-through',
+      'mcp.input.kinds': ['elicitation'],
+      'mcp.input.keys': ['name'],
+    });
 
     // The retry's span knows its round.
     exporter.reset();
-    const second = await rpc(url, 'tools/call', { name: 'two_round', arguments: { tag: 't' }, requestState: first.body.result.requestState, inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } } }, { caps: ELICIT });
+    const second = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'two_round',
+        arguments: { tag: 't' },
+        requestState: first.body.result.requestState,
+        inputResponses: { name: { action: 'accept', content: { name: 'Ada' } } },
+      },
+      { caps: ELICIT },
+    );
     expect(second.body.result.resultType).toBe('input_required');
     expect(named('tools/call two_round').find((s) => s.kind === SpanKind.SERVER)!.attributes['mcp.input.round']).toBe(1);
     expect(named('mcp.input_round')[0]!.attributes['mcp.input.round']).toBe(2);
@@ -227,7 +290,12 @@ describe('traces (in-memory exporter)', () => {
 
   it('a task has a span of its own, from creation to its terminal status, linked to the request that created it', async () => {
     const url = gw.url('legacy');
-    const r = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 200, steps: 2 } }, { caps: TASKS, headers: { traceparent: CLIENT.traceparent } });
+    const r = await rpc(
+      url,
+      'tools/call',
+      { name: 'slow', arguments: { ms: 200, steps: 2 } },
+      { caps: TASKS, headers: { traceparent: CLIENT.traceparent } },
+    );
     expect(r.body.result.resultType).toBe('task');
     const taskId = r.body.result.taskId as string;
     const creator = named('tools/call slow').find((s) => s.kind === SpanKind.SERVER)!;
@@ -236,7 +304,12 @@ describe('traces (in-memory exporter)', () => {
     expect(task.parentSpanContext).toBeUndefined();
     expect(traceOf(task)).not.toBe(CLIENT.traceId);
     expect(task.links.map((l) => l.context.spanId)).toEqual([idOf(creator)]);
-    expect(task.attributes).toMatchObject({ 'mcp.task.id': taskId, 'mcp.task.status': 'completed', 'gen_ai.tool.name': 'slow', 'mcp.upstream': 'legacy' });
+    expect(task.attributes).toMatchObject({
+      'mcp.task.id': taskId,
+      'mcp.task.status': 'completed',
+      'gen_ai.tool.name': 'slow',
+      'mcp.upstream': 'legacy',
+    });
     expect(task.events.map((e) => e.attributes?.['mcp.task.status'])).toEqual(['working', 'completed']);
 
     const get = await rpc(url, 'tasks/get', { taskId }, { caps: TASKS, headers: { 'mcp-name': taskId } });
@@ -246,7 +319,9 @@ describe('traces (in-memory exporter)', () => {
 
   it('a legacy client session: a server span per request and a client span for the relayed request', async () => {
     const client = new Client({ name: 'legacy-client', version: '1.0.0' }, { capabilities: { elicitation: {} } });
-    const transport = new StreamableHTTPClientTransport(new URL(gw.url('legacy')), { requestInit: { headers: { traceparent: CLIENT.traceparent } } });
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url('legacy')), {
+      requestInit: { headers: { traceparent: CLIENT.traceparent } },
+    });
     await client.connect(transport);
     try {
       const listed = await client.listTools();
@@ -266,7 +341,9 @@ describe('traces (in-memory exporter)', () => {
 
   it('a legacy client session on a 2026-07-28 upstream (reverse bridge): server span, then the hop span whose context the upstream receives', async () => {
     const client = new Client({ name: 'legacy-client', version: '1.0.0' }, { capabilities: {} });
-    const transport = new StreamableHTTPClientTransport(new URL(gw.url('modern')), { requestInit: { headers: { traceparent: CLIENT.traceparent } } });
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url('modern')), {
+      requestInit: { headers: { traceparent: CLIENT.traceparent } },
+    });
     await client.connect(transport);
     try {
       expect((await client.listTools()).tools.length).toBeGreaterThan(0);
@@ -289,7 +366,11 @@ describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL
   const legacyLog = new FixtureLog();
   const gateways: CliGateway[] = [];
   /** The parent's own OTEL_* variables, blanked so only those a test sets count. */
-  const blank = Object.fromEntries(Object.keys(process.env).filter((k) => k.startsWith('OTEL_')).map((k) => [k, '']));
+  const blank = Object.fromEntries(
+    Object.keys(process.env)
+      .filter((k) => k.startsWith('OTEL_'))
+      .map((k) => [k, '']),
+  );
 
   async function gateway(env: Record<string, string>): Promise<CliGateway> {
     const gw = await startCli({ upstreams: { legacy: { ...legacy.config, protocol: 'legacy' } } }, undefined, { ...blank, ...env });
@@ -303,12 +384,22 @@ describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL
   /** One call with an input round, then its retry, with the client's trace context in the HTTP headers. */
   async function callWithRound(gw: CliGateway): Promise<void> {
     const url = `${gw.base}/mcp/legacy`;
-    const first = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: ELICIT, id: 'otlp-1', headers: { traceparent: CLIENT.traceparent } });
+    const first = await rpc(
+      url,
+      'tools/call',
+      { name: 'ask_name', arguments: {} },
+      { caps: ELICIT, id: 'otlp-1', headers: { traceparent: CLIENT.traceparent } },
+    );
     expect(first.body.result.resultType).toBe('input_required');
     const second = await rpc(
       url,
       'tools/call',
-      { name: 'ask_name', arguments: {}, requestState: first.body.result.requestState, inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } } },
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Ada' } } },
+      },
       { caps: ELICIT, id: 'otlp-2', headers: { traceparent: RETRY.traceparent } },
     );
     expect(second.body.result.content[0].text).toBe('Hello, Ada!');
@@ -326,8 +417,16 @@ describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL
   });
 
   it('OTLP/JSON: the request, upstream call and input round spans of one call, in the client trace; the upstream gets that trace', async () => {
-    const gw = await gateway({ OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_BSP_SCHEDULE_DELAY: '50' });
-    expect(gw.logs.find((l) => /^tracing on/.test(l.msg))?.tracing).toMatchObject({ exporter: 'otlp', endpoint: `${collector.endpoint}/v1/traces`, protocol: 'http/json' });
+    const gw = await gateway({
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+    });
+    expect(gw.logs.find((l) => /^tracing on/.test(l.msg))?.tracing).toMatchObject({
+      exporter: 'otlp',
+      endpoint: `${collector.endpoint}/v1/traces`,
+      protocol: 'http/json',
+    });
     const seen = postedCalls().length;
     await callWithRound(gw);
 
@@ -349,10 +448,27 @@ describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL
     expect(round.parentSpanId).toBe(req1.spanId);
     expect(round.kind).toBe(1);
 
-    expect(req1.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': 'ask_name', 'mcp.upstream': 'legacy', 'mcp.result.type': 'input_required', 'mcp.input.round': 0 });
+    expect(req1.attributes).toMatchObject({
+      'mcp.method.name': 'tools/call',
+      'gen_ai.tool.name': 'ask_name',
+      'mcp.upstream': 'legacy',
+      'mcp.result.type': 'input_required',
+      'mcp.input.round': 0,
+    });
     expect(req2.attributes).toMatchObject({ 'mcp.result.type': 'complete', 'mcp.input.round': 1 });
-    expect(round.attributes).toMatchObject({ 'mcp.input.round': 1, 'mcp.input.kinds': ['elicitation'], 'mcp.input.mode': 'park', 'mcp.upstream': 'legacy', 'gen_ai.tool.name': 'ask_name' });
-    expect(upstream.attributes).toMatchObject({ 'mcp.method.name': 'tools/call', 'mcp.result.type': 'complete', 'server.address': '127.0.0.1', 'server.port': legacy.port });
+    expect(round.attributes).toMatchObject({
+      'mcp.input.round': 1,
+      'mcp.input.kinds': ['elicitation'],
+      'mcp.input.mode': 'park',
+      'mcp.upstream': 'legacy',
+      'gen_ai.tool.name': 'ask_name',
+    });
+    expect(upstream.attributes).toMatchObject({
+      'mcp.method.name': 'tools/call',
+      'mcp.result.type': 'complete',
+      'server.address': '127.0.0.1',
+      'server.port': legacy.port,
+    });
     // The round lasts from the request to its input_required answer: within the request's span.
     expect(round.startTimeUnixNano >= req1.startTimeUnixNano && round.endTimeUnixNano <= req1.endTimeUnixNano).toBe(true);
     // The upstream call outlives the first request (parked) and ends after the retry's answer came from it.
@@ -393,7 +509,11 @@ describe('traces exported over OTLP/HTTP by a gateway process configured by OTEL
     ['OTEL_SDK_DISABLED=true', { OTEL_SDK_DISABLED: 'true' }],
     ['OTEL_TRACES_EXPORTER=none', { OTEL_TRACES_EXPORTER: 'none' }],
   ])('%s: no tracing, nothing exported, no trace context sent upstream', async (_label, env) => {
-    const gw = await gateway({ ...(Object.keys(env).length ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint } : {}), OTEL_BSP_SCHEDULE_DELAY: '50', ...env });
+    const gw = await gateway({
+      ...(Object.keys(env).length ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint } : {}),
+      OTEL_BSP_SCHEDULE_DELAY: '50',
+      ...env,
+    });
     expect(gw.logs.some((l) => /^tracing on/.test(l.msg))).toBe(false);
     const before = collector.requests.length;
     const seen = postedCalls().length;

@@ -43,7 +43,13 @@ function callAbortable(url: string, params: Record<string, unknown>, caps: Recor
   return fetch(url, {
     method: 'POST',
     signal,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': String(params.name) },
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/call',
+      'mcp-name': String(params.name),
+    },
     body: JSON.stringify({ jsonrpc: '2.0', id: 'abortable', method: 'tools/call', params: { ...params, _meta: envelope(caps) } }),
   }).catch(() => undefined);
 }
@@ -112,29 +118,37 @@ const CANCEL_TRIGGERS: {
 
 describe('a cancelled call that keeps running upstream', () => {
   const cases = CANCEL_TRIGGERS.flatMap((trigger) => trigger.on.map((kind) => [trigger.name, kind, trigger] as const));
-  it.each(cases)('%s, on %s: its later question is refused upstream and never reaches the next call of the same principal', async (_, kind, trigger) => {
-    const log = new FixtureLog();
-    const srv = kind === 'http' ? await startFixtureHttp('http', log) : undefined;
-    if (srv) servers.push(srv);
-    const gw = await gateway({ ...trigger.gateway, upstreams: { f: { ...(srv ? srv.config : fixtureStdio(log)), ...trigger.upstream } } });
-    const url = gw.url('f');
-    // A warm session the cancelled call will run on.
-    expect((await rpc(url, 'tools/call', slow(10), { caps: elicit })).body.result.content[0].text).toBe('slept 10ms');
+  it.each(cases)(
+    '%s, on %s: its later question is refused upstream and never reaches the next call of the same principal',
+    async (_, kind, trigger) => {
+      const log = new FixtureLog();
+      const srv = kind === 'http' ? await startFixtureHttp('http', log) : undefined;
+      if (srv) servers.push(srv);
+      const gw = await gateway({
+        ...trigger.gateway,
+        upstreams: { f: { ...(srv ? srv.config : fixtureStdio(log)), ...trigger.upstream } },
+      });
+      const url = gw.url('f');
+      // A warm session the cancelled call will run on.
+      expect((await rpc(url, 'tools/call', slow(10), { caps: elicit })).body.result.content[0].text).toBe('slept 10ms');
 
-    await trigger.start(url, gw);
-    // The next call runs while the cancelled tool asks (progress every 100 ms keeps a short requestMs alive).
-    const next = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 15 } }, { caps: elicit });
-    expect(next.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1500ms' }] });
-    // The cancellation reached the upstream, and the late question got an error there, never an
-    // answer: on stdio the gateway refuses it; over Streamable HTTP it goes on the POST stream of
-    // the cancelled request, which the gateway dropped with the cancellation, and fails when the
-    // gateway closes that upstream session.
-    expect(log.of('notification-cancelled').length).toBeGreaterThan(0);
-    expect(await eventually(() => log.of('elicit-error', 'slow_then_ask').length === 1, 3000)).toBe(true);
-    const refused = /arrived outside any client request|client request already ended/;
-    expect(log.of('elicit-error', 'slow_then_ask')[0]!.message).toMatch(kind === 'stdio' ? refused : new RegExp(`${refused.source}|Connection closed`));
-    expect(log.of('elicit-result', 'slow_then_ask').filter((e) => e.result?.action !== 'cancel')).toEqual([]);
-  });
+      await trigger.start(url, gw);
+      // The next call runs while the cancelled tool asks (progress every 100 ms keeps a short requestMs alive).
+      const next = await rpc(url, 'tools/call', { name: 'slow', arguments: { ms: 1500, steps: 15 } }, { caps: elicit });
+      expect(next.body.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'slept 1500ms' }] });
+      // The cancellation reached the upstream, and the late question got an error there, never an
+      // answer: on stdio the gateway refuses it; over Streamable HTTP it goes on the POST stream of
+      // the cancelled request, which the gateway dropped with the cancellation, and fails when the
+      // gateway closes that upstream session.
+      expect(log.of('notification-cancelled').length).toBeGreaterThan(0);
+      expect(await eventually(() => log.of('elicit-error', 'slow_then_ask').length === 1, 3000)).toBe(true);
+      const refused = /arrived outside any client request|client request already ended/;
+      expect(log.of('elicit-error', 'slow_then_ask')[0]!.message).toMatch(
+        kind === 'stdio' ? refused : new RegExp(`${refused.source}|Connection closed`),
+      );
+      expect(log.of('elicit-result', 'slow_then_ask').filter((e) => e.result?.action !== 'cancel')).toEqual([]);
+    },
+  );
 });
 
 /** Starts `slow` (400 ms) and closes the request once the upstream has it, which cancels the call. */
@@ -162,18 +176,24 @@ describe('a cancelled call the upstream answers anyway', () => {
     expect(pids.size).toBe(1);
   });
 
-  it('without an answer the session is closed and replaced in the background: the next call runs warm in a new process', async () => {
-    const log = new FixtureLog();
-    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
-    const url = gw.url('f');
-    await abandonSlowCall(url, log);
-    // A second process is started and initialized before any call asks for it (the wait covers a
-    // new child's start on a loaded machine: about 3 s alone, past 8 s under a full test run).
-    expect(await eventually(() => log.of('initialized').length === 2 && gw.gateway.upstreams.get('f')!.pool.stats().idle === 1, 20_000)).toBe(true);
-    const next = await rpc(url, 'tools/call', slow(10));
-    expect(next.body.result.content[0].text).toBe('slept 10ms');
-    expect(new Set(log.of('call', 'slow').map((e) => e.pid)).size).toBe(2);
-  }, scaled(40_000));
+  it(
+    'without an answer the session is closed and replaced in the background: the next call runs warm in a new process',
+    async () => {
+      const log = new FixtureLog();
+      const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log), maxSessions: 1 } } });
+      const url = gw.url('f');
+      await abandonSlowCall(url, log);
+      // A second process is started and initialized before any call asks for it (the wait covers a
+      // new child's start on a loaded machine: about 3 s alone, past 8 s under a full test run).
+      expect(
+        await eventually(() => log.of('initialized').length === 2 && gw.gateway.upstreams.get('f')!.pool.stats().idle === 1, 20_000),
+      ).toBe(true);
+      const next = await rpc(url, 'tools/call', slow(10));
+      expect(next.body.result.content[0].text).toBe('slept 10ms');
+      expect(new Set(log.of('call', 'slow').map((e) => e.pid)).size).toBe(2);
+    },
+    scaled(40_000),
+  );
 });
 
 describe('a call waiting for a session', () => {
@@ -202,10 +222,12 @@ describe('sessions the upstream forgot', () => {
    * capability set that was never used for a tools/call misses the tool cache, so the gateway
    * lists the tools on its own first.
    */
-  const caller = (url: string, texts: string[]) => async (caps: Record<string, unknown> = {}) => {
-    const r = await rpc(url, 'tools/call', slow(20), { caps });
-    texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
-  };
+  const caller =
+    (url: string, texts: string[]) =>
+    async (caps: Record<string, unknown> = {}) => {
+      const r = await rpc(url, 'tools/call', slow(20), { caps });
+      texts.push(r.body.result?.content?.[0]?.text ?? JSON.stringify(r.body.error));
+    };
   /** Opens an upstream session for the view of `caps` without filling the tool cache. */
   const openView = async (url: string, caps: Record<string, unknown>) => {
     expect((await rpc(url, 'server/discover', {}, { caps })).body.result?.resultType).toBe('complete');
@@ -273,9 +295,15 @@ describe('sessions the upstream forgot', () => {
     expect(log.of('initialized').length).toBeGreaterThan(6);
   });
 
-  it('what the gateway sends on its own meets a forgotten session too: a listener\'s resources/subscribe and a 2025-11-25 upstream task', async () => {
+  it("what the gateway sends on its own meets a forgotten session too: a listener's resources/subscribe and a 2025-11-25 upstream task", async () => {
     const log = new FixtureLog();
-    const srv = await fixtureHttp({ FIXTURE_REAP_IDLE_MS: '1000', FIXTURE_NO_GET: '1', FIXTURE_SUBSCRIBE: '1', FIXTURE_TASKS: '1', FIXTURE_LOG: log.file });
+    const srv = await fixtureHttp({
+      FIXTURE_REAP_IDLE_MS: '1000',
+      FIXTURE_NO_GET: '1',
+      FIXTURE_SUBSCRIBE: '1',
+      FIXTURE_TASKS: '1',
+      FIXTURE_LOG: log.file,
+    });
     const gw = await gateway({ upstreams: { f: { ...srv.config, maxSessions: 1 } } });
     const url = gw.url('f');
     const task = () => rpc(url, 'tools/call', { name: 'slow_task', arguments: { ms: 50 } });
@@ -391,14 +419,20 @@ describe('capabilities fitted to the upstream revision', () => {
 
   it('with protocolVersion pinned, the first session asks for that revision and declares only its fields', async () => {
     const log = new FixtureLog();
-    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2025-06-18' }), protocolVersion: '2025-06-18' } } });
+    const gw = await gateway({
+      upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2025-06-18' }), protocolVersion: '2025-06-18' } },
+    });
     expect((await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything })).body.result.content[0].text).toBe('slept 10ms');
-    expect(log.of('initialize-wire').map((e) => [e.protocolVersion, e.capabilities])).toEqual([['2025-06-18', { elicitation: {}, sampling: {}, roots: { listChanged: true } }]]);
+    expect(log.of('initialize-wire').map((e) => [e.protocolVersion, e.capabilities])).toEqual([
+      ['2025-06-18', { elicitation: {}, sampling: {}, roots: { listChanged: true } }],
+    ]);
   });
 
   it('a 2024-11-05 server is never declared elicitation', async () => {
     const log = new FixtureLog();
-    const gw = await gateway({ upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2024-11-05' }), protocolVersion: '2024-11-05' } } });
+    const gw = await gateway({
+      upstreams: { f: { ...fixtureStdio(log, { FIXTURE_PROTOCOL: '2024-11-05' }), protocolVersion: '2024-11-05' } },
+    });
     await rpc(gw.url('f'), 'tools/call', slow(10), { caps: everything });
     expect(log.of('initialize-wire')[0]!.capabilities).toEqual({ sampling: {}, roots: { listChanged: true } });
   });
@@ -407,7 +441,10 @@ describe('capabilities fitted to the upstream revision', () => {
 describe('a stdio upstream that fails to start', () => {
   it('reports the last lines of its stderr in the error data and the log', async () => {
     const { log, lines } = memoryLogger();
-    const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['/nonexistent/typo-server.js'] } } }, { log });
+    const gw = await gateway(
+      { upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['/nonexistent/typo-server.js'] } } },
+      { log },
+    );
     const r = await rpc(gw.url('f'), 'tools/list');
     expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: 'unreachable' } });
     expect(r.body.error.data.stderr.join('\n')).toContain('Cannot find module');
@@ -442,13 +479,21 @@ describe('a parked call whose upstream dies', () => {
     // The slot is free: another eliciting call parks instead of getting parked-limit.
     const other = await rpc(url, 'tools/call', { name: 'ask_name', arguments: {} }, { caps: elicit });
     expect(other.body.result?.resultType, JSON.stringify(other.body)).toBe('input_required');
-    const retry = await rpc(url, 'tools/call', {
-      name: 'ask_name',
-      arguments: {},
-      requestState: first.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
-    }, { caps: elicit });
-    expect(retry.body.error).toMatchObject({ code: -32603, data: { upstream: 'f', reason: kind === 'stdio' ? 'crashed' : 'session-lost' } });
+    const retry = await rpc(
+      url,
+      'tools/call',
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
+      },
+      { caps: elicit },
+    );
+    expect(retry.body.error).toMatchObject({
+      code: -32603,
+      data: { upstream: 'f', reason: kind === 'stdio' ? 'crashed' : 'session-lost' },
+    });
   });
 });
 
@@ -485,7 +530,15 @@ describe('a server that asks for roots right after initialized', () => {
     const commandLine = realpathSync(mkdtempSync(join(tmpdir(), 'mrtr-roots-argv-')));
     const server = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
     const gw = await gateway({
-      upstreams: { fs: { transport: 'stdio', command: process.execPath, args: [server, commandLine], roots: [{ uri: `file://${configured}`, name: 'configured' }], maxSessions: 8 } },
+      upstreams: {
+        fs: {
+          transport: 'stdio',
+          command: process.execPath,
+          args: [server, commandLine],
+          roots: [{ uri: `file://${configured}`, name: 'configured' }],
+          maxSessions: 8,
+        },
+      },
     });
     const url = gw.url('fs');
     const discover = await rpc(url, 'server/discover');

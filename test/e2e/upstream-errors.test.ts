@@ -55,17 +55,20 @@ describe('an upstream that breaks the protocol', () => {
     });
   });
 
-  it.each(['auto', 'legacy'] as const)('a Streamable HTTP upstream answering {"not":"jsonrpc"} (protocol %s) is -32603 protocol with a one-line message, at once', async (protocol) => {
-    const url = await answering('{"not":"jsonrpc"}');
-    // requestMs far above the bound below: an answer ignored until the timeout would fail the test.
-    const gw = await gateway({ h: { transport: 'streamable-http', url, protocol, timeouts: { connectMs: 30_000, requestMs: 30_000 } } });
-    const started = Date.now();
-    const r = await rpc(gw.url('h'), 'tools/list', {});
-    expect(Date.now() - started).toBeLessThan(scaled(15_000));
-    expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
-    expect(r.body.error.message).toMatch(/^Upstream 'h' .*invalid JSON-RPC message: jsonrpc: expected "2\.0"$/);
-    expect(r.body.error.message).not.toContain('\n');
-  });
+  it.each(['auto', 'legacy'] as const)(
+    'a Streamable HTTP upstream answering {"not":"jsonrpc"} (protocol %s) is -32603 protocol with a one-line message, at once',
+    async (protocol) => {
+      const url = await answering('{"not":"jsonrpc"}');
+      // requestMs far above the bound below: an answer ignored until the timeout would fail the test.
+      const gw = await gateway({ h: { transport: 'streamable-http', url, protocol, timeouts: { connectMs: 30_000, requestMs: 30_000 } } });
+      const started = Date.now();
+      const r = await rpc(gw.url('h'), 'tools/list', {});
+      expect(Date.now() - started).toBeLessThan(scaled(15_000));
+      expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'h', reason: 'protocol' } });
+      expect(r.body.error.message).toMatch(/^Upstream 'h' .*invalid JSON-RPC message: jsonrpc: expected "2\.0"$/);
+      expect(r.body.error.message).not.toContain('\n');
+    },
+  );
 });
 
 describe('a tool the upstream does not list', () => {
@@ -137,7 +140,9 @@ describe("an upstream's own -32000 or -32001 error", () => {
   let gw: TestGateway;
   beforeAll(async () => {
     // One session at most: a session dropped after the error would show as a new process id.
-    gw = await gateway({ raw: { transport: 'stdio', command: process.execPath, args: ['-e', RAW_SERVER], protocol: 'legacy', maxSessions: 1 } });
+    gw = await gateway({
+      raw: { transport: 'stdio', command: process.execPath, args: ['-e', RAW_SERVER], protocol: 'legacy', maxSessions: 1 },
+    });
   });
   const pid = async () => (await rpc(gw.url('raw'), 'tools/call', { name: 'pid', arguments: {} })).body.result.content[0].text as string;
 
@@ -166,7 +171,31 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
   /** What a resumption GET answers, by the event id it resumes from. */
   const resumptions = new Map<string, (res: ServerResponse) => void>();
   const waiting = new Map<string, (answer: unknown) => void>();
-  const tools = ['ask', 'html', 'json_empty', 'json_notification', 'json_bad_error', 'sse_bad_error', 'sse_string_code', 'sse_garbage', 'sse_end', 'sse_reset', 'slow', 'upper_case_type', 'json_huge', 'sse_huge', 'sse_many', 'sse_just_over', 'poll_twice', 'resume_404', 'json_cut', 'json_string_id', 'late_poll', 'late_string_id', 'poll_spin'];
+  const tools = [
+    'ask',
+    'html',
+    'json_empty',
+    'json_notification',
+    'json_bad_error',
+    'sse_bad_error',
+    'sse_string_code',
+    'sse_garbage',
+    'sse_end',
+    'sse_reset',
+    'slow',
+    'upper_case_type',
+    'json_huge',
+    'sse_huge',
+    'sse_many',
+    'sse_just_over',
+    'poll_twice',
+    'resume_404',
+    'json_cut',
+    'json_string_id',
+    'late_poll',
+    'late_string_id',
+    'poll_spin',
+  ];
   let sessions = 0;
   const srv = createServer((req, res) => {
     let body = '';
@@ -187,12 +216,16 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
         return void res.writeHead(202).end();
       }
       if (m.id === undefined) return void res.writeHead(202).end();
-      const json = (obj: unknown, headers: Record<string, string> = {}) => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(obj));
+      const json = (obj: unknown, headers: Record<string, string> = {}) =>
+        res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(obj));
       const ok = (result: unknown) => ({ jsonrpc: '2.0', id: m.id, result });
       const text = (t: string) => ok({ content: [{ type: 'text', text: t }] });
       const event = (obj: unknown) => `event: message\ndata: ${JSON.stringify(obj)}\n\n`;
       const sse = (type = 'text/event-stream') => res.writeHead(200, { 'content-type': type });
-      if (m.method === 'initialize') return json(ok({ protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'misbehaving', version: '1' } }), { 'mcp-session-id': `s${++sessions}` });
+      if (m.method === 'initialize')
+        return json(ok({ protocolVersion: '2025-06-18', capabilities: { tools: {} }, serverInfo: { name: 'misbehaving', version: '1' } }), {
+          'mcp-session-id': `s${++sessions}`,
+        });
       if (m.method === 'ping') return json(ok({}));
       if (m.method === 'tools/list') return json(ok({ tools: tools.map((name) => ({ name, inputSchema: { type: 'object' } })) }));
       const name = m.params.name as string;
@@ -202,7 +235,14 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
           sse();
           const id = `q-${m.id}`;
           waiting.set(`${sid}/${id}`, (answer) => res.end(event(text(`got ${JSON.stringify((answer as any).result?.content)}`))));
-          return void res.write(event({ jsonrpc: '2.0', id, method: 'elicitation/create', params: { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } } }));
+          return void res.write(
+            event({
+              jsonrpc: '2.0',
+              id,
+              method: 'elicitation/create',
+              params: { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } } } },
+            }),
+          );
         }
         case 'html':
           return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>oops</html>');
@@ -238,7 +278,9 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
         case 'sse_huge': {
           sse();
           const half = 'x'.repeat(6 * 1024 * 1024);
-          res.write(`event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`);
+          res.write(
+            `event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`,
+          );
           return void setTimeout(() => res.end(`${half}"}]}}\n\n`), 20);
         }
         case 'sse_just_over': {
@@ -294,7 +336,10 @@ async function misbehaving(): Promise<{ url: string; sessionOf: Map<string, stri
         case 'sse_many': {
           // 12 MiB in all, in events of 1 MiB: each is a message of its own.
           sse();
-          for (let i = 0; i < 11; i++) res.write(event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }));
+          for (let i = 0; i < 11; i++)
+            res.write(
+              event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }),
+            );
           return void res.end(event(text('many done')));
         }
         case 'upper_case_type':
@@ -315,9 +360,12 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
   beforeAll(async () => {
     upstream = await misbehaving();
     // requestMs far above the bounds below: an answer waited for until the timeout would fail the tests.
-    gw = await gateway({ h: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', maxCallsPerSession: 8, timeouts: { requestMs: 30_000 } } });
+    gw = await gateway({
+      h: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', maxCallsPerSession: 8, timeouts: { requestMs: 30_000 } },
+    });
   });
-  const call = (name: string, args: Record<string, unknown> = {}, more: Record<string, unknown> = {}) => rpc(gw.url('h'), 'tools/call', { name, arguments: args, ...more }, { caps: { elicitation: {} } });
+  const call = (name: string, args: Record<string, unknown> = {}, more: Record<string, unknown> = {}) =>
+    rpc(gw.url('h'), 'tools/call', { name, arguments: args, ...more }, { caps: { elicitation: {} } });
 
   it.each([
     ['html', "answer to tools/call: HTTP 200 with Content-Type 'text/html', neither application/json nor text/event-stream"],
@@ -378,7 +426,11 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
       const first = await call('ask');
       expect(first.body.result.resultType).toBe('input_required');
       const [key] = Object.keys(first.body.result.inputRequests);
-      const done = await call('ask', {}, { requestState: first.body.result.requestState, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } });
+      const done = await call(
+        'ask',
+        {},
+        { requestState: first.body.result.requestState, inputResponses: { [key!]: { action: 'accept', content: { name: 'Ada' } } } },
+      );
       expect(done.body.result.content[0].text).toContain('Ada');
     })());
 
@@ -396,8 +448,19 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
   /** Sends tools/call `name` and closes the connection after `ms`, before the answer. */
   const callAndLeave = async (name: string, ms: number, g = gw) => {
     const abort = new AbortController();
-    const body = JSON.stringify({ jsonrpc: '2.0', id: 99, method: 'tools/call', params: { name, arguments: {}, _meta: envelope({ elicitation: {} }) } });
-    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': name };
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 99,
+      method: 'tools/call',
+      params: { name, arguments: {}, _meta: envelope({ elicitation: {} }) },
+    });
+    const headers = {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/call',
+      'mcp-name': name,
+    };
     const gone = fetch(g.url('h'), { method: 'POST', headers, body, signal: abort.signal }).catch((e: Error) => e);
     setTimeout(() => abort.abort(), ms);
     expect(await gone).toBeInstanceOf(Error);
@@ -421,13 +484,26 @@ describe('a Streamable HTTP upstream whose answer to one call breaks the transpo
   });
 
   it('a cancelled call the upstream answers anyway, with its id as a string: the session is used again (the answer counts)', async () => {
-    const one = await gateway({ h: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', maxSessions: 1, maxCallsPerSession: 1, timeouts: { requestMs: 30_000 } } });
-    expect((await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result).toBeDefined();
+    const one = await gateway({
+      h: {
+        transport: 'streamable-http',
+        url: upstream.url,
+        protocol: 'legacy',
+        maxSessions: 1,
+        maxCallsPerSession: 1,
+        timeouts: { requestMs: 30_000 },
+      },
+    });
+    expect(
+      (await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result,
+    ).toBeDefined();
     const first = upstream.sessionOf.get('upper_case_type');
     await callAndLeave('late_string_id', 100, one);
     expect(upstream.sessionOf.get('late_string_id')).toBe(first);
     await new Promise((r) => setTimeout(r, 500));
-    expect((await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result).toBeDefined();
+    expect(
+      (await rpc(one.url('h'), 'tools/call', { name: 'upper_case_type', arguments: {} }, { caps: { elicitation: {} } })).body.result,
+    ).toBeDefined();
     expect(upstream.sessionOf.get('upper_case_type')).toBe(first);
   });
 
@@ -461,19 +537,38 @@ async function modernHuge(): Promise<string> {
       const json = (obj: unknown) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(obj));
       const text = (t: string) => ({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', content: [{ type: 'text', text: t }] } });
       const event = (obj: unknown) => `event: message\ndata: ${JSON.stringify(obj)}\n\n`;
-      if (m.method === 'server/discover') return json({ jsonrpc: '2.0', id: m.id, result: { supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'huge', version: '1' } } } });
-      if (m.method === 'tools/list') return json({ jsonrpc: '2.0', id: m.id, result: { tools: ['sse_huge', 'json_huge', 'sse_many'].map((name) => ({ name, inputSchema: { type: 'object' } })) } });
+      if (m.method === 'server/discover')
+        return json({
+          jsonrpc: '2.0',
+          id: m.id,
+          result: {
+            supportedVersions: ['2026-07-28'],
+            capabilities: { tools: {} },
+            _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'huge', version: '1' } },
+          },
+        });
+      if (m.method === 'tools/list')
+        return json({
+          jsonrpc: '2.0',
+          id: m.id,
+          result: { tools: ['sse_huge', 'json_huge', 'sse_many'].map((name) => ({ name, inputSchema: { type: 'object' } })) },
+        });
       const half = 'x'.repeat(6 * 1024 * 1024);
       switch (m.params?.name) {
         case 'sse_huge':
           res.writeHead(200, { 'content-type': 'text/event-stream' });
-          res.write(`event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`);
+          res.write(
+            `event: message\ndata: {"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":{"content":[{"type":"text","text":"${half}`,
+          );
           return void setTimeout(() => res.end(`${half}"}]}}\n\n`), 20);
         case 'json_huge':
           return json(text(half + half));
         case 'sse_many':
           res.writeHead(200, { 'content-type': 'text/event-stream' });
-          for (let i = 0; i < 11; i++) res.write(event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }));
+          for (let i = 0; i < 11; i++)
+            res.write(
+              event({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'debug', data: 'y'.repeat(1024 * 1024) } }),
+            );
           return void res.end(event(text('many done')));
       }
       json({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `Unknown tool: ${m.params?.name}` } });
@@ -491,8 +586,14 @@ describe('a legacy client whose upstream sends one message over 10 MiB', () => {
   let modernUp: TestGateway;
   beforeAll(async () => {
     // requestMs far above the bound below: an answer waited for until the timeout would fail the tests.
-    legacyUp = await gateway({ h: { transport: 'streamable-http', url: (await misbehaving()).url, protocol: 'legacy', timeouts: { requestMs: 30_000 } } }, { log: mem.log });
-    modernUp = await gateway({ m: { transport: 'streamable-http', url: await modernHuge(), protocol: '2026-07-28', timeouts: { requestMs: 30_000 } } }, { log: mem.log });
+    legacyUp = await gateway(
+      { h: { transport: 'streamable-http', url: (await misbehaving()).url, protocol: 'legacy', timeouts: { requestMs: 30_000 } } },
+      { log: mem.log },
+    );
+    modernUp = await gateway(
+      { m: { transport: 'streamable-http', url: await modernHuge(), protocol: '2026-07-28', timeouts: { requestMs: 30_000 } } },
+      { log: mem.log },
+    );
   });
 
   /** Calls `name` with the v1 SDK client (2025-11-25) on a session of its own; resolves with the error it got (or the result) and how long it took, in ms. */
@@ -511,10 +612,30 @@ describe('a legacy client whose upstream sends one message over 10 MiB', () => {
   }
 
   it.each([
-    ['pass-through (legacy Streamable HTTP upstream)', 'h', 'sse_huge', `Upstream 'h' returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`],
-    ['pass-through (legacy Streamable HTTP upstream)', 'h', 'json_huge', `Upstream 'h' returned an invalid answer to tools/call: the body is ${TOO_LARGE}`],
-    ['reverse bridge (2026-07-28 upstream)', 'm', 'sse_huge', `Upstream 'm' failed: the upstream returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`],
-    ['reverse bridge (2026-07-28 upstream)', 'm', 'json_huge', `Upstream 'm' failed: the upstream returned an invalid answer to tools/call: the body is ${TOO_LARGE}`],
+    [
+      'pass-through (legacy Streamable HTTP upstream)',
+      'h',
+      'sse_huge',
+      `Upstream 'h' returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`,
+    ],
+    [
+      'pass-through (legacy Streamable HTTP upstream)',
+      'h',
+      'json_huge',
+      `Upstream 'h' returned an invalid answer to tools/call: the body is ${TOO_LARGE}`,
+    ],
+    [
+      'reverse bridge (2026-07-28 upstream)',
+      'm',
+      'sse_huge',
+      `Upstream 'm' failed: the upstream returned an invalid message on the SSE stream of tools/call: ${TOO_LARGE}`,
+    ],
+    [
+      'reverse bridge (2026-07-28 upstream)',
+      'm',
+      'json_huge',
+      `Upstream 'm' failed: the upstream returned an invalid answer to tools/call: the body is ${TOO_LARGE}`,
+    ],
   ])('%s, %s %s: -32603 protocol at once, and the request is logged', async (_path, upstream, name, message) => {
     const gw = upstream === 'h' ? legacyUp : modernUp;
     const r = await legacyCall(gw.url(upstream), name);

@@ -64,7 +64,11 @@ describe('upstream sessions', () => {
     await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {}, sampling: { tools: {} }, roots: {} } });
     await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: { url: {} } } });
     const inits = log.of('initialized').map((e) => e.capabilities);
-    expect(inits).toEqual([{}, { elicitation: { form: {} }, sampling: { tools: {} }, roots: { listChanged: true } }, { elicitation: { url: {} } }]);
+    expect(inits).toEqual([
+      {},
+      { elicitation: { form: {} }, sampling: { tools: {} }, roots: { listChanged: true } },
+      { elicitation: { url: {} } },
+    ]);
     expect(log.of('initialized').every((e) => e.clientInfo.name === 'mrtr-gateway')).toBe(true);
   });
 
@@ -88,12 +92,17 @@ describe('upstream sessions', () => {
       "All 1 sessions of upstream 'f' stayed busy for 300 ms, with calls in flight, parked waiting for input, running as tasks or holding subscriptions/listen streams; raise maxSessions or retry later",
     );
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
-    const done = await rpc(gw.url('f'), 'tools/call', {
-      name: 'ask_name',
-      arguments: {},
-      requestState: first.body.result.requestState,
-      inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
-    }, { caps: { elicitation: {} } });
+    const done = await rpc(
+      gw.url('f'),
+      'tools/call',
+      {
+        name: 'ask_name',
+        arguments: {},
+        requestState: first.body.result.requestState,
+        inputResponses: { 'elicitation-1': { action: 'accept', content: { name: 'Q' } } },
+      },
+      { caps: { elicitation: {} } },
+    );
     expect(done.body.result.content[0].text).toBe('Hello, Q!');
     const third = await rpc(gw.url('f'), 'tools/call', slow(), { caps: { elicitation: {} } });
     expect(third.body.result.content[0].text).toBe('slept 10ms');
@@ -142,14 +151,17 @@ describe('upstream sessions', () => {
     expect(r.body.error.message).toContain("'f'");
   });
 
-  it.each(['legacy', 'auto', '2026-07-28'] as const)('a stdio child that exits at once (protocol %s) is -32603 unreachable, the message quoting its stderr', async (protocol) => {
-    const script = "process.stderr.write('Error: missing API_KEY\\n'); process.exit(3)";
-    const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['-e', script], protocol } } });
-    const r = await rpc(gw.url('f'), 'tools/list');
-    expect(r.body.error.code).toBe(-32603);
-    expect(r.body.error.data).toMatchObject({ upstream: 'f', reason: 'unreachable', stderr: ['Error: missing API_KEY'] });
-    expect(r.body.error.message).toMatch(/^Upstream 'f' could not be started or reached: .*; the process said: Error: missing API_KEY$/);
-  });
+  it.each(['legacy', 'auto', '2026-07-28'] as const)(
+    'a stdio child that exits at once (protocol %s) is -32603 unreachable, the message quoting its stderr',
+    async (protocol) => {
+      const script = "process.stderr.write('Error: missing API_KEY\\n'); process.exit(3)";
+      const gw = await gateway({ upstreams: { f: { transport: 'stdio', command: process.execPath, args: ['-e', script], protocol } } });
+      const r = await rpc(gw.url('f'), 'tools/list');
+      expect(r.body.error.code).toBe(-32603);
+      expect(r.body.error.data).toMatchObject({ upstream: 'f', reason: 'unreachable', stderr: ['Error: missing API_KEY'] });
+      expect(r.body.error.message).toMatch(/^Upstream 'f' could not be started or reached: .*; the process said: Error: missing API_KEY$/);
+    },
+  );
 
   it('notices a lost Streamable HTTP upstream: the call in flight fails at once, and after a restart the next call gets a fresh session', async () => {
     const log = new FixtureLog();
@@ -185,7 +197,9 @@ describe('upstream sessions', () => {
       const gw = await gateway({ upstreams: { f: srv.config } });
       await rpc(gw.url('f'), 'tools/call', slow());
       // The era probe (server/discover) is a 2026-07-28 request by design; everything else is the legacy hop.
-      const posts = log.of('http').filter((e) => e.httpMethod === 'POST' && e.rpcMethod && e.rpcMethod !== 'initialize' && e.rpcMethod !== 'server/discover');
+      const posts = log
+        .of('http')
+        .filter((e) => e.httpMethod === 'POST' && e.rpcMethod && e.rpcMethod !== 'initialize' && e.rpcMethod !== 'server/discover');
       expect(posts.length).toBeGreaterThan(0);
       expect(posts.every((e) => e.protocolVersion === '2025-11-25')).toBe(true);
       expect(posts.some((e) => e.mcpMethodHeader === 'tools/call' && e.protocolVersion === '2026-07-28')).toBe(false);

@@ -14,7 +14,12 @@ async function connect(url: string, elicitAnswer: Record<string, unknown>) {
     url,
     {
       elicit: () => elicitAnswer,
-      sample: () => ({ role: 'assistant', model: 'test-model', content: { type: 'text', text: 'Paris is the capital.' }, stopReason: 'endTurn' }),
+      sample: () => ({
+        role: 'assistant',
+        model: 'test-model',
+        content: { type: 'text', text: 'Paris is the capital.' },
+        stopReason: 'endTurn',
+      }),
     },
     { elicitation: { form: {} }, sampling: {} },
   );
@@ -54,7 +59,15 @@ describe.each(transports)('v2 client through the gateway to server-everything ov
       expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
       const { tools } = await client.listTools();
       const names = tools.map((t) => t.name);
-      expect(names).toEqual(expect.arrayContaining(['echo', 'get-sum', 'trigger-elicitation-request', 'trigger-sampling-request', 'trigger-long-running-operation']));
+      expect(names).toEqual(
+        expect.arrayContaining([
+          'echo',
+          'get-sum',
+          'trigger-elicitation-request',
+          'trigger-sampling-request',
+          'trigger-long-running-operation',
+        ]),
+      );
     } finally {
       await client.close();
     }
@@ -71,7 +84,10 @@ describe.each(transports)('v2 client through the gateway to server-everything ov
   });
 
   it('trigger-elicitation-request with accept: the handler is called once and the result shows the answer', async () => {
-    const { client, calls } = await connect(url, { action: 'accept', content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 } });
+    const { client, calls } = await connect(url, {
+      action: 'accept',
+      content: { name: 'Ada Lovelace', check: true, email: 'ada@example.com', integer: 7 },
+    });
     try {
       const r = await client.callTool({ name: 'trigger-elicitation-request', arguments: {} });
       expect(calls.elicitation).toHaveLength(1);

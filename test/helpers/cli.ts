@@ -61,7 +61,12 @@ export interface CliOptions {
 }
 
 /** Writes `config` to a temp file and starts `node <entry> --config FILE --port 0`; waits for the listening line. */
-export async function startCli(config: Record<string, unknown>, entry: string[] = ['--import', 'tsx', 'src/main.ts'], env: Record<string, string> = {}, cwd = ROOT): Promise<CliGateway> {
+export async function startCli(
+  config: Record<string, unknown>,
+  entry: string[] = ['--import', 'tsx', 'src/main.ts'],
+  env: Record<string, string> = {},
+  cwd = ROOT,
+): Promise<CliGateway> {
   const file = join(mkdtempSync(join(tmpdir(), 'mrtr-cli-')), 'gateway.config.json');
   writeFileSync(file, JSON.stringify(config));
   return startCliArgs(['--config', file, '--port', '0'], { entry, env, cwd });
@@ -70,12 +75,19 @@ export async function startCli(config: Record<string, unknown>, entry: string[] 
 /** Starts `node <entry> <args…>`; waits for the listening line. */
 export async function startCliArgs(args: string[], opts: CliOptions = {}): Promise<CliGateway> {
   const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
-  const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env: { ...process.env, LOG_LEVEL: 'info', ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...entry, ...args], {
+    cwd: opts.cwd ?? ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   // 'exit' can come before the last lines on stdout were read; wait for the pipe to close too (a
   // process the gateway started that still holds it gets a second at most).
   const drained = new Promise<void>((r) => child.stdout!.once('close', () => r()));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
-    child.once('exit', (code, signal) => void Promise.race([drained, new Promise((t) => setTimeout(t, 1000))]).then(() => r({ code, signal }))),
+    child.once(
+      'exit',
+      (code, signal) => void Promise.race([drained, new Promise((t) => setTimeout(t, 1000))]).then(() => r({ code, signal })),
+    ),
   );
   const logs: Record<string, any>[] = [];
   try {
@@ -88,7 +100,10 @@ export async function startCliArgs(args: string[], opts: CliOptions = {}): Promi
 }
 
 /** Runs `node <entry> <args…>` to its exit and resolves with its exit code and output. */
-export function runCli(args: string[], opts: CliOptions & { timeoutMs?: number } = {}): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
+export function runCli(
+  args: string[],
+  opts: CliOptions & { timeoutMs?: number } = {},
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }> {
   const entry = opts.entry ?? ['--import', 'tsx', 'src/main.ts'];
   const timeoutMs = scaled(opts.timeoutMs ?? 20_000);
   return new Promise((resolve, reject) => {

@@ -40,7 +40,12 @@ export const CONCURRENT_INPUT = { batchQuietMs: 5 };
 
 /** Upstream config for a fixture `script` over stdio (spawned by the gateway), logging to `log`. */
 function stdioOf(script: string, log: FixtureLog | undefined, env: Record<string, string>): Record<string, unknown> {
-  return { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', script, 'stdio'], env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env } };
+  return {
+    transport: 'stdio',
+    command: process.execPath,
+    args: ['--import', 'tsx', script, 'stdio'],
+    env: { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env },
+  };
 }
 
 /** Upstream config for the fixture over stdio (spawned by the gateway). */
@@ -54,7 +59,10 @@ export function modernStdio(log?: FixtureLog, env: Record<string, string> = {}):
 }
 
 /** Starts the 2026-07-28 fixture over Streamable HTTP on 127.0.0.1 (`env.PORT` picks the port); `config` is its upstream config. */
-export async function startModernHttp(log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+export async function startModernHttp(
+  log?: FixtureLog,
+  env: Record<string, string> = {},
+): Promise<SpawnedServer & { config: Record<string, unknown> }> {
   const srv = await spawnListening(['--import', 'tsx', MODERN_FIXTURE, 'http'], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
   return { ...srv, config: { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } };
 }
@@ -77,9 +85,16 @@ export function conformanceUpstream(extra: Record<string, unknown> = {}): Record
 }
 
 /** Starts the fixture over Streamable HTTP ('http') or HTTP+SSE ('sse') on 127.0.0.1 (`env.PORT` picks the port). */
-export async function startFixtureHttp(mode: 'http' | 'sse', log?: FixtureLog, env: Record<string, string> = {}): Promise<SpawnedServer & { config: Record<string, unknown> }> {
+export async function startFixtureHttp(
+  mode: 'http' | 'sse',
+  log?: FixtureLog,
+  env: Record<string, string> = {},
+): Promise<SpawnedServer & { config: Record<string, unknown> }> {
   const srv = await spawnListening(['--import', 'tsx', FIXTURE, mode], { ...(log ? { FIXTURE_LOG: log.file } : {}), ...env });
-  const endpoint = mode === 'http' ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` } : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
+  const endpoint =
+    mode === 'http'
+      ? { transport: 'streamable-http', url: `http://127.0.0.1:${srv.port}/mcp` }
+      : { transport: 'sse', url: `http://127.0.0.1:${srv.port}/sse` };
   const config = { ...endpoint, input: { ...CONCURRENT_INPUT } };
   return { ...srv, config };
 }

@@ -29,7 +29,15 @@ export const everythingStdio = { transport: 'stdio', command: process.execPath, 
 export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Record<string, any>[] } {
   const chunks: string[] = [];
   const log = pino({ level }, { write: (s: string) => void chunks.push(s) });
-  return { log, lines: () => chunks.join('').split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
+  return {
+    log,
+    lines: () =>
+      chunks
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l)),
+  };
 }
 
 /**
@@ -84,7 +92,12 @@ export interface RpcOptions {
 }
 
 /** Raw JSON-RPC POST with correct 2026-07-28 headers (override or drop any with `headers`, null drops). */
-export async function rpc(url: string, method: string, params: Record<string, unknown> = {}, opts: RpcOptions = {}): Promise<{ status: number; body: any; headers: Headers }> {
+export async function rpc(
+  url: string,
+  method: string,
+  params: Record<string, unknown> = {},
+  opts: RpcOptions = {},
+): Promise<{ status: number; body: any; headers: Headers }> {
   const id = opts.id ?? nextId++;
   const name = (params.name ?? params.uri) as string | undefined;
   const headers: Record<string, string | null> = {
@@ -100,7 +113,9 @@ export async function rpc(url: string, method: string, params: Record<string, un
     headers: Object.fromEntries(Object.entries(headers).filter(([, v]) => v !== null)) as Record<string, string>,
     body: JSON.stringify({ jsonrpc: '2.0', id, method, params: { ...params, _meta: opts.meta ?? envelope(opts.caps ?? {}) } }),
   };
-  const res = opts.dispatcher ? ((await undiciFetch(url, { ...init, dispatcher: opts.dispatcher })) as unknown as Response) : await fetch(url, init);
+  const res = opts.dispatcher
+    ? ((await undiciFetch(url, { ...init, dispatcher: opts.dispatcher })) as unknown as Response)
+    : await fetch(url, init);
   const text = await res.text();
   let body: any = text;
   if ((res.headers.get('content-type') ?? '').includes('application/json')) body = JSON.parse(text);
@@ -126,8 +141,18 @@ export async function listen(url: string, filter: Record<string, unknown>, opts:
   const res = await fetch(url, {
     method: 'POST',
     signal: abort.signal,
-    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'subscriptions/listen' },
-    body: JSON.stringify({ jsonrpc: '2.0', id, method: 'subscriptions/listen', params: { notifications: filter, _meta: opts.meta ?? envelope(opts.caps ?? {}) } }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'subscriptions/listen',
+    },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id,
+      method: 'subscriptions/listen',
+      params: { notifications: filter, _meta: opts.meta ?? envelope(opts.caps ?? {}) },
+    }),
   });
   const messages: any[] = [];
   const queue: any[] = [];

@@ -61,13 +61,19 @@ export interface TestRedis {
  */
 export async function startRedis(opts: { appendOnly?: boolean } = {}): Promise<TestRedis> {
   const port = await freePort();
-  const persistence = opts.appendOnly ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', mkdtempSync(join(tmpdir(), 'mrtr-redis-'))] : ['--appendonly', 'no'];
+  const persistence = opts.appendOnly
+    ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', mkdtempSync(join(tmpdir(), 'mrtr-redis-'))]
+    : ['--appendonly', 'no'];
   let child: ChildProcess | undefined;
   const redis: TestRedis = {
     port,
     url: `redis://127.0.0.1:${port}`,
     start: async () => {
-      child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--protected-mode', 'yes'], { stdio: 'ignore' });
+      child = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', ...persistence, '--protected-mode', 'yes'],
+        { stdio: 'ignore' },
+      );
       await waitForPort(port);
     },
     stop: async () => {

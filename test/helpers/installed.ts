@@ -24,7 +24,11 @@ export function inCi(env: NodeJS.ProcessEnv = process.env): boolean {
  * What to do with tests that need `programs`: run them (all installed), skip them (some missing,
  * not in CI) or fail (some missing, in CI). `present` tells whether a path exists.
  */
-export function verdict(programs: readonly Program[], env: NodeJS.ProcessEnv = process.env, present: (path: string) => boolean = existsSync): { run: true } | { run: false; fail: boolean; missing: Program[] } {
+export function verdict(
+  programs: readonly Program[],
+  env: NodeJS.ProcessEnv = process.env,
+  present: (path: string) => boolean = existsSync,
+): { run: true } | { run: false; fail: boolean; missing: Program[] } {
   const missing = programs.filter((p) => !present(PROGRAMS[p]));
   return missing.length ? { run: false, fail: inCi(env), missing } : { run: true };
 }

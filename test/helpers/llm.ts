@@ -126,7 +126,12 @@ async function stream(res: ServerResponse, reply: StreamedReply): Promise<void> 
  * A Chat Completions (`openai`) or Messages (`anthropic`) answer whose one text block holds
  * `textBytes` bytes of `fill` (a one-byte string, or a byte value), generated lazily in chunks of `chunkBytes` (one buffer, reused).
  */
-export function* hugeAnswer(kind: 'openai' | 'anthropic', textBytes: number, fill: string | number = 'a', chunkBytes = 64 * 1024): Generator<Uint8Array> {
+export function* hugeAnswer(
+  kind: 'openai' | 'anthropic',
+  textBytes: number,
+  fill: string | number = 'a',
+  chunkBytes = 64 * 1024,
+): Generator<Uint8Array> {
   const [head, tail] =
     kind === 'openai'
       ? [
@@ -145,7 +150,9 @@ export function* hugeAnswer(kind: 'openai' | 'anthropic', textBytes: number, fil
 
 /** The provider's error body: OpenAI `{error:{message,type,param,code}}`, Anthropic `{type:"error",error:{type,message}}`. */
 export function errorBody(kind: 'openai' | 'anthropic', status: number, type: string, message: string): unknown {
-  return kind === 'openai' ? { error: { message, type, param: null, code: status === 429 ? 'rate_limit_exceeded' : null } } : { type: 'error', error: { type, message }, request_id: 'req_test' };
+  return kind === 'openai'
+    ? { error: { message, type, param: null, code: status === 429 ? 'rate_limit_exceeded' : null } }
+    : { type: 'error', error: { type, message }, request_id: 'req_test' };
 }
 
 /** A Chat Completions answer (one choice) with `content` and optional tool calls. */
@@ -171,19 +178,31 @@ export function openaiCompletion(opts: {
           role: 'assistant',
           content: opts.content === undefined ? null : opts.content,
           refusal: null,
-          ...(opts.toolCalls ? { tool_calls: opts.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } })) } : {}),
+          ...(opts.toolCalls
+            ? {
+                tool_calls: opts.toolCalls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } })),
+              }
+            : {}),
         },
         logprobs: null,
         finish_reason: opts.finish ?? (opts.toolCalls ? 'tool_calls' : 'stop'),
         ...opts.extraChoice,
       },
     ],
-    ...(usage ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } } : {}),
+    ...(usage
+      ? { usage: { prompt_tokens: usage.prompt, completion_tokens: usage.completion, total_tokens: usage.prompt + usage.completion } }
+      : {}),
   };
 }
 
 /** A Messages answer with `content` blocks. */
-export function anthropicMessage(opts: { content: unknown[]; stop?: string; stopSequence?: string | null; model?: string; usage?: { input: number; output: number; cacheRead?: number } }): unknown {
+export function anthropicMessage(opts: {
+  content: unknown[];
+  stop?: string;
+  stopSequence?: string | null;
+  model?: string;
+  usage?: { input: number; output: number; cacheRead?: number };
+}): unknown {
   const usage = opts.usage ?? { input: 15, output: 9 };
   return {
     id: 'msg_test',
@@ -193,6 +212,11 @@ export function anthropicMessage(opts: { content: unknown[]; stop?: string; stop
     content: opts.content,
     stop_reason: opts.stop ?? 'end_turn',
     stop_sequence: opts.stopSequence ?? null,
-    usage: { input_tokens: usage.input, output_tokens: usage.output, cache_creation_input_tokens: 0, cache_read_input_tokens: usage.cacheRead ?? 0 },
+    usage: {
+      input_tokens: usage.input,
+      output_tokens: usage.output,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: usage.cacheRead ?? 0,
+    },
   };
 }

@@ -32,7 +32,10 @@ export interface NpmRegistry {
 /** Packs `packageDir` (a directory with a package.json) and serves it; see the module comment. */
 export async function startNpmRegistry(packageDir: string, tarballDelayMs = 0): Promise<NpmRegistry> {
   const out = mkdtempSync(join(tmpdir(), 'mrtr-npm-pack-'));
-  execFileSync('npm', ['pack', packageDir, '--pack-destination', out, '--silent'], { stdio: 'ignore', env: { ...process.env, npm_config_cache: join(out, 'cache'), npm_config_update_notifier: 'false' } });
+  execFileSync('npm', ['pack', packageDir, '--pack-destination', out, '--silent'], {
+    stdio: 'ignore',
+    env: { ...process.env, npm_config_cache: join(out, 'cache'), npm_config_update_notifier: 'false' },
+  });
   const file = readdirSync(out).find((f) => f.endsWith('.tgz'))!;
   const tarball = readFileSync(join(out, file));
   const manifest = JSON.parse(readFileSync(join(packageDir, 'package.json'), 'utf8')) as { name: string; version: string; bin?: unknown };
@@ -56,7 +59,9 @@ export async function startNpmRegistry(packageDir: string, tarballDelayMs = 0): 
         },
       };
       res.writeHead(200, { 'content-type': 'application/json' });
-      return void res.end(JSON.stringify({ name: manifest.name, 'dist-tags': { latest: manifest.version }, versions: { [manifest.version]: version } }));
+      return void res.end(
+        JSON.stringify({ name: manifest.name, 'dist-tags': { latest: manifest.version }, versions: { [manifest.version]: version } }),
+      );
     }
     if (path === `/${manifest.name}/-/${file}`) {
       requests++;

@@ -3,7 +3,9 @@ import { fileURLToPath } from 'node:url';
 import { scaled } from './budget.js';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-export const EVERYTHING = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url));
+export const EVERYTHING = fileURLToPath(
+  new URL('../../node_modules/@modelcontextprotocol/server-everything/dist/index.js', import.meta.url),
+);
 export const LOOPBACK_ONLY = fileURLToPath(new URL('../fixtures/loopback-only.mjs', import.meta.url));
 
 /** A spawned server and the port it reported. */

@@ -20,9 +20,16 @@ export interface Answers {
  * The official v2 client pinned to 2026-07-28, declaring `caps` (default: elicitation form+url,
  * sampling and roots), with handlers that record what they are asked. A wrapped fetch records each result on the wire.
  */
-export async function v2Client(url: string, answers: Answers = {}, caps: Record<string, unknown> = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} }) {
+export async function v2Client(
+  url: string,
+  answers: Answers = {},
+  caps: Record<string, unknown> = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} },
+) {
   const record: ClientRecord = { elicitation: [], sampling: [], roots: 0, results: [] };
-  const client = new Client({ name: 'gateway-e2e', version: '1.0.0' }, { capabilities: caps as never, versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  const client = new Client(
+    { name: 'gateway-e2e', version: '1.0.0' },
+    { capabilities: caps as never, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  );
   // A handler only for what `caps` declares (the SDK refuses the others).
   if (caps.elicitation) {
     client.setRequestHandler('elicitation/create', async (req) => {
@@ -33,7 +40,12 @@ export async function v2Client(url: string, answers: Answers = {}, caps: Record<
   if (caps.sampling) {
     client.setRequestHandler('sampling/createMessage', async (req) => {
       record.sampling.push(req.params);
-      return (answers.sample?.(req.params) ?? { role: 'assistant', model: 'test-model', content: { type: 'text', text: 'sampled text' }, stopReason: 'endTurn' }) as never;
+      return (answers.sample?.(req.params) ?? {
+        role: 'assistant',
+        model: 'test-model',
+        content: { type: 'text', text: 'sampled text' },
+        stopReason: 'endTurn',
+      }) as never;
     });
   }
   if (caps.roots) {
@@ -45,7 +57,10 @@ export async function v2Client(url: string, answers: Answers = {}, caps: Record<
   const fetchAndRecord: typeof fetch = async (input, init) => {
     const res = await fetch(input, init);
     if ((res.headers.get('content-type') ?? '').includes('application/json')) {
-      const body = await res.clone().json().catch(() => undefined);
+      const body = await res
+        .clone()
+        .json()
+        .catch(() => undefined);
       if (body?.result) record.results.push(body.result);
     }
     return res;

@@ -48,10 +48,32 @@ function hostilePage(): PageData {
     ],
     tasks: {
       counts: { working: 1, input_required: 0, completed: 0, failed: 0, cancelled: 0 },
-      running: [{ taskId: 't1', upstream: 'up', tool: EVIL, status: 'working', statusMessage: EVIL, principal: '0123456789abcdef', createdAt: now, ageMs: 1000, inputs: [] }],
+      running: [
+        {
+          taskId: 't1',
+          upstream: 'up',
+          tool: EVIL,
+          status: 'working',
+          statusMessage: EVIL,
+          principal: '0123456789abcdef',
+          createdAt: now,
+          ageMs: 1000,
+          inputs: [],
+        },
+      ],
     },
     sessions: [
-      { session: '0123456789abcdef', upstream: 'up', principal: '0123456789abcdef', transport: 'streamable-http', relay: 'pass-through', protocolVersion: EVIL, inFlight: 0, idleMs: 0, ageMs: 0 },
+      {
+        session: '0123456789abcdef',
+        upstream: 'up',
+        principal: '0123456789abcdef',
+        transport: 'streamable-http',
+        relay: 'pass-through',
+        protocolVersion: EVIL,
+        inFlight: 0,
+        idleMs: 0,
+        ageMs: 0,
+      },
     ],
     census: {
       features: ['elicitation_form'],
@@ -84,8 +106,20 @@ describe('admin page rendering', () => {
 describe('adminAddressRefusal (the admin address rule)', () => {
   const REFUSED = 'Forbidden: without authentication the admin page is served to loopback clients only';
   it('auth "none": loopback peers (IPv4, IPv4-mapped IPv6, ::1) pass; every other or unknown peer is refused', () => {
-    for (const a of ['127.0.0.1', '127.255.0.9', '::ffff:127.0.0.1', '::FFFF:127.0.0.2', '::1']) expect(adminAddressRefusal('none', a), a).toBeUndefined();
-    for (const a of ['203.0.113.9', '10.0.0.1', '192.168.1.2', '::ffff:198.51.100.7', '2001:db8::1', '0.0.0.0', '::', 'localhost', '', undefined]) {
+    for (const a of ['127.0.0.1', '127.255.0.9', '::ffff:127.0.0.1', '::FFFF:127.0.0.2', '::1'])
+      expect(adminAddressRefusal('none', a), a).toBeUndefined();
+    for (const a of [
+      '203.0.113.9',
+      '10.0.0.1',
+      '192.168.1.2',
+      '::ffff:198.51.100.7',
+      '2001:db8::1',
+      '0.0.0.0',
+      '::',
+      'localhost',
+      '',
+      undefined,
+    ]) {
       expect(adminAddressRefusal('none', a), String(a)).toBe(REFUSED);
     }
   });

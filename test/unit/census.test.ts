@@ -35,10 +35,29 @@ describe('deprecation census', () => {
     census.count('up', '(unknown)', 'logging');
     census.count('up', '(unknown)', 'logging');
     expect(census.snapshot()).toEqual([
-      { upstream: 'up', tool: '(unknown)', feature: 'logging', calls: 2, firstSeen: '2026-08-01T10:00:02.000Z', lastSeen: '2026-08-01T10:00:02.000Z' },
-      { upstream: 'up', tool: 'ask_name', feature: 'elicitation_form', calls: 2, firstSeen: '2026-08-01T10:00:00.000Z', lastSeen: '2026-08-01T10:00:02.000Z' },
+      {
+        upstream: 'up',
+        tool: '(unknown)',
+        feature: 'logging',
+        calls: 2,
+        firstSeen: '2026-08-01T10:00:02.000Z',
+        lastSeen: '2026-08-01T10:00:02.000Z',
+      },
+      {
+        upstream: 'up',
+        tool: 'ask_name',
+        feature: 'elicitation_form',
+        calls: 2,
+        firstSeen: '2026-08-01T10:00:00.000Z',
+        lastSeen: '2026-08-01T10:00:02.000Z',
+      },
     ]);
-    expect(counted).toEqual(['up/ask_name/elicitation_form', 'up/ask_name/elicitation_form', 'up/(unknown)/logging', 'up/(unknown)/logging']);
+    expect(counted).toEqual([
+      'up/ask_name/elicitation_form',
+      'up/ask_name/elicitation_form',
+      'up/(unknown)/logging',
+      'up/(unknown)/logging',
+    ]);
   });
 
   it('sorts features in report order', () => {
@@ -75,7 +94,13 @@ describe('deprecation census', () => {
       ['b', OTHER_TOOL, 'roots_list', 1],
       ['b', OTHER_TOOL, 'logging', 1],
     ]);
-    expect(counted.slice(-5)).toEqual(['a/t1/sampling', `b/${OTHER_TOOL}/roots_list`, `b/${OTHER_TOOL}/logging`, `a/${OTHER_TOOL}/logging`, `zz/${OTHER_TOOL}/logging`]);
+    expect(counted.slice(-5)).toEqual([
+      'a/t1/sampling',
+      `b/${OTHER_TOOL}/roots_list`,
+      `b/${OTHER_TOOL}/logging`,
+      `a/${OTHER_TOOL}/logging`,
+      `zz/${OTHER_TOOL}/logging`,
+    ]);
     // Every configured upstream can still get every (other) row: 20 at most.
     for (const u of ['a', 'b']) for (const f of DEPRECATED_FEATURES) census.count(u, 'late', f);
     expect(census.snapshot()).toHaveLength(20);

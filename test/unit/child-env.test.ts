@@ -23,7 +23,10 @@ describe('secretRedactor', () => {
     ['Python json.dumps (non-ASCII escaped)', json.replace(/é/g, '\\u00e9')],
     ['Go encoding/json (<, >, & escaped)', json.replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026')],
     ['PHP json_encode (/ escaped)', json.replace(/é/g, '\\u00e9').replace(/\//g, '\\/')],
-    ['Java URLEncoder, PHP urlencode, URLSearchParams (+ for a space, ~ encoded, * kept)', new URLSearchParams({ p: secret }).toString().slice(2)],
+    [
+      'Java URLEncoder, PHP urlencode, URLSearchParams (+ for a space, ~ encoded, * kept)',
+      new URLSearchParams({ p: secret }).toString().slice(2),
+    ],
     ['uppercase \\u escapes', json.replace(/é/g, '\\u00E9')],
   ];
   for (const [name, form] of forms) {

@@ -26,7 +26,15 @@ describe('mcpServers files', () => {
       '/base',
     );
     const u = cfg.upstreams;
-    expect(u.a).toMatchObject({ transport: 'stdio', command: 'node', args: ['server.js'], env: { X: '1' }, cwd: '/base/srv', envPassthrough: [], maxSessions: 16 });
+    expect(u.a).toMatchObject({
+      transport: 'stdio',
+      command: 'node',
+      args: ['server.js'],
+      env: { X: '1' },
+      cwd: '/base/srv',
+      envPassthrough: [],
+      maxSessions: 16,
+    });
     expect(u.b).toMatchObject({ transport: 'streamable-http', url: 'http://127.0.0.1:3001/mcp', headers: {} });
     expect(u.c!.transport).toBe('sse');
     expect(u.d!.transport).toBe('sse');
@@ -60,7 +68,10 @@ describe('mcpServers files', () => {
   });
 
   it('substitutes ${NAME} in the keys it uses, reporting an unset variable at its place in the file', () => {
-    const cfg = parseConfig({ mcpServers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${GH}' } }, r: { url: 'https://${HOST_X}/mcp' } } }, { GH: 'tok', HOST_X: 'example.com' });
+    const cfg = parseConfig(
+      { mcpServers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${GH}' } }, r: { url: 'https://${HOST_X}/mcp' } } },
+      { GH: 'tok', HOST_X: 'example.com' },
+    );
     expect(cfg.upstreams.gh).toMatchObject({ env: { GITHUB_TOKEN: 'tok' } });
     expect(cfg.upstreams.r).toMatchObject({ url: 'https://example.com/mcp' });
     expect(() => parseConfig({ mcpServers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${GH}' } } } }, {})).toThrow(
@@ -69,7 +80,9 @@ describe('mcpServers files', () => {
   });
 
   it('a name that is not a valid upstream name is an error naming the server, with a suggestion', () => {
-    expect(() => parseConfig({ mcpServers: { 'my server': { command: 'node' } } }, {})).toThrow(/mcpServers\["my server"\]: "my server" cannot be an upstream name.*"my-server"/);
+    expect(() => parseConfig({ mcpServers: { 'my server': { command: 'node' } } }, {})).toThrow(
+      /mcpServers\["my server"\]: "my server" cannot be an upstream name.*"my-server"/,
+    );
     expect(() => parseConfig({ mcpServers: { '@org/tool': { url: 'http://127.0.0.1/mcp' } } }, {})).toThrow(/for example to "org-tool"/);
     expect(suggestUpstreamName('-_-')).toBe('');
   });
@@ -117,7 +130,10 @@ describe('mcpServers files', () => {
       '  mcpServers.b.env.A: Invalid input: expected string, received number',
     ]);
     // No server left is no problem of its own beside the servers' problems.
-    expect(problems({ mcpServers: { 'a b': { command: 'x' }, c: {} } })).toEqual([expect.stringMatching(/^  mcpServers\["a b"\]: /), '  mcpServers.c: needs "command" (a stdio server) or "url" (an HTTP server)']);
+    expect(problems({ mcpServers: { 'a b': { command: 'x' }, c: {} } })).toEqual([
+      expect.stringMatching(/^  mcpServers\["a b"\]: /),
+      '  mcpServers.c: needs "command" (a stdio server) or "url" (an HTTP server)',
+    ]);
   });
 
   it('an invalid upstream name in a gateway config says which characters are allowed, with a suggestion', () => {
@@ -132,7 +148,9 @@ describe('mcpServers files', () => {
   });
 
   it('schema problems of a converted server name the mcpServers path', () => {
-    expect(() => parseConfig({ mcpServers: { s: { command: 'node', headers: { a: 'b' } } } }, {})).toThrow(/mcpServers\.s: Unrecognized key: "headers"/);
+    expect(() => parseConfig({ mcpServers: { s: { command: 'node', headers: { a: 'b' } } } }, {})).toThrow(
+      /mcpServers\.s: Unrecognized key: "headers"/,
+    );
     expect(() => parseConfig({ mcpServers: { s: { url: 'not a url' } } }, {})).toThrow(/mcpServers\.s\.url:/);
     expect(() => parseConfig({ mcpServers: { s: { command: 'node', args: 'x' } } }, {})).toThrow(/mcpServers\.s\.args:/);
   });
@@ -144,7 +162,13 @@ describe('mcpServers files', () => {
           gh: {
             command: 'npx',
             args: ['-y', 'server-github'],
-            'mrtr-gateway': { timeouts: { connectMs: 2000, firstStartMs: 60_000 }, protocol: 'legacy', tools: { deny: ['delete_*'] }, roots: [{ uri: 'file://${ROOT_DIR}' }], envPassthrough: ['GH_*'] },
+            'mrtr-gateway': {
+              timeouts: { connectMs: 2000, firstStartMs: 60_000 },
+              protocol: 'legacy',
+              tools: { deny: ['delete_*'] },
+              roots: [{ uri: 'file://${ROOT_DIR}' }],
+              envPassthrough: ['GH_*'],
+            },
           },
           r: { url: 'http://127.0.0.1:3001/mcp', 'mrtr-gateway': { forwardAuthorization: true } },
         },
@@ -153,7 +177,14 @@ describe('mcpServers files', () => {
     );
     expect(loaded.warnings).toEqual([]);
     const gh = loaded.config.upstreams.gh!;
-    expect(gh).toMatchObject({ transport: 'stdio', command: 'npx', protocol: 'legacy', tools: { deny: ['delete_*'] }, roots: [{ uri: 'file:///srv' }], envPassthrough: ['GH_*'] });
+    expect(gh).toMatchObject({
+      transport: 'stdio',
+      command: 'npx',
+      protocol: 'legacy',
+      tools: { deny: ['delete_*'] },
+      roots: [{ uri: 'file:///srv' }],
+      envPassthrough: ['GH_*'],
+    });
     expect(gh.timeouts).toMatchObject({ connectMs: 2000, firstStartMs: 60_000, requestMs: 60_000 });
     expect(loaded.config.upstreams.r).toMatchObject({ transport: 'streamable-http', forwardAuthorization: true });
   });
@@ -167,9 +198,15 @@ describe('mcpServers files', () => {
       }
       return [];
     };
-    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeouts: { connectMs: -1 } } } } })).toEqual([expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.timeouts\.connectMs: /)]);
-    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeout: 5 } } } })).toEqual(['  mcpServers.s["mrtr-gateway"]: Unrecognized key: "timeout"']);
-    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { protocol: 'v2' } } } })).toEqual([expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.protocol: /)]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeouts: { connectMs: -1 } } } } })).toEqual([
+      expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.timeouts\.connectMs: /),
+    ]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { timeout: 5 } } } })).toEqual([
+      '  mcpServers.s["mrtr-gateway"]: Unrecognized key: "timeout"',
+    ]);
+    expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': { protocol: 'v2' } } } })).toEqual([
+      expect.stringMatching(/^  mcpServers\.s\["mrtr-gateway"\]\.protocol: /),
+    ]);
     expect(problems({ mcpServers: { s: { command: 'node', 'mrtr-gateway': 'fast' } } })).toEqual([
       '  mcpServers.s["mrtr-gateway"]: expected an object of the gateway\'s settings for this upstream (timeouts, protocol, roots, tools, …)',
     ]);
@@ -181,7 +218,9 @@ describe('mcpServers files', () => {
       '  mcpServers.s["mrtr-gateway"].roots[0].uri: environment variable NOPE_UNSET is not set',
     ]);
     // A key of the server itself that its transport does not take is still reported at the server.
-    expect(problems({ mcpServers: { s: { command: 'node', headers: { a: 'b' }, 'mrtr-gateway': { required: true } } } })).toEqual(['  mcpServers.s: Unrecognized key: "headers"']);
+    expect(problems({ mcpServers: { s: { command: 'node', headers: { a: 'b' }, 'mrtr-gateway': { required: true } } } })).toEqual([
+      '  mcpServers.s: Unrecognized key: "headers"',
+    ]);
   });
 
   it('an mcpServers file whose servers are all disabled, or empty, is an error', () => {
@@ -193,9 +232,9 @@ describe('mcpServers files', () => {
 
 describe('telling the formats apart', () => {
   it('a file with both upstreams and mcpServers is an error', () => {
-    expect(() => parseConfig({ upstreams: { a: { transport: 'stdio', command: 'node' } }, mcpServers: { b: { command: 'node' } } }, {})).toThrow(
-      /both "upstreams" and "mcpServers"/,
-    );
+    expect(() =>
+      parseConfig({ upstreams: { a: { transport: 'stdio', command: 'node' } }, mcpServers: { b: { command: 'node' } } }, {}),
+    ).toThrow(/both "upstreams" and "mcpServers"/);
   });
 
   it('a file with neither is an error', () => {
@@ -204,7 +243,9 @@ describe('telling the formats apart', () => {
   });
 
   it('gateway settings beside mcpServers are an error, not silently dropped', () => {
-    expect(() => parseConfig({ mcpServers: { a: { command: 'node' } }, auth: { mode: 'none' }, listen: {} }, {})).toThrow(/"auth", "listen" beside "mcpServers"/);
+    expect(() => parseConfig({ mcpServers: { a: { command: 'node' } }, auth: { mode: 'none' }, listen: {} }, {})).toThrow(
+      /"auth", "listen" beside "mcpServers"/,
+    );
   });
 
   it('a gateway config still loads as before', () => {
@@ -220,17 +261,36 @@ describe('stdio child environment', () => {
     expect(matchesPassthrough('AWS', 'AWS_*')).toBe(false);
     expect(matchesPassthrough('GITHUB_TOKEN', 'GITHUB_TOKEN')).toBe(true);
     expect(matchesPassthrough('GITHUB_TOKEN_2', 'GITHUB_TOKEN')).toBe(false);
-    expect(passthroughEnv(['A_*', 'B', 'C'], { A_1: '1', A_2: '2', B: 'b', D: 'd' })).toEqual({ values: { A_1: '1', A_2: '2', B: 'b' }, unmatched: ['C'] });
+    expect(passthroughEnv(['A_*', 'B', 'C'], { A_1: '1', A_2: '2', B: 'b', D: 'd' })).toEqual({
+      values: { A_1: '1', A_2: '2', B: 'b' },
+      unmatched: ['C'],
+    });
   });
 
   it('envPassthrough adds the variables of the environment to env; the configured env wins; the report lists names only', () => {
     const loaded = interpretConfig(
-      { upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['GITHUB_TOKEN', 'AWS_*', 'MISSING'], env: { AWS_REGION: 'configured', EXTRA: 'x' } } } },
+      {
+        upstreams: {
+          s: {
+            transport: 'stdio',
+            command: 'node',
+            envPassthrough: ['GITHUB_TOKEN', 'AWS_*', 'MISSING'],
+            env: { AWS_REGION: 'configured', EXTRA: 'x' },
+          },
+        },
+      },
       { GITHUB_TOKEN: 'gh', AWS_REGION: 'from-env', AWS_PROFILE: 'p', OTHER_SECRET: 's' },
     );
     const s = loaded.config.upstreams.s!;
     expect(s.transport === 'stdio' && s.env).toEqual({ GITHUB_TOKEN: 'gh', AWS_REGION: 'configured', AWS_PROFILE: 'p', EXTRA: 'x' });
-    expect(loaded.childEnv).toEqual([{ upstream: 's', names: ['AWS_PROFILE', 'AWS_REGION', 'EXTRA', 'GITHUB_TOKEN'], passedThrough: ['AWS_PROFILE', 'GITHUB_TOKEN'], unmatched: ['MISSING'] }]);
+    expect(loaded.childEnv).toEqual([
+      {
+        upstream: 's',
+        names: ['AWS_PROFILE', 'AWS_REGION', 'EXTRA', 'GITHUB_TOKEN'],
+        passedThrough: ['AWS_PROFILE', 'GITHUB_TOKEN'],
+        unmatched: ['MISSING'],
+      },
+    ]);
   });
 
   it('envPassthrough in an mcpServers entry works the same way', () => {
@@ -239,7 +299,11 @@ describe('stdio child environment', () => {
   });
 
   it('a bare * or a malformed entry is a config error', () => {
-    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['*'] } } }, {})).toThrow(/upstreams\.s\.envPassthrough\[0\]: give a variable name/);
-    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['A*B'] } } }, {})).toThrow(/envPassthrough\[0\]/);
+    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['*'] } } }, {})).toThrow(
+      /upstreams\.s\.envPassthrough\[0\]: give a variable name/,
+    );
+    expect(() => parseConfig({ upstreams: { s: { transport: 'stdio', command: 'node', envPassthrough: ['A*B'] } } }, {})).toThrow(
+      /envPassthrough\[0\]/,
+    );
   });
 });

@@ -39,11 +39,20 @@ describe('shipped configs', () => {
   });
 
   it('config/replicas/gateway.json (the compose recipe) parses: Redis store, replica secret and advertised URL from the environment', () => {
-    const env = { ...fakeEnv, MRTR_API_KEY: 'k'.repeat(20), REQUEST_STATE_SECRET: 's'.repeat(32), REPLICA_SECRET: 'r'.repeat(32), REDIS_URL: 'redis://redis:6379', ADVERTISE_URL: 'http://gateway-a:8787' };
+    const env = {
+      ...fakeEnv,
+      MRTR_API_KEY: 'k'.repeat(20),
+      REQUEST_STATE_SECRET: 's'.repeat(32),
+      REPLICA_SECRET: 'r'.repeat(32),
+      REDIS_URL: 'redis://redis:6379',
+      ADVERTISE_URL: 'http://gateway-a:8787',
+    };
     const cfg = parseConfig(readJson(join(ROOT, 'config/replicas/gateway.json')), env, join(ROOT, 'config/replicas'));
     expect(cfg.store).toMatchObject({ kind: 'redis', url: 'redis://redis:6379' });
     expect(cfg.replicas.advertiseUrl).toBe('http://gateway-a:8787');
-    expect(() => parseConfig({ ...(readJson(join(ROOT, 'config/replicas/gateway.json')) as object), replicas: {} }, env, ROOT)).toThrow(/replicas\.secret/);
+    expect(() => parseConfig({ ...(readJson(join(ROOT, 'config/replicas/gateway.json')) as object), replicas: {} }, env, ROOT)).toThrow(
+      /replicas\.secret/,
+    );
   });
 
   const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));
@@ -65,15 +74,23 @@ describe('parseConfig errors', () => {
   it('a URL the gateway cannot reach (another scheme than http or https) is refused at load, naming its path; http and https pass', () => {
     for (const url of ['ftp://127.0.0.1/y', 'file:///etc/passwd', 'ws://127.0.0.1:1/mcp', 'not a url']) {
       for (const transport of ['streamable-http', 'sse']) {
-        expect(() => parseConfig({ upstreams: { x: { transport, url } } }, {}), `${transport} ${url}`).toThrow(/upstreams\.x\.url: expected an http:\/\/ or https:\/\/ URL/);
+        expect(() => parseConfig({ upstreams: { x: { transport, url } } }, {}), `${transport} ${url}`).toThrow(
+          /upstreams\.x\.url: expected an http:\/\/ or https:\/\/ URL/,
+        );
       }
-      expect(() => parseConfig({ mcpServers: { x: { url } } }, {}), url).toThrow(/mcpServers\.x\.url: expected an http:\/\/ or https:\/\/ URL/);
+      expect(() => parseConfig({ mcpServers: { x: { url } } }, {}), url).toThrow(
+        /mcpServers\.x\.url: expected an http:\/\/ or https:\/\/ URL/,
+      );
     }
-    for (const url of ['http://127.0.0.1:3001/mcp', 'https://example.com/mcp']) expect(() => parseConfig({ upstreams: { x: { transport: 'streamable-http', url } } }, {})).not.toThrow();
+    for (const url of ['http://127.0.0.1:3001/mcp', 'https://example.com/mcp'])
+      expect(() => parseConfig({ upstreams: { x: { transport: 'streamable-http', url } } }, {})).not.toThrow();
   });
 
   it('an unset ${VAR} is reported naming the variable and its JSON path', () => {
-    const raw = { requestState: { keys: [{ kid: 'k', secret: '${NOPE_NOT_SET}' }] }, upstreams: { a: { transport: 'stdio', command: 'node' } } };
+    const raw = {
+      requestState: { keys: [{ kid: 'k', secret: '${NOPE_NOT_SET}' }] },
+      upstreams: { a: { transport: 'stdio', command: 'node' } },
+    };
     expect(() => parseConfig(raw, {})).toThrow(/requestState\.keys\[0\]\.secret: environment variable NOPE_NOT_SET is not set/);
   });
 
@@ -82,7 +99,9 @@ describe('parseConfig errors', () => {
     const defaults = parseConfig({ upstreams }, {}).legacySessions;
     expect(defaults.closeStreamAfterMs).toBe(0);
     expect(defaults.retryMs).toBe(1000);
-    expect(parseConfig({ legacySessions: { closeStreamAfterMs: 2000, retryMs: 500 }, upstreams }, {}).legacySessions.closeStreamAfterMs).toBe(2000);
+    expect(
+      parseConfig({ legacySessions: { closeStreamAfterMs: 2000, retryMs: 500 }, upstreams }, {}).legacySessions.closeStreamAfterMs,
+    ).toBe(2000);
     expect(() => parseConfig({ legacySessions: { closeStreamAfterMs: 2000, eventsPerSession: 0 }, upstreams }, {})).toThrow(
       /legacySessions\.closeStreamAfterMs: closeStreamAfterMs needs eventsPerSession > 0/,
     );
@@ -94,8 +113,12 @@ describe('parseConfig errors', () => {
     expect(parseConfig({ upstreams }, {}).admin).toEqual({ enabled: false, refreshSeconds: 5 });
     expect(parseConfig({ admin: { enabled: true }, upstreams }, {}).admin.enabled).toBe(true);
     const auth = { mode: 'apiKeys', keys: [{ principal: 'ops', key: 'k'.repeat(20) }] };
-    expect(() => parseConfig({ auth, admin: { enabled: true }, upstreams }, {})).toThrow(/admin\.principals: required with auth\.mode "apiKeys"/);
-    expect(parseConfig({ auth, admin: { enabled: true, principals: ['apikey:ops'] }, upstreams }, {}).admin.principals).toEqual(['apikey:ops']);
+    expect(() => parseConfig({ auth, admin: { enabled: true }, upstreams }, {})).toThrow(
+      /admin\.principals: required with auth\.mode "apiKeys"/,
+    );
+    expect(parseConfig({ auth, admin: { enabled: true, principals: ['apikey:ops'] }, upstreams }, {}).admin.principals).toEqual([
+      'apikey:ops',
+    ]);
     expect(() => parseConfig({ admin: { enabled: true, principals: [] }, upstreams }, {})).toThrow(/admin\.principals/);
     expect(() => parseConfig({ admin: { enabled: true, refreshSeconds: 0 }, upstreams }, {})).toThrow(/admin\.refreshSeconds/);
     expect(() => parseConfig({ admin: { enabled: 'yes' }, upstreams }, {})).toThrow(/admin\.enabled/);

@@ -82,7 +82,8 @@ function links(file: string): Link[] {
   const out: Link[] = [];
   for (const { line, text } of proseLines(readFileSync(file, 'utf8'))) {
     const prose = text.replace(/`[^`]*`/g, '');
-    for (const m of prose.matchAll(/!?\[(?:[^\]]|\][^(])*?\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) out.push({ file, line, target: m[1]! });
+    for (const m of prose.matchAll(/!?\[(?:[^\]]|\][^(])*?\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g))
+      out.push({ file, line, target: m[1]! });
     const def = /^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$/.exec(prose);
     if (def) out.push({ file, line, target: def[1]! });
   }
@@ -114,27 +115,36 @@ describe('the slugger', () => {
 });
 
 describe('docs pages', () => {
-  it.each(PAGES.map((p) => [relative(ROOT, p), p]))('%s has a table of contents before its first section, linking every section', (_name, page) => {
-    const lines = proseLines(readFileSync(page, 'utf8'));
-    const firstSection = lines.find((l) => /^##\s/.test(l.text) && !/^##\s+Contents\s*$/.test(l.text));
-    expect(firstSection, 'a page with sections').toBeDefined();
-    const marker = lines.findIndex((l) => /^Contents:/.test(l.text) || /^##\s+Contents\s*$/.test(l.text));
-    expect(marker, 'a "Contents:" line or a "## Contents" heading').toBeGreaterThanOrEqual(0);
-    expect(lines[marker]!.line).toBeLessThan(firstSection!.line);
-    // The contents: from the marker to the next blank line after the links, or the first section.
-    const block: string[] = [];
-    for (const l of lines.slice(marker)) {
-      if (l.line >= firstSection!.line) break;
-      if (block.length && l.text.trim() === '' && block.some((b) => b.includes('](#'))) break;
-      block.push(l.text);
-    }
-    const listed = [...block.join('\n').matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]!);
-    const sections = headings(page).filter((h) => h.level === 2 && h.text !== 'Contents');
-    expect(sections.length).toBeGreaterThan(0);
-    expect(sections.map((h) => h.anchor).filter((a) => !listed.includes(a)), 'sections missing from the contents').toEqual([]);
-    const anchors = headings(page).map((h) => h.anchor);
-    expect(listed.filter((a) => !anchors.includes(a)), 'contents entries with no heading').toEqual([]);
-  });
+  it.each(PAGES.map((p) => [relative(ROOT, p), p]))(
+    '%s has a table of contents before its first section, linking every section',
+    (_name, page) => {
+      const lines = proseLines(readFileSync(page, 'utf8'));
+      const firstSection = lines.find((l) => /^##\s/.test(l.text) && !/^##\s+Contents\s*$/.test(l.text));
+      expect(firstSection, 'a page with sections').toBeDefined();
+      const marker = lines.findIndex((l) => /^Contents:/.test(l.text) || /^##\s+Contents\s*$/.test(l.text));
+      expect(marker, 'a "Contents:" line or a "## Contents" heading').toBeGreaterThanOrEqual(0);
+      expect(lines[marker]!.line).toBeLessThan(firstSection!.line);
+      // The contents: from the marker to the next blank line after the links, or the first section.
+      const block: string[] = [];
+      for (const l of lines.slice(marker)) {
+        if (l.line >= firstSection!.line) break;
+        if (block.length && l.text.trim() === '' && block.some((b) => b.includes('](#'))) break;
+        block.push(l.text);
+      }
+      const listed = [...block.join('\n').matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]!);
+      const sections = headings(page).filter((h) => h.level === 2 && h.text !== 'Contents');
+      expect(sections.length).toBeGreaterThan(0);
+      expect(
+        sections.map((h) => h.anchor).filter((a) => !listed.includes(a)),
+        'sections missing from the contents',
+      ).toEqual([]);
+      const anchors = headings(page).map((h) => h.anchor);
+      expect(
+        listed.filter((a) => !anchors.includes(a)),
+        'contents entries with no heading',
+      ).toEqual([]);
+    },
+  );
 });
 
 describe('relative links', () => {
@@ -143,16 +153,20 @@ describe('relative links', () => {
   it('are found (the check reads the links it should)', () => {
     expect(all.length).toBeGreaterThan(100);
     expect(all.some((l) => l.file.endsWith('README.md'))).toBe(true);
-    expect(brokenReason({ file: join(DOCS, 'tracing.md'), line: 0, target: '#no-such-heading' })).toBe('no heading #no-such-heading in docs/tracing.md');
+    expect(brokenReason({ file: join(DOCS, 'tracing.md'), line: 0, target: '#no-such-heading' })).toBe(
+      'no heading #no-such-heading in docs/tracing.md',
+    );
     expect(brokenReason({ file: join(DOCS, 'tracing.md'), line: 0, target: 'nope.md' })).toBe('no file docs/nope.md');
     expect(brokenReason({ file: join(DOCS, 'tracing.md'), line: 0, target: 'sampling.md#temperature-and-anthropic' })).toBeUndefined();
   });
 
   it.each(LINKED.map((p) => [relative(ROOT, p), p]))('in %s point to existing files and headings', (_name, file) => {
-    const broken = all.filter((l) => l.file === file).flatMap((l) => {
-      const why = brokenReason(l);
-      return why ? [`${relative(ROOT, l.file)}:${l.line}: (${l.target}) ${why}`] : [];
-    });
+    const broken = all
+      .filter((l) => l.file === file)
+      .flatMap((l) => {
+        const why = brokenReason(l);
+        return why ? [`${relative(ROOT, l.file)}:${l.line}: (${l.target}) ${why}`] : [];
+      });
     expect(broken).toEqual([]);
   });
 });

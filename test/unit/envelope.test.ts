@@ -56,7 +56,10 @@ describe('parseJsonRpc', () => {
   });
 
   it('rejects a missing or wrong "jsonrpc" with -32600 / HTTP 400 naming the field', () => {
-    for (const body of [{ id: 1, method: 'tools/list' }, { jsonrpc: '1.0', id: 1, method: 'tools/list' }]) {
+    for (const body of [
+      { id: 1, method: 'tools/list' },
+      { jsonrpc: '1.0', id: 1, method: 'tools/list' },
+    ]) {
       const e = caught(() => parseJsonRpc(body));
       expect(e.code).toBe(-32600);
       expect(e.httpStatus).toBe(400);
@@ -76,7 +79,9 @@ describe('parseJsonRpc', () => {
       expect(caught(() => parseJsonRpc(body)).code, JSON.stringify(body)).toBe(-32600);
     }
     for (const id of [null, 1.5]) {
-      expect(caught(() => parseJsonRpc({ jsonrpc: '2.0', id, method: 'tools/list' })).message).toBe('Invalid JSON-RPC request: id: must be a string or an integer (an MCP request id is never null)');
+      expect(caught(() => parseJsonRpc({ jsonrpc: '2.0', id, method: 'tools/list' })).message).toBe(
+        'Invalid JSON-RPC request: id: must be a string or an integer (an MCP request id is never null)',
+      );
     }
   });
 });
@@ -103,7 +108,13 @@ describe('decodeHeaderValue', () => {
   });
 
   it('refuses a sentinel around bad Base64 (characters, padding) or bytes that are not UTF-8 → -32020 / 400', () => {
-    for (const bad of ['=?base64?not base64!?=', '=?base64?SGVs!!!bG8=?=', '=?base64?SGVsbG8?=', '=?base64?SGVsbG8===?=', `=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=`]) {
+    for (const bad of [
+      '=?base64?not base64!?=',
+      '=?base64?SGVs!!!bG8=?=',
+      '=?base64?SGVsbG8?=',
+      '=?base64?SGVsbG8===?=',
+      `=?base64?${Buffer.from([0xff, 0xfe]).toString('base64')}?=`,
+    ]) {
       const e = caught(() => decodeHeaderValue(bad, 'Mcp-Param-Region'));
       expect(e.code).toBe(-32020);
       expect(e.httpStatus).toBe(400);
@@ -166,8 +177,12 @@ describe('validateRequest', () => {
       expect(e.httpStatus, JSON.stringify(params)).toBe(400);
     }
     // A version of the wrong type is named as such, not as missing.
-    expect(caught(() => validateRequest(req('tools/list', { _meta: { [PV]: 2026, [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(/protocolVersion"\] must be a non-empty string, got 2026/);
-    expect(caught(() => validateRequest(req('tools/list', { _meta: { [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(/protocolVersion"\] is required/);
+    expect(caught(() => validateRequest(req('tools/list', { _meta: { [PV]: 2026, [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(
+      /protocolVersion"\] must be a non-empty string, got 2026/,
+    );
+    expect(caught(() => validateRequest(req('tools/list', { _meta: { [CC]: {} } }), okHeaders('tools/list'))).message).toMatch(
+      /protocolVersion"\] is required/,
+    );
   });
 
   it('check order: a malformed envelope is reported before an unsupported version', () => {
@@ -177,7 +192,10 @@ describe('validateRequest', () => {
 
   it('unsupported version → -32022 / 400 with data.supported and data.requested', () => {
     const e = caught(() =>
-      validateRequest(req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }), headers({ 'mcp-protocol-version': '1900-01-01', 'mcp-method': 'tools/list' })),
+      validateRequest(
+        req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }),
+        headers({ 'mcp-protocol-version': '1900-01-01', 'mcp-method': 'tools/list' }),
+      ),
     );
     expect(e.code).toBe(-32022);
     expect(e.httpStatus).toBe(400);
@@ -185,17 +203,27 @@ describe('validateRequest', () => {
   });
 
   it('check order: a version header that differs from the envelope is reported (-32020) before an unsupported version', () => {
-    const e = caught(() => validateRequest(req('tools/list', { _meta: meta({ [PV]: 'v999.0.0' }) }), headers({ 'mcp-protocol-version': V, 'mcp-method': 'tools/list' })));
+    const e = caught(() =>
+      validateRequest(
+        req('tools/list', { _meta: meta({ [PV]: 'v999.0.0' }) }),
+        headers({ 'mcp-protocol-version': V, 'mcp-method': 'tools/list' }),
+      ),
+    );
     expect(e.code).toBe(-32020);
   });
 
   it('check order: an unsupported version (header matching) is reported before missing Mcp-Method', () => {
-    const e = caught(() => validateRequest(req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }), headers({ 'mcp-protocol-version': '1900-01-01' })));
+    const e = caught(() =>
+      validateRequest(req('tools/list', { _meta: meta({ [PV]: '1900-01-01' }) }), headers({ 'mcp-protocol-version': '1900-01-01' })),
+    );
     expect(e.code).toBe(-32022);
   });
 
   it('MCP-Protocol-Version missing or different from _meta → -32020 / 400', () => {
-    for (const h of [{ 'mcp-method': 'tools/list' }, { 'mcp-method': 'tools/list', 'mcp-protocol-version': '2025-11-25' }] as Record<string, string>[]) {
+    for (const h of [{ 'mcp-method': 'tools/list' }, { 'mcp-method': 'tools/list', 'mcp-protocol-version': '2025-11-25' }] as Record<
+      string,
+      string
+    >[]) {
       const e = caught(() => validateRequest(req('tools/list', { _meta: meta() }), headers(h)));
       expect(e.code).toBe(-32020);
       expect(e.httpStatus).toBe(400);
@@ -238,13 +266,18 @@ describe('validateRequest', () => {
       expect(ok.method).toBe(m);
     }
     // Long values are quoted cut, not echoed whole.
-    const long = caught(() => validateRequest(req('tools/call', { name: `n${'x'.repeat(3000)}`, _meta: meta() }), okHeaders('tools/call', 'short')));
+    const long = caught(() =>
+      validateRequest(req('tools/call', { name: `n${'x'.repeat(3000)}`, _meta: meta() }), okHeaders('tools/call', 'short')),
+    );
     expect(long.message).toBe(`Header mismatch: Mcp-Name header value 'short' does not match body value 'n${'x'.repeat(199)}…'`);
   });
 
   it('Mcp-Name in =?base64?…?= form is decoded before comparing', () => {
     const name = 'wéird tool ✓';
-    const v = validateRequest(req('tools/call', { name, _meta: meta() }), okHeaders('tools/call', `=?base64?${Buffer.from(name).toString('base64')}?=`));
+    const v = validateRequest(
+      req('tools/call', { name, _meta: meta() }),
+      okHeaders('tools/call', `=?base64?${Buffer.from(name).toString('base64')}?=`),
+    );
     expect(v.params.name).toBe(name);
   });
 
@@ -259,7 +292,9 @@ describe('validateRequest', () => {
   });
 
   it('Mcp-Name with bad =?base64?…?= → -32020 / 400', () => {
-    const e = caught(() => validateRequest(req('tools/call', { name: 'echo', _meta: meta() }), okHeaders('tools/call', '=?base64?ZWNobw?=')));
+    const e = caught(() =>
+      validateRequest(req('tools/call', { name: 'echo', _meta: meta() }), okHeaders('tools/call', '=?base64?ZWNobw?=')),
+    );
     expect(e.code).toBe(-32020);
     expect(e.httpStatus).toBe(400);
   });
@@ -277,10 +312,27 @@ describe('validateRequest', () => {
   });
 
   it('subscriptions/listen: the filter must be booleans and arrays of strings → -32602', () => {
-    const ok = { toolsListChanged: true, promptsListChanged: false, resourcesListChanged: true, resourceSubscriptions: ['test://a'], taskIds: ['t'] };
-    expect(validateRequest(req('subscriptions/listen', { notifications: ok, _meta: meta() }), okHeaders('subscriptions/listen')).params.notifications).toEqual(ok);
-    for (const bad of [[], { toolsListChanged: 'yes' }, { resourceSubscriptions: 'test://a' }, { resourceSubscriptions: [1] }, { taskIds: [null] }]) {
-      const e = caught(() => validateRequest(req('subscriptions/listen', { notifications: bad, _meta: meta() }), okHeaders('subscriptions/listen')));
+    const ok = {
+      toolsListChanged: true,
+      promptsListChanged: false,
+      resourcesListChanged: true,
+      resourceSubscriptions: ['test://a'],
+      taskIds: ['t'],
+    };
+    expect(
+      validateRequest(req('subscriptions/listen', { notifications: ok, _meta: meta() }), okHeaders('subscriptions/listen')).params
+        .notifications,
+    ).toEqual(ok);
+    for (const bad of [
+      [],
+      { toolsListChanged: 'yes' },
+      { resourceSubscriptions: 'test://a' },
+      { resourceSubscriptions: [1] },
+      { taskIds: [null] },
+    ]) {
+      const e = caught(() =>
+        validateRequest(req('subscriptions/listen', { notifications: bad, _meta: meta() }), okHeaders('subscriptions/listen')),
+      );
       expect(e.code, JSON.stringify(bad)).toBe(-32602);
     }
   });

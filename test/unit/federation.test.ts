@@ -48,7 +48,8 @@ describe('tool policy', () => {
   });
 
   it('tool names: 1 to 128 of A-Z a-z 0-9 _ - . (MCP server/tools); others are left out, reported, and refused', () => {
-    for (const ok of ['a', 'getUser', 'DATA_EXPORT_v2', 'admin.tools.list', '-x-', 'n'.repeat(128)]) expect(toolNameProblem(ok), ok).toBeUndefined();
+    for (const ok of ['a', 'getUser', 'DATA_EXPORT_v2', 'admin.tools.list', '-x-', 'n'.repeat(128)])
+      expect(toolNameProblem(ok), ok).toBeUndefined();
     expect(toolNameProblem('')).toBe('is empty');
     expect(toolNameProblem('n'.repeat(129))).toBe('is longer than 128 characters (129)');
     expect(toolNameProblem('<b>x</b>')).toBe('has characters outside A-Z, a-z, 0-9, _, - and . ("<" ">" "/")');
@@ -63,7 +64,9 @@ describe('tool policy', () => {
     expect(toolCallRefusal({ deny: ['ok'] }, 'ok')?.message).toBe('Unknown tool: ok');
     const e = toolCallRefusal(undefined, '<img src=x>')!;
     expect(e.code).toBe(-32602);
-    expect(e.message).toMatch(/^Tool name not served: the name has characters outside .*; the gateway serves only tool names of 1 to 128 characters/);
+    expect(e.message).toMatch(
+      /^Tool name not served: the name has characters outside .*; the gateway serves only tool names of 1 to 128 characters/,
+    );
     expect(e.data).toEqual({ reason: 'invalid-tool-name', name: '<img src=x>' });
   });
 });
@@ -109,7 +112,14 @@ describe('naming', () => {
     const members = new Set(['a', 'b']);
     const c = encodeCursor('tools/list', { a: '4', b: 'opaque==' });
     expect(decodeCursor(c, 'tools/list', members)).toEqual({ a: '4', b: 'opaque==' });
-    for (const bad of ['4', 'fed1.!!', encodeCursor('prompts/list', { a: '1' }), encodeCursor('tools/list', { z: '1' }), encodeCursor('tools/list', {}), encodeCursor('tools/list', { a: '' })]) {
+    for (const bad of [
+      '4',
+      'fed1.!!',
+      encodeCursor('prompts/list', { a: '1' }),
+      encodeCursor('tools/list', { z: '1' }),
+      encodeCursor('tools/list', {}),
+      encodeCursor('tools/list', { a: '' }),
+    ]) {
       expect(() => decodeCursor(bad, 'tools/list', members)).toThrow(expect.objectContaining({ code: -32602 }));
     }
   });
@@ -166,12 +176,22 @@ describe('merging', () => {
         { tools: { listChanged: true }, resources: { listChanged: false }, extensions: { x: {} } },
         { tools: {}, resources: { subscribe: true, listChanged: true }, completions: {}, extensions: { y: {} } },
       ),
-    ).toEqual({ tools: { listChanged: true }, resources: { listChanged: true, subscribe: true }, completions: {}, extensions: { x: {}, y: {} } });
+    ).toEqual({
+      tools: { listChanged: true },
+      resources: { listChanged: true, subscribe: true },
+      completions: {},
+      extensions: { x: {}, y: {} },
+    });
   });
 
   it('the honored filter: what any part honored, only what was asked', () => {
     const asked: ListenFilter = { toolsListChanged: true, resourceSubscriptions: ['u1', 'u2', 'u3'], taskIds: ['t1'] };
-    expect(mergeHonored(asked, [{ toolsListChanged: true, resourceSubscriptions: ['u1'] }, { resourceSubscriptions: ['u3'], promptsListChanged: true }])).toEqual({
+    expect(
+      mergeHonored(asked, [
+        { toolsListChanged: true, resourceSubscriptions: ['u1'] },
+        { resourceSubscriptions: ['u3'], promptsListChanged: true },
+      ]),
+    ).toEqual({
       toolsListChanged: true,
       resourceSubscriptions: ['u1', 'u3'],
       taskIds: [],
@@ -249,7 +269,10 @@ describe('federation config', () => {
   });
 
   it('federation.upstreams and federation.prefixes name federated upstreams, once', () => {
-    const msg = problems({ federation: { enabled: true, upstreams: ['a', 'nope', 'a'], prefixes: { b: 'x_' } }, upstreams: { a: fixture, b: fixture } });
+    const msg = problems({
+      federation: { enabled: true, upstreams: ['a', 'nope', 'a'], prefixes: { b: 'x_' } },
+      upstreams: { a: fixture, b: fixture },
+    });
     expect(msg).toContain("federation.upstreams[1]: unknown upstream 'nope' (upstreams has a, b)");
     expect(msg).toContain("federation.upstreams[2]: upstream 'a' is listed twice");
     expect(msg).toContain("federation.prefixes.b: 'b' is not a federated upstream");
@@ -269,15 +292,30 @@ describe('federation config', () => {
     });
     expect(msg).toContain("upstreams.b.tools.allow[0]: tool 'search' would be served on /mcp by both upstreams 'a' and 'b'");
     // With their prefixes the names differ; a denied name does not count; federation off checks nothing.
-    expect(() => parse({ federation: { enabled: true }, upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'] } } } })).not.toThrow();
     expect(() =>
-      parse({ federation: { enabled: true, prefix: 'none' }, upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'], deny: ['search'] } } } }),
+      parse({
+        federation: { enabled: true },
+        upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'] } } },
+      }),
     ).not.toThrow();
-    expect(() => parse({ federation: { prefix: 'none' }, upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'] } } } })).not.toThrow();
+    expect(() =>
+      parse({
+        federation: { enabled: true, prefix: 'none' },
+        upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'], deny: ['search'] } } },
+      }),
+    ).not.toThrow();
+    expect(() =>
+      parse({
+        federation: { prefix: 'none' },
+        upstreams: { a: { ...fixture, tools: { allow: ['search'] } }, b: { ...fixture, tools: { allow: ['search'] } } },
+      }),
+    ).not.toThrow();
   });
 
   it('prefixes use the characters of tool names', () => {
-    expect(problems({ federation: { enabled: true, prefixes: { a: 'a b' } }, upstreams: { a: fixture } })).toContain('federation.prefixes.a');
+    expect(problems({ federation: { enabled: true, prefixes: { a: 'a b' } }, upstreams: { a: fixture } })).toContain(
+      'federation.prefixes.a',
+    );
     expect(problems({ upstreams: { a: { ...fixture, tools: { deny: [''] } } } })).toContain('upstreams.a.tools.deny[0]');
   });
 });

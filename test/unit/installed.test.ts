@@ -19,7 +19,13 @@ describe('tests that need installed programs', () => {
   });
 
   it('CI counts as set unless empty, 0 or false', () => {
-    expect([undefined, '', '0', 'false', 'FALSE'].map((v) => inCi(v === undefined ? {} : { CI: v }))).toEqual([false, false, false, false, false]);
+    expect([undefined, '', '0', 'false', 'FALSE'].map((v) => inCi(v === undefined ? {} : { CI: v }))).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
     expect(['true', '1', 'yes', 'github'].map((v) => inCi({ CI: v }))).toEqual([true, true, true, true]);
   });
 });

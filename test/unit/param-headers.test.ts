@@ -58,7 +58,9 @@ describe('headerParams (x-mcp-header annotations)', () => {
   it('a schema without annotations, or without properties, has none', () => {
     expect(params({ type: 'object' })).toEqual([]);
     expect(params(undefined)).toEqual([]);
-    expect(params(obj({ a: { type: 'string' } }, { $defs: { x: { type: 'object', properties: { 'x-mcp-header': { type: 'string' } } } } }))).toEqual([]);
+    expect(
+      params(obj({ a: { type: 'string' } }, { $defs: { x: { type: 'object', properties: { 'x-mcp-header': { type: 'string' } } } } })),
+    ).toEqual([]);
   });
 
   it('does not mistake data for annotations (default, enum, const, examples)', () => {
@@ -80,7 +82,9 @@ describe('headerParams (x-mcp-header annotations)', () => {
   });
 
   it('refuses names repeated case-insensitively', () => {
-    expect(invalid(obj({ a: { type: 'string', 'x-mcp-header': 'Region' }, b: { type: 'string', 'x-mcp-header': 'REGION' } }))).toContain('repeats');
+    expect(invalid(obj({ a: { type: 'string', 'x-mcp-header': 'Region' }, b: { type: 'string', 'x-mcp-header': 'REGION' } }))).toContain(
+      'repeats',
+    );
   });
 
   it('refuses annotations not reachable through properties alone', () => {
@@ -115,7 +119,11 @@ describe('checkParamHeaders (Mcp-Param-* against the body)', () => {
   );
 
   it('accepts matching headers, plain or Base64, integers compared numerically', () => {
-    checkParamHeaders(ps, { region: 'us-west1', n: 42, flag: true, target: { host: 'db.local' } }, { region: 'us-west1', n: '42', flag: 'true', 'target-host': 'db.local' });
+    checkParamHeaders(
+      ps,
+      { region: 'us-west1', n: 42, flag: true, target: { host: 'db.local' } },
+      { region: 'us-west1', n: '42', flag: 'true', 'target-host': 'db.local' },
+    );
     checkParamHeaders(ps, { region: 'Hello, 世界', n: 42 }, { region: b64('Hello, 世界'), n: '42.0' });
     checkParamHeaders(ps, { region: ' padded ', n: -7 }, { region: b64(' padded '), n: '-7' });
     checkParamHeaders(ps, { region: '=?base64?literal?=' }, { region: b64('=?base64?literal?=') });
@@ -131,7 +139,9 @@ describe('checkParamHeaders (Mcp-Param-* against the body)', () => {
 
   it('a value present in the body without its header → -32020', () => {
     expect(rejects(() => checkParamHeaders(ps, { region: 'eu' }, {})).message).toContain('Mcp-Param-Region');
-    expect(rejects(() => checkParamHeaders(ps, { region: 'eu', target: { host: 'h' } }, { region: 'eu' })).message).toContain('Mcp-Param-Target-Host');
+    expect(rejects(() => checkParamHeaders(ps, { region: 'eu', target: { host: 'h' } }, { region: 'eu' })).message).toContain(
+      'Mcp-Param-Target-Host',
+    );
   });
 
   it('a header whose argument is absent or null → -32020', () => {

@@ -7,7 +7,20 @@ const SECRET = 'a-state-secret-of-at-least-32-characters';
 const KEY = new Uint8Array(hkdfSync('sha256', Buffer.from(SECRET), Buffer.from('mrtr-gateway'), Buffer.from('requestState A256GCM'), 32));
 
 function claims(over: Partial<StateClaims> = {}): StateClaims {
-  return { up: 'u', sub: 'alice', m: 'tools/call', n: 'ask', d: 'digest', ex: 'x1', rep: 'r1', rnd: 1, keys: ['elicitation-1'], jti: 'j-1', expMs: Date.now() + 60_000, ...over };
+  return {
+    up: 'u',
+    sub: 'alice',
+    m: 'tools/call',
+    n: 'ask',
+    d: 'digest',
+    ex: 'x1',
+    rep: 'r1',
+    rnd: 1,
+    keys: ['elicitation-1'],
+    jti: 'j-1',
+    expMs: Date.now() + 60_000,
+    ...over,
+  };
 }
 
 /** A compact JWE with any protected header, encrypted with A256GCM under `key` (for headers jose refuses to write). */
@@ -30,9 +43,20 @@ describe('requestState sealing', () => {
   it('seals a JWT in JWE compact form that jose decrypts with the derived key, with jti, iat and exp', async () => {
     const c = claims();
     const token = await sealer.seal(c);
-    const { payload, protectedHeader } = await jwtDecrypt(token, KEY, { keyManagementAlgorithms: ['dir'], contentEncryptionAlgorithms: ['A256GCM'] });
+    const { payload, protectedHeader } = await jwtDecrypt(token, KEY, {
+      keyManagementAlgorithms: ['dir'],
+      contentEncryptionAlgorithms: ['A256GCM'],
+    });
     expect(protectedHeader).toEqual({ alg: 'dir', enc: 'A256GCM', kid: 'k1' });
-    expect(payload).toMatchObject({ up: 'u', sub: 'alice', n: 'ask', keys: ['elicitation-1'], jti: 'j-1', expMs: c.expMs, exp: Math.ceil(c.expMs / 1000) });
+    expect(payload).toMatchObject({
+      up: 'u',
+      sub: 'alice',
+      n: 'ask',
+      keys: ['elicitation-1'],
+      jti: 'j-1',
+      expMs: c.expMs,
+      exp: Math.ceil(c.expMs / 1000),
+    });
     expect(typeof payload.iat).toBe('number');
     expect(await sealer.open(token)).toMatchObject({ ...c });
   });
@@ -40,14 +64,22 @@ describe('requestState sealing', () => {
   it('opens a state that jose sealed the same way (a replica of another version), and no two seals are alike', async () => {
     const c = claims({ jti: 'from-jose' });
     const { jti, expMs, ...rest } = c;
-    const token = await new EncryptJWT({ ...rest, expMs }).setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: 'k1' }).setJti(jti).setIssuedAt().setExpirationTime(Math.ceil(expMs / 1000)).encrypt(KEY);
+    const token = await new EncryptJWT({ ...rest, expMs })
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: 'k1' })
+      .setJti(jti)
+      .setIssuedAt()
+      .setExpirationTime(Math.ceil(expMs / 1000))
+      .encrypt(KEY);
     expect(await sealer.open(token)).toMatchObject(c);
     expect(await sealer.seal(c)).not.toBe(await sealer.seal(c));
   });
 
   it('opens states of every configured key and seals with the first', async () => {
     const old = new StateSealer([{ kid: 'k1', secret: SECRET }]);
-    const rotated = new StateSealer([{ kid: 'k2', secret: 'another-secret-of-at-least-32-characters' }, { kid: 'k1', secret: SECRET }]);
+    const rotated = new StateSealer([
+      { kid: 'k2', secret: 'another-secret-of-at-least-32-characters' },
+      { kid: 'k1', secret: SECRET },
+    ]);
     expect(await rotated.open(await old.seal(claims()))).toMatchObject({ jti: 'j-1' });
     await rejected(old, await rotated.seal(claims()));
   });
@@ -78,8 +110,11 @@ describe('requestState sealing', () => {
     await rejected(sealer, handMade({ alg: 'dir', enc: 'A256GCM', kid: 'k1', typ: 'JWT' }, payload));
     // The same hand-made token with the header it issues opens: the rejections above are the header's.
     expect(await sealer.open(handMade({ alg: 'dir', enc: 'A256GCM', kid: 'k1' }, payload))).toMatchObject({ jti: 'j-1' });
-    const arrayPayload = await new CompactEncrypt(new TextEncoder().encode('[1]')).setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: 'k1' }).encrypt(KEY);
+    const arrayPayload = await new CompactEncrypt(new TextEncoder().encode('[1]'))
+      .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: 'k1' })
+      .encrypt(KEY);
     await rejected(sealer, arrayPayload);
-    for (const junk of ['', 'a.b.c.d.e', '....', `${parts[0]}.x.${parts[2]}.${parts[3]}.${parts[4]}`, 42, null]) await rejected(sealer, junk as string);
+    for (const junk of ['', 'a.b.c.d.e', '....', `${parts[0]}.x.${parts[2]}.${parts[3]}.${parts[4]}`, 42, null])
+      await rejected(sealer, junk as string);
   });
 });

@@ -15,7 +15,9 @@ const tools: ListedTool[] = [
 /** A session stand-in that only delivers notifications. */
 function fakeSession(): { session: UpstreamSession; emit(n: UpstreamNotification): void } {
   const listeners = new Set<(n: UpstreamNotification) => void>();
-  const session = { onNotification: (l: (n: UpstreamNotification) => void) => (listeners.add(l), () => listeners.delete(l)) } as unknown as UpstreamSession;
+  const session = {
+    onNotification: (l: (n: UpstreamNotification) => void) => (listeners.add(l), () => listeners.delete(l)),
+  } as unknown as UpstreamSession;
   return { session, emit: (n) => listeners.forEach((l) => l(n)) };
 }
 
@@ -24,7 +26,10 @@ describe('ToolCatalog', () => {
     const catalog = new ToolCatalog();
     let listings = 0;
     const list = async () => (listings++, tools);
-    expect(await catalog.lookup('view-a', 'annotated', list)).toEqual({ params: [{ name: 'Region', path: ['r'], type: 'string' }], replayable: false });
+    expect(await catalog.lookup('view-a', 'annotated', list)).toEqual({
+      params: [{ name: 'Region', path: ['r'], type: 'string' }],
+      replayable: false,
+    });
     expect(await catalog.lookup('view-a', 'plain', list)).toEqual({ params: [], replayable: false });
     expect(await catalog.lookup('view-a', 'broken', list)).toMatchObject({ invalid: expect.stringContaining('Ratio') });
     expect(listings).toBe(1);

@@ -46,12 +46,19 @@ describe('describeTracing', () => {
       sampler: 'parentbased_always_on',
       serviceName: 'mrtr-gateway',
     });
-    expect(describeTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).endpoint).toBe('http://collector:4317/');
-    expect(describeTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:1', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:2/t' }).endpoint).toBe('http://b:2/t');
+    expect(describeTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' }).endpoint).toBe(
+      'http://collector:4317/',
+    );
+    expect(
+      describeTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://a:1', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://b:2/t' }).endpoint,
+    ).toBe('http://b:2/t');
   });
 
   it('reports no credentials or query of the endpoint, and no endpoint for other exporters', () => {
-    const d = describeTracing({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://user:pw@collector/v1/traces?token=s3cret', OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer s3cret' });
+    const d = describeTracing({
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://user:pw@collector/v1/traces?token=s3cret',
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer s3cret',
+    });
     expect(d.endpoint).toBe('https://collector/v1/traces');
     expect(JSON.stringify(d)).not.toMatch(/s3cret|pw/);
     expect(describeTracing({ OTEL_TRACES_EXPORTER: 'console', OTEL_SERVICE_NAME: 'gw', OTEL_TRACES_SAMPLER: 'traceidratio' })).toEqual({
@@ -155,21 +162,45 @@ describe('nothing set', () => {
       process.stdout.write(JSON.stringify(out), () => process.exit(0));
     `;
     const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OTEL_')));
-    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: ROOT, env: { ...clean, ...env }, encoding: 'utf8', timeout: scaled(60_000) });
+    const out = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: ROOT,
+      env: { ...clean, ...env },
+      encoding: 'utf8',
+      timeout: scaled(60_000),
+    });
     return JSON.parse(out);
   }
 
-  it('loads no OpenTelemetry SDK package, registers nothing with the API, makes no span object and adds no header; the global tracer provider stays the no-op one', () => {
-    // No OpenTelemetry package at all: the provider SDKs (the Anthropic SDK imports the API) are
-    // loaded only when a sampling provider is configured.
-    expect(probe({})).toEqual({ started: false, active: false, globalApi: false, loaded: [], spans: 0, spanRecording: false, passThrough: true, providerRecords: false });
-  }, scaled(90_000));
+  it(
+    'loads no OpenTelemetry SDK package, registers nothing with the API, makes no span object and adds no header; the global tracer provider stays the no-op one',
+    () => {
+      // No OpenTelemetry package at all: the provider SDKs (the Anthropic SDK imports the API) are
+      // loaded only when a sampling provider is configured.
+      expect(probe({})).toEqual({
+        started: false,
+        active: false,
+        globalApi: false,
+        loaded: [],
+        spans: 0,
+        spanRecording: false,
+        passThrough: true,
+        providerRecords: false,
+      });
+    },
+    scaled(90_000),
+  );
 
-  it('starts the SDK when an exporter is configured (same probe, so it can tell)', () => {
-    const sampledOff = probe({ OTEL_TRACES_EXPORTER: 'console', OTEL_TRACES_SAMPLER: 'always_off' });
-    expect(sampledOff).toMatchObject({ started: true, active: false, globalApi: true, spans: 3, spanRecording: false });
-    expect(sampledOff.loaded).toEqual(expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/sdk-node', '@opentelemetry/resources']));
-    const on = probe({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_EXPORT_TIMEOUT: '100' });
-    expect(on).toMatchObject({ started: true, spans: 3, spanRecording: true, passThrough: false });
-  }, scaled(90_000));
+  it(
+    'starts the SDK when an exporter is configured (same probe, so it can tell)',
+    () => {
+      const sampledOff = probe({ OTEL_TRACES_EXPORTER: 'console', OTEL_TRACES_SAMPLER: 'always_off' });
+      expect(sampledOff).toMatchObject({ started: true, active: false, globalApi: true, spans: 3, spanRecording: false });
+      expect(sampledOff.loaded).toEqual(
+        expect.arrayContaining(['@opentelemetry/api', '@opentelemetry/sdk-node', '@opentelemetry/resources']),
+      );
+      const on = probe({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_EXPORT_TIMEOUT: '100' });
+      expect(on).toMatchObject({ started: true, spans: 3, spanRecording: true, passThrough: false });
+    },
+    scaled(90_000),
+  );
 });
