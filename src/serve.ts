@@ -6,12 +6,12 @@
  */
 import { serve as serveHttp } from '@hono/node-server';
 import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js';
-import { Gateway } from './gateway.js';
+import { Gateway } from './router/router.js';
 import { createApp } from './http/app.js';
 import { httpServerOptions } from './http/server.js';
 import { createLogger } from './observability/log.js';
 import { describeTracing, startTracing } from './observability/tracing.js';
-import { isLoopback } from './security/frontdoor.js';
+import { isLoopback } from './http/frontdoor.js';
 import { endChildrenBy } from './upstream/session.js';
 
 /** What the command line gave (flags win over `PORT` and `HOST`, read here). */

@@ -10,15 +10,15 @@
  */
 import { createHash } from 'node:crypto';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Gateway } from '../gateway.js';
-import type { LegacySessionInfo, LegacySessions } from '../http/legacy.js';
+import type { Gateway } from '../router/router.js';
+import type { LegacySessionInfo, LegacySessions } from '../http/legacy-sessions.js';
 import { DEPRECATED_FEATURES, type CensusEntry, type DeprecatedFeature } from '../observability/census.js';
 import type { DroppedEntry } from '../observability/dropped.js';
 import type { UpstreamFailure } from '../observability/upstream-health.js';
 import type { InputRequest } from '../protocol/wire.js';
 import { principalHash } from '../security/auth.js';
 import { bySize, redactText } from '../security/redact.js';
-import type { TaskStatus } from '../tasks/store.js';
+import type { TaskStatus } from '../store/tasks.js';
 
 /** Where the views read from. */
 export interface AdminSources {

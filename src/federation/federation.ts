@@ -27,22 +27,22 @@
  *   one whose binding the task id verifies under (2026-07-28 upstreams).
  *
  * Legacy clients on `POST /mcp` reach this layer through the reverse bridge
- * (src/legacy/federated.ts), as 2026-07-28 requests built from their session.
+ * (src/federation/federated.ts), as 2026-07-28 requests built from their session.
  */
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
-import { ClientConnection } from '../exchange/connection.js';
-import type { CallContext } from '../exchange/mrtr.js';
-import { INVALID_STATE } from '../exchange/seal.js';
-import { Gateway } from '../gateway.js';
+import { ClientConnection } from '../protocol/connection.js';
+import type { CallContext } from '../cells/bridge/mrtr.js';
+import { INVALID_STATE } from '../security/seal.js';
+import { Gateway } from '../router/router.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { ErrorCode, GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
 import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '../protocol/wire.js';
 import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
-import type { ListenFilter, ListenHandle } from '../subscriptions.js';
-import { TASK_NOT_FOUND, tasksExtensionRequired } from '../tasks/manager.js';
+import type { ListenFilter, ListenHandle } from '../router/subscriptions.js';
+import { TASK_NOT_FOUND, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
 import { invalidToolName, toolAllowed, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
 import { MergedSubscription, mergeHonored } from './listen.js';
 import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';

@@ -4,7 +4,7 @@
  * ordinary subscription opened through the router, and this merges them into one stream.
  */
 import type { GatewayError } from '../protocol/errors.js';
-import type { ListenFilter, ListenHandle, SubscriptionSink } from '../subscriptions.js';
+import type { ListenFilter, ListenHandle, SubscriptionSink } from '../router/subscriptions.js';
 
 /**
  * Several subscriptions delivered as one: every part's notifications go to the one sink. The

@@ -17,11 +17,11 @@ import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
 import { renderPage } from '../admin/page.js';
 import { censusView, droppedView, parkedView, Redactor, sessionsView, tasksView, upstreamsView, type AdminSources } from '../admin/view.js';
-import type { Gateway } from '../gateway.js';
+import type { Gateway } from '../router/router.js';
 import type { Logger } from '../observability/log.js';
 import { AuthError, principalHash, type Authenticator } from '../security/auth.js';
-import { isLoopback, type OriginGuard } from '../security/frontdoor.js';
-import type { LegacySessions } from './legacy.js';
+import { isLoopback, type OriginGuard } from './frontdoor.js';
+import type { LegacySessions } from './legacy-sessions.js';
 
 /** The TCP peer address of the request as Node reports it, or undefined when unknown. */
 function remoteAddress(c: Context): string | undefined {

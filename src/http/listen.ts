@@ -5,14 +5,14 @@
  * the listen request's id, and, when the subscription ends on the gateway's side, ends with the
  * listen result `{"resultType":"complete","_meta":{subscriptionId}}` (or a JSON-RPC error when the
  * upstream session behind it was lost). Closing the stream ends the subscription. What is honored
- * and relayed is decided behind the router (src/subscriptions.ts).
+ * and relayed is decided behind the router (src/router/subscriptions.ts).
  */
 import type { Context } from 'hono';
 import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { META_SUBSCRIPTION_ID } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
-import type { ListenHandle } from '../subscriptions.js';
+import type { ListenHandle } from '../router/subscriptions.js';
 import { errorResponse, sseStream } from './sse.js';
 
 /** Interval of the SSE keep-alive comments on a listen stream, in ms. */

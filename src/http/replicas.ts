@@ -18,12 +18,12 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import { Agent, fetch as undiciFetch } from 'undici';
-import type { StateSealer } from '../exchange/seal.js';
+import type { StateSealer } from '../security/seal.js';
 import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import { EXCHANGE_METHODS } from '../protocol/wire.js';
 import { traceHeaders } from '../observability/tracing.js';
 import type { ReplicaInfo } from '../store/shared.js';
-import type { TaskStore } from '../tasks/store.js';
+import type { TaskStore } from '../store/tasks.js';
 
 /** Path prefix of the internal forwarding route. */
 export const FORWARD_PREFIX = '/_replicas/forward/mcp/';

@@ -124,7 +124,7 @@ export const upstreamFailed = (upstream: string, reason: UpstreamFailure, messag
 
 /**
  * 200 / -32603 with `data.reason` `shutting-down`: a call (or the session it waited for) ended
- * because the gateway stops. New requests refused while it drains get 503 instead (src/gateway.ts).
+ * because the gateway stops. New requests refused while it drains get 503 instead (src/router/router.ts).
  */
 export const shutdownFailure = (upstream: string) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down');
 

@@ -17,7 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
 import type { Logger } from '../observability/log.js';
-import type { TaskRecord, TaskStore } from '../tasks/store.js';
+import type { TaskRecord, TaskStore } from './tasks.js';
 import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
 
 /** What the Redis store needs. */

@@ -8,7 +8,7 @@
  * legacy sessions, rate and concurrency limits.
  */
 import { LRUCache } from 'lru-cache';
-import { MemoryTaskStore, type TaskRecord, type TaskStore } from '../tasks/store.js';
+import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
 /** Spent requestState ids (single use of every sealed state, MCP 2026-07-28 basic/patterns/mrtr §Server rules 4). */
 export interface SpentStates {

@@ -1,9 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/gateway.js';
+import { Gateway } from '../../src/router/router.js';
 import { createApp } from '../../src/http/app.js';
-import type { LegacySessions } from '../../src/http/legacy.js';
+import type { LegacySessions } from '../../src/http/legacy-sessions.js';
 import { pino } from 'pino';
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { httpServerOptions } from '../../src/http/server.js';

@@ -106,7 +106,7 @@ function brokenReason(link: Link): string | undefined {
 describe('the slugger', () => {
   it('makes the anchors GitHub makes', () => {
     expect(slug(headingText('`npm start`, `npx mrtr-gateway` and `dist/`'))).toBe('npm-start-npx-mrtr-gateway-and-dist');
-    expect(slug(headingText('Sealing (`src/exchange/seal.ts`)'))).toBe('sealing-srcexchangesealts');
+    expect(slug(headingText('Sealing (`src/security/seal.ts`)'))).toBe('sealing-srcsecuritysealts');
     expect(slug(headingText("The child's environment"))).toBe('the-childs-environment');
     expect(slug(headingText('What leaves the gateway, and to whom'))).toBe('what-leaves-the-gateway-and-to-whom');
     expect(slug(headingText('Export, sampling, shutdown'))).toBe('export-sampling-shutdown');

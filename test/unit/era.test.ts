@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { eraOf } from '../../src/http/legacy.js';
+import { eraOf } from '../../src/http/legacy-sessions.js';
 
 const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
 const modern = (id: number) => ({ jsonrpc: '2.0', id, method: 'tools/list', params: { _meta: meta } });

@@ -10,7 +10,7 @@ import { MergedSubscription, mergeHonored } from '../../src/federation/listen.js
 import { decodeCursor, encodeCursor, federationMembers, Naming } from '../../src/federation/naming.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import { templateSpecificity, templateToRegExp, UriIndex } from '../../src/federation/resources.js';
-import type { ListenFilter, ListenHandle, SubscriptionSink } from '../../src/subscriptions.js';
+import type { ListenFilter, ListenHandle, SubscriptionSink } from '../../src/router/subscriptions.js';
 import { globToRegExp, servedToolList, toolAllowed, toolCallRefusal, toolNameProblem } from '../../src/upstream/tool-policy.js';
 
 describe('tool policy', () => {

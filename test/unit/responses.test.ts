@@ -1,10 +1,10 @@
 /**
- * The check of an accepted form's `content` against its `requestedSchema` (src/exchange/responses.ts):
+ * The check of an accepted form's `content` against its `requestedSchema` (src/cells/bridge/responses.ts):
  * MCP's primitive field constraints are enforced; what lies outside MCP's form schema is left to the
  * upstream, so that no upstream schema can make the gateway slow or mix up two schemas.
  */
 import { describe, expect, it } from 'vitest';
-import { invalidResponse } from '../../src/exchange/responses.js';
+import { invalidResponse } from '../../src/cells/bridge/responses.js';
 import type { InputRequest } from '../../src/protocol/wire.js';
 
 const form = (requestedSchema: Record<string, unknown>): InputRequest => ({

@@ -1,7 +1,7 @@
 import { createCipheriv, hkdfSync, randomBytes } from 'node:crypto';
 import { CompactEncrypt, EncryptJWT, jwtDecrypt } from 'jose';
 import { describe, expect, it } from 'vitest';
-import { INVALID_STATE, StateSealer, type StateClaims } from '../../src/exchange/seal.js';
+import { INVALID_STATE, StateSealer, type StateClaims } from '../../src/security/seal.js';
 
 const SECRET = 'a-state-secret-of-at-least-32-characters';
 const KEY = new Uint8Array(hkdfSync('sha256', Buffer.from(SECRET), Buffer.from('mrtr-gateway'), Buffer.from('requestState A256GCM'), 32));

@@ -5,7 +5,7 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import type { OriginGuard } from './frontdoor.js';
-import { addResponseHeaders, applyResponseHeaders, headerOf } from '../http/headers.js';
+import { addResponseHeaders, applyResponseHeaders, headerOf } from './headers.js';
 
 /** Methods a browser may use on `/mcp/NAME` (GET and DELETE are for legacy sessions). */
 export const CORS_ALLOWED_METHODS = ['POST', 'GET', 'DELETE'] as const;

@@ -9,9 +9,9 @@
  * {@link Sampler} instead (src/sampling/). Front ends (MRTR, tasks) drive it
  * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
  */
-import { uniqueId } from '../observability/ids.js';
+import { uniqueId } from '../../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
-import type { UpstreamConfig } from '../config/schema.js';
+import type { UpstreamConfig } from '../../config/schema.js';
 import {
   ErrorCode,
   GatewayError,
@@ -23,20 +23,26 @@ import {
   upstreamProtocolFault,
   validationProblem,
   withoutMcpPrefix,
-} from '../protocol/errors.js';
-import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../protocol/wire.js';
-import type { Logger } from '../observability/log.js';
-import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../observability/tracing.js';
-import type { CallTally } from '../observability/census.js';
-import { secretFields } from '../security/secrets.js';
+} from '../../protocol/errors.js';
+import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../../protocol/wire.js';
+import type { Logger } from '../../observability/log.js';
+import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../../observability/tracing.js';
+import type { CallTally } from '../../observability/census.js';
+import { secretFields } from '../../security/secrets.js';
 import { invalidResponse } from './responses.js';
-import { digestOf, type ReplayEntry } from './seal.js';
-import type { SessionLease, SessionPool } from '../upstream/pool.js';
-import type { ClientConnection } from './connection.js';
-import { LooseResult, NO_TIMEOUT, type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../upstream/session.js';
-import { asRpcError, SamplingError } from '../sampling/errors.js';
-import { samplingModeFor, samplingRoute } from '../sampling/mode.js';
-import type { Sampler } from '../sampling/sampler.js';
+import { digestOf, type ReplayEntry } from '../../security/seal.js';
+import type { SessionLease, SessionPool } from '../../upstream/pool.js';
+import type { ClientConnection } from '../../protocol/connection.js';
+import {
+  LooseResult,
+  NO_TIMEOUT,
+  type CallHandlers,
+  type ServerInitiatedRequest,
+  type ServerRequestExtra,
+} from '../../upstream/session.js';
+import { asRpcError, SamplingError } from '../../sampling/errors.js';
+import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
+import type { Sampler } from '../../sampling/sampler.js';
 
 /** Input kinds and the server-initiated method each comes from. */
 export type InputKind = 'elicitation' | 'sampling' | 'roots';

@@ -15,7 +15,7 @@ import {
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import { LRUCache } from 'lru-cache';
-import type { InputRequest } from '../protocol/wire.js';
+import type { InputRequest } from '../../protocol/wire.js';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv, opts: { mode: 'fast'; formats: string[] }) => Ajv;
 

@@ -6,15 +6,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import { invalidParams, upstreamFailed, type GatewayError } from '../protocol/errors.js';
-import type { InputRequest, InputRequiredResult } from '../protocol/wire.js';
-import type { Logger } from '../observability/log.js';
-import { recordInputRound } from '../observability/tracing.js';
-import { HeldElsewhere, predatesLedger, type SpentStates } from '../store/shared.js';
-import type { ClientConnection } from './connection.js';
+import { invalidParams, upstreamFailed, type GatewayError } from '../../protocol/errors.js';
+import type { InputRequest, InputRequiredResult } from '../../protocol/wire.js';
+import type { Logger } from '../../observability/log.js';
+import { recordInputRound } from '../../observability/tracing.js';
+import { HeldElsewhere, predatesLedger, type SpentStates } from '../../store/shared.js';
+import type { ClientConnection } from '../../protocol/connection.js';
 import type { Exchange, ProgressParams } from './exchange.js';
 import { invalidResponse } from './responses.js';
-import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from './seal.js';
+import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from '../../security/seal.js';
 
 /** Per-request context from the HTTP front door. */
 export interface CallContext {

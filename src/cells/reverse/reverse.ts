@@ -21,9 +21,9 @@
  * gets -32601.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
-import { missingFor } from '../exchange/exchange.js';
-import { ErrorCode } from '../protocol/errors.js';
+import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
+import { missingFor } from '../bridge/exchange.js';
+import { ErrorCode } from '../../protocol/errors.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -31,13 +31,13 @@ import {
   META_SERVER_INFO,
   PROTOCOL_VERSION,
   type InputRequest,
-} from '../protocol/wire.js';
-import type { Logger } from '../observability/log.js';
-import { endSpan, startServerSpan, within } from '../observability/tracing.js';
+} from '../../protocol/wire.js';
+import type { Logger } from '../../observability/log.js';
+import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
 import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
-import { ModernHopError, type ModernUpstream } from '../upstream/modern.js';
-import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../upstream/tool-policy.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from './passthrough.js';
+import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
+import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../../upstream/tool-policy.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../legacy/passthrough.js';
 
 type Id = string | number;
 type Message = {

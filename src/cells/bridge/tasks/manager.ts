@@ -8,14 +8,14 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { TaskQuota } from './quota.js';
-import type { Exchange } from '../exchange/exchange.js';
-import { invalidResponse } from '../exchange/responses.js';
-import { invalidParams, missingCapability, shutdownFailure, upstreamFailed, type GatewayError } from '../protocol/errors.js';
-import type { InputRequest } from '../protocol/wire.js';
-import type { Logger } from '../observability/log.js';
-import { startTaskSpan, taskStatus, type Traced } from '../observability/tracing.js';
-import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from './store.js';
-import { HeldElsewhere, type SharedStore } from '../store/shared.js';
+import type { Exchange } from '../exchange.js';
+import { invalidResponse } from '../responses.js';
+import { invalidParams, missingCapability, shutdownFailure, upstreamFailed, type GatewayError } from '../../../protocol/errors.js';
+import type { InputRequest } from '../../../protocol/wire.js';
+import type { Logger } from '../../../observability/log.js';
+import { startTaskSpan, taskStatus, type Traced } from '../../../observability/tracing.js';
+import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from '../../../store/tasks.js';
+import { HeldElsewhere, type SharedStore } from '../../../store/shared.js';
 
 /** The extension id, in capabilities and clientCapabilities `extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';

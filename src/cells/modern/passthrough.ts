@@ -24,19 +24,19 @@
  * - A `cacheScope: "public"` result becomes `"private"` when the upstream receives per-caller
  *   credentials (`forwardAuthorization`), so no cache shares it across principals.
  */
-import type { UpstreamConfig } from '../config/schema.js';
-import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../exchange/seal.js';
-import type { CallContext } from '../exchange/mrtr.js';
-import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed, withoutMcpPrefix } from '../protocol/errors.js';
-import type { ValidatedRequest } from '../protocol/envelope.js';
-import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../protocol/wire.js';
-import type { Logger } from '../observability/log.js';
-import { noteInputRound, recordInputRound } from '../observability/tracing.js';
-import { predatesLedger, type SpentStates } from '../store/shared.js';
-import { secretFields } from '../security/secrets.js';
-import { TASK_NOT_FOUND } from '../tasks/manager.js';
-import { ModernHopError, type ModernResponse, type ModernUpstream } from '../upstream/modern.js';
-import { unreachableText } from '../upstream/session.js';
+import type { UpstreamConfig } from '../../config/schema.js';
+import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../../security/seal.js';
+import type { CallContext } from '../bridge/mrtr.js';
+import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed, withoutMcpPrefix } from '../../protocol/errors.js';
+import type { ValidatedRequest } from '../../protocol/envelope.js';
+import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../../protocol/wire.js';
+import type { Logger } from '../../observability/log.js';
+import { noteInputRound, recordInputRound } from '../../observability/tracing.js';
+import { predatesLedger, type SpentStates } from '../../store/shared.js';
+import { secretFields } from '../../security/secrets.js';
+import { TASK_NOT_FOUND } from '../bridge/tasks/manager.js';
+import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
+import { unreachableText } from '../../upstream/session.js';
 
 /** The upstream a pass-through request goes to (the router's `Upstream` fits). */
 export interface PassThroughUpstream {

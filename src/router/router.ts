@@ -5,18 +5,18 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import type { GatewayConfig, UpstreamConfig } from './config/schema.js';
-import { Exchange, INPUT_KIND_OF, downstreamError, keepsSession, type BatchLearning } from './exchange/exchange.js';
-import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from './exchange/mrtr.js';
-import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from './exchange/seal.js';
-import { allowedCapabilities, ModernPassThrough } from './modern/passthrough.js';
-import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, shutdownFailure, upstreamFailed } from './protocol/errors.js';
-import { checkParamHeaders } from './protocol/param-headers.js';
-import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
-import { RedisStore } from './store/redis.js';
-import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from './tasks/manager.js';
-import { TaskQuota } from './tasks/quota.js';
-import { deepFreeze, type ValidatedRequest } from './protocol/envelope.js';
+import type { GatewayConfig, UpstreamConfig } from '../config/schema.js';
+import { Exchange, INPUT_KIND_OF, downstreamError, keepsSession, type BatchLearning } from '../cells/bridge/exchange.js';
+import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from '../cells/bridge/mrtr.js';
+import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from '../security/seal.js';
+import { allowedCapabilities, ModernPassThrough } from '../cells/modern/passthrough.js';
+import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, shutdownFailure, upstreamFailed } from '../protocol/errors.js';
+import { checkParamHeaders } from '../protocol/param-headers.js';
+import { MemoryStore, type ReplicaInfo, type SharedStore } from '../store/shared.js';
+import { RedisStore } from '../store/redis.js';
+import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
+import { TaskQuota } from '../cells/bridge/tasks/quota.js';
+import { deepFreeze, type ValidatedRequest } from '../protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
   TASK_METHODS,
@@ -27,15 +27,15 @@ import {
   UPSTREAM_CAPABILITY_FOR,
   type ClientCapabilities,
   type ExchangeMethod,
-} from './protocol/wire.js';
-import type { Logger } from './observability/log.js';
-import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from './observability/tracing.js';
-import { Metrics } from './observability/metrics.js';
-import { Census, NO_CALL, toolLabel } from './observability/census.js';
-import { DroppedEntries, type DropReport } from './observability/dropped.js';
-import { UpstreamHealth } from './observability/upstream-health.js';
-import { SessionPool, startTimeoutMessage, type AcquireOptions } from './upstream/pool.js';
-import { LooseResult, unreachableText } from './upstream/session.js';
+} from '../protocol/wire.js';
+import type { Logger } from '../observability/log.js';
+import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from '../observability/tracing.js';
+import { Metrics } from '../observability/metrics.js';
+import { Census, NO_CALL, toolLabel } from '../observability/census.js';
+import { DroppedEntries, type DropReport } from '../observability/dropped.js';
+import { UpstreamHealth } from '../observability/upstream-health.js';
+import { SessionPool, startTimeoutMessage, type AcquireOptions } from '../upstream/pool.js';
+import { LooseResult, unreachableText } from '../upstream/session.js';
 import {
   createModernUpstream,
   ModernHopError,
@@ -43,13 +43,13 @@ import {
   startModern,
   tracedModernUpstream,
   type ModernUpstream,
-} from './upstream/modern.js';
-import { FirstStart } from './upstream/stdio-child.js';
-import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from './upstream/tools.js';
+} from '../upstream/modern.js';
+import { FirstStart } from '../upstream/stdio-child.js';
+import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from '../upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';
-import { upstreamSamplingCapability } from './sampling/mode.js';
-import { Sampler } from './sampling/sampler.js';
-import { servedToolList, toolCallRefusal, unknownTool } from './upstream/tool-policy.js';
+import { upstreamSamplingCapability } from '../sampling/mode.js';
+import { Sampler } from '../sampling/sampler.js';
+import { servedToolList, toolCallRefusal, unknownTool } from '../upstream/tool-policy.js';
 
 export type { CallContext };
 
@@ -642,7 +642,7 @@ export class Gateway {
 
   /**
    * Opens a `subscriptions/listen` subscription (MCP 2026-07-28 §Subscriptions) for upstream
-   * `name`, with the filter of `req.params.notifications` (see src/subscriptions.ts for what is
+   * `name`, with the filter of `req.params.notifications` (see src/router/subscriptions.ts for what is
    * honored and how). The caller acknowledges `honored`, then attaches its sink.
    * @throws GatewayError -32601 (404) unknown upstream; -32021 (400) `taskIds` without the tasks
    *   extension; -32603 no upstream session (`data.reason`), or shutting down.

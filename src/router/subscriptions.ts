@@ -18,17 +18,17 @@
  * Nothing is delivered that the client did not ask for. A subscription with nothing left to
  * deliver (no upstream part, and every listed task terminal) ends by itself.
  */
-import type { UpstreamConfig } from './config/schema.js';
-import { keepsSession } from './exchange/exchange.js';
-import { GatewayError, upstreamFailed } from './protocol/errors.js';
-import type { Logger } from './observability/log.js';
-import { detailedTask, tasksExtensionRequired, type TaskManager } from './tasks/manager.js';
-import { isTerminal, type TaskRecord } from './tasks/store.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import { keepsSession } from '../cells/bridge/exchange.js';
+import { GatewayError, upstreamFailed } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
+import { detailedTask, tasksExtensionRequired, type TaskManager } from '../cells/bridge/tasks/manager.js';
+import { isTerminal, type TaskRecord } from '../store/tasks.js';
 import { EmptyResultSchema, type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import type { SessionLease, SessionPool } from './upstream/pool.js';
-import type { UpstreamNotification } from './upstream/session.js';
-import type { ModernUpstream } from './upstream/modern.js';
-import type { ToolCatalog } from './upstream/tools.js';
+import type { SessionLease, SessionPool } from '../upstream/pool.js';
+import type { UpstreamNotification } from '../upstream/session.js';
+import type { ModernUpstream } from '../upstream/modern.js';
+import type { ToolCatalog } from '../upstream/tools.js';
 
 /** The `notifications` filter of `subscriptions/listen` (SubscriptionFilter, plus the tasks extension's `taskIds`). */
 export interface ListenFilter {

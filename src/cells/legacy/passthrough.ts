@@ -40,9 +40,9 @@
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import type { UpstreamConfig } from '../config/schema.js';
-import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../protocol/errors.js';
-import type { Logger } from '../observability/log.js';
+import type { UpstreamConfig } from '../../config/schema.js';
+import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../../protocol/errors.js';
+import type { Logger } from '../../observability/log.js';
 import {
   endSpan,
   startClientSpan,
@@ -52,19 +52,19 @@ import {
   type Outcome,
   type PlainHeaders,
   type Traced,
-} from '../observability/tracing.js';
-import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../observability/census.js';
-import { secretFields } from '../security/secrets.js';
-import type { HttpHop } from '../upstream/http.js';
-import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../upstream/session.js';
-import { HttpClientTransport } from '../upstream/http-transport.js';
-import type { StdioChild } from '../upstream/stdio-child.js';
-import { downstreamError, INPUT_KIND_OF } from '../exchange/exchange.js';
-import { SamplingError } from '../sampling/errors.js';
-import { servedToolList, toolCallRefusal } from '../upstream/tool-policy.js';
-import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../sampling/mode.js';
-import type { Sampler } from '../sampling/sampler.js';
-import { secretRedactor } from '../config/child-env.js';
+} from '../../observability/tracing.js';
+import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../../observability/census.js';
+import { secretFields } from '../../security/secrets.js';
+import type { HttpHop } from '../../upstream/http.js';
+import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../../upstream/session.js';
+import { HttpClientTransport } from '../../upstream/http-transport.js';
+import type { StdioChild } from '../../upstream/stdio-child.js';
+import { downstreamError, INPUT_KIND_OF } from '../bridge/exchange.js';
+import { SamplingError } from '../../sampling/errors.js';
+import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
+import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
+import type { Sampler } from '../../sampling/sampler.js';
+import { secretRedactor } from '../../config/child-env.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };

@@ -1,7 +1,7 @@
 /**
  * The federated endpoint seen as one 2026-07-28 upstream, for legacy clients on `POST /mcp`.
  *
- * A legacy client's session on `/mcp` is served by the reverse bridge (src/legacy/reverse.ts), as
+ * A legacy client's session on `/mcp` is served by the reverse bridge (src/cells/reverse/reverse.ts), as
  * a legacy client of a 2026-07-28 upstream at `/mcp/NAME` is. The bridge sends each request as a
  * stateless 2026-07-28 request with the envelope it builds from the session; here that request
  * passes the same envelope checks as a request on the wire (src/protocol/envelope.ts) and goes to
@@ -14,8 +14,8 @@ import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
-import type { Federation } from '../federation/federation.js';
-import { ClientConnection } from '../exchange/connection.js';
+import type { Federation } from './federation.js';
+import { ClientConnection } from '../protocol/connection.js';
 
 let nextId = 1;
 

@@ -29,19 +29,19 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Gateway } from '../gateway.js';
+import type { Gateway } from '../router/router.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
 import type { Logger } from '../observability/log.js';
 import { principalHash, type Caller } from '../security/auth.js';
-import { SessionEventStore } from '../legacy/events.js';
-import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../legacy/passthrough.js';
-import { ReverseRelay, reverseSettings } from '../legacy/reverse.js';
+import { SessionEventStore } from './events.js';
+import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../cells/legacy/passthrough.js';
+import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
-import type { UpstreamEra } from '../gateway.js';
+import type { UpstreamEra } from '../router/router.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
-import { FederatedHop } from '../legacy/federated.js';
+import { FederatedHop } from '../federation/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';
 
 /**
