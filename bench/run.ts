@@ -31,6 +31,7 @@ import { bytes, fmt, fmtBytes, num, ratio, table, type Figure } from './lib/stat
 import { benchLimits, sessions } from './sections/config.js';
 import { directPath, gatewayPath, measureRounds } from './sections/mrtr.js';
 import { measureParked, type ParkedFigures } from './sections/parked.js';
+import { cpuTable, measureCpu, type CpuFigures, type CpuSide } from './sections/cpu.js';
 import { legacyEcho, legacyEchoCheck, measure, modernEcho, modernEchoCheck, type Cell, type Target } from './sections/passthrough.js';
 import { measureStartup, startupTable, type StartupFigures } from './sections/startup.js';
 import { measureTasks, type TaskFigures } from './sections/tasks.js';
@@ -69,6 +70,7 @@ const settings = quick
       taskRuns: 1,
       startupRuns: 3,
       startupDist: false,
+      cpu: { rounds: 6, warmRounds: 2, calls: 1000 },
     }
   : {
       plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 1.5, runSeconds: 2.5, runs: 3 },
@@ -85,6 +87,7 @@ const settings = quick
       taskRuns: 3,
       startupRuns: 5,
       startupDist: true,
+      cpu: { rounds: 10, warmRounds: 3, calls: 2000 },
     };
 
 const started = performance.now();
@@ -155,6 +158,9 @@ async function startReplicas(
 interface Results {
   http: Map<string, Map<number, Cell>>;
   httpTargets: Target[];
+  /** CPU µs per `echo` call of the gateway and the baseline, interleaved (Linux, with a baseline). */
+  cpu?: CpuFigures;
+  cpuSides: Pick<CpuSide, 'key' | 'label'>[];
   stdio: Map<string, Map<number, Cell>>;
   stdioTargets: Target[];
   /** Gateway process memory (after a GC) at the end of sections 1 and 2. */
@@ -240,6 +246,17 @@ async function main(): Promise<Results> {
   ];
   const http = await measure(httpTargets, settings.plan, log);
   const httpMemory = await gw.memory();
+  const cpuSides: CpuSide[] = gwBase
+    ? [
+        { key: 'gateway', label: 'mrtr-gateway', proc: gw, request: modernEcho(gw.url('http')) },
+        { key: 'baseline', label: baseLabel, proc: gwBase, request: modernEcho(gwBase.url('http')) },
+      ]
+    : [];
+  let cpu: CpuFigures | undefined;
+  if (cpuSides.length && process.platform === 'linux') {
+    log(`1b. CPU per echo call, interleaved with the baseline (concurrency ${c16})`);
+    cpu = await measureCpu(cpuSides, { ...settings.cpu, concurrency: c16 }, log);
+  }
   const spans = sink.spans;
   await Promise.all([gw.stop(), gwBase?.stop(), gwTraced.stop(), sink.stop(), relay.stop()]);
   if (spans === 0) throw new Error('the gateway with tracing on exported no span to the OTLP sink');
@@ -343,6 +360,8 @@ async function main(): Promise<Results> {
   return {
     http,
     httpTargets,
+    cpu,
+    cpuSides,
     stdio,
     stdioTargets,
     gatewayMemory: { http: httpMemory, stdio: stdioMemory },
@@ -412,7 +431,16 @@ function summary(r: Results): string {
   const kib = (f: Figure | undefined) => (f === undefined ? 'n/a' : bytes(f.median));
   const top = Math.max(...r.parked.levels);
   const round = (k: string) => r.rounds.get(k)?.median;
+  const cpuUs = (k: string) => r.cpu?.get(k)?.median;
   const rows: string[][] = [
+    [
+      `CPU per \`echo\` call (gateway process), concurrency ${c16}, interleaved`,
+      cpuUs('baseline') === undefined ? 'n/a' : `${num(cpuUs('baseline')!, 0)} µs`,
+      cpuUs('gateway') === undefined ? 'n/a' : `${num(cpuUs('gateway')!, 0)} µs`,
+      `baseline ${cpuUs('baseline') === undefined ? 'n/a' : `${num(cpuUs('baseline')!, 0)} µs`}`,
+      x(cpuUs('gateway'), cpuUs('baseline')),
+      '≤ 1.03× baseline',
+    ],
     [
       `Streamable HTTP upstream, \`echo\`, concurrency ${c1}, p50`,
       ms(p50(r.http, 'baseline', c1)),
@@ -571,6 +599,14 @@ function report(r: Results, loadStart: number[], loadEnd: number[]): string {
     '',
     ratioTable('gateway', 'gateway', r.httpTargets, r.http, c),
     '',
+    ...(r.cpu
+      ? [
+          `CPU of the gateway process per \`echo\` call, with the baseline, interleaved (bench/sections/cpu.ts): ${settings.cpu.rounds} rounds of ${settings.cpu.calls} calls at concurrency ${c[1]} each, the two gateways taking turns.`,
+          '',
+          cpuTable(r.cpuSides, r.cpu),
+          '',
+        ]
+      : []),
     `Gateway process at the end of this section, after a full GC: RSS ${bytes(r.gatewayMemory.http.rss)}, heap used ${bytes(r.gatewayMemory.http.heapUsed)}.`,
     '',
     '## 2. Pass-through, stdio upstream',
