@@ -83,7 +83,10 @@ const InputPolicySchema = z
     ).default(0),
     mode: InputModeSchema.default('park'),
     tools: z
-      .record(z.string(), z.object({ mode: InputModeSchema }).strict())
+      .record(
+        z.string(),
+        z.object({ mode: InputModeSchema.describe('park, replay or auto for tools/call of this tool (as above)') }).strict(),
+      )
       .default({})
       .describe('Per-tool input settings by tool name (mode overrides the upstream mode)'),
     maxReplayStateBytes: z
@@ -301,7 +304,10 @@ const UpstreamSamplingSchema = z
       .prefault({})
       .describe('Token budgets of the provider answers; a request over one gets a JSON-RPC error'),
     tools: z
-      .record(z.string(), z.object({ mode: SamplingModeSchema }).strict())
+      .record(
+        z.string(),
+        z.object({ mode: SamplingModeSchema.describe('Who answers sampling for tools/call of this tool (modes as above)') }).strict(),
+      )
       .default({})
       .describe('Per-tool mode by tool name (tools/call only); overrides mode'),
   })
