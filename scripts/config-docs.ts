@@ -7,7 +7,8 @@
  * text. Alternatives of a discriminated union (`auth.mode`, `store.kind`, an upstream's
  * `transport`) are merged, each field marked with the alternative it belongs to. Upstream fields
  * get a table of their own. {@link writeConfigDocs} puts the tables between the
- * `<!-- fields:begin -->` and `<!-- fields:end -->` markers of docs/configuration.md;
+ * `<!-- fields:begin -->` and `<!-- fields:end -->` markers of docs/configuration.md (a section
+ * object's own description shows on its discriminator's row, if any, else only in the JSON Schema);
  * test/unit/config-docs.test.ts fails when the committed tables differ from what this renders.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -111,7 +112,6 @@ function rowsOf(s: Json, prefix: string): (Row & { in?: string[] })[] {
     const description = (p.description as string | undefined) ?? '';
     const record = p.type === 'object' && p.properties === undefined ? (p.additionalProperties as Json | undefined) : undefined;
     if ((p.type === 'object' && p.properties !== undefined) || variants(p).length > 1) {
-      if (description) rows.push({ path, type: 'object', dflt: '', meaning: description });
       rows.push(...rowsOf(p, path));
     } else if (p.type === 'array' && (p.items as Json).type === 'object' && (p.items as Json).properties !== undefined) {
       const dflt = p.default !== undefined ? show(p.default) : required.has(key) ? 'required' : '';

@@ -33,7 +33,7 @@ export const UpstreamNameSchema = z
 const TimeoutsSchema = z
   .object({
     connectMs: positiveMs(
-      'Time to start the upstream, in total: spawn or connect, and finish `initialize`, counted from when the start begins (not while it waits its turn, see maxStartingSessions). With protocol auto the first start includes the era probe: over HTTP at most half of it (and at most 5 s); over stdio the first answer to `server/discover` decides, awaited for the whole budget (silence that long is a timeout: set protocol for a server that ignores unknown requests), and a legacy child goes on as the first legacy session. With protocol 2026-07-28 it bounds the answer to a `server/discover` sent before the first call, and again after a call failed unreachable, crashed or protocol. Past it the request gets -32603 timeout and a stdio child is stopped (one still in its first start is left to finish, see firstStartMs). A stdio child that writes 1000 lines in a row that are not JSON-RPC (or one over 1 MiB) fails its start with protocol',
+      'Time to start the upstream in total (spawn or connect, and `initialize`), from when its start begins (not while it waits its turn). With protocol auto it includes the era probe (over HTTP at most half of it, at most 5 s; over stdio the whole budget, and a legacy child goes on as the first session); with protocol 2026-07-28 it bounds a `server/discover` sent before the first call. Past it: -32603 timeout, and a stdio child is stopped (unless in its first start, see firstStartMs)',
     ).default(15_000),
     requestMs: positiveMs(
       'Longest silence from the upstream while it works on one call: progress notifications, server-initiated requests, delivered answers and legacy task status updates reset it; time waiting for the client (or for a sampling provider) does not count. For list methods and `completion/complete`, the plain timeout of the request. Past it: -32603 timeout',
@@ -45,7 +45,7 @@ const TimeoutsSchema = z
       'Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting; then -32603 busy',
     ).default(10_000),
     firstStartMs: positiveMs(
-      'stdio only: the start budget (spawn to `initialize` answered, or to the first answer of a 2026-07-28 server) until one start of the upstream succeeded, for a command that installs what it runs on first use and takes longer than connectMs to do it. Default: 180000 when the command is npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run or uv tool run, also as the first command of a shell script (sh -c "exec npx …", cmd /c, powershell -Command); else connectMs. While it applies, starts go one at a time (a call behind the first start waits for it as long), the child runs in a process group of its own, and a child that has said nothing yet is never killed: with protocol auto or 2026-07-28, past the budget the call fails with timeout and the child is kept for the next call, which waits on it with a fresh budget (an install never runs twice at once); otherwise a start given up (out of time, the client gone, the gateway stopping) closes its stdin and leaves it to finish, since an install cut off midway leaves a locked or half-filled cache. A gateway that is killed leaves it running the same way',
+      'stdio only: the start budget, instead of connectMs, until one start of the upstream succeeded, for a command that installs what it runs. Default: 180000 for npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run, uv tool run (also first in sh -c, cmd /c, powershell -Command); else connectMs. Meanwhile starts go one at a time, and a child that has said nothing is never killed: given up, it is kept for the next call (protocol auto or 2026-07-28), or its stdin is closed and it finishes the install (an install cut off midway leaves a broken cache)',
     ).optional(),
   })
   .strict()
@@ -79,7 +79,7 @@ const InputPolicySchema = z
       'Longest wait for further concurrent server-initiated requests before answering input_required (or showing a task as input_required); the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)',
     ).default(15),
     batchQuietMs: ms(
-      "Upstream silence a batch of input requests always waits for after the upstream session's last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns: to 5 ms once the upstream sent several requests at once, and to twice the gap plus 5 ms once it sent one batch in pieces. Set it (e.g. 5) for an upstream known to send concurrent requests, so that even its first batch is never split on a loaded host; batchWindowMs caps the wait",
+      "Upstream silence a batch of input requests waits for after the session's last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns (to 5 ms once the upstream sent several requests at once, to twice the gap plus 5 ms once it split a batch); set it (e.g. 5) so that even a first batch is never split on a loaded host; batchWindowMs caps the wait",
     ).default(0),
     mode: InputModeSchema.default('park'),
     tools: z
@@ -360,7 +360,7 @@ const upstreamCommon = {
     .positive()
     .optional()
     .describe(
-      'Most new sessions of this upstream starting at once (a stdio child spawning until it answered initialize; an HTTP connect and initialize). Further new sessions wait in order for a start to end, up to timeouts.queueMs, and each start gets its whole timeouts.connectMs from when it begins, so a burst of calls is served a few starts at a time instead of all timing out together on a busy host. Default: 4 on stdio, no bound beyond maxSessions on HTTP',
+      'Most new sessions of this upstream starting at once; further ones wait their turn in order (up to timeouts.queueMs), each start getting its connectMs from when it begins, so a burst of calls on a busy host does not time out all together. Default: 4 on stdio, no bound on HTTP',
     ),
   maxSessionsPerPrincipal: z
     .number()
@@ -376,7 +376,7 @@ const upstreamCommon = {
     .nonnegative()
     .optional()
     .describe(
-      'Most parked calls of this upstream that hold an upstream session of their own (stdio, HTTP+SSE, or Streamable HTTP calls not on a shared session), so the other sessions stay free for other calls; beyond it a call that asks for input is cancelled upstream and gets -32603 parked-limit at once (the error says how many calls are counted and when the oldest parked one expires). A Streamable HTTP call that leased its session alone opens it to other calls when it parks, and then counts only against maxParked. At most maxSessions. Default: half of maxSessions (at least 1)',
+      'Most parked calls of this upstream holding a session of their own (stdio, HTTP+SSE, or Streamable HTTP calls not on a shared session), so other sessions stay free; beyond it a call that asks for input is cancelled upstream with -32603 parked-limit. At most maxSessions. Default: half of maxSessions (at least 1)',
     ),
   maxParkedSessionsPerPrincipal: z
     .number()
@@ -392,7 +392,7 @@ const upstreamCommon = {
     .positive()
     .default(16)
     .describe(
-      'Streamable HTTP upstreams: most calls one upstream session carries at once (parked ones included), once the upstream has shown that it sends server-initiated requests on the stream of the call they belong to; until then, after a request on its GET stream during a call, and on stdio and HTTP+SSE, a session carries one call. Legacy upstream tasks always get a session of their own. 1: always one call per session',
+      'Streamable HTTP: most calls one session carries at once (parked ones included), once the upstream has shown it sends server-initiated requests on the stream of their call; until then, after one on its GET stream, on stdio and HTTP+SSE, and for legacy upstream tasks, a session carries one call. 1: always one',
     ),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z
@@ -802,7 +802,7 @@ export const GatewayConfigSchema = z
           .max(MAX_TIMER_MS, tooLong)
           .default(0)
           .describe(
-            'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long after it arrived has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs and gets the rest there. Needs eventsPerSession > 0. 0 (default): streams stay open until the response, since a client that claims 2025-11-25 but does not resume would lose its result',
+            'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs. Needs eventsPerSession > 0. 0 (default): off, since a client that claims 2025-11-25 but does not resume would lose its result',
           ),
       })
       .strict()
