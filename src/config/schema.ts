@@ -665,19 +665,14 @@ export const GatewayConfigSchema = z
       .prefault({}),
     limits: z
       .object({
-        maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes (413 beyond)'),
+        maxBodyBytes: z.number().int().positive().default(1_048_576).describe('Largest accepted request body, in bytes'),
         maxParked: z
           .number()
           .int()
           .positive()
           .default(10_000)
           .describe('Most calls parked waiting for client input at once, over all upstreams'),
-        maxJsonDepth: z
-          .number()
-          .int()
-          .positive()
-          .default(64)
-          .describe('Deepest nesting of arrays and objects accepted in a request body (400 / -32600 beyond)'),
+        maxJsonDepth: z.number().int().positive().default(64).describe('Deepest nesting of arrays and objects accepted in a request body'),
         requestReadTimeoutMs: z
           .number()
           .int()
