@@ -1,3 +1,24 @@
+/**
+ * Reading `--config`: {@link readConfigFile} tells the two formats apart by the top-level key,
+ * `upstreams` (a gateway config) or `mcpServers` (an editor's server list); both, or neither, is a
+ * `ConfigError`.
+ *
+ * - A gateway config gets `${NAME}` substitution over the whole object (substitute.ts), then the
+ *   zod schema (schema.ts), strict, every problem listed by JSON path.
+ * - An `mcpServers` file (mcp-servers.ts) becomes raw upstreams first (`command` → stdio; `url` →
+ *   `sse` when `type` is `"sse"` or the path ends in `/sse`, else `streamable-http`); disabled
+ *   servers are dropped before substitution, keys the gateway does not use are dropped and
+ *   returned as warnings, and the same schema applies, error paths written back as
+ *   `mcpServers.NAME…`. A name the upstream name pattern rejects is an error, never rewritten.
+ * - Each stdio upstream's `envPassthrough` is resolved here, against the gateway's environment
+ *   (child-env.ts), into its `env` under the configured values, so the spawn sites stay at
+ *   `{...defaultChildEnv(), ...cfg.env}`.
+ *
+ * The result carries what to tell at start (the format, disabled servers, ignored keys, per stdio
+ * upstream the variable names it gets beyond the safe set and the `envPassthrough` entries that
+ * matched nothing); the caller logs them once the logger exists. {@link configJsonSchema} is the
+ * JSON Schema `npm run schema` writes to config/gateway.schema.json.
+ */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';

@@ -32,29 +32,36 @@ export const UpstreamNameSchema = z
 
 const TimeoutsSchema = z
   .object({
-    connectMs: positiveMs('Time to start the upstream (spawn or connect) and finish `initialize`').default(15_000),
+    connectMs: positiveMs(
+      'Time to start the upstream in total (spawn or connect, and `initialize`), from when its start begins (not while it waits its turn). With protocol auto it includes the era probe (over HTTP at most half of it, at most 5 s; over stdio the whole budget, and a legacy child goes on as the first session); with protocol 2026-07-28 it bounds a `server/discover` sent before the first call. Past it: -32603 timeout, and a stdio child is stopped (unless in its first start, see firstStartMs)',
+    ).default(15_000),
     requestMs: positiveMs(
-      'Longest silence from the upstream while it works on one request; progress notifications and server-initiated requests reset it, time parked waiting for the client does not count',
+      'Longest silence from the upstream while it works on one call: progress notifications, server-initiated requests, delivered answers and legacy task status updates reset it; time waiting for the client (or for a sampling provider) does not count. For list methods and `completion/complete`, the plain timeout of the request. Past it: -32603 timeout',
     ).default(60_000),
     totalMs: positiveMs('Cap on the upstream working time of one request, not counting time parked waiting for the client').default(
       600_000,
     ),
     queueMs: positiveMs(
-      'Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting',
+      'Longest wait for a free upstream session when all `maxSessions` are busy, or for a turn to start a new one when `maxStartingSessions` are starting; then -32603 busy',
     ).default(10_000),
     firstStartMs: positiveMs(
-      'stdio only: the start budget (spawn to `initialize` answered, or to the first answer of a 2026-07-28 server) until one start of the upstream succeeded, for a command that installs what it runs on first use and takes longer than connectMs to do it. Default: 180000 when the command is npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run or uv tool run, also as the first command of a shell script (sh -c "exec npx …", cmd /c, powershell -Command); else connectMs. While it applies, starts go one at a time and a child that has said nothing yet is never killed: given up, its stdin is closed and it is left to finish the install',
+      'stdio only: the start budget, instead of connectMs, until one start of the upstream succeeded, for a command that installs what it runs. Default: 180000 for npx, pnpx, bunx, uvx, npm exec, pnpm dlx, yarn dlx, bun x, pipx run, uv tool run (also first in sh -c, cmd /c, powershell -Command); else connectMs. Meanwhile starts go one at a time, and a child that has said nothing is never killed: given up, it is kept for the next call (protocol auto or 2026-07-28), or its stdin is closed and it finishes the install (an install cut off midway leaves a broken cache)',
     ).optional(),
   })
   .strict()
   .describe('Timeouts for this upstream, in milliseconds');
 
-const RootSchema = z.object({ uri: z.string().min(1), name: z.string().optional() }).strict();
+const RootSchema = z
+  .object({
+    uri: z.string().min(1).describe('The root URI, for example file:///srv/data'),
+    name: z.string().optional().describe('Its name'),
+  })
+  .strict();
 
 const InputModeSchema = z
   .enum(['park', 'replay', 'auto'])
   .describe(
-    'park: the upstream call waits, on its session, for the retry. replay: the call is cancelled when it asks, and the retry runs it again, answering from the sealed requestState (no session held, any replica). auto: replay tools annotated readOnlyHint or idempotentHint, prompts/get and resources/read; park the rest.',
+    'park: the upstream call waits, on its session, for the retry. replay: the call is cancelled when it asks, and the retry runs it again, answering from the sealed requestState (no session held, any replica; see docs/replicas.md). auto: replay tools annotated readOnlyHint or idempotentHint, prompts/get and resources/read; park the rest.',
   );
 
 /** The kinds of server-initiated requests the gateway can relay to clients as input requests (`input.allow`). */
@@ -69,14 +76,17 @@ const InputPolicySchema = z
         'Server-initiated request kinds the gateway relays to clients as input requests. A kind left out is never declared to the upstream, whatever the client supports.',
       ),
     batchWindowMs: ms(
-      'Longest wait for further concurrent server-initiated requests before answering input_required; the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)',
+      'Longest wait for further concurrent server-initiated requests before answering input_required (or showing a task as input_required); the batch closes sooner, once the upstream session has been quiet (see batchQuietMs)',
     ).default(15),
     batchQuietMs: ms(
-      "Upstream silence a batch of input requests always waits for after the upstream session's last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns: to 5 ms once the upstream sent several requests at once, and to twice the gap plus 5 ms once it sent one batch in pieces. Set it (e.g. 5) for an upstream known to send concurrent requests, so that even its first batch is never split on a loaded host; batchWindowMs caps the wait",
+      "Upstream silence a batch of input requests waits for after the session's last message, beside two quiet event-loop turns. The gateway raises it per upstream as it learns (to 5 ms once the upstream sent several requests at once, to twice the gap plus 5 ms once it split a batch); set it (e.g. 5) so that even a first batch is never split on a loaded host; batchWindowMs caps the wait",
     ).default(0),
     mode: InputModeSchema.default('park'),
     tools: z
-      .record(z.string(), z.object({ mode: InputModeSchema }).strict())
+      .record(
+        z.string(),
+        z.object({ mode: InputModeSchema.describe('park, replay or auto for tools/call of this tool (as above)') }).strict(),
+      )
       .default({})
       .describe('Per-tool input settings by tool name (mode overrides the upstream mode)'),
     maxReplayStateBytes: z
@@ -99,8 +109,13 @@ const InputPolicySchema = z
 
 const CacheHintsSchema = z
   .object({
-    ttlMs: ms('ttlMs put on list results and resources/read results').default(0),
-    scope: z.enum(['public', 'private']).default('private').describe('cacheScope put on list results and resources/read results'),
+    ttlMs: ms('ttlMs hint put on server/discover, list results and resources/read results').default(0),
+    scope: z
+      .enum(['public', 'private'])
+      .default('private')
+      .describe(
+        'cacheScope put on the same results. A resources/read that carried a requestState always gets ttlMs 0 and cacheScope private',
+      ),
   })
   .strict();
 
@@ -110,18 +125,18 @@ const ToolTaskSchema = z
     required: z
       .boolean()
       .default(false)
-      .describe('The tool is only served as a task: a client that did not declare the tasks extension gets -32021'),
+      .describe('The tool is only served as a task: a client that did not declare the tasks extension gets 400 / -32021'),
   })
   .strict();
 
 const TasksSchema = z
   .object({
     taskAfterMs: ms(
-      'For a client that declared the tasks extension, a tools/call still running after this long is answered with a CreateTaskResult (0: always a task)',
+      'For a client that declared the tasks extension, a tools/call still working (not waiting for input) after this long is answered with a CreateTaskResult (0: always a task; see docs/tasks.md)',
     ).default(10_000),
-    ttlMs: positiveMs('How long a task record is kept after creation (its ttlMs); a task still running then is cancelled').default(
-      3_600_000,
-    ),
+    ttlMs: positiveMs(
+      'How long a task record is kept after creation (its ttlMs); a task still running then is cancelled upstream. Also the ttl asked of legacy upstream tasks',
+    ).default(3_600_000),
     pollIntervalMs: positiveMs('pollIntervalMs suggested to clients').default(1000),
     tools: z.record(z.string(), ToolTaskSchema).default({}).describe('Per-tool task settings by tool name'),
   })
@@ -136,7 +151,7 @@ export type SamplingMode = (typeof SAMPLING_MODES)[number];
 const SamplingModeSchema = z
   .enum(SAMPLING_MODES)
   .describe(
-    'client: the client answers (an input_required round, or a relayed request for legacy clients). provider: the gateway answers through its configured LLM provider. fallback: the provider answers when the client cannot (it did not declare sampling, or sampling.tools for a request with tools)',
+    'client: the client answers (an input_required round, or a relayed request for legacy clients). provider: the gateway answers through its configured LLM provider. fallback: the provider answers when the client cannot (it did not declare sampling, or sampling.tools for a request with tools). With provider or fallback, upstream sessions declare sampling (with tools) whatever the client declared (see docs/sampling.md)',
   );
 
 /** Names of providers and model aliases. */
@@ -190,7 +205,7 @@ const SamplingProviderSchema = z
       .min(1)
       .optional()
       .describe(
-        'The API key, given only as ${ENV_VAR} (a key written into the file is refused). Required for anthropic; optional for openai (a local server may need none)',
+        'The API key, given only as ${ENV_VAR} (a key written into the file is refused); never logged. Required for anthropic; optional for openai (a local server may need none)',
       ),
     models: z
       .record(SamplingNameSchema, ProviderModelSchema)
@@ -229,7 +244,7 @@ const SamplingProviderSchema = z
       .enum(['max_completion_tokens', 'max_tokens'])
       .optional()
       .describe(
-        'kind openai: the request field that carries maxTokens (default max_completion_tokens; some OpenAI-compatible servers only read max_tokens)',
+        'kind openai only (an error with anthropic): the request field that carries maxTokens (default max_completion_tokens; some OpenAI-compatible servers only read max_tokens)',
       ),
   })
   .strict()
@@ -258,7 +273,9 @@ const UpstreamSamplingSchema = z
     provider: z
       .string()
       .optional()
-      .describe('Name of the provider (a key of sampling.providers) that answers in provider and fallback modes'),
+      .describe(
+        'Name of the provider (a key of sampling.providers) that answers in provider and fallback modes; required when any mode is provider or fallback',
+      ),
     maxTokens: z
       .number()
       .int()
@@ -273,7 +290,9 @@ const UpstreamSamplingSchema = z
           .int()
           .positive()
           .optional()
-          .describe('Most tokens (input + output) the provider may spend for this upstream per window, all principals together'),
+          .describe(
+            'Most tokens (input + output) the provider may spend for this upstream per window, all principals together; over it the request gets -32603 with data.reason budget. Unset: no limit',
+          ),
         tokensPerPrincipal: z
           .number()
           .int()
@@ -285,7 +304,10 @@ const UpstreamSamplingSchema = z
       .prefault({})
       .describe('Token budgets of the provider answers; a request over one gets a JSON-RPC error'),
     tools: z
-      .record(z.string(), z.object({ mode: SamplingModeSchema }).strict())
+      .record(
+        z.string(),
+        z.object({ mode: SamplingModeSchema.describe('Who answers sampling for tools/call of this tool (modes as above)') }).strict(),
+      )
       .default({})
       .describe('Per-tool mode by tool name (tools/call only); overrides mode'),
   })
@@ -308,17 +330,29 @@ const ToolPolicySchema = z
 
 const upstreamCommon = {
   tools: ToolPolicySchema.prefault({}),
-  required: z.boolean().default(false).describe('GET /readyz answers 503 while this upstream cannot be started or reached'),
+  required: z
+    .boolean()
+    .default(false)
+    .describe(
+      'GET /readyz answers 503 while this upstream cannot be started or reached, and while it is starting and no session of it has opened yet (a first start, an install maybe, included); the gateway starts it at once',
+    ),
   tasks: TasksSchema.prefault({}),
   timeouts: TimeoutsSchema.prefault({}),
-  maxParked: z.number().int().positive().default(1000).describe('Most calls of this upstream parked waiting for client input at once'),
+  maxParked: z
+    .number()
+    .int()
+    .positive()
+    .default(1000)
+    .describe(
+      'Most calls of this upstream parked waiting for client input at once; a call that would park beyond it (or beyond limits.maxParked) is cancelled upstream and gets -32603 parked-limit',
+    ),
   maxSessions: z
     .number()
     .int()
     .positive()
     .default(16)
     .describe(
-      'Most upstream sessions open at once for this upstream (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it)',
+      'Most upstream sessions open at once for this upstream, idle, leased or opening (each holds one call in flight or parked, or up to maxCallsPerSession on a Streamable HTTP upstream that allows it; a parked call or a running task keeps its place until it ends). Legacy client sessions are not counted here (see legacySessions)',
     ),
   maxStartingSessions: z
     .number()
@@ -326,7 +360,7 @@ const upstreamCommon = {
     .positive()
     .optional()
     .describe(
-      'Most new sessions of this upstream starting at once (a stdio child spawning until it answered initialize; an HTTP connect and initialize). Further new sessions wait in order for a start to end, up to timeouts.queueMs, and each start gets its whole timeouts.connectMs from when it begins, so a burst of calls is served a few starts at a time instead of all timing out together on a busy host. Default: 4 on stdio, no bound beyond maxSessions on HTTP',
+      'Most new sessions of this upstream starting at once; further ones wait their turn in order (up to timeouts.queueMs), each start getting its connectMs from when it begins, so a burst of calls on a busy host does not time out all together. Default: 4 on stdio, no bound on HTTP',
     ),
   maxSessionsPerPrincipal: z
     .number()
@@ -334,7 +368,7 @@ const upstreamCommon = {
     .positive()
     .default(8)
     .describe(
-      'Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt); beyond it a new call waits up to queueMs for one of them',
+      'Most sessions of this upstream one principal may hold at once (with auth apiKeys or jwt; with auth none every caller is anonymous and only maxSessions applies); beyond it a new call waits up to queueMs for one of them, then gets -32603 busy',
     ),
   maxParkedSessions: z
     .number()
@@ -342,7 +376,7 @@ const upstreamCommon = {
     .nonnegative()
     .optional()
     .describe(
-      'Most parked calls of this upstream that hold an upstream session of their own (stdio, or Streamable HTTP calls not on a shared session), so the other sessions stay free for other calls; beyond it a call that asks for input gets -32603 parked-limit at once. Default: half of maxSessions (at least 1)',
+      'Most parked calls of this upstream holding a session of their own (stdio, HTTP+SSE, or Streamable HTTP calls not on a shared session), so other sessions stay free; beyond it a call that asks for input is cancelled upstream with -32603 parked-limit. At most maxSessions. Default: half of maxSessions (at least 1)',
     ),
   maxParkedSessionsPerPrincipal: z
     .number()
@@ -350,7 +384,7 @@ const upstreamCommon = {
     .nonnegative()
     .optional()
     .describe(
-      'With auth apiKeys or jwt: most such parked calls of one principal. Default: half of the lower of maxSessionsPerPrincipal and maxParkedSessions (at least 1)',
+      "With auth apiKeys or jwt: most such parked calls of one principal, so one caller's abandoned forms leave it sessions for plain calls. At most maxSessionsPerPrincipal. Default: half of the lower of maxSessionsPerPrincipal and maxParkedSessions (at least 1)",
     ),
   maxCallsPerSession: z
     .number()
@@ -358,20 +392,20 @@ const upstreamCommon = {
     .positive()
     .default(16)
     .describe(
-      'Streamable HTTP upstreams: most calls one upstream session carries at once (parked ones included), once the upstream has shown that it sends server-initiated requests on the stream of the call they belong to; until then, after a request on its GET stream, and on stdio, a session carries one call. 1: always one call per session',
+      'Streamable HTTP: most calls one session carries at once (parked ones included), once the upstream has shown it sends server-initiated requests on the stream of their call; until then, after one on its GET stream, on stdio and HTTP+SSE, and for legacy upstream tasks, a session carries one call. 1: always one',
     ),
   idleSessionMs: positiveMs('An idle upstream session is closed after this long').default(300_000),
   roots: z
     .array(RootSchema)
     .default([])
     .describe(
-      'Roots the gateway answers itself: a `roots/list` the upstream sends outside any call (for example right after `initialized`), or during a call of a client that did not declare roots. When non-empty, every upstream session declares the roots capability.',
+      'Roots the gateway answers itself: a `roots/list` the upstream sends outside any call (for example right after `initialized`), or during a call of a client that did not declare roots. When non-empty, every upstream session declares the roots capability. A client that declares roots is asked for its own.',
     ),
   protocol: z
     .enum(['auto', 'legacy', '2026-07-28'])
     .default('auto')
     .describe(
-      'The era the upstream speaks. auto: ask server/discover at first use, fall back to initialize, remember the answer, ask again after a failure. HTTP+SSE upstreams are always legacy.',
+      "The era the upstream speaks. auto: ask server/discover at first use and fall back to initialize on a JSON-RPC error (over HTTP also on an HTTP 4xx or 5 s of silence; a stdio server that never answers unknown requests needs legacy), remember the answer (logged as upstream era detected), and ask again after a call failed unreachable (initialize refused included), crashed, or, taken for 2026-07-28, protocol (a session-based legacy server's HTTP 4xx). HTTP+SSE upstreams are always legacy.",
     ),
   protocolVersion: z
     .enum(LEGACY_REVISIONS)
@@ -388,24 +422,27 @@ const StdioUpstreamSchema = z
   .object({
     transport: z.literal('stdio'),
     command: z.string().min(1).describe('Executable to spawn'),
-    args: z.array(z.string()).default([]),
+    args: z
+      .array(z.string())
+      .default([])
+      .describe("Its arguments; relative paths resolve against cwd, else the gateway's working directory"),
     env: z
       .record(z.string(), z.string())
       .default({})
       .describe(
-        "Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR) and envPassthrough; wins over both",
+        "Environment for the child, on top of the safe set taken from the gateway's environment (on Unix HOME, LOGNAME, PATH, SHELL, TERM, USER, LANG, TMPDIR) and envPassthrough; wins over both. A value may be ${NAME} to copy or rename a variable",
       ),
     envPassthrough: z
       .array(z.string().regex(ENV_PASSTHROUGH_PATTERN, 'give a variable name (GITHUB_TOKEN) or a name prefix followed by * (AWS_*)'))
       .default([])
       .describe(
-        "Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*); the rest of it is not passed",
+        "Variables of the gateway's own environment passed on to the child, by name (GITHUB_TOKEN) or prefix (AWS_*; a bare * is refused; names compare case-insensitively on Windows); the rest of it is not passed",
       ),
     cwd: z
       .string()
       .optional()
       .describe(
-        'Working directory of the child; relative paths are resolved against the config file; must be an existing directory at start',
+        "Working directory of the child; relative paths are resolved against the config file; must be an existing directory at start (exit code 2 otherwise). Unset: the gateway's working directory",
       ),
     ...upstreamCommon,
   })
@@ -414,8 +451,13 @@ const StdioUpstreamSchema = z
 const HttpUpstreamSchema = z
   .object({
     transport: z.literal('streamable-http'),
-    url: httpUrl().describe('The upstream MCP endpoint, for example http://127.0.0.1:3001/mcp'),
-    headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    url: httpUrl().describe(
+      'The upstream endpoint, http:// or https://: Streamable HTTP (for example http://127.0.0.1:3001/mcp), or with transport sse the HTTP+SSE endpoint (2024-11-05, for example http://127.0.0.1:3001/sse)',
+    ),
+    headers: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Static headers sent on every upstream HTTP request, for example {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}'),
     forwardAuthorization: z
       .boolean()
       .default(false)
@@ -427,8 +469,13 @@ const HttpUpstreamSchema = z
 const SseUpstreamSchema = z
   .object({
     transport: z.literal('sse'),
-    url: httpUrl().describe('The legacy HTTP+SSE endpoint (2024-11-05), for example http://127.0.0.1:3001/sse'),
-    headers: z.record(z.string(), z.string()).default({}).describe('Static headers sent on every upstream HTTP request'),
+    url: httpUrl().describe(
+      'The upstream endpoint, http:// or https://: Streamable HTTP (for example http://127.0.0.1:3001/mcp), or with transport sse the HTTP+SSE endpoint (2024-11-05, for example http://127.0.0.1:3001/sse)',
+    ),
+    headers: z
+      .record(z.string(), z.string())
+      .default({})
+      .describe('Static headers sent on every upstream HTTP request, for example {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}'),
     forwardAuthorization: z
       .boolean()
       .default(false)
@@ -437,15 +484,17 @@ const SseUpstreamSchema = z
   })
   .strict();
 
-export const UpstreamConfigSchema = z.discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema]);
+export const UpstreamConfigSchema = z
+  .discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema])
+  .describe('How the upstream is reached: stdio (a child process), streamable-http, or sse (the legacy HTTP+SSE transport)');
 
 const StateKeySchema = z
   .object({
-    kid: z.string().min(1).max(64).describe('Key id written into each sealed requestState'),
+    kid: z.string().min(1).max(64).describe('Key id, written in the JWE header of each sealed requestState'),
     secret: z
       .string()
       .min(32, 'a requestState secret needs at least 32 characters')
-      .describe('Secret the AES-256-GCM key is derived from (HKDF-SHA256); may be given as ${ENV_VAR}'),
+      .describe('Secret the AES-256-GCM key is derived from (HKDF-SHA256); write it as ${MRTR_STATE_SECRET} to keep it out of the file'),
   })
   .strict();
 
@@ -457,7 +506,11 @@ const ApiKeySchema = z
       .regex(/^[0-9a-fA-F]{64}$/, 'sha256 must be 64 hex digits')
       .optional()
       .describe('SHA-256 (hex) of the key; the key itself is not stored'),
-    key: z.string().min(16, 'an API key needs at least 16 characters').optional().describe('The key itself, normally given as ${ENV_VAR}'),
+    key: z
+      .string()
+      .min(16, 'an API key needs at least 16 characters')
+      .optional()
+      .describe('The key itself, normally given as ${ENV_VAR}; exactly one of sha256 and key'),
   })
   .strict()
   .refine((k) => (k.sha256 === undefined) !== (k.key === undefined), 'give exactly one of sha256 or key');
@@ -471,7 +524,13 @@ const AuthSchema = z
       })
       .strict(),
     z
-      .object({ mode: z.literal('apiKeys'), keys: z.array(ApiKeySchema).min(1) })
+      .object({
+        mode: z.literal('apiKeys'),
+        keys: z
+          .array(ApiKeySchema)
+          .min(1)
+          .describe('The accepted keys; each key may appear once (under two principals it would always be the first)'),
+      })
       .strict()
       .superRefine((a, ctx) => {
         // A key given twice would always be its first principal: the second could never call as itself.
@@ -499,15 +558,18 @@ const AuthSchema = z
         mode: z.literal('jwt'),
         issuer: z.string().min(1).describe('Expected iss; also listed as the authorization server in the protected resource metadata'),
         audience: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]).describe('Expected aud'),
-        jwksUrl: httpUrl().optional().describe('JWKS URL (fetched and cached with jose createRemoteJWKSet)'),
+        jwksUrl: httpUrl().optional().describe("The issuer's JWKS URL (fetched and cached); exactly one of jwksUrl and jwksFile"),
         jwksFile: z.string().optional().describe('Local JWKS file; relative paths are resolved against the config file'),
-        requiredScopes: z.array(z.string()).default([]).describe('Scopes every token must carry (scope or scp claim)'),
+        requiredScopes: z
+          .array(z.string())
+          .default([])
+          .describe('Scopes every token must carry (scope or scp claim); listed as scopes_supported in the resource metadata'),
         clockToleranceSec: z.number().int().nonnegative().default(30).describe('Allowed clock skew, in seconds'),
       })
       .strict()
       .refine((j) => (j.jwksUrl === undefined) !== (j.jwksFile === undefined), 'give exactly one of jwksUrl or jwksFile'),
   ])
-  .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt');
+  .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt (see docs/security.md)');
 
 /** A tool and prompt name prefix on the federated endpoint: the characters of tool names, possibly none. */
 export const FederationPrefixSchema = z
@@ -547,8 +609,12 @@ export const GatewayConfigSchema = z
     $schema: z.string().optional(),
     listen: z
       .object({
-        host: z.string().min(1).default('127.0.0.1'),
-        port: z.number().int().min(0).max(65535).default(8787),
+        host: z
+          .string()
+          .min(1)
+          .default('127.0.0.1')
+          .describe('Address to bind (--host or HOST wins); a non-loopback address needs auth (or auth.allowAnonymous)'),
+        port: z.number().int().min(0).max(65535).default(8787).describe('Port (--port or PORT wins); 0: any free port'),
       })
       .strict()
       .prefault({}),
@@ -558,7 +624,9 @@ export const GatewayConfigSchema = z
         allowedHosts: z
           .array(z.string().min(1))
           .optional()
-          .describe('Host header values accepted (host or host:port). Default: localhost, 127.0.0.1, [::1] and the listen host'),
+          .describe(
+            'Host header values accepted (host or host:port); a list replaces the default. Default: localhost, 127.0.0.1, [::1] and the listen host',
+          ),
         allowedOrigins: z
           .array(z.string().min(1))
           .optional()
@@ -582,13 +650,15 @@ export const GatewayConfigSchema = z
     logLevel: z
       .preprocess((v) => (typeof v === 'string' ? (toLogLevel(v) ?? v) : v), z.enum(LOG_LEVELS))
       .optional()
-      .describe('Log level, in any case (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
+      .describe('Log level, in any case; default info (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
     requestState: z
       .object({
         keys: z
           .array(StateKeySchema)
           .default([])
-          .describe('The first key seals; every key opens. Empty: a key is generated at start and states die with the process.'),
+          .describe(
+            'Keys sealing requestState (see docs/security.md). The first key seals; every key opens, so to rotate put the new key first and keep the old one until its states expired. Empty: a key is generated at start (a warning is logged) and states die with the process.',
+          ),
         ttlMs: positiveMs('Lifetime of a sealed requestState and of the parked call behind it').default(600_000),
       })
       .strict()
@@ -671,7 +741,11 @@ export const GatewayConfigSchema = z
           .min(32, 'a replica secret needs at least 32 characters')
           .optional()
           .describe('Shared secret of the internal hop between replicas (normally ${REPLICA_SECRET}); required with store.kind redis'),
-        advertiseUrl: httpUrl().optional().describe('Base URL other replicas reach this one at (default: http://<listen address>:<port>)'),
+        advertiseUrl: httpUrl()
+          .optional()
+          .describe(
+            'Base URL other replicas reach this one at (default: http://<listen address>:<port>; a replica listening on 0.0.0.0 or :: with a Redis store and none logs a warning)',
+          ),
         heartbeatMs: positiveMs("Interval of this replica's heartbeat in the store").default(1000),
         deadAfterMs: positiveMs(
           'A replica whose heartbeat is older than this is gone: its calls fail at once and its tasks read failed',
@@ -687,18 +761,25 @@ export const GatewayConfigSchema = z
         enabled: z
           .boolean()
           .default(true)
-          .describe('Serve legacy clients (2024-11-05 … 2025-11-25): an initialize opens a session (Mcp-Session-Id) on POST /mcp/NAME'),
+          .describe(
+            'Serve legacy clients (2024-11-05 … 2025-11-25): an initialize without the 2026-07-28 envelope opens a session (Mcp-Session-Id) on POST /mcp/NAME that owns one upstream session and relays every message both ways; GET /mcp/NAME/sse serves the old HTTP+SSE transport. Off: such an initialize gets 404 / -32601',
+          ),
         idleMs: positiveMs(
           'A legacy session with no message from its client and no request in flight for this long ends, and its upstream session with it',
         ).default(600_000),
-        maxSessions: z.number().int().positive().default(1000).describe('Most legacy sessions open at once over all upstreams'),
+        maxSessions: z
+          .number()
+          .int()
+          .positive()
+          .default(1000)
+          .describe('Most legacy sessions open at once over all upstreams (503 beyond)'),
         maxSessionsPerPrincipal: z
           .number()
           .int()
           .positive()
           .default(32)
           .describe(
-            'Most legacy sessions one caller may hold at once (per principal with auth apiKeys or jwt, per client address with auth none)',
+            'Most legacy sessions one caller may hold at once (per principal with auth apiKeys or jwt, per client address with auth none; 429 beyond)',
           ),
         eventsPerSession: z
           .number()
@@ -707,7 +788,7 @@ export const GatewayConfigSchema = z
           .default(1000)
           .describe('SSE events kept per session so a client can resume a stream with Last-Event-ID (0: no resumption)'),
         retryMs: positiveMs(
-          'The SSE `retry` field of the priming event that opens each resumable stream: how long the client waits before it resumes a closed stream',
+          'The SSE `retry` field of the priming event that opens each resumable stream (clients that negotiated 2025-11-25): how long the client waits before it resumes a closed stream',
         ).default(1000),
         closeStreamAfterMs: z
           .number()
@@ -716,7 +797,7 @@ export const GatewayConfigSchema = z
           .max(MAX_TIMER_MS, tooLong)
           .default(0)
           .describe(
-            'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long after it arrived has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs and gets the rest there (0: streams stay open until the response)',
+            'SSE polling (SEP-1699), in milliseconds: a request of a 2025-11-25 client still in flight this long has its SSE stream closed, once; the client resumes it with Last-Event-ID after retryMs. Needs eventsPerSession > 0. 0 (default): off, since a client that claims 2025-11-25 but does not resume would lose its result',
           ),
       })
       .strict()
@@ -728,7 +809,12 @@ export const GatewayConfigSchema = z
       .describe('Sessions of legacy clients, each owning one upstream session'),
     sampling: z
       .object({
-        providers: z.record(SamplingNameSchema, SamplingProviderSchema).default({}).describe('LLM providers by name'),
+        providers: z
+          .record(SamplingNameSchema, SamplingProviderSchema)
+          .default({})
+          .describe(
+            "LLM providers by name (letters, digits, '.', '_', ':', '-'); nothing is sent to any until an upstream's sampling.mode names one",
+          ),
       })
       .strict()
       .prefault({})
@@ -740,7 +826,7 @@ export const GatewayConfigSchema = z
           .int()
           .positive()
           .default(100_000)
-          .describe('Most task records kept in memory; the least recently used are dropped beyond it'),
+          .describe('Most task records kept in memory over all upstreams; the least recently used are dropped beyond it'),
         maxRecordsPerPrincipal: z
           .number()
           .int()
@@ -791,7 +877,9 @@ export const GatewayConfigSchema = z
     upstreams: z
       .record(UpstreamNameSchema, UpstreamConfigSchema)
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')
-      .describe('Upstream MCP servers by name; each is served at POST /mcp/NAME'),
+      .describe(
+        'Upstream MCP servers by name (letters, digits, ".", "_", "-", starting with a letter or digit); each is served at POST /mcp/NAME',
+      ),
   })
   .strict()
   .superRefine((cfg, ctx) => {

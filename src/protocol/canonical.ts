@@ -1,3 +1,4 @@
+/** RFC 8785 canonical JSON (the `canonicalize` package): argument digests in a sealed `requestState`, capability fingerprints of the session pool. */
 import canonicalizeModule from 'canonicalize';
 
 type Canonicalize = (input: unknown) => string | undefined;
