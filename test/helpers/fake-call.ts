@@ -113,8 +113,12 @@ export function fakePool() {
   return { share: vi.fn(() => false), noteSuccess: vi.fn() };
 }
 
+/** The default upstream config, parsed once. */
+let defaultConfig: UpstreamConfig | undefined;
+
 /** An upstream config with defaults, `over` merged into the raw entry (for example `{ input: { allow: ['elicitation'] } }`). */
 export function upstreamConfig(over: Record<string, unknown> = {}): UpstreamConfig {
+  if (Object.keys(over).length === 0) return (defaultConfig ??= upstreamConfig({ input: {} }));
   return parseConfig({ upstreams: { u: { transport: 'streamable-http', url: 'http://127.0.0.1:1/mcp', ...over } } }, {}).upstreams.u!;
 }
 
@@ -155,4 +159,13 @@ export function fakeCall(opts: FakeCallOptions = {}) {
 /** Lets queued microtasks, immediates and `ms` of timers run. */
 export function tick(ms = 0): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Waits until `ok()` holds, polling every 5 ms; throws after `ms` (a bound for a loaded host, not a timing). */
+export async function eventually(ok: () => boolean, ms = 2000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!ok()) {
+    if (Date.now() > end) throw new Error(`condition not met within ${ms} ms`);
+    await tick(5);
+  }
 }

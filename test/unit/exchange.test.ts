@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { UpstreamRequestLost, upstreamFailed } from '../../src/protocol/errors.js';
-import { fakeCall, tick, upstreamConfig } from '../helpers/fake-call.js';
+import { eventually, fakeCall, tick, upstreamConfig } from '../helpers/fake-call.js';
 
 const FORM = { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
 const SAMPLE = { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 10 };
@@ -150,7 +150,7 @@ describe('Exchange', () => {
     await expect(sample.answer).rejects.toMatchObject({ code: -32603, message: expect.stringContaining('The client closed the request') });
     expect(ex.outcome).toEqual({ error: err });
     expect(session.cancels).toEqual([]);
-    await tick();
+    await eventually(() => session.cancels.length > 0);
     expect(session.cancels).toEqual([{ token: ex.id, reason: 'The client closed the request' }]);
     // A cancelled call's session is not put back warm: it waits for the upstream's answer, if any.
     expect(lease.release).not.toHaveBeenCalled();
@@ -202,7 +202,7 @@ describe('Exchange', () => {
     expect(ex.outcome).toMatchObject({
       error: { code: -32603, data: { reason: 'timeout' }, message: expect.stringContaining('requestMs=80') },
     });
-    await tick();
+    await eventually(() => session.cancels.length > 0);
     expect(session.cancels).toHaveLength(1);
   });
 });

@@ -10,7 +10,7 @@ import { silentLogger } from '../../src/observability/log.js';
 import { INVALID_STATE, StateSealer, generatedKey } from '../../src/security/seal.js';
 import { HeldElsewhere, MemoryStore } from '../../src/store/shared.js';
 import type { InputRequest } from '../../src/protocol/wire.js';
-import { fakeCall, tick } from '../helpers/fake-call.js';
+import { eventually, fakeCall, tick } from '../helpers/fake-call.js';
 
 const FORM = { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
 const ACCEPT = { action: 'accept', content: { name: 'Ada' } };
@@ -200,7 +200,7 @@ describe('MRTR bridge', () => {
     await expect(asked.answer).resolves.toEqual({ action: 'cancel' });
     expect(bridge.parkedCount).toBe(0);
     expect(ex.outcome).toMatchObject({ error: { code: -32603, data: { reason: 'cancelled' } } });
-    await tick();
+    await eventually(() => session.cancels.length > 0);
     expect(session.cancels).toHaveLength(1);
     await expect(bridge.open(binding(), first.requestState)).rejects.toMatchObject({ code: -32602 });
   });
@@ -227,7 +227,7 @@ describe('MRTR bridge', () => {
     const driven = bridge.drive(ex, binding(), ctx, WINDOW_MS);
     ctx.connection.close();
     await expect(driven).rejects.toMatchObject({ code: -32603, data: { reason: 'cancelled' } });
-    await tick();
+    await eventually(() => session.cancels.length > 0);
     expect(session.cancels).toEqual([{ token: ex.id, reason: expect.stringContaining('The client closed the request') }]);
   });
 
@@ -243,7 +243,7 @@ describe('MRTR bridge', () => {
       message: expect.stringContaining("limit 1 for upstream 'u'"),
     });
     expect(bridge.parkedCount).toBe(1);
-    await tick();
+    await eventually(() => second.session.cancels.length > 0);
     expect(second.session.cancels).toHaveLength(1);
   });
 
