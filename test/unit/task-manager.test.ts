@@ -178,9 +178,9 @@ describe('TaskManager', () => {
 
   it('a record that expires while its task runs cancels the call upstream, and the task is then unknown', async () => {
     const { tasks } = setup();
-    const { taskId, session, ex } = await startTask(tasks, ALICE, { ...OPTS, ttlMs: 50 });
     const seen: TaskRecord[] = [];
     tasks.subscribe((r) => seen.push(r));
+    const { taskId, session, ex } = await startTask(tasks, ALICE, { ...OPTS, ttlMs: 50 });
     // The store expires it about 50 ms after creation; the bound leaves room for a loaded host.
     await eventually(() => ex.outcome !== undefined);
     expect(ex.outcome).toMatchObject({ error: { data: { reason: 'cancelled' }, message: expect.stringContaining('expired') } });
