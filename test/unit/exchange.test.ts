@@ -205,4 +205,33 @@ describe('Exchange', () => {
     await eventually(() => session.cancels.length > 0);
     expect(session.cancels).toHaveLength(1);
   });
+  it('-32042 URL elicitation required: each elicitation becomes a URL input request; accepted, the request goes upstream again', async () => {
+    const { ex, session } = fakeCall();
+    ex.start();
+    const elicitation = { message: 'Sign in', url: 'https://example.com/auth', elicitationId: 'e9' };
+    session.reject(new McpError(-32042, 'URL elicitation required', { elicitations: [elicitation] }));
+    expect(await ex.settle(1000)).toBe('input');
+    expect(ex.outstanding()).toEqual({
+      'elicitation-1': { method: 'elicitation/create', params: { message: 'Sign in', url: 'https://example.com/auth', mode: 'url' } },
+    });
+    ex.answer('elicitation-1', { action: 'accept' });
+    await eventually(() => session.sent.length === 2);
+    expect(session.sent[1]).toEqual(session.sent[0]);
+    session.resolve({ content: [] });
+    expect(await ex.settle(1000)).toBe('done');
+    expect(ex.outcome).toEqual({ result: { content: [] } });
+  });
+
+  it('-32042 URL elicitation declined by the client: -32603 declined naming the URL, never -32042 downstream', async () => {
+    const { ex, session } = fakeCall();
+    ex.start();
+    session.reject(new McpError(-32042, 'URL elicitation required', { elicitations: [{ message: 'm', url: 'https://example.com/a' }] }));
+    await ex.settle(1000);
+    ex.answer('elicitation-1', { action: 'decline' });
+    expect(await ex.settle(1000)).toBe('done');
+    expect(ex.outcome).toMatchObject({
+      error: { code: -32603, data: { reason: 'declined' }, message: expect.stringContaining('https://example.com/a') },
+    });
+    expect(session.sent).toHaveLength(1);
+  });
 });

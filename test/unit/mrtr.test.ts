@@ -266,4 +266,22 @@ describe('MRTR bridge', () => {
     expect(entries).toEqual([expect.objectContaining({ k: 'elicitation-1', v: ACCEPT })]);
     await expect(bridge.replayAnswers(claims, { 'elicitation-1': ACCEPT })).rejects.toMatchObject({ code: -32602, message: INVALID_STATE });
   });
+  it('while draining, a call that asks for input is cancelled with -32603 shutting-down instead of parked; a parked call is still resumed', async () => {
+    const { bridge } = setup();
+    const parked = await firstRound(bridge);
+    bridge.drain();
+    const { ex, session } = fakeCall();
+    ex.start();
+    session.ask('elicitation/create', FORM);
+    await expect(bridge.drive(ex, binding(), context(), WINDOW_MS)).rejects.toMatchObject({
+      code: -32603,
+      data: { reason: 'shutting-down' },
+    });
+    expect(bridge.parkedCount).toBe(1);
+    const claims = await bridge.open(binding(), parked.first.requestState);
+    const retry = bridge.resume(claims, binding(), { 'elicitation-1': ACCEPT }, context(), WINDOW_MS);
+    await expect(parked.asked.answer).resolves.toEqual(ACCEPT);
+    parked.session.resolve(RESULT);
+    await expect(retry).resolves.toEqual(RESULT);
+  });
 });
