@@ -130,6 +130,7 @@ export class BridgeServer {
     return this.simple(up, req, ctx);
   }
 
+  /** `tasks/get`, `tasks/update`, `tasks/cancel` for this caller's tasks on `up` (400 / -32021 without the tasks extension). */
   private async task(up: BridgeUpstream, req: ValidatedRequest, ctx: CallContext): Promise<Record<string, unknown>> {
     if (!declaresTasks(req)) throw tasksExtensionRequired();
     const caller = { principal: ctx.principal, upstream: up.name };
@@ -146,6 +147,11 @@ export class BridgeServer {
     }
   }
 
+  /**
+   * A method served on a shared session: `server/discover` from the session's `initialize` result,
+   * any other forwarded as it is (list results with the upstream's `cache` hints; `tools/list`
+   * through {@link servedTools}).
+   */
   private async simple(up: BridgeUpstream, req: ValidatedRequest, ctx: LegacyContext): Promise<Record<string, unknown>> {
     const caps = up.mirrored(req.clientCapabilities);
     const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
