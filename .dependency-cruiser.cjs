@@ -5,7 +5,7 @@
  */
 const LAYERS = [
   ['main', '^src/main\\.ts$'],
-  ['wiring', '^src/(wiring|serve)\\.ts$'],
+  ['wiring', '^src/wiring\\.ts$'],
   ['http', '^src/http/'],
   ['admin', '^src/admin/'],
   ['federation', '^src/federation/'],

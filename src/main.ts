@@ -1,17 +1,24 @@
 /**
  * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`,
  * `OTEL_*`). Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a
- * bad config, flag or environment value, with a one-line message on stderr), starts tracing when
- * the `OTEL_*` variables ask for it, serves every upstream at `POST /mcp/NAME`, and stops cleanly
- * on SIGTERM/SIGINT within `shutdownGraceMs` (exit code 0), exporting the spans still buffered. `--help` lists the flags,
- * environment variables and exit codes.
+ * bad config, flag or environment value, with a one-line message on stderr), has src/wiring.ts
+ * build the gateway (it starts tracing when the `OTEL_*` variables ask for it), serves every
+ * upstream at `POST /mcp/NAME`, and stops cleanly on SIGTERM/SIGINT within `shutdownGraceMs` (exit
+ * code 0), exporting the spans still buffered. `--help` lists the flags, environment variables and
+ * exit codes.
  *
- * This module answers `--help` and a bad flag or `LOG_LEVEL` from node:util alone; the gateway
- * (src/serve.ts, with the config schema, the HTTP front door and the MCP SDKs) is loaded only after.
+ * This module answers `--help` and a bad flag or `LOG_LEVEL` from node:util alone; the config
+ * schema, the HTTP server and the gateway (src/wiring.ts, with the front door and the MCP SDKs) are
+ * imported only after.
  */
 import { parseArgs } from 'node:util';
 import { SAFE_CHILD_ENV } from './config/child-env.js';
 import { LOG_LEVELS, toLogLevel } from './config/log-levels.js';
+import type { ServerType } from '@hono/node-server';
+import type { LoadedConfig } from './config/load.js';
+import type { GatewayConfig } from './config/schema.js';
+import type { Logger } from './observability/log.js';
+import type { Wiring } from './wiring.js';
 
 function usage(): string {
   return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--help]';
@@ -91,5 +98,155 @@ const envLogLevel = process.env.LOG_LEVEL || undefined;
 if (envLogLevel !== undefined && !toLogLevel(envLogLevel))
   fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${envLogLevel}'`);
 
-const { serve } = await import('./serve.js');
-await serve({ config: args.config!, port: args.port, host: args.host, logLevel: envLogLevel }, fail);
+/** What the command line gave (flags win over `PORT` and `HOST`, read here). */
+interface Options {
+  /** The config file: a gateway config or an `mcpServers` server list. */
+  config: string;
+  /** `--port`, unchecked (a decimal integer from 0 to 65535, or exit 2). */
+  port?: string;
+  /** `--host`. */
+  host?: string;
+  /** `LOG_LEVEL` as set (a level name in any case, already checked); wins over the config's `logLevel`. */
+  logLevel?: string;
+}
+
+/**
+ * Loads the config file and applies `--port`/`PORT` and `--host`/`HOST`, then makes the logger and
+ * logs what the file left out. Exits 2 (through {@link fail}) on a bad config, port, or a
+ * non-loopback address without authentication.
+ */
+async function loadConfig(opts: Options): Promise<{ cfg: GatewayConfig; log: Logger }> {
+  const [{ ConfigError, readConfigFile }, { isLoopback }, { createLogger }] = await Promise.all([
+    import('./config/load.js'),
+    import('./http/frontdoor.js'),
+    import('./observability/log.js'),
+  ]);
+  let loaded: LoadedConfig;
+  try {
+    loaded = readConfigFile(opts.config);
+  } catch (e) {
+    if (e instanceof ConfigError) fail(e.message);
+    throw e;
+  }
+  const cfg = loaded.config;
+  // An empty PORT is unset, as an empty LOG_LEVEL is.
+  const portArg = opts.port ?? (process.env.PORT || undefined);
+  if (portArg !== undefined) {
+    const port = /^\d{1,5}$/.test(portArg) ? Number(portArg) : NaN;
+    if (!Number.isInteger(port) || port < 0 || port > 65535)
+      fail(`--port/PORT must be a decimal integer from 0 to 65535, got '${portArg}'`);
+    cfg.listen.port = port;
+  }
+  const host = opts.host ?? process.env.HOST;
+  if (host) cfg.listen.host = host;
+  if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.listen.host)) {
+    fail(
+      `refusing to listen on ${cfg.listen.host} without authentication: configure auth (apiKeys or jwt), listen on a loopback address, or set auth.allowAnonymous: true`,
+    );
+  }
+  const log = createLogger(opts.logLevel ?? cfg.logLevel ?? 'info');
+  logLoaded(loaded, opts.config, log);
+  return { cfg, log };
+}
+
+/** Logs what reading config file `file` found: the servers of an `mcpServers` file, keys ignored, stdio children's environment (names only). */
+function logLoaded(loaded: LoadedConfig, file: string, log: Logger): void {
+  const cfg = loaded.config;
+  if (loaded.format === 'mcpServers') {
+    log.info({ config: file, upstreams: Object.keys(cfg.upstreams) }, `serving the servers of the mcpServers file ${file}`);
+    if (loaded.disabled.length) log.info({ disabled: loaded.disabled }, `skipping disabled servers: ${loaded.disabled.join(', ')}`);
+  }
+  for (const w of loaded.warnings)
+    log.warn(
+      { config: file, path: w.path, ignored: w.ignored },
+      `${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}`,
+    );
+  // Names only, never values.
+  for (const c of loaded.childEnv) {
+    log.info(
+      { upstream: c.upstream, env: c.names, passedThrough: c.passedThrough },
+      `stdio upstream ${c.upstream}: child environment beyond the safe set: ${c.names.length ? c.names.join(', ') : '(none)'}`,
+    );
+    if (c.unmatched.length)
+      log.warn(
+        { upstream: c.upstream, unmatched: c.unmatched },
+        `stdio upstream ${c.upstream}: envPassthrough matched no variable: ${c.unmatched.join(', ')}`,
+      );
+  }
+}
+
+const LISTEN_HINTS: Record<string, string> = {
+  EADDRINUSE: 'another process is listening there (a gateway started before?); stop it, or choose another port with --port or PORT',
+  EACCES: 'this user may not listen on that port; choose one above 1023 with --port or PORT',
+  EADDRNOTAVAIL: 'no interface of this machine has that address; check listen.host',
+};
+
+/**
+ * Serves the front door of `gw` on `listen.host`:`listen.port`. Once listening it logs the
+ * endpoints, starts this replica's heartbeat and probes the required upstreams (so `/readyz`
+ * reflects them early). Exits 1 (through {@link fail}) when the address cannot be bound.
+ */
+async function listen(gw: Wiring, log: Logger): Promise<ServerType> {
+  const [{ serve }, { httpServerOptions }] = await Promise.all([import('@hono/node-server'), import('./http/server.js')]);
+  const cfg = gw.cfg;
+  const server = serve(
+    { fetch: gw.front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) },
+    (info) => {
+      const h = info.family === 'IPv6' ? `[${info.address}]` : info.address;
+      const base = `http://${h}:${info.port}`;
+      const endpoints = [
+        ...(cfg.federation.enabled ? [`POST ${base}/mcp`] : []),
+        ...[...gw.upstreams.keys()].map((n) => `POST ${base}/mcp/${n}`),
+      ];
+      const ops = ['GET /healthz', 'GET /readyz', 'GET /metrics', ...(cfg.admin.enabled ? ['GET /admin'] : [])].map((e) =>
+        e.replace(' /', ` ${base}/`),
+      );
+      log.info(
+        { address: info.address, port: info.port, endpoints, operations: ops, auth: cfg.auth.mode },
+        `mrtr-gateway listening on ${base}; endpoints: ${endpoints.join(', ')}; operations: ${ops.join(', ')}`,
+      );
+      if (cfg.store.kind !== 'memory' && !cfg.replicas.advertiseUrl && /^(0\.0\.0\.0|::)$/.test(info.address)) {
+        log.warn(
+          { address: info.address },
+          'listening on every address: set replicas.advertiseUrl so other replicas can forward calls here',
+        );
+      }
+      gw.startReplica(base);
+      // Probe required upstreams at start so /readyz reflects them early.
+      void gw.readiness().then((r) => {
+        for (const u of r.upstreams) if (!u.ready) log.warn({ upstream: u.name, reason: u.reason }, 'required upstream not ready');
+      });
+    },
+  );
+  server.on('error', (e: NodeJS.ErrnoException) => {
+    const hint = e.code ? LISTEN_HINTS[e.code] : undefined;
+    fail(`cannot listen on ${cfg.listen.host}:${cfg.listen.port}: ${e.code ?? e.message}${hint ? ` (${hint})` : ''}`, 1);
+  });
+  return server;
+}
+
+/**
+ * On the first SIGTERM or SIGINT, stops gracefully ({@link Wiring.stop}) and exits 0; exits 0
+ * anyway once `shutdownGraceMs` is over.
+ */
+function stopOnSignals(gw: Wiring, server: ServerType, log: Logger): void {
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    const graceMs = gw.cfg.shutdownGraceMs;
+    setTimeout(() => {
+      log.warn({ graceMs }, 'shutdownGraceMs over: exiting without waiting for the rest');
+      process.exit(0);
+    }, graceMs);
+    await gw.stop(server, signal);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+const { cfg, log } = await loadConfig({ config: args.config!, port: args.port, host: args.host, logLevel: envLogLevel });
+const { wire } = await import('./wiring.js');
+const gw = await wire(cfg, log);
+stopOnSignals(gw, await listen(gw, log), log);

@@ -12,19 +12,19 @@ import { getConnInfo } from '@hono/node-server/conninfo';
 import { Hono, type Context, type MiddlewareHandler } from 'hono';
 import type { HttpBindings } from '@hono/node-server';
 import { RESPONSE_ALREADY_SENT } from '@hono/node-server/utils/response';
-import { Gateway } from '../router/router.js';
+import type { Gateway } from '../router/router.js';
 import { ErrorCode, GatewayError, methodNotFound, quoted, upstreamFailed } from '../protocol/errors.js';
+import type { AppDeps } from './deps.js';
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import { ClientConnection } from '../protocol/connection.js';
 import type { ProgressParams } from '../cells/bridge/exchange.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced } from '../observability/tracing.js';
-import { AuthError, AuthUnavailable, Authenticator, principalHash, type Caller } from '../security/auth.js';
+import { AuthError, AuthUnavailable, principalHash, type Caller } from '../security/auth.js';
 import { corsMiddleware } from './cors.js';
-import { CallerLimiter, OriginGuard, callerLimits } from './frontdoor.js';
 import { uniqueId } from '../observability/ids.js';
-import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy-sessions.js';
+import { eraOf, type Era, type SessionCaller } from './legacy-sessions.js';
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
@@ -39,7 +39,7 @@ import {
   secretMatches,
   type HopRefusalReason,
 } from './replicas.js';
-import { FEDERATED_LABEL, Federation, type FederationContext } from '../federation/federation.js';
+import { FEDERATED_LABEL, type Federation, type FederationContext } from '../federation/federation.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { ListenHandle } from '../router/subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
@@ -140,23 +140,15 @@ interface RequestVars {
 /** The HTTP front door and its shutdown hook. */
 export interface FrontDoor {
   app: Hono<{ Variables: RequestVars; Bindings: HttpBindings }>;
-  /** The sessions of legacy clients. */
-  legacy: LegacySessions;
-  /** The federation layer behind `POST /mcp` (undefined unless `federation.enabled`). */
-  federation: Federation | undefined;
   /**
-   * Stops taking new MCP work (new calls get 503 / -32603 "gateway shutting down"; retries of calls
-   * parked here and `tasks/*` requests are still served, see {@link Gateway.drain}) and waits up to
-   * `graceMs` for requests in flight, parked calls and tasks running here to finish. Resolves
-   * with how many are still in flight or held.
+   * Waits up to `ms` for requests in flight to finish, and for the work `held` counts (parked
+   * calls and tasks running here, whose retries may still come). Resolves with how many are left.
    */
-  drain(graceMs: number): Promise<number>;
-  /** Waits up to `ms` for requests in flight to finish. */
-  settle(ms: number): Promise<number>;
+  settle(ms: number, held?: () => number): Promise<number>;
 }
 
 /**
- * Builds the front door for `gateway`. Routes:
+ * Builds the front door from `deps` (src/wiring.ts builds them). Routes:
  * - `POST /mcp/:name`: MCP 2026-07-28 (Host/Origin check → auth → rate and concurrency limits →
  *   body limit → JSON-RPC). Other methods on it: 405 with `Allow: POST`, except CORS preflights
  *   (`OPTIONS`): 204 for an allowed origin, 403 otherwise (see `corsMiddleware`).
@@ -170,18 +162,11 @@ export interface FrontDoor {
  *   Host/Origin check, the same authentication and `admin.principals`.
  * - anything else: 404 with a JSON-RPC error body.
  */
-export function createApp(gateway: Gateway, log: Logger): FrontDoor {
+export function createApp(deps: AppDeps): FrontDoor {
+  const { gateway, log, federation, auth, guard, limits, limiter, listens, legacy, draining } = deps;
   const cfg = gateway.cfg;
   const app = new Hono<{ Variables: RequestVars; Bindings: HttpBindings }>();
-  const federation = cfg.federation.enabled ? new Federation(gateway, log.child({ component: 'federation' })) : undefined;
   const maxBody = cfg.limits.maxBodyBytes;
-  const auth = new Authenticator(cfg.auth);
-  const guard = new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins);
-  // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
-  const limits = callerLimits(cfg);
-  const limiter = new CallerLimiter(limits);
-  // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
-  const listens = new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal });
   const limitKey = (c: Context, caller: Caller) => (limits.keyedBy === 'principal' ? caller.principal : `address:${clientAddress(c)}`);
   const inflight = new Set<Promise<unknown>>();
   /**
@@ -210,35 +195,6 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
         if (!streamed) c?.set('work', undefined);
       };
     };
-  let draining = false;
-  const legacy = new LegacySessions(
-    gateway,
-    log,
-    (upstream, principal, r) => {
-      const durationMs = Math.round(r.durationMs * 10) / 10;
-      log.info(
-        {
-          upstream,
-          method: quoted(r.method),
-          name: quoted(r.name),
-          principal: principalHash(principal),
-          durationMs,
-          outcome: r.outcome,
-          code: r.code,
-          reason: r.reason,
-          era: 'legacy',
-        },
-        'request',
-      );
-      gateway.metrics.requests.inc({
-        upstream,
-        method: (SERVED_METHODS as readonly string[]).includes(r.method) ? r.method : 'other',
-        outcome: r.code !== undefined ? String(r.code) : r.outcome,
-      });
-    },
-    federation,
-  );
-  gateway.onClose(() => legacy.close());
   const sessionCaller = (c: Context): SessionCaller => ({
     ...c.get('caller'),
     owner: limitKey(c, c.get('caller')),
@@ -275,8 +231,9 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
 
   app.get('/healthz', (c) => c.json({ status: 'ok' }));
   app.get('/readyz', async (c) => {
-    const r = await gateway.readiness();
-    return c.json({ ...r, ...(draining ? { ready: false, reason: 'shutting down' } : {}) }, r.ready && !draining ? 200 : 503);
+    const r = await deps.readiness();
+    const stopping = draining();
+    return c.json({ ...r, ...(stopping ? { ready: false, reason: 'shutting down' } : {}) }, r.ready && !stopping ? 200 : 503);
   });
   app.get('/metrics', async () => {
     const { body, contentType } = await gateway.metrics.render();
@@ -320,7 +277,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     const given = headerOf(c, 'x-request-id');
     const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : uniqueId();
     // During the drain only what may resume work held here goes on (the router decides from the body).
-    if (draining && !(c.req.method === 'POST' && DRAIN_METHODS.has(headerOf(c, 'mcp-method') ?? ''))) return refuseDraining(requestId);
+    if (draining() && !(c.req.method === 'POST' && DRAIN_METHODS.has(headerOf(c, 'mcp-method') ?? ''))) return refuseDraining(requestId);
     const refused = guard.check(headerOf(c, 'host'), headerOf(c, 'origin'));
     if (refused) return forbidden(refused, { requestId }, { 'x-request-id': requestId });
     // Undefined on the federated endpoint.
@@ -559,31 +516,16 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
     return errorResponse(null, g.toJSON(), g.httpStatus);
   });
 
-  const settle = async (ms: number) => {
+  const settle = async (ms: number, held: () => number = () => 0) => {
     const deadline = Date.now() + ms;
-    while (inflight.size && Date.now() < deadline) {
-      await Promise.race([Promise.all([...inflight]), new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())))]);
+    while ((inflight.size || held()) && Date.now() < deadline) {
+      // Polled: held work ends without a promise to wait on.
+      const tick = new Promise((r) => setTimeout(r, Math.min(50, Math.max(0, deadline - Date.now()))));
+      await (inflight.size ? Promise.race([Promise.all([...inflight]), tick]) : tick);
     }
-    return inflight.size;
+    return inflight.size + held();
   };
-  return {
-    app,
-    legacy,
-    federation,
-    settle,
-    drain: async (graceMs) => {
-      draining = true;
-      gateway.drain();
-      // Parked calls and tasks held here are work in flight too: their retries may still come.
-      const deadline = Date.now() + graceMs;
-      while ((inflight.size || gateway.heldWork) && Date.now() < deadline) {
-        // Polled: held work ends without a promise to wait on.
-        const tick = new Promise((r) => setTimeout(r, Math.min(50, Math.max(0, deadline - Date.now()))));
-        await (inflight.size ? Promise.race([Promise.all([...inflight]), tick]) : tick);
-      }
-      return inflight.size + gateway.heldWork;
-    },
-  };
+  return { app, settle };
 }
 
 /** Methods (by the `Mcp-Method` header) that may resume work held here, so the drain lets them reach the router. */

@@ -39,7 +39,7 @@ import { SessionEventStore } from './events.js';
 import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../cells/legacy/passthrough.js';
 import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
-import type { UpstreamEra } from '../router/router.js';
+import type { UpstreamEra } from '../router/upstream.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
 import { FederatedHop } from '../federation/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';

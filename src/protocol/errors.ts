@@ -124,9 +124,13 @@ export const upstreamFailed = (upstream: string, reason: UpstreamFailure, messag
 
 /**
  * 200 / -32603 with `data.reason` `shutting-down`: a call (or the session it waited for) ended
- * because the gateway stops. New requests refused while it drains get 503 instead (src/router/router.ts).
+ * because the gateway stops. New requests refused while it drains get 503 instead ({@link shuttingDown}).
  */
 export const shutdownFailure = (upstream: string) => upstreamFailed(upstream, 'shutting-down', 'gateway shutting down');
+
+/** 503 / -32603 "gateway shutting down" (`data.reason` `shutting-down`): during the drain, a request that would start new work here. */
+export const shuttingDown = (upstream: string) =>
+  new GatewayError(ErrorCode.InternalError, 'gateway shutting down', { upstream, reason: 'shutting-down' }, 503);
 
 /**
  * The message of `e` with its cause, when it has one that says more: Node's fetch reports

@@ -1,20 +1,19 @@
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
-import { Gateway } from '../../src/router/router.js';
-import { createApp } from '../../src/http/app.js';
+import { wire, type Wiring } from '../../src/wiring.js';
 import type { LegacySessions } from '../../src/http/legacy-sessions.js';
 import { pino } from 'pino';
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
 import { httpServerOptions } from '../../src/http/server.js';
 import { createLogger, silentLogger, type Logger } from '../../src/observability/log.js';
-import { startTracing, tracingActive } from '../../src/observability/tracing.js';
 import { EVERYTHING, ROOT } from './processes.js';
 import { scaled } from './budget.js';
 
 /** A gateway running in this process on 127.0.0.1 with an ephemeral port. */
 export interface TestGateway {
-  gateway: Gateway;
+  /** Every long-lived object of the gateway (src/wiring.ts). */
+  gateway: Wiring;
   /** The front door's legacy client sessions. */
   legacy: LegacySessions;
   base: string;
@@ -43,15 +42,15 @@ export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Recor
 /**
  * Starts a gateway from a raw config object (validated like a file; listen is forced to
  * 127.0.0.1:0), with the CLI's HTTP server options. Logs go to `log`, else to stdout at the level
- * in `TEST_LOG`, else nowhere. Like the CLI, it starts tracing when the `OTEL_*` environment asks
- * for it (once per process; nothing happens when no such variable is set or tracing already runs).
+ * in `TEST_LOG`, else nowhere. Like the CLI (through `wire`), it starts tracing when the `OTEL_*`
+ * environment asks for it (once per process; nothing happens when no such variable is set or
+ * tracing already runs).
  */
 export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
-  if (!tracingActive()) await startTracing();
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
-  const gateway = new Gateway(cfg, log);
-  const { app, legacy } = createApp(gateway, log);
+  const gateway = await wire(cfg, log);
+  const { app } = gateway.front;
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: httpServerOptions(cfg.limits) }, () => resolve(s));
   });
@@ -60,7 +59,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   gateway.startReplica(base);
   return {
     gateway,
-    legacy,
+    legacy: gateway.legacy,
     base,
     url: (upstream) => `${base}/mcp/${upstream}`,
     close: async () => {

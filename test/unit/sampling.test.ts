@@ -7,7 +7,7 @@ import type { MessageCreateParamsNonStreaming } from '@anthropic-ai/sdk/resource
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
-import { mirrorCapabilities } from '../../src/router/router.js';
+import { mirrorCapabilities } from '../../src/router/upstream.js';
 import { Slots, TokenBudgets } from '../../src/sampling/budget.js';
 import { SamplingError } from '../../src/sampling/errors.js';
 import {

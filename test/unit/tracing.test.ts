@@ -14,7 +14,7 @@ import { ROOT } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
 
 const TRACING = fileURLToPath(new URL('../../src/observability/tracing.ts', import.meta.url));
-const GATEWAY = fileURLToPath(new URL('../../src/router/router.ts', import.meta.url));
+const GATEWAY = fileURLToPath(new URL('../../src/wiring.ts', import.meta.url));
 const APP = fileURLToPath(new URL('../../src/http/app.ts', import.meta.url));
 
 describe('tracingWanted', () => {

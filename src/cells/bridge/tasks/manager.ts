@@ -11,7 +11,7 @@ import { TaskQuota } from './quota.js';
 import type { Exchange } from '../exchange.js';
 import { invalidResponse } from '../responses.js';
 import { invalidParams, missingCapability, shutdownFailure, upstreamFailed, type GatewayError } from '../../../protocol/errors.js';
-import type { InputRequest } from '../../../protocol/wire.js';
+import type { ClientCapabilities, InputRequest } from '../../../protocol/wire.js';
 import type { Logger } from '../../../observability/log.js';
 import { startTaskSpan, taskStatus, type Traced } from '../../../observability/tracing.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from '../../../store/tasks.js';
@@ -19,6 +19,11 @@ import { HeldElsewhere, type SharedStore } from '../../../store/shared.js';
 
 /** The extension id, in capabilities and clientCapabilities `extensions`. */
 export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
+
+/** True when the request declared the tasks extension ({@link TASKS_EXTENSION}) in its clientCapabilities. */
+export function declaresTasks(req: { clientCapabilities: ClientCapabilities }): boolean {
+  return Boolean((req.clientCapabilities.extensions as Record<string, unknown> | undefined)?.[TASKS_EXTENSION]);
+}
 
 /** 400 / -32021 naming the tasks extension; `why` says what needed it. */
 export function tasksExtensionRequired(why = ''): GatewayError {
