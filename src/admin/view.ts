@@ -98,7 +98,7 @@ export interface UpstreamView {
   transport: 'stdio' | 'streamable-http' | 'sse';
   /** The configured `protocol`. */
   protocol: 'auto' | 'legacy' | '2026-07-28';
-  /** The era it speaks; `unknown` while `protocol: "auto"` has not asked yet. */
+  /** The era the upstream speaks; `unknown` while `protocol: "auto"` has not asked yet. */
   era: 'legacy' | 'modern' | 'unknown';
   /** The negotiated (or pinned) legacy revision, `2026-07-28` for a modern upstream; absent until known. */
   revision?: string;

@@ -24,7 +24,7 @@ import { AuthError, AuthUnavailable, Authenticator, principalHash, type Caller }
 import { corsMiddleware } from './cors.js';
 import { CallerLimiter, OriginGuard, callerLimits } from './frontdoor.js';
 import { uniqueId } from '../observability/ids.js';
-import { eraOf, LegacySessions, type Era, type SessionCaller } from './legacy-sessions.js';
+import { clientEraOf, LegacySessions, type ClientEra, type SessionCaller } from './legacy-sessions.js';
 import { readBody, type BodyRead } from './body.js';
 import { checkPostMedia, withMcpAccept } from './media.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf, requestHeaders, responseHeadersFor } from './headers.js';
@@ -397,9 +397,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
   if (federation) app.use('/mcp', frontDoor);
 
   app.post('/mcp/:name', (c) =>
-    handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), trackIn(c), (era, body) => {
+    handleMcp(c, gateway, log, c.get('caller'), c.get('requestId'), trackIn(c), (clientEra, body) => {
       const sessionId = c.req.header('mcp-session-id');
-      if (era === 'legacy-initialize') return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
+      if (clientEra === 'legacy-initialize')
+        return legacy.initialize(c.req.param('name')!, sessionCaller(c), withMcpAccept(c.req.raw), body);
       if (!sessionId)
         return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
       return legacy.handle(c.req.param('name')!, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
@@ -414,9 +415,10 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
         c.get('caller'),
         c.get('requestId'),
         trackIn(c),
-        (era, body) => {
+        (clientEra, body) => {
           const sessionId = c.req.header('mcp-session-id');
-          if (era === 'legacy-initialize') return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
+          if (clientEra === 'legacy-initialize')
+            return legacy.initialize(FEDERATED_LABEL, sessionCaller(c), withMcpAccept(c.req.raw), body);
           if (!sessionId)
             return errorResponse(null, { code: ErrorCode.ServerError, message: 'Bad Request: Mcp-Session-Id header is required' }, 400);
           return legacy.handle(FEDERATED_LABEL, sessionCaller(c), sessionId, withMcpAccept(c.req.raw), body);
@@ -475,7 +477,7 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       requestId,
       trackIn(),
       // A legacy session request (initialize, a batch, a session's request) is never forwarded.
-      (_era, body) => {
+      (_clientEra, body) => {
         refuse('method', (body as { method?: string } | undefined)?.method);
         return errorResponse(
           null,
@@ -693,7 +695,7 @@ async function handleMcp(
   caller: Caller,
   requestId: string,
   track: WorkTracker,
-  legacy: (era: Exclude<Era, 'modern'>, body: unknown) => Response | Promise<Response>,
+  legacy: (clientEra: Exclude<ClientEra, 'modern'>, body: unknown) => Response | Promise<Response>,
   hop?: HopGate,
   federation?: Federation,
 ): Promise<Response> {
@@ -734,9 +736,9 @@ async function handleMcp(
   if (parsed instanceof Response) return parsed;
   const { body, text } = parsed;
   const id = idOf(body);
-  const era = eraOf(body, headerOf(c, 'mcp-session-id'));
-  if (era !== 'modern' && gateway.isDraining) return refuseDraining(requestId, id);
-  if (era !== 'modern') return legacy(era, body);
+  const clientEra = clientEraOf(body, headerOf(c, 'mcp-session-id'));
+  if (clientEra !== 'modern' && gateway.isDraining) return refuseDraining(requestId, id);
+  if (clientEra !== 'modern') return legacy(clientEra, body);
   let rpc;
   try {
     rpc = parseJsonRpc(body);

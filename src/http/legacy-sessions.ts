@@ -2,7 +2,7 @@
  * Legacy clients (Streamable HTTP, MCP 2025-03-26 … 2025-11-25) on the same `POST /mcp/NAME`
  * endpoint as 2026-07-28 clients.
  *
- * The era is chosen per request, as the 2026-07-28 versioning rules say (basic/versioning,
+ * The client's era is chosen per request, as the 2026-07-28 versioning rules say (basic/versioning,
  * transports/streamable-http §Backward Compatibility): a request carrying the modern `_meta`
  * envelope is stateless 2026-07-28; `initialize` opens a legacy session; a request carrying a known
  * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
@@ -92,19 +92,22 @@ export interface LegacySessionInfo {
   ageMs: number;
 }
 
-/** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
-export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
+/**
+ * The client's era of one POST, which says how it is served: as a legacy `initialize`, inside a legacy
+ * session, or as 2026-07-28 (the upstream's era is the router's `UpstreamEra`).
+ */
+export type ClientEra = 'legacy-initialize' | 'legacy-session' | 'modern';
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
- * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
+ * The client's era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
  * it carries (an `Mcp-Session-Id` on it is ignored), and so is a batch of such requests (which
  * 2026-07-28 then refuses); otherwise `initialize` opens a legacy session and an `Mcp-Session-Id`
  * header (or a batch, which only legacy revisions allow) puts it in one. An empty batch is
  * 'modern', so it gets the 2026-07-28 -32600 Invalid Request.
  */
-export function eraOf(body: unknown, sessionId: string | undefined): Era {
+export function clientEraOf(body: unknown, sessionId: string | undefined): ClientEra {
   const messages = Array.isArray(body) ? body : [body];
   // An empty batch is an Invalid Request in every era (JSON-RPC 2.0 §6).
   if (messages.length === 0) return 'modern';
@@ -256,8 +259,8 @@ export class LegacySessions {
     if (refused) return refused;
     let session: LegacySession | undefined;
     try {
-      const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);
-      if (era instanceof Response) return era;
+      const upstreamEra = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.upstreamEraOf(upstream);
+      if (upstreamEra instanceof Response) return upstreamEra;
       const transport = new DownstreamHttpTransport({
         sessionIdGenerator: () => randomBytes(24).toString('base64url'),
         ...(this.cfg.eventsPerSession > 0
@@ -265,7 +268,7 @@ export class LegacySessions {
           : {}),
         onsessioninitialized: (id) => this.register(session!, id),
       });
-      session = this.create(upstream, who, transport, era);
+      session = this.create(upstream, who, transport, upstreamEra);
       await transport.start();
       return await transport.handleRequest(req, { parsedBody: body });
     } finally {
@@ -293,11 +296,11 @@ export class LegacySessions {
     };
     res.once('close', onGone);
     try {
-      const era = await this.eraOf(upstream);
-      if (era instanceof Response) return era;
+      const upstreamEra = await this.upstreamEraOf(upstream);
+      if (upstreamEra instanceof Response) return upstreamEra;
       if (gone || res.destroyed) return undefined;
       const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
-      session = this.create(upstream, who, transport, era);
+      session = this.create(upstream, who, transport, upstreamEra);
       await transport.start();
       this.register(session, transport.sessionId);
       return undefined;
@@ -413,7 +416,7 @@ export class LegacySessions {
   }
 
   /** The upstream's era, or the error response when it cannot be reached to ask. */
-  private async eraOf(upstream: string): Promise<UpstreamEra | Response> {
+  private async upstreamEraOf(upstream: string): Promise<UpstreamEra | Response> {
     try {
       return await this.gateway.upstreams.get(upstream)!.era();
     } catch (e) {
@@ -432,10 +435,10 @@ export class LegacySessions {
     upstream: string,
     who: SessionCaller,
     transport: DownstreamHttpTransport | DownstreamSseTransport,
-    era: UpstreamEra | 'federated',
+    upstreamEra: UpstreamEra | 'federated',
   ): LegacySession {
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
-    if (era === 'federated') {
+    if (upstreamEra === 'federated') {
       const relay = new ReverseRelay({
         upstream,
         inputAllow: INPUT_KINDS,
@@ -453,7 +456,7 @@ export class LegacySessions {
     };
     let session: LegacySession | undefined;
     const relay: LegacyRelay =
-      era === 'modern'
+      upstreamEra === 'modern'
         ? new ReverseRelay({
             upstream,
             ...reverseSettings(up.cfg, who.token),
