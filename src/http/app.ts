@@ -45,7 +45,7 @@ import type { ListenHandle } from '../router/subscriptions.js';
 import { HeldElsewhere, StoreUnavailable } from '../store/shared.js';
 import { serveListen } from './listen.js';
 import { UnknownPaths } from './unknown-paths.js';
-import { adminApp } from './admin.js';
+import { adminApp } from './routes/admin.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 
 function asGatewayError(e: unknown, log: Logger): GatewayError {
@@ -527,7 +527,17 @@ export function createApp(gateway: Gateway, log: Logger): FrontDoor {
       ? methodNotAllowed(c.req.method, c.req.path)
       : unknownUpstream(c, gateway, c.req.param('name'), null),
   );
-  if (cfg.admin.enabled) app.route('/admin', adminApp(gateway, legacy, auth, guard, log));
+  if (cfg.admin.enabled) {
+    const sources = {
+      upstreams: gateway.upstreams,
+      parked: gateway.bridge,
+      tasks: gateway.tasks,
+      census: gateway.census,
+      dropped: gateway.dropped,
+      legacy,
+    };
+    app.route('/admin', adminApp({ cfg, log, replica: gateway.replica, storeKind: gateway.store.kind, sources, auth, guard }));
+  }
   // Operations endpoints answer GET (and HEAD) only.
   for (const path of ['/healthz', '/readyz', '/metrics']) {
     app.all(path, (c) =>

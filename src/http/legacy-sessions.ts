@@ -41,6 +41,7 @@ import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
 import type { UpstreamEra } from '../router/router.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
+import type { LegacySessionInfo, LegacySessionList } from '../admin/view.js';
 import { FederatedHop } from '../federation/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';
 
@@ -72,24 +73,6 @@ function badInitialize(body: unknown): Response | undefined {
       headers: { 'content-type': 'application/json' },
     },
   );
-}
-
-/** One open legacy session, as {@link LegacySessions.list} reports it. */
-export interface LegacySessionInfo {
-  id: string;
-  upstream: string;
-  principal: string;
-  transport: 'streamable-http' | 'sse';
-  relay: 'pass-through' | 'reverse';
-  /** The revision negotiated with the client. */
-  protocolVersion?: string;
-  /** The stdio child's process id. */
-  pid?: number;
-  /** Requests of the client still in flight. */
-  inFlight: number;
-  /** Time since the client's last message, and since the session opened, in ms. */
-  idleMs: number;
-  ageMs: number;
 }
 
 /**
@@ -175,7 +158,7 @@ const notJsonRpc = () =>
 const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid Request: id ${ID_BEYOND_SAFE}`);
 
 /** The legacy sessions of a gateway. */
-export class LegacySessions {
+export class LegacySessions implements LegacySessionList {
   private readonly sessions = new Map<string, LegacySession>();
   /** Sessions each caller holds or is opening (admitted, not yet ended), by owner. */
   private readonly perOwner = new Map<string, number>();
