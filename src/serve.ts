@@ -7,9 +7,10 @@
 import { serve as serveHttp } from '@hono/node-server';
 import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js';
 import { Gateway } from './router/router.js';
-import { createApp } from './http/app.js';
+import { createApp, type AppDeps } from './http/app.js';
+import { Federation } from './federation/federation.js';
 import { httpServerOptions } from './http/server.js';
-import { createLogger } from './observability/log.js';
+import { createLogger, type Logger } from './observability/log.js';
 import { describeTracing, startTracing } from './observability/tracing.js';
 import { isLoopback } from './http/frontdoor.js';
 import { endChildrenBy } from './upstream/session.js';
@@ -34,6 +35,29 @@ export interface ServeOptions {
 const CLOSE_RESERVE_MS = 2500;
 /** How long before the end of `shutdownGraceMs` stdio children still running get SIGKILL, in ms (at most a quarter of it). */
 const REAP_MS = 250;
+
+/**
+ * What the front door is built from, over `gateway`: the router itself (as the front door's
+ * `McpRouter`), its config, metrics and the lower-layer objects the front door reads, and the
+ * federation layer when `federation.enabled`.
+ */
+export function frontDoorDeps(gateway: Gateway, log: Logger): AppDeps {
+  const { cfg } = gateway;
+  return {
+    router: gateway,
+    cfg,
+    log,
+    metrics: gateway.metrics,
+    federation: cfg.federation.enabled ? new Federation(gateway, log.child({ component: 'federation' })) : undefined,
+    census: gateway.census,
+    sampler: gateway.sampler,
+    hop: { replica: gateway.replica, sealer: gateway.sealer, tasks: gateway.store.tasks },
+    storeKind: gateway.store.kind,
+    parked: gateway.bridge,
+    tasks: gateway.tasks,
+    dropped: gateway.dropped,
+  };
+}
 
 /**
  * Starts the gateway and returns once it is set to listen; the process then runs until a signal
@@ -96,7 +120,7 @@ export async function serve(opts: ServeOptions, fail: (message: string, code?: n
   if (gateway.generatedStateKey) {
     log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
   }
-  const front = createApp(gateway, log);
+  const front = createApp(frontDoorDeps(gateway, log));
   const server = serveHttp(
     { fetch: front.app.fetch, port: cfg.listen.port, hostname: cfg.listen.host, serverOptions: httpServerOptions(cfg.limits) },
     (info) => {

@@ -29,7 +29,6 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Gateway } from '../router/router.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
@@ -39,7 +38,10 @@ import { SessionEventStore } from './events.js';
 import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../cells/legacy/passthrough.js';
 import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
-import type { UpstreamEra } from '../router/router.js';
+import type { Upstream, UpstreamEra } from '../router/router.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Census } from '../observability/census.js';
+import type { Sampler } from '../sampling/sampler.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
 import type { LegacySessionInfo, LegacySessionList } from '../admin/view.js';
 import { FederatedHop } from '../federation/federated.js';
@@ -157,6 +159,22 @@ const notJsonRpc = () =>
 /** 400 / -32600 for a message whose numeric id is past 2^53 - 1 (see {@link hasIdBeyondSafe}). */
 const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid Request: id ${ID_BEYOND_SAFE}`);
 
+/** What the legacy sessions are built from. */
+export interface LegacySessionDeps {
+  /** The configured upstreams (the router's), whose era and sessions the relays use. */
+  upstreams: ReadonlyMap<string, Upstream>;
+  cfg: GatewayConfig['legacySessions'];
+  log: Logger;
+  metrics: Pick<Metrics, 'secretDeclines'>;
+  /** Serves the sampling requests of upstreams with `sampling.mode` other than `client`. */
+  sampler: Sampler;
+  census: Census;
+  /** Records one relayed request (request log line and metrics). */
+  record: (upstream: string, principal: string, r: RelayedRequest) => void;
+  /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
+  federation?: Federation;
+}
+
 /** The legacy sessions of a gateway. */
 export class LegacySessions implements LegacySessionList {
   private readonly sessions = new Map<string, LegacySession>();
@@ -165,17 +183,16 @@ export class LegacySessions implements LegacySessionList {
   /** Sessions admitted whose id is not registered yet (their `initialize` is being served). */
   private admitted = 0;
   private readonly cfg: GatewayConfig['legacySessions'];
+  private readonly log: Logger;
+  private readonly record: LegacySessionDeps['record'];
+  private readonly federation: Federation | undefined;
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(
-    private readonly gateway: Gateway,
-    private readonly log: Logger,
-    /** Records one relayed request (request log line and metrics). */
-    private readonly record: (upstream: string, principal: string, r: RelayedRequest) => void,
-    /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
-    private readonly federation?: Federation,
-  ) {
-    this.cfg = gateway.cfg.legacySessions;
+  constructor(private readonly deps: LegacySessionDeps) {
+    this.cfg = deps.cfg;
+    this.log = deps.log;
+    this.record = deps.record;
+    this.federation = deps.federation;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.cfg.idleMs, 1000));
     this.sweeper.unref();
   }
@@ -401,7 +418,7 @@ export class LegacySessions implements LegacySessionList {
   /** The upstream's era, or the error response when it cannot be reached to ask. */
   private async upstreamEraOf(upstream: string): Promise<UpstreamEra | Response> {
     try {
-      return await this.gateway.upstreams.get(upstream)!.era();
+      return await this.deps.upstreams.get(upstream)!.era();
     } catch (e) {
       const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, (e as Error).message);
       return jsonRpcError(502, g.code, g.message, g.data);
@@ -432,7 +449,7 @@ export class LegacySessions implements LegacySessionList {
       });
       return this.session(upstream, who, transport, relay);
     }
-    const up = this.gateway.upstreams.get(upstream)!;
+    const up = this.deps.upstreams.get(upstream)!;
     const onRequest = (r: RelayedRequest) => {
       this.record(upstream, who.principal, r);
       up.noteFailure(r.reason);
@@ -459,14 +476,14 @@ export class LegacySessions implements LegacySessionList {
               up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
             onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
             onRequest,
-            onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+            onSecretDeclined: () => this.deps.metrics.secretDeclines.inc({ upstream }),
             onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
             closeStreamAfterMs: this.cfg.closeStreamAfterMs,
             principal: who.principal,
             installing: up.firstStart.active,
             takeChild: () => up.pool.takeAdopted(),
-            sampler: this.gateway.sampler,
-            census: this.gateway.census,
+            sampler: this.deps.sampler,
+            census: this.deps.census,
           });
     session = this.session(upstream, who, transport, relay);
     return session;

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { principalHash } from '../../src/security/auth.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 import { createApp } from '../../src/http/app.js';
+import { frontDoorDeps } from '../../src/serve.js';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
@@ -242,7 +243,7 @@ describe('admin page with auth.mode "none": loopback clients only', () => {
   it('a client from a non-loopback address gets 403 saying why (through the front door, the peer address given as the Node server would)', async () => {
     // This machine has no other network: the request goes through the real app, with the
     // connection's peer address set as @hono/node-server passes it (env.incoming.socket).
-    const { app } = createApp(gw.gateway, mem.log);
+    const { app } = createApp(frontDoorDeps(gw.gateway, mem.log));
     const from = (remoteAddress: string, path = '/admin') =>
       app.request(`http://127.0.0.1${path}`, { headers: { host: '127.0.0.1' } }, { incoming: { socket: { remoteAddress } }, outgoing: {} });
     for (const address of ['203.0.113.9', '::ffff:198.51.100.7', '2001:db8::1', '10.0.0.1']) {

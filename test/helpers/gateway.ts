@@ -3,6 +3,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { parseConfig } from '../../src/config/load.js';
 import { Gateway } from '../../src/router/router.js';
 import { createApp } from '../../src/http/app.js';
+import { frontDoorDeps } from '../../src/serve.js';
 import type { LegacySessions } from '../../src/http/legacy-sessions.js';
 import { pino } from 'pino';
 import { fetch as undiciFetch, type Dispatcher } from 'undici';
@@ -51,7 +52,7 @@ export async function startGateway(raw: Record<string, unknown>, opts: { log?: L
   const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = new Gateway(cfg, log);
-  const { app, legacy } = createApp(gateway, log);
+  const { app, legacy } = createApp(frontDoorDeps(gateway, log));
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1', serverOptions: httpServerOptions(cfg.limits) }, () => resolve(s));
   });
