@@ -163,14 +163,14 @@ export function upstreamsView({ upstreams, parked, legacy, redactor }: AdminSour
   return [...upstreams.values()].map((up) => {
     const stats = up.pool.stats();
     const health = up.health.snapshot();
-    const era = up.knownEra ?? 'unknown';
-    const revision = era === 'modern' ? '2026-07-28' : up.pool.revision;
+    const upstreamEra = up.knownEra ?? 'unknown';
+    const revision = upstreamEra === 'modern' ? '2026-07-28' : up.pool.revision;
     const last = health.lastFailure;
     return {
       name: up.name,
       transport: up.cfg.transport,
       protocol: up.cfg.protocol,
-      era,
+      era: upstreamEra,
       ...(revision ? { revision } : {}),
       sessions: { total: stats.total, idle: stats.idle, inUse: stats.leased, waiting: stats.waiting },
       legacySessions: legacyBy.get(up.name) ?? 0,
