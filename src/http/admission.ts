@@ -3,7 +3,7 @@
  * federation), in this order: the request id (`X-Request-Id` when usable, else a new one), the
  * drain (503 for new work), the Host/Origin check (403), authentication (401, or 403 for a JWT
  * without a required scope; 503 while the issuer keys cannot be fetched), then the caller's rate
- * and concurrency limits (429). It sets the request's {@link RequestVars} and, when the request
+ * and concurrency limits (429). It sets the request's variables (`RequestVars`) and, when the request
  * ends, releases its concurrency slot (a streamed response keeps it until its work ends).
  */
 import type { Context, MiddlewareHandler } from 'hono';
@@ -11,7 +11,7 @@ import { ErrorCode } from '../protocol/errors.js';
 import { uniqueId } from '../observability/ids.js';
 import { AuthError, AuthUnavailable, type Caller } from '../security/auth.js';
 import { FEDERATED_LABEL } from '../federation/federation.js';
-import type { AppEnv, Door, RequestVars } from './door.js';
+import type { AppEnv, Door } from './door.js';
 import { addResponseHeaders, applyResponseHeaders, headerOf } from './headers.js';
 import { DRAIN_METHODS, refuseDraining } from './refusals.js';
 import { errorResponse } from './sse.js';
@@ -55,7 +55,7 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
     }
     c.set('caller', caller);
     c.set('requestId', requestId);
-    c.set('enterListen', (() => listens.enter(key)) satisfies RequestVars['enterListen']);
+    c.set('enterListen', () => listens.enter(key));
     addResponseHeaders(c, { 'x-request-id': requestId });
     try {
       await next();
