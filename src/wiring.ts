@@ -21,8 +21,9 @@ import { TaskManager } from './cells/bridge/tasks/manager.js';
 import { TaskQuota } from './cells/bridge/tasks/quota.js';
 import { ModernPassThrough } from './cells/modern/passthrough.js';
 import { Federation } from './federation/federation.js';
-import { createApp, type FrontDoor } from './http/app.js';
-import { legacyRequestRecorder, type AppDeps, type Readiness } from './http/deps.js';
+import { createApp, type AppDeps, type FrontDoor } from './http/app.js';
+import type { Readiness } from './http/door.js';
+import { legacyRecorder } from './http/request-log.js';
 import { CallerLimiter, OriginGuard, callerLimits } from './http/frontdoor.js';
 import { LegacySessions } from './http/legacy-sessions.js';
 import { Census, NO_CALL } from './observability/census.js';
@@ -202,17 +203,36 @@ export class Wiring {
     const federation = cfg.federation.enabled ? new Federation(router, log.child({ component: 'federation' })) : undefined;
     // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
     const limits = callerLimits(cfg);
-    return {
-      gateway: router,
+    const legacy = new LegacySessions({
+      upstreams: router.upstreams,
+      cfg: cfg.legacySessions,
       log,
+      metrics: this.metrics,
+      sampler: this.sampler,
+      census: this.census,
+      record: legacyRecorder(log, this.metrics),
       federation,
+    });
+    return {
+      router,
+      cfg,
+      log,
+      metrics: this.metrics,
+      federation,
+      census: this.census,
+      sampler: this.sampler,
+      hop: { replica: this.replica, sealer: this.sealer, tasks: this.store.tasks },
+      storeKind: this.store.kind,
+      parked: this.bridge,
+      tasks: this.tasks,
+      dropped: this.dropped,
       auth: new Authenticator(cfg.auth),
       guard: new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins),
       limits,
       limiter: new CallerLimiter(limits),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal }),
-      legacy: new LegacySessions(router, log, legacyRequestRecorder(this.metrics, log), federation),
+      legacy,
       draining: () => this.draining,
       readiness: () => this.readiness(),
     };

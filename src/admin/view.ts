@@ -1,7 +1,8 @@
 /**
  * What the admin page shows, as plain JSON: upstreams, parked calls, tasks, legacy sessions, the
- * deprecation census and the entries left out of list answers. Each function reads the gateway's live state through read-only
- * accessors; nothing here changes anything.
+ * deprecation census and the entries left out of list answers. Each function reads the live state
+ * through the read-only accessors of {@link AdminSources}, which whoever builds the admin endpoints
+ * hands in; nothing here changes anything.
  *
  * Nothing shown is a secret: principals and legacy session ids appear only as hashes (the first
  * 16 hex digits of their SHA-256, as in the logs), and free text that comes from upstreams (error
@@ -10,20 +11,55 @@
  */
 import { createHash } from 'node:crypto';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Gateway } from '../router/router.js';
-import type { LegacySessionInfo, LegacySessions } from '../http/legacy-sessions.js';
-import { DEPRECATED_FEATURES, type CensusEntry, type DeprecatedFeature } from '../observability/census.js';
-import type { DroppedEntry } from '../observability/dropped.js';
+import type { MrtrBridge } from '../cells/bridge/mrtr.js';
+import type { TaskManager } from '../cells/bridge/tasks/manager.js';
+import type { Upstream } from '../router/upstream.js';
+import { DEPRECATED_FEATURES, type Census, type CensusEntry, type DeprecatedFeature } from '../observability/census.js';
+import type { DroppedEntries, DroppedEntry } from '../observability/dropped.js';
 import type { UpstreamFailure } from '../observability/upstream-health.js';
 import type { InputRequest } from '../protocol/wire.js';
 import { principalHash } from '../security/auth.js';
 import { bySize, redactText } from '../security/redact.js';
 import type { TaskStatus } from '../store/tasks.js';
 
-/** Where the views read from. */
+/** One open legacy client session, as the legacy session registry of the front door reports it. */
+export interface LegacySessionInfo {
+  /** The `Mcp-Session-Id` (a credential of sorts: never shown). */
+  id: string;
+  upstream: string;
+  /** The principal's hash. */
+  principal: string;
+  transport: 'streamable-http' | 'sse';
+  relay: 'pass-through' | 'reverse';
+  /** The revision negotiated with the client. */
+  protocolVersion?: string;
+  /** The stdio child's process id. */
+  pid?: number;
+  /** Requests of the client still in flight. */
+  inFlight: number;
+  /** Time since the client's last message, and since the session opened, in ms. */
+  idleMs: number;
+  ageMs: number;
+}
+
+/** What the views read of the open legacy client sessions. */
+export interface LegacySessionList {
+  /** The open sessions. */
+  list(): LegacySessionInfo[];
+  /** Open sessions by upstream. */
+  countByUpstream(): { upstream: string; count: number }[];
+}
+
+/** Where the views read from: read-only accessors of the gateway's live state. */
 export interface AdminSources {
-  gateway: Gateway;
-  legacy: LegacySessions;
+  /** The configured upstreams, in configuration order. */
+  upstreams: ReadonlyMap<string, Upstream>;
+  /** The calls parked waiting for their client's answers. */
+  parked: Pick<MrtrBridge, 'parkedByUpstream' | 'parkedCalls'>;
+  tasks: Pick<TaskManager, 'statusCounts' | 'runningTasks'>;
+  census: Pick<Census, 'snapshot'>;
+  dropped: Pick<DroppedEntries, 'snapshot'>;
+  legacy: LegacySessionList;
   redactor: Redactor;
 }
 
@@ -98,7 +134,7 @@ export interface UpstreamView {
   transport: 'stdio' | 'streamable-http' | 'sse';
   /** The configured `protocol`. */
   protocol: 'auto' | 'legacy' | '2026-07-28';
-  /** The era it speaks; `unknown` while `protocol: "auto"` has not asked yet. */
+  /** The era the upstream speaks; `unknown` while `protocol: "auto"` has not asked yet. */
   era: 'legacy' | 'modern' | 'unknown';
   /** The negotiated (or pinned) legacy revision, `2026-07-28` for a modern upstream; absent until known. */
   revision?: string;
@@ -121,20 +157,20 @@ export interface UpstreamView {
 }
 
 /** Every upstream, in configuration order. */
-export function upstreamsView({ gateway, legacy, redactor }: AdminSources): UpstreamView[] {
+export function upstreamsView({ upstreams, parked, legacy, redactor }: AdminSources): UpstreamView[] {
   const legacyBy = new Map(legacy.countByUpstream().map((x) => [x.upstream, x.count]));
-  const parkedBy = new Map(gateway.bridge.parkedByUpstream().map((x) => [x.upstream, x.count]));
-  return [...gateway.upstreams.values()].map((up) => {
+  const parkedBy = new Map(parked.parkedByUpstream().map((x) => [x.upstream, x.count]));
+  return [...upstreams.values()].map((up) => {
     const stats = up.pool.stats();
     const health = up.health.snapshot();
-    const era = up.knownEra ?? 'unknown';
-    const revision = era === 'modern' ? '2026-07-28' : up.pool.revision;
+    const upstreamEra = up.knownEra ?? 'unknown';
+    const revision = upstreamEra === 'modern' ? '2026-07-28' : up.pool.revision;
     const last = health.lastFailure;
     return {
       name: up.name,
       transport: up.cfg.transport,
       protocol: up.cfg.protocol,
-      era,
+      era: upstreamEra,
       ...(revision ? { revision } : {}),
       sessions: { total: stats.total, idle: stats.idle, inUse: stats.leased, waiting: stats.waiting },
       legacySessions: legacyBy.get(up.name) ?? 0,
@@ -172,8 +208,8 @@ export interface ParkedView {
 }
 
 /** The calls parked waiting for their client's answers, oldest first. */
-export function parkedView({ gateway }: AdminSources, now = Date.now()): ParkedView[] {
-  return gateway.bridge.parkedCalls().map((p) => ({
+export function parkedView({ parked }: AdminSources, now = Date.now()): ParkedView[] {
+  return parked.parkedCalls().map((p) => ({
     id: p.id,
     upstream: p.upstream,
     method: p.method,
@@ -212,10 +248,10 @@ export interface TasksView {
 }
 
 /** Tasks by status and the running ones. */
-export function tasksView({ gateway, redactor }: AdminSources, now = Date.now()): TasksView {
+export function tasksView({ tasks, redactor }: AdminSources, now = Date.now()): TasksView {
   return {
-    counts: gateway.tasks.statusCounts(),
-    running: gateway.tasks.runningTasks().map((t) => ({
+    counts: tasks.statusCounts(),
+    running: tasks.runningTasks().map((t) => ({
       taskId: t.taskId,
       upstream: t.upstream,
       ...(t.tool !== undefined ? { tool: t.tool } : {}),
@@ -262,8 +298,8 @@ export interface CensusView {
 }
 
 /** The deprecation census. */
-export function censusView({ gateway }: AdminSources): CensusView {
-  return { features: DEPRECATED_FEATURES, entries: gateway.census.snapshot() };
+export function censusView({ census }: AdminSources): CensusView {
+  return { features: DEPRECATED_FEATURES, entries: census.snapshot() };
 }
 
 /**
@@ -271,6 +307,6 @@ export function censusView({ gateway }: AdminSources): CensusView {
  * src/observability/dropped.ts): invalid tool names and annotations, and federation conflicts.
  * Names and details come from upstreams: the page escapes them like any other text.
  */
-export function droppedView({ gateway }: AdminSources): DroppedEntry[] {
-  return gateway.dropped.snapshot();
+export function droppedView({ dropped }: AdminSources): DroppedEntry[] {
+  return dropped.snapshot();
 }

@@ -2,7 +2,7 @@
  * Legacy clients (Streamable HTTP, MCP 2025-03-26 … 2025-11-25) on the same `POST /mcp/NAME`
  * endpoint as 2026-07-28 clients.
  *
- * The era is chosen per request, as the 2026-07-28 versioning rules say (basic/versioning,
+ * The client's era is chosen per request, as the 2026-07-28 versioning rules say (basic/versioning,
  * transports/streamable-http §Backward Compatibility): a request carrying the modern `_meta`
  * envelope is stateless 2026-07-28; `initialize` opens a legacy session; a request carrying a known
  * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
@@ -29,7 +29,6 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig } from '../config/schema.js';
-import type { Gateway } from '../router/router.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
@@ -39,8 +38,12 @@ import { SessionEventStore } from './events.js';
 import { PassThroughRelay, type DownstreamTransport, type LegacyRelay, type RelayedRequest } from '../cells/legacy/passthrough.js';
 import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
-import type { UpstreamEra } from '../router/upstream.js';
+import type { Upstream, UpstreamEra } from '../router/upstream.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Census } from '../observability/census.js';
+import type { Sampler } from '../sampling/sampler.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
+import type { LegacySessionInfo, LegacySessionList } from '../admin/view.js';
 import { FederatedHop } from '../federation/federated.js';
 import { INPUT_KINDS } from '../config/schema.js';
 
@@ -74,37 +77,22 @@ function badInitialize(body: unknown): Response | undefined {
   );
 }
 
-/** One open legacy session, as {@link LegacySessions.list} reports it. */
-export interface LegacySessionInfo {
-  id: string;
-  upstream: string;
-  principal: string;
-  transport: 'streamable-http' | 'sse';
-  relay: 'pass-through' | 'reverse';
-  /** The revision negotiated with the client. */
-  protocolVersion?: string;
-  /** The stdio child's process id. */
-  pid?: number;
-  /** Requests of the client still in flight. */
-  inFlight: number;
-  /** Time since the client's last message, and since the session opened, in ms. */
-  idleMs: number;
-  ageMs: number;
-}
-
-/** How a POST is served: as a legacy `initialize`, inside a legacy session, or as 2026-07-28. */
-export type Era = 'legacy-initialize' | 'legacy-session' | 'modern';
+/**
+ * The client's era of one POST, which says how it is served: as a legacy `initialize`, inside a legacy
+ * session, or as 2026-07-28 (the upstream's era is the router's `UpstreamEra`).
+ */
+export type ClientEra = 'legacy-initialize' | 'legacy-session' | 'modern';
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
- * The era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
+ * The client's era of one POST body: a request with the modern `_meta` envelope is 2026-07-28 whatever else
  * it carries (an `Mcp-Session-Id` on it is ignored), and so is a batch of such requests (which
  * 2026-07-28 then refuses); otherwise `initialize` opens a legacy session and an `Mcp-Session-Id`
  * header (or a batch, which only legacy revisions allow) puts it in one. An empty batch is
  * 'modern', so it gets the 2026-07-28 -32600 Invalid Request.
  */
-export function eraOf(body: unknown, sessionId: string | undefined): Era {
+export function clientEraOf(body: unknown, sessionId: string | undefined): ClientEra {
   const messages = Array.isArray(body) ? body : [body];
   // An empty batch is an Invalid Request in every era (JSON-RPC 2.0 §6).
   if (messages.length === 0) return 'modern';
@@ -171,25 +159,40 @@ const notJsonRpc = () =>
 /** 400 / -32600 for a message whose numeric id is past 2^53 - 1 (see {@link hasIdBeyondSafe}). */
 const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid Request: id ${ID_BEYOND_SAFE}`);
 
+/** What the legacy sessions are built from. */
+export interface LegacySessionDeps {
+  /** The configured upstreams (the router's), whose era and sessions the relays use. */
+  upstreams: ReadonlyMap<string, Upstream>;
+  cfg: GatewayConfig['legacySessions'];
+  log: Logger;
+  metrics: Pick<Metrics, 'secretDeclines'>;
+  /** Serves the sampling requests of upstreams with `sampling.mode` other than `client`. */
+  sampler: Sampler;
+  census: Census;
+  /** Records one relayed request (request log line and metrics). */
+  record: (upstream: string, principal: string, r: RelayedRequest) => void;
+  /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
+  federation?: Federation;
+}
+
 /** The legacy sessions of a gateway. */
-export class LegacySessions {
+export class LegacySessions implements LegacySessionList {
   private readonly sessions = new Map<string, LegacySession>();
   /** Sessions each caller holds or is opening (admitted, not yet ended), by owner. */
   private readonly perOwner = new Map<string, number>();
   /** Sessions admitted whose id is not registered yet (their `initialize` is being served). */
   private admitted = 0;
   private readonly cfg: GatewayConfig['legacySessions'];
+  private readonly log: Logger;
+  private readonly record: LegacySessionDeps['record'];
+  private readonly federation: Federation | undefined;
   private readonly sweeper: NodeJS.Timeout;
 
-  constructor(
-    private readonly gateway: Gateway,
-    private readonly log: Logger,
-    /** Records one relayed request (request log line and metrics). */
-    private readonly record: (upstream: string, principal: string, r: RelayedRequest) => void,
-    /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
-    private readonly federation?: Federation,
-  ) {
-    this.cfg = gateway.cfg.legacySessions;
+  constructor(private readonly deps: LegacySessionDeps) {
+    this.cfg = deps.cfg;
+    this.log = deps.log;
+    this.record = deps.record;
+    this.federation = deps.federation;
     this.sweeper = setInterval(() => this.sweep(), Math.min(this.cfg.idleMs, 1000));
     this.sweeper.unref();
   }
@@ -256,8 +259,8 @@ export class LegacySessions {
     if (refused) return refused;
     let session: LegacySession | undefined;
     try {
-      const era = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.eraOf(upstream);
-      if (era instanceof Response) return era;
+      const upstreamEra = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.upstreamEraOf(upstream);
+      if (upstreamEra instanceof Response) return upstreamEra;
       const transport = new DownstreamHttpTransport({
         sessionIdGenerator: () => randomBytes(24).toString('base64url'),
         ...(this.cfg.eventsPerSession > 0
@@ -265,7 +268,7 @@ export class LegacySessions {
           : {}),
         onsessioninitialized: (id) => this.register(session!, id),
       });
-      session = this.create(upstream, who, transport, era);
+      session = this.create(upstream, who, transport, upstreamEra);
       await transport.start();
       return await transport.handleRequest(req, { parsedBody: body });
     } finally {
@@ -293,11 +296,11 @@ export class LegacySessions {
     };
     res.once('close', onGone);
     try {
-      const era = await this.eraOf(upstream);
-      if (era instanceof Response) return era;
+      const upstreamEra = await this.upstreamEraOf(upstream);
+      if (upstreamEra instanceof Response) return upstreamEra;
       if (gone || res.destroyed) return undefined;
       const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
-      session = this.create(upstream, who, transport, era);
+      session = this.create(upstream, who, transport, upstreamEra);
       await transport.start();
       this.register(session, transport.sessionId);
       return undefined;
@@ -413,9 +416,9 @@ export class LegacySessions {
   }
 
   /** The upstream's era, or the error response when it cannot be reached to ask. */
-  private async eraOf(upstream: string): Promise<UpstreamEra | Response> {
+  private async upstreamEraOf(upstream: string): Promise<UpstreamEra | Response> {
     try {
-      return await this.gateway.upstreams.get(upstream)!.era();
+      return await this.deps.upstreams.get(upstream)!.era();
     } catch (e) {
       const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, (e as Error).message);
       return jsonRpcError(502, g.code, g.message, g.data);
@@ -432,10 +435,10 @@ export class LegacySessions {
     upstream: string,
     who: SessionCaller,
     transport: DownstreamHttpTransport | DownstreamSseTransport,
-    era: UpstreamEra | 'federated',
+    upstreamEra: UpstreamEra | 'federated',
   ): LegacySession {
     const log = this.log.child({ upstream, principal: principalHash(who.principal) });
-    if (era === 'federated') {
+    if (upstreamEra === 'federated') {
       const relay = new ReverseRelay({
         upstream,
         inputAllow: INPUT_KINDS,
@@ -446,14 +449,14 @@ export class LegacySessions {
       });
       return this.session(upstream, who, transport, relay);
     }
-    const up = this.gateway.upstreams.get(upstream)!;
+    const up = this.deps.upstreams.get(upstream)!;
     const onRequest = (r: RelayedRequest) => {
       this.record(upstream, who.principal, r);
       up.noteFailure(r.reason);
     };
     let session: LegacySession | undefined;
     const relay: LegacyRelay =
-      era === 'modern'
+      upstreamEra === 'modern'
         ? new ReverseRelay({
             upstream,
             ...reverseSettings(up.cfg, who.token),
@@ -473,14 +476,14 @@ export class LegacySessions {
               up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
             onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
             onRequest,
-            onSecretDeclined: () => this.gateway.metrics.secretDeclines.inc({ upstream }),
+            onSecretDeclined: () => this.deps.metrics.secretDeclines.inc({ upstream }),
             onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
             closeStreamAfterMs: this.cfg.closeStreamAfterMs,
             principal: who.principal,
             installing: up.firstStart.active,
             takeChild: () => up.pool.takeAdopted(),
-            sampler: this.gateway.sampler,
-            census: this.gateway.census,
+            sampler: this.deps.sampler,
+            census: this.deps.census,
           });
     session = this.session(upstream, who, transport, relay);
     return session;

@@ -20,7 +20,7 @@ export const LISTEN_KEEPALIVE_MS = 15_000;
 
 /**
  * Serves one `subscriptions/listen` request.
- * @param open opens the subscription (for one upstream, `Gateway.listen`; on the federated
+ * @param open opens the subscription (for one upstream, `McpRouter.listen`; on the federated
  *   endpoint, `Federation.listen`).
  * @param recorded called once with the request's outcome (for the request log and metrics).
  * @param closed called when the stream ends, could not open, or its client went away while it

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { duration, renderPage, type PageData } from '../../src/admin/page.js';
-import { adminAddressRefusal } from '../../src/http/admin.js';
+import { adminAddressRefusal } from '../../src/http/routes/admin.js';
 
 const EVIL = `<script>alert(1)</script><img src=x onerror="alert('x')">&amp;`;
 const ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&amp;amp;';

@@ -15,13 +15,21 @@
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { HttpBindings } from '@hono/node-server';
 import { Hono, type Context } from 'hono';
-import { renderPage } from '../admin/page.js';
-import { censusView, droppedView, parkedView, Redactor, sessionsView, tasksView, upstreamsView, type AdminSources } from '../admin/view.js';
-import type { Gateway } from '../router/router.js';
-import type { Logger } from '../observability/log.js';
-import { AuthError, principalHash, type Authenticator } from '../security/auth.js';
-import { isLoopback, type OriginGuard } from './frontdoor.js';
-import type { LegacySessions } from './legacy-sessions.js';
+import { renderPage } from '../../admin/page.js';
+import {
+  censusView,
+  droppedView,
+  parkedView,
+  Redactor,
+  sessionsView,
+  tasksView,
+  upstreamsView,
+  type AdminSources,
+} from '../../admin/view.js';
+import type { GatewayConfig } from '../../config/schema.js';
+import type { Logger } from '../../observability/log.js';
+import { AuthError, principalHash, type Authenticator } from '../../security/auth.js';
+import { isLoopback, type OriginGuard } from '../frontdoor.js';
 
 /** The TCP peer address of the request as Node reports it, or undefined when unknown. */
 function remoteAddress(c: Context): string | undefined {
@@ -72,20 +80,24 @@ const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record
     headers: { 'content-type': 'application/json', ...SECURITY_HEADERS, ...headers },
   });
 
-/**
- * The admin sub-app, to mount at `/admin`. `auth` and `guard` are the front door's own, so the
- * admin endpoints accept exactly the credentials and hosts the MCP endpoints accept.
- */
-export function adminApp(
-  gateway: Gateway,
-  legacy: LegacySessions,
-  auth: Authenticator,
-  guard: OriginGuard,
-  log: Logger,
-): Hono<{ Bindings: HttpBindings }> {
-  const cfg = gateway.cfg;
+/** What the admin endpoints are built from. */
+export interface AdminDeps {
+  cfg: GatewayConfig;
+  log: Logger;
+  /** This replica's id and the shared store's kind (`memory` or `redis`), shown at the top of the page. */
+  replica: string;
+  storeKind: 'memory' | 'redis';
+  /** The live state the views read (src/admin/view.ts); the secrets of `cfg` are removed from its text. */
+  sources: Omit<AdminSources, 'redactor'>;
+  /** The front door's own: the admin endpoints accept exactly the credentials and hosts the MCP endpoints accept. */
+  auth: Authenticator;
+  guard: OriginGuard;
+}
+
+/** The admin sub-app, to mount at `/admin`. */
+export function adminApp({ cfg, log, replica, storeKind, auth, guard, ...deps }: AdminDeps): Hono<{ Bindings: HttpBindings }> {
   const allowed = cfg.admin.principals ? new Set(cfg.admin.principals) : undefined;
-  const sources: AdminSources = { gateway, legacy, redactor: new Redactor(cfg) };
+  const sources: AdminSources = { ...deps.sources, redactor: new Redactor(cfg) };
   const app = new Hono<{ Bindings: HttpBindings }>();
 
   app.use('*', async (c, next) => {
@@ -119,8 +131,8 @@ export function adminApp(
   app.get('/', (c) =>
     c.html(
       renderPage({
-        replica: gateway.replica,
-        store: gateway.store.kind,
+        replica,
+        store: storeKind,
         now: new Date().toISOString(),
         refreshSeconds: cfg.admin.refreshSeconds,
         upstreams: upstreamsView(sources),
