@@ -170,3 +170,17 @@ describe('relative links', () => {
     expect(broken).toEqual([]);
   });
 });
+
+describe('the size of the docs', () => {
+  // Docs are read, not searched: the design note stays a note, and the pages together stay a read.
+  const size = (p: string) => statSync(p).size;
+  it('docs/ is at most 150,000 bytes in total and docs/architecture.md at most 25,000', () => {
+    const total = PAGES.reduce((n, p) => n + size(p), 0);
+    expect(total).toBeLessThanOrEqual(150_000);
+    expect(size(join(DOCS, 'architecture.md'))).toBeLessThanOrEqual(25_000);
+  });
+
+  it('bench/README.md is at most 10,000 bytes (the method and the latest results; history is in git)', () => {
+    expect(size(join(ROOT, 'bench', 'README.md'))).toBeLessThanOrEqual(10_000);
+  });
+});
