@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
-import { federationMembers } from '../federation/naming.js';
-import { isGlob, toolAllowed } from '../upstream/tool-policy.js';
+import { federationMembers } from './federation-members.js';
+import { isGlob, toolAllowed } from './globs.js';
 import { LOG_LEVELS, toLogLevel, type LogLevel } from './log-levels.js';
 
 export { LOG_LEVELS, toLogLevel, type LogLevel };

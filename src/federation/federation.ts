@@ -43,9 +43,11 @@ import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../router/subscriptions.js';
 import { TASK_NOT_FOUND, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
-import { invalidToolName, toolAllowed, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
+import { invalidToolName, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
+import { toolAllowed } from '../config/globs.js';
+import { federationMembers, type Member } from '../config/federation-members.js';
 import { MergedSubscription, mergeHonored } from './listen.js';
-import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
+import { decodeCursor, encodeCursor, Naming, type Candidate } from './naming.js';
 import { UriIndex } from './resources.js';
 
 /** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */

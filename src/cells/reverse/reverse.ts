@@ -36,7 +36,8 @@ import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
 import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
 import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
-import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../../upstream/tool-policy.js';
+import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
+import type { ToolPolicyConfig } from '../../config/globs.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../legacy/passthrough.js';
 
 type Id = string | number;
