@@ -32,7 +32,7 @@
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ClientConnection } from '../protocol/connection.js';
-import type { CallContext } from '../cells/bridge/mrtr.js';
+import type { CallContext } from '../protocol/connection.js';
 import { INVALID_STATE } from '../security/seal.js';
 import { Gateway } from '../router/router.js';
 import { canonicalJson } from '../protocol/canonical.js';
@@ -42,7 +42,7 @@ import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '.
 import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../router/subscriptions.js';
-import { TASK_NOT_FOUND, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
+import { TASK_NOT_FOUND, tasksExtensionRequired } from '../protocol/tasks.js';
 import { invalidToolName, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
 import { toolAllowed } from '../config/globs.js';
 import { federationMembers, type Member } from '../config/federation-members.js';

@@ -17,7 +17,7 @@ import { ErrorCode, GatewayError, methodNotFound, quoted, upstreamFailed } from 
 import { idOf, parseJsonRpc, validateRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, META_PROTOCOL_VERSION, SERVED_METHODS, type RequestId } from '../protocol/wire.js';
 import { ClientConnection } from '../protocol/connection.js';
-import type { ProgressParams } from '../cells/bridge/exchange.js';
+import type { ProgressParams } from '../protocol/connection.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startServerSpan, traceIds, tracingActive, within, type Traced } from '../observability/tracing.js';
 import { AuthError, AuthUnavailable, Authenticator, principalHash, type Caller } from '../security/auth.js';

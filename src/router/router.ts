@@ -6,15 +6,19 @@
 import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from '../config/schema.js';
-import { Exchange, INPUT_KIND_OF, downstreamError, keepsSession, type BatchLearning } from '../cells/bridge/exchange.js';
-import { MrtrBridge, type CallContext, type ParkedSessionLimits, type TaskEscalation } from '../cells/bridge/mrtr.js';
+import { Exchange, keepsSession, type BatchLearning } from '../cells/bridge/exchange.js';
+import { INPUT_KIND_OF, allowedCapabilities } from '../protocol/capabilities.js';
+import { downstreamError } from '../upstream/failures.js';
+import type { CallContext } from '../protocol/connection.js';
+import { MrtrBridge, type ParkedSessionLimits, type TaskEscalation } from '../cells/bridge/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from '../security/seal.js';
-import { allowedCapabilities, ModernPassThrough } from '../cells/modern/passthrough.js';
+import { ModernPassThrough } from '../cells/modern/passthrough.js';
 import { ErrorCode, GatewayError, invalidParams, methodNotFound, quoted, shutdownFailure, upstreamFailed } from '../protocol/errors.js';
 import { checkParamHeaders } from '../protocol/param-headers.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from '../store/shared.js';
 import { RedisStore } from '../store/redis.js';
-import { TASKS_EXTENSION, TaskManager, detailedTask, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
+import { TaskManager, detailedTask } from '../cells/bridge/tasks/manager.js';
+import { TASKS_EXTENSION, tasksExtensionRequired } from '../protocol/tasks.js';
 import { TaskQuota } from '../cells/bridge/tasks/quota.js';
 import { deepFreeze, type ValidatedRequest } from '../protocol/envelope.js';
 import {

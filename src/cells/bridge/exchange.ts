@@ -12,18 +12,7 @@
 import { uniqueId } from '../../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
-import {
-  ErrorCode,
-  GatewayError,
-  UpstreamProtocolError,
-  UpstreamRequestLost,
-  missingCapability,
-  shutdownFailure,
-  upstreamFailed,
-  upstreamProtocolFault,
-  validationProblem,
-  withoutMcpPrefix,
-} from '../../protocol/errors.js';
+import { ErrorCode, GatewayError, UpstreamRequestLost, missingCapability, upstreamFailed } from '../../protocol/errors.js';
 import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../../observability/tracing.js';
@@ -32,7 +21,9 @@ import { secretFields } from '../../security/secrets.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from '../../security/seal.js';
 import type { SessionLease, SessionPool } from '../../upstream/pool.js';
-import type { ClientConnection } from '../../protocol/connection.js';
+import type { ClientConnection, ProgressParams } from '../../protocol/connection.js';
+import { INPUT_KIND_OF, missingFor, type InputKind } from '../../protocol/capabilities.js';
+import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import {
   LooseResult,
   NO_TIMEOUT,
@@ -44,16 +35,6 @@ import { asRpcError, SamplingError } from '../../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
 
-/** Input kinds and the server-initiated method each comes from. */
-export type InputKind = 'elicitation' | 'sampling' | 'roots';
-export const INPUT_KIND_OF: Record<string, InputKind> = {
-  'elicitation/create': 'elicitation',
-  'sampling/createMessage': 'sampling',
-  'roots/list': 'roots',
-};
-
-/** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
-const URL_ELICITATION_REQUIRED = -32042;
 /** Accepted key hints: a letter or digit, then letters, digits, '_', '.', ':' or '-' (at most 128). */
 const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
@@ -98,13 +79,6 @@ function learn(learning: BatchLearning | undefined, quietMs: number, split: bool
 
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
-
-/** A progress notification's params without the token (the front end adds the client's token). */
-export interface ProgressParams {
-  progress: number;
-  total?: number;
-  message?: string;
-}
 
 interface PendingInput {
   key: string;
@@ -154,31 +128,6 @@ export interface ExchangeInit {
   batching?: BatchLearning;
 }
 
-/**
- * Whether `caps` (a 2026 ClientCapabilities) can answer `request`; returns the missing capability
- * as a ClientCapabilities object, or undefined when it can.
- */
-export function missingFor(caps: ClientCapabilities, request: InputRequest): Record<string, unknown> | undefined {
-  switch (request.method) {
-    case 'elicitation/create': {
-      const mode = request.params.mode === 'url' ? 'url' : 'form';
-      const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
-      if (!e) return { elicitation: mode === 'url' ? { url: {} } : {} };
-      if (mode === 'url' && !e.url) return { elicitation: { url: {} } };
-      if (mode === 'form' && e.url && !e.form) return { elicitation: { form: {} } };
-      return undefined;
-    }
-    case 'sampling/createMessage': {
-      const s = caps.sampling as { tools?: unknown } | undefined;
-      if (!s) return { sampling: {} };
-      if ((request.params.tools || request.params.toolChoice) && !s.tools) return { sampling: { tools: {} } };
-      return undefined;
-    }
-    case 'roots/list':
-      return caps.roots ? undefined : { roots: {} };
-  }
-}
-
 /** Maps a legacy server-initiated request to a 2026 `inputRequests` entry (no `_meta`, no `elicitationId`, no `task`). */
 export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
   const method = req.method as InputRequest['method'];
@@ -206,75 +155,6 @@ export function withoutRelatedTask(result: Record<string, unknown>): Record<stri
   const { 'io.modelcontextprotocol/related-task': _rt, ...rest } = meta;
   const { _meta: _m, ...body } = result;
   return Object.keys(rest).length ? { ...body, _meta: rest } : body;
-}
-
-/**
- * Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated).
- * A `resources/read` that failed with the legacy -32002 or with -32602 becomes MCP 2026-07-28's
- * "Resource not found" shape (SEP-2164): -32602 with `data.uri`, taken from the upstream's data or
- * else from `request.params.uri`.
- * @param request the legacy request that failed, when known.
- */
-export function downstreamError(
-  upstream: string,
-  err: unknown,
-  session?: { deadReason?: string; deadKind?: string; transportKind: string },
-  request?: { method: string; params: Record<string, unknown> },
-): GatewayError {
-  const mapped = mapUpstreamError(upstream, err, session, request);
-  if (request?.method !== 'resources/read' || mapped.code !== ErrorCode.InvalidParams || !(err instanceof McpError)) return mapped;
-  const data = mapped.data;
-  if (data !== undefined && (data === null || typeof data !== 'object' || Array.isArray(data))) return mapped;
-  const d = (data ?? {}) as Record<string, unknown>;
-  return typeof d.uri === 'string'
-    ? mapped
-    : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
-}
-
-function mapUpstreamError(
-  upstream: string,
-  err: unknown,
-  session?: { deadReason?: string; deadKind?: string; transportKind: string },
-  request?: { method: string },
-): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof UpstreamRequestLost) {
-    if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
-    const reason = err.reason ?? session?.deadReason ?? 'connection closed';
-    if (session?.deadKind === 'protocol')
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
-    if (session?.deadKind === 'stopping') return shutdownFailure(upstream);
-    return session?.transportKind === 'stdio'
-      ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
-      : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);
-  }
-  if (err instanceof McpError) {
-    // Past this point the error is the upstream's own answer: its code is relayed, -32000 and -32001 included.
-    if (err.code === -32002) {
-      return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
-    }
-    // McpError prefixes "MCP error N: " (once per SDK it crossed); relay the upstream's own message.
-    const message = withoutMcpPrefix(err.message);
-    if (err.code === URL_ELICITATION_REQUIRED) {
-      // 2025-11-25 only; MUST NOT be sent to 2026-07-28 clients.
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' kept requiring URL elicitation: ${message}`);
-    }
-    const invalid = err.code === ErrorCode.InvalidParams ? /^Invalid ([\w/ ]+ result): /.exec(message) : null;
-    if (invalid) {
-      // A v1-SDK upstream rejected its own tool's malformed result and said so with -32602 and the
-      // validator's issues; the client's request was fine, so this is the upstream's protocol fault.
-      return upstreamProtocolFault(upstream, invalid[1]!, validationProblem(message) ?? message.slice(invalid[0].length).split('\n')[0]!);
-    }
-    return new GatewayError(err.code, message, err.data);
-  }
-  if (err instanceof UpstreamProtocolError) return upstreamProtocolFault(upstream, err.what, err.problem);
-  const problem = validationProblem(err);
-  if (problem) return upstreamProtocolFault(upstream, request ? `${request.method} result` : 'answer', problem);
-  const msg = err instanceof Error ? err.message : String(err);
-  if (/\b404\b/.test(msg) || /session/i.test(msg)) {
-    return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);
-  }
-  return upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' failed: ${msg}`);
 }
 
 /** The empty input map every Exchange starts with (never written: the first input request gets a map of its own). */

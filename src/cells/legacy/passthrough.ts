@@ -59,7 +59,9 @@ import type { HttpHop } from '../../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../../upstream/session.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
 import type { StdioChild } from '../../upstream/stdio-child.js';
-import { downstreamError, INPUT_KIND_OF } from '../bridge/exchange.js';
+import { downstreamError } from '../../upstream/failures.js';
+import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
@@ -68,41 +70,6 @@ import { secretRedactor } from '../../config/child-env.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
-
-/** The downstream side: a legacy server transport (Streamable HTTP or HTTP+SSE). */
-export interface DownstreamTransport extends Transport {
-  /** True while the client holds its standalone (GET) stream open; undefined when unknown. */
-  hasStandaloneStream?(): boolean;
-}
-
-/** The upstream side of one legacy session: {@link PassThroughRelay} or the reverse bridge. */
-export interface LegacyRelay {
-  /**
-   * One message from the client (the first is `initialize`); failures are answered, never thrown.
-   * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can
-   * resume it; `extra.headers` are the HTTP request's headers (trace context).
-   */
-  fromClient(message: JSONRPCMessage, extra?: ClientMessageExtra): Promise<void>;
-  /** Ends the upstream side. Never throws. */
-  close(): Promise<void>;
-  /** Client requests waiting for their answer. */
-  readonly inFlight: number;
-  /** The revision negotiated with the client. */
-  readonly negotiated: string | undefined;
-  /** The upstream child's process id, when the session has one of its own. */
-  readonly pid: number | undefined;
-}
-
-/** What one relayed request did, for the request log and metrics. */
-export interface RelayedRequest {
-  method: string;
-  name?: string;
-  durationMs: number;
-  outcome: 'complete' | 'error';
-  code?: number;
-  /** `data.reason` of an error the gateway answered for the upstream (`unreachable`, `crashed`, …). */
-  reason?: string;
-}
 
 /** What a pass-through relay needs. */
 export interface PassThroughInit {
@@ -133,14 +100,6 @@ export interface PassThroughInit {
   sampler?: Pick<Sampler, 'answer'>;
   /** Counts the deprecated features the session's calls use. */
   census?: Census;
-}
-
-/** What the downstream transport offers with one client message. */
-export interface ClientMessageExtra {
-  /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
-  closeSSEStream?: () => void;
-  /** The headers of the HTTP request that carried the message (lower-case names). */
-  headers?: PlainHeaders;
 }
 
 /** 2025-11-25 error code: URL elicitation required. */

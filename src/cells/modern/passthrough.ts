@@ -26,15 +26,16 @@
  */
 import type { UpstreamConfig } from '../../config/schema.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../../security/seal.js';
-import type { CallContext } from '../bridge/mrtr.js';
-import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed, withoutMcpPrefix } from '../../protocol/errors.js';
+import type { CallContext } from '../../protocol/connection.js';
+import { allowedCapabilities, capabilityError } from '../../protocol/capabilities.js';
+import { ErrorCode, GatewayError, invalidParams, upstreamFailed, withoutMcpPrefix } from '../../protocol/errors.js';
 import type { ValidatedRequest } from '../../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { noteInputRound, recordInputRound } from '../../observability/tracing.js';
 import { predatesLedger, type SpentStates } from '../../store/shared.js';
 import { secretFields } from '../../security/secrets.js';
-import { TASK_NOT_FOUND } from '../bridge/tasks/manager.js';
+import { TASK_NOT_FOUND } from '../../protocol/tasks.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { unreachableText } from '../../upstream/session.js';
 
@@ -56,40 +57,6 @@ const LEGACY_SESSION_NOT_FOUND = -32001;
 const MAX_OWN_ROUNDS = 10;
 
 let nextToken = 1;
-
-/**
- * The client's capabilities without the kinds `allow` does not relay (elicitation, sampling,
- * roots); everything else (extensions, experimental) is kept.
- */
-export function allowedCapabilities(caps: Record<string, unknown>, allow: readonly string[]): Record<string, unknown> {
-  const out = { ...caps };
-  for (const kind of ['elicitation', 'sampling', 'roots']) if (!allow.includes(kind)) delete out[kind];
-  return out;
-}
-
-/**
- * The downstream error for a 2026-07-28 upstream's -32021 (MissingRequiredClientCapability), whose
- * `data.requiredCapabilities` describe the gateway's hop: -32021 (HTTP 400) with those
- * requiredCapabilities when the client did not declare them (`declaredIn` names where it would:
- * a request's clientCapabilities, a legacy session's initialize), or -32603 `protocol` when it
- * declared an input kind (elicitation, sampling, roots) that the upstream's `input.allow` withholds,
- * which the client cannot fix.
- */
-export function capabilityError(upstream: string, data: unknown, declared: Record<string, unknown>, declaredIn?: string): GatewayError {
-  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<
-    string,
-    unknown
-  >;
-  const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && declared[k] !== undefined);
-  if (withheld.length) {
-    return upstreamFailed(
-      upstream,
-      'protocol',
-      `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`,
-    );
-  }
-  return missingCapability(required, JSON.stringify(required), declaredIn);
-}
 
 /**
  * The client's `Mcp-Param-*` headers as they go on to the upstream: the validated request keys them

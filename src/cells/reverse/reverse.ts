@@ -22,7 +22,6 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
-import { missingFor } from '../bridge/exchange.js';
 import { ErrorCode } from '../../protocol/errors.js';
 import {
   META_CLIENT_CAPABILITIES,
@@ -34,11 +33,11 @@ import {
 } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
-import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
+import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
 import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../legacy/passthrough.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 
 type Id = string | number;
 type Message = {
