@@ -6,9 +6,10 @@
 import { randomUUID } from 'node:crypto';
 import { type ClientCapabilities as LegacyClientCapabilities, type ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { GatewayConfig, UpstreamConfig } from '../config/schema.js';
-import { Exchange, keepsSession, type BatchLearning } from '../cells/bridge/exchange.js';
+import { Exchange } from '../cells/bridge/exchange.js';
+import type { BatchLearning } from '../cells/bridge/batching.js';
 import { INPUT_KIND_OF, allowedCapabilities } from '../protocol/capabilities.js';
-import { downstreamError } from '../upstream/failures.js';
+import { downstreamError, keepsSession } from '../upstream/failures.js';
 import type { CallContext } from '../protocol/connection.js';
 import { MrtrBridge, type ParkedSessionLimits, type TaskEscalation } from '../cells/bridge/mrtr.js';
 import { StateSealer, TaskIdBinder, generatedKey, type ReplayEntry } from '../security/seal.js';

@@ -19,7 +19,7 @@
  * deliver (no upstream part, and every listed task terminal) ends by itself.
  */
 import type { UpstreamConfig } from '../config/schema.js';
-import { keepsSession } from '../cells/bridge/exchange.js';
+import { keepsSession } from '../upstream/failures.js';
 import { GatewayError, upstreamFailed } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { detailedTask, type TaskManager } from '../cells/bridge/tasks/manager.js';

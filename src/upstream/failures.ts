@@ -2,7 +2,8 @@
  * An upstream's failure as the downstream JSON-RPC error: the upstream's own JSON-RPC errors are
  * relayed (legacy codes translated), a lost request or connection becomes -32603 with `data.reason`
  * (`timeout`, `crashed`, `session-lost`, `protocol`, `shutting-down`, `unreachable`), and a result
- * that breaks the schema becomes the upstream's protocol fault.
+ * that breaks the schema becomes the upstream's protocol fault. {@link keepsSession} says whether the
+ * session that failed can carry another request.
  */
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import {
@@ -87,4 +88,13 @@ function mapUpstreamError(
     return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);
   }
   return upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' failed: ${msg}`);
+}
+
+/**
+ * Whether the upstream session is still fit for reuse after `err` ended a request on it: an error
+ * the upstream itself answered (an McpError, whatever its code) leaves it usable; a transport
+ * failure, a closed connection, a timeout or a cancellation ({@link UpstreamRequestLost}) does not.
+ */
+export function keepsSession(err: unknown): boolean {
+  return err instanceof McpError;
 }
