@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
-import { unionCapabilities } from '../../src/federation/federation.js';
+import { unionCapabilities } from '../../src/federation/merge.js';
 import { MergedSubscription, mergeHonored } from '../../src/federation/listen.js';
 import { decodeCursor, encodeCursor, Naming } from '../../src/federation/naming.js';
 import { federationMembers } from '../../src/config/federation-members.js';
