@@ -41,7 +41,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
-import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../../protocol/errors.js';
+import { ErrorCode, reasonOf, UpstreamProtocolError, UpstreamRequestLost } from '../../protocol/errors.js';
 import type { Logger } from '../../observability/log.js';
 import {
   endSpan,
@@ -516,7 +516,7 @@ export class PassThroughRelay implements LegacyRelay {
     const req = this.inflight.get(id);
     this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
-    const reason = (data as { reason?: string } | undefined)?.reason;
+    const reason = reasonOf(data);
     if (req)
       this.init.onRequest?.({
         method: req.method,

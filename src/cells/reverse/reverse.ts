@@ -22,7 +22,7 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
-import { ErrorCode } from '../../protocol/errors.js';
+import { ErrorCode, reasonOf } from '../../protocol/errors.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -170,7 +170,7 @@ export class ReverseRelay implements LegacyRelay {
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
-    const reason = (answer.error?.data as { reason?: string } | undefined)?.reason;
+    const reason = reasonOf(answer.error?.data);
     this.init.onRequest?.({
       method: entry.method,
       name: entry.name,
