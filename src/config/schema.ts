@@ -17,7 +17,7 @@ export { LOG_LEVELS, toLogLevel, type LogLevel };
 export const DEFAULT_REQUESTS_PER_SECOND = 50;
 
 /** Longest duration a Node timer can wait, in ms (2^31 - 1, about 24.8 days); a longer one would fire at once. */
-export const MAX_TIMER_MS = 2_147_483_647;
+const MAX_TIMER_MS = 2_147_483_647;
 const tooLong = `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer can wait`;
 const ms = (what: string) => z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
@@ -129,7 +129,7 @@ const TasksSchema = z
   .describe('Tasks extension (io.modelcontextprotocol/tasks) for this upstream');
 
 /** Who answers a legacy upstream's `sampling/createMessage` (see docs/sampling.md). */
-export const SAMPLING_MODES = ['client', 'provider', 'fallback'] as const;
+const SAMPLING_MODES = ['client', 'provider', 'fallback'] as const;
 /** One of {@link SAMPLING_MODES}. */
 export type SamplingMode = (typeof SAMPLING_MODES)[number];
 
@@ -437,7 +437,7 @@ const SseUpstreamSchema = z
   })
   .strict();
 
-export const UpstreamConfigSchema = z.discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema]);
+const UpstreamConfigSchema = z.discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema]);
 
 const StateKeySchema = z
   .object({
@@ -510,7 +510,7 @@ const AuthSchema = z
   .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt');
 
 /** A tool and prompt name prefix on the federated endpoint: the characters of tool names, possibly none. */
-export const FederationPrefixSchema = z
+const FederationPrefixSchema = z
   .string()
   .max(64)
   .regex(/^[A-Za-z0-9_.-]*$/, 'a prefix uses letters, digits, "_", "-" and "." (or is empty, for none)');
@@ -928,10 +928,6 @@ export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 export type UpstreamConfig = z.output<typeof UpstreamConfigSchema>;
 /** Parsed `sampling` settings of one upstream. */
 export type UpstreamSamplingConfig = z.output<typeof UpstreamSamplingSchema>;
-/** Parsed `federation` settings. */
-export type FederationConfig = z.output<typeof FederationSchema>;
-/** Parsed `tools` settings of one upstream. */
-export type ToolPolicySettings = z.output<typeof ToolPolicySchema>;
 /** Parsed configuration of one LLM provider (`sampling.providers.NAME`). */
 export type SamplingProviderConfig = z.output<typeof SamplingProviderSchema>;
 /** Parsed configuration of one model of a provider. */

@@ -62,7 +62,7 @@ let nextToken = 1;
  * The client's `Mcp-Param-*` headers as they go on to the upstream: the validated request keys them
  * by the lower-cased name after the prefix; on the wire they carry the prefix again, values as sent.
  */
-export function paramHeadersOnWire(params: Record<string, string> | undefined): Record<string, string> | undefined {
+function paramHeadersOnWire(params: Record<string, string> | undefined): Record<string, string> | undefined {
   if (!params || Object.keys(params).length === 0) return undefined;
   return Object.fromEntries(Object.entries(params).map(([name, value]) => [PARAM_HEADER_PREFIX + name, value]));
 }

@@ -58,7 +58,7 @@ export interface RunningTask {
 }
 
 /** Wait before writing a task's status again after the store could not take it, in ms. */
-export const STORE_RETRY_MS = 1000;
+const STORE_RETRY_MS = 1000;
 
 /** Most task statuses remembered for {@link TaskManager.statusCounts}. */
 const MAX_STATUSES = 100_000;
