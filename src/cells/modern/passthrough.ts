@@ -14,7 +14,8 @@
  * - Tasks (io.modelcontextprotocol/tasks): the upstream's taskId is shown to the client bound to
  *   its principal and the upstream (see {@link TaskIdBinder}); `tasks/get|update|cancel` unwrap it.
  * - `-32021` from the upstream describes the gateway's hop: it is answered as the client's own
- *   missing capability, or as -32603 when the gateway's input policy withheld that capability.
+ *   missing capability, or as -32603 when the gateway's input policy withheld that capability
+ *   (`capabilityError`, src/protocol/capabilities.ts, which the reverse bridge shares).
  * - The client's `Mcp-Param-*` headers go on with the request (the upstream checks them against its
  *   tools' `x-mcp-header` annotations); its `-32020` on a `tools/call` is answered as the client's
  *   own header mismatch (HTTP 400). Any other `-32020` or `-32022` means the upstream refused the
