@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerType } from '@hono/node-server';
 import type { GatewayConfig } from './config/schema.js';
-import { INPUT_KIND_OF } from './cells/bridge/exchange.js';
+
 import { MrtrBridge } from './cells/bridge/mrtr.js';
 import { BridgeServer } from './cells/bridge/serve.js';
 import { TaskManager } from './cells/bridge/tasks/manager.js';
@@ -40,6 +40,7 @@ import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/session.js';
+import { INPUT_KIND_OF } from './protocol/capabilities.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a

@@ -268,14 +268,6 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   }
 }
 
-/**
- * {@link readConfigFile}, returning the configuration only.
- * @throws ConfigError naming the file when it is missing, is not JSON, or is not a valid configuration.
- */
-export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
-  return readConfigFile(file, env).config;
-}
-
 /** The JSON Schema for the config file, generated from the zod schema. */
 export function configJsonSchema(): Record<string, unknown> {
   return z.toJSONSchema(GatewayConfigSchema, { io: 'input', unrepresentable: 'any' }) as Record<string, unknown>;

@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
-import { federationMembers } from '../federation/naming.js';
-import { isGlob, toolAllowed } from '../upstream/tool-policy.js';
+import { federationMembers } from './federation-members.js';
+import { isGlob, toolAllowed } from './globs.js';
 import { LOG_LEVELS, toLogLevel, type LogLevel } from './log-levels.js';
 
 export { LOG_LEVELS, toLogLevel, type LogLevel };
@@ -17,7 +17,7 @@ export { LOG_LEVELS, toLogLevel, type LogLevel };
 export const DEFAULT_REQUESTS_PER_SECOND = 50;
 
 /** Longest duration a Node timer can wait, in ms (2^31 - 1, about 24.8 days); a longer one would fire at once. */
-export const MAX_TIMER_MS = 2_147_483_647;
+const MAX_TIMER_MS = 2_147_483_647;
 const tooLong = `at most ${MAX_TIMER_MS} ms (about 24.8 days), the longest a timer can wait`;
 const ms = (what: string) => z.number().int().nonnegative().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
 const positiveMs = (what: string) => z.number().int().positive().max(MAX_TIMER_MS, tooLong).describe(`${what}, in milliseconds`);
@@ -144,7 +144,7 @@ const TasksSchema = z
   .describe('Tasks extension (io.modelcontextprotocol/tasks) for this upstream');
 
 /** Who answers a legacy upstream's `sampling/createMessage` (see docs/sampling.md). */
-export const SAMPLING_MODES = ['client', 'provider', 'fallback'] as const;
+const SAMPLING_MODES = ['client', 'provider', 'fallback'] as const;
 /** One of {@link SAMPLING_MODES}. */
 export type SamplingMode = (typeof SAMPLING_MODES)[number];
 
@@ -484,7 +484,7 @@ const SseUpstreamSchema = z
   })
   .strict();
 
-export const UpstreamConfigSchema = z
+const UpstreamConfigSchema = z
   .discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema])
   .describe('How the upstream is reached: stdio (a child process), streamable-http, or sse (the legacy HTTP+SSE transport)');
 
@@ -572,7 +572,7 @@ const AuthSchema = z
   .describe('Who may call: none (loopback only unless allowAnonymous), apiKeys, or jwt (see docs/security.md)');
 
 /** A tool and prompt name prefix on the federated endpoint: the characters of tool names, possibly none. */
-export const FederationPrefixSchema = z
+const FederationPrefixSchema = z
   .string()
   .max(64)
   .regex(/^[A-Za-z0-9_.-]*$/, 'a prefix uses letters, digits, "_", "-" and "." (or is empty, for none)');
@@ -1016,10 +1016,6 @@ export type GatewayConfig = z.output<typeof GatewayConfigSchema>;
 export type UpstreamConfig = z.output<typeof UpstreamConfigSchema>;
 /** Parsed `sampling` settings of one upstream. */
 export type UpstreamSamplingConfig = z.output<typeof UpstreamSamplingSchema>;
-/** Parsed `federation` settings. */
-export type FederationConfig = z.output<typeof FederationSchema>;
-/** Parsed `tools` settings of one upstream. */
-export type ToolPolicySettings = z.output<typeof ToolPolicySchema>;
 /** Parsed configuration of one LLM provider (`sampling.providers.NAME`). */
 export type SamplingProviderConfig = z.output<typeof SamplingProviderSchema>;
 /** Parsed configuration of one model of a provider. */

@@ -5,7 +5,7 @@
  * own, and hands the request to the router (`Gateway.handle`, `Gateway.listen`), which serves it
  * as it serves `POST /mcp/NAME`, whatever era the upstream speaks (legacy upstreams through the
  * Exchange, 2026-07-28 upstreams through the pass-through). Lists, `server/discover` and
- * subscriptions are merged here.
+ * subscriptions are merged here (with merge.ts and listen.ts).
  *
  * Routing rules:
  * - Tool and prompt names carry the upstream's prefix (`NAME_` by default, per upstream
@@ -32,20 +32,22 @@
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ClientConnection } from '../protocol/connection.js';
-import type { CallContext } from '../cells/bridge/mrtr.js';
+import type { CallContext } from '../protocol/connection.js';
 import { INVALID_STATE } from '../security/seal.js';
 import { Gateway } from '../router/router.js';
 import { canonicalJson } from '../protocol/canonical.js';
-import type { ValidatedRequest } from '../protocol/envelope.js';
-import { ErrorCode, GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
-import { META_SERVER_INFO, SUPPORTED_VERSIONS, UPSTREAM_CAPABILITY_FOR } from '../protocol/wire.js';
+import { isObject, type ValidatedRequest } from '../protocol/envelope.js';
+import { GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
 import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../router/subscriptions.js';
-import { TASK_NOT_FOUND, tasksExtensionRequired } from '../cells/bridge/tasks/manager.js';
-import { invalidToolName, toolAllowed, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
-import { MergedSubscription, mergeHonored } from './listen.js';
-import { decodeCursor, encodeCursor, federationMembers, Naming, type Candidate, type Member } from './naming.js';
+import { TASK_NOT_FOUND, tasksExtensionRequired } from '../protocol/tasks.js';
+import { invalidToolName, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
+import { toolAllowed } from '../config/globs.js';
+import { federationMembers, type Member } from '../config/federation-members.js';
+import { openMerged } from './listen.js';
+import { gatherMembers, isMethodNotFound, mergedDiscover, mergedHints } from './merge.js';
+import { decodeCursor, encodeCursor, Naming, type Candidate } from './naming.js';
 import { UriIndex } from './resources.js';
 
 /** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */
@@ -84,25 +86,6 @@ const NAME_INDEX_MAX = 1_000;
 /** Most pages read of one upstream's list when the federation lists everything itself. */
 const MAX_PAGES = 100;
 /** The serverInfo of the federated endpoint's `server/discover`. */
-const SERVER_INFO = { name: 'mrtr-gateway', title: 'mrtr-gateway federation', version: '0.1.0' };
-
-const isMethodNotFound = (e: unknown) => e instanceof GatewayError && e.code === ErrorCode.MethodNotFound;
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-
-/**
- * The union of two capability objects: keys of both; objects merged key by key, flags true when
- * either is (`listChanged`, `subscribe`), `extensions` merged likewise.
- */
-export function unionCapabilities(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
-  const out: Record<string, unknown> = { ...a };
-  for (const [k, v] of Object.entries(b)) {
-    const mine = out[k];
-    if (isObject(mine) && isObject(v)) out[k] = unionCapabilities(mine, v);
-    else if (typeof mine === 'boolean' || typeof v === 'boolean') out[k] = mine === true || v === true;
-    else if (mine === undefined) out[k] = v;
-  }
-  return out;
-}
 
 const unknownName = (kind: NameKind, exposed: string) =>
   kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`);
@@ -183,46 +166,9 @@ export class Federation {
     return this.gateway.handle(m.name, { ...req, method, params }, ctx);
   }
 
-  /**
-   * Runs `fn` for every member in `members` at once. A member whose upstream lacks the method's
-   * capability (-32601) is left out. A member that fails otherwise is left out too (logged, and
-   * `partial` is set), unless it is `required`: then the whole fails with its error.
-   * @throws the error of a required member; the first error when every member failed; -32601 when
-   *   every member lacks the capability.
-   */
-  private async gather<T>(
-    what: string,
-    members: readonly FederatedUpstream[],
-    fn: (m: FederatedUpstream) => Promise<T>,
-  ): Promise<{ answers: { member: FederatedUpstream; value: T }[]; partial: boolean }> {
-    const settled = await Promise.allSettled(members.map(fn));
-    const answers: { member: FederatedUpstream; value: T }[] = [];
-    const failures: { member: FederatedUpstream; error: unknown }[] = [];
-    settled.forEach((s, i) => {
-      const member = members[i]!;
-      if (s.status === 'fulfilled') answers.push({ member, value: s.value });
-      else if (!isMethodNotFound(s.reason)) failures.push({ member, error: s.reason });
-    });
-    const fatal = failures.find((f) => f.member.cfg.required || !(f.error instanceof GatewayError));
-    if (fatal) throw fatal.error;
-    if (answers.length === 0 && failures.length > 0) throw failures[0]!.error;
-    if (answers.length === 0 && settled.length > 0) {
-      const capability = UPSTREAM_CAPABILITY_FOR[what];
-      throw methodNotFound(`Method not found: ${what} (no federated upstream offers ${capability ?? 'it'})`);
-    }
-    for (const f of failures)
-      this.log.warn(
-        { upstream: f.member.name, method: what, err: (f.error as Error).message },
-        'federation: upstream left out of a merged answer',
-      );
-    return { answers, partial: failures.length > 0 };
-  }
-
-  /** The caching hints of a merged answer: the smallest `ttlMs`, `public` only when every part is; none for a partial answer. */
-  private static hints(parts: readonly Record<string, unknown>[], partial: boolean): { ttlMs: number; cacheScope: 'public' | 'private' } {
-    if (partial || parts.length === 0) return { ttlMs: 0, cacheScope: 'private' };
-    const ttlMs = Math.min(...parts.map((p) => (typeof p.ttlMs === 'number' && p.ttlMs >= 0 ? p.ttlMs : 0)));
-    return { ttlMs, cacheScope: parts.every((p) => p.cacheScope === 'public') ? 'public' : 'private' };
+  /** {@link gatherMembers} with this federation's log. */
+  private gather<T>(what: string, members: readonly FederatedUpstream[], fn: (m: FederatedUpstream) => Promise<T>) {
+    return gatherMembers(this.log, what, members, fn);
   }
 
   /**
@@ -232,28 +178,7 @@ export class Federation {
    */
   private async discover(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
     const { answers, partial } = await this.gather('server/discover', this.members, (m) => this.forward(m, req, {}, ctx));
-    let capabilities: Record<string, unknown> = {};
-    const sections: string[] = [];
-    for (const { member, value } of answers) {
-      if (isObject(value.capabilities)) capabilities = unionCapabilities(capabilities, value.capabilities);
-      if (typeof value.instructions === 'string' && value.instructions.trim()) {
-        const naming = member.prefix
-          ? `Its tools and prompts are named here with the prefix \`${member.prefix}\` (\`${member.prefix}NAME\`).\n\n`
-          : '';
-        sections.push(`## ${member.name}\n\n${naming}${value.instructions.trim()}`);
-      }
-    }
-    return {
-      resultType: 'complete',
-      supportedVersions: [...SUPPORTED_VERSIONS],
-      capabilities,
-      ...(sections.length ? { instructions: sections.join('\n\n') } : {}),
-      ...Federation.hints(
-        answers.map((a) => a.value),
-        partial,
-      ),
-      _meta: { [META_SERVER_INFO]: SERVER_INFO },
-    };
+    return mergedDiscover(answers, partial);
   }
 
   /**
@@ -286,7 +211,7 @@ export class Federation {
       resultType: 'complete',
       [field]: items,
       ...(Object.keys(next).length ? { nextCursor: encodeCursor(req.method, next) } : {}),
-      ...Federation.hints(
+      ...mergedHints(
         answers.map((a) => a.value),
         partial,
       ),
@@ -656,28 +581,8 @@ export class Federation {
       const m = await this.taskOwner(id, ctx.principal);
       if (m) add(m, (f) => (f.taskIds = [...(f.taskIds ?? []), id]));
     }
-    const entries = [...parts];
-    const settled = await Promise.allSettled(
-      entries.map(([m, f]) => this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx)),
-    );
-    const opened: ListenHandle[] = [];
-    let fatal: unknown;
-    settled.forEach((s, i) => {
-      const m = entries[i]![0];
-      if (s.status === 'fulfilled') opened.push(s.value);
-      else if (m.cfg.required || !(s.reason instanceof GatewayError)) fatal ??= s.reason;
-      else this.log.warn({ upstream: m.name, err: (s.reason as Error).message }, 'federation: upstream left out of a subscription');
-    });
-    if (fatal !== undefined || (opened.length === 0 && settled.length > 0)) {
-      await Promise.all(opened.map((p) => p.close()));
-      throw fatal ?? (settled.find((s) => s.status === 'rejected') as PromiseRejectedResult).reason;
-    }
-    return new MergedSubscription(
-      opened,
-      mergeHonored(
-        filter,
-        opened.map((p) => p.honored),
-      ),
+    return openMerged(this.log, filter, [...parts], (m, f) =>
+      this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx),
     );
   }
 }

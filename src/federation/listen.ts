@@ -1,9 +1,11 @@
 /**
  * `subscriptions/listen` on the federated endpoint: the client's filter is split among the
  * federated upstreams (src/federation/federation.ts decides who gets what), each part is an
- * ordinary subscription opened through the router, and this merges them into one stream.
+ * ordinary subscription opened through the router, and this opens them ({@link openMerged}) and
+ * merges them into one stream.
  */
-import type { GatewayError } from '../protocol/errors.js';
+import { GatewayError } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle, SubscriptionSink } from '../router/subscriptions.js';
 
 /**
@@ -69,4 +71,39 @@ export function mergeHonored(asked: ListenFilter, parts: readonly ListenFilter[]
   if (asked.resourceSubscriptions) out.resourceSubscriptions = parts.flatMap((p) => p.resourceSubscriptions ?? []);
   if (asked.taskIds) out.taskIds = parts.flatMap((p) => p.taskIds ?? []);
   return out;
+}
+
+/**
+ * Opens one subscription per part (`open`, through the router) and merges them. A part that fails
+ * with a GatewayError is left out (logged), unless its upstream is `required`.
+ * @param asked the client's filter; the merged subscription honors the union of what the parts do.
+ * @throws the error of a `required` part, or of a part that failed otherwise; the first error when
+ *   every part failed (the parts opened are closed first).
+ */
+export async function openMerged<M extends { name: string; cfg: { required?: boolean } }>(
+  log: Logger,
+  asked: ListenFilter,
+  entries: readonly [M, ListenFilter][],
+  open: (member: M, filter: ListenFilter) => Promise<ListenHandle>,
+): Promise<MergedSubscription> {
+  const settled = await Promise.allSettled(entries.map(([m, f]) => open(m, f)));
+  const opened: ListenHandle[] = [];
+  let fatal: unknown;
+  settled.forEach((s, i) => {
+    const m = entries[i]![0];
+    if (s.status === 'fulfilled') opened.push(s.value);
+    else if (m.cfg.required || !(s.reason instanceof GatewayError)) fatal ??= s.reason;
+    else log.warn({ upstream: m.name, err: (s.reason as Error).message }, 'federation: upstream left out of a subscription');
+  });
+  if (fatal !== undefined || (opened.length === 0 && settled.length > 0)) {
+    await Promise.all(opened.map((p) => p.close()));
+    throw fatal ?? (settled.find((s) => s.status === 'rejected') as PromiseRejectedResult).reason;
+  }
+  return new MergedSubscription(
+    opened,
+    mergeHonored(
+      asked,
+      opened.map((p) => p.honored),
+    ),
+  );
 }

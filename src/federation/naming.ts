@@ -1,32 +1,11 @@
 /**
- * Names on the federated endpoint (`POST /mcp`): which upstreams are federated, the prefix each
- * puts on its tool and prompt names, how a name the client sends leads back to the upstream and
- * the upstream's own name, and the federated list cursor.
+ * Names on the federated endpoint (`POST /mcp`): how a name the client sends leads back to the
+ * upstream and the upstream's own name, and the federated list cursor. Which upstreams are
+ * federated, with which prefixes, is the configuration's (`federationMembers` in
+ * src/config/federation-members.ts).
  */
 import { invalidParams } from '../protocol/errors.js';
-
-/** One federated upstream: its name and the prefix of its tool and prompt names ("" for none). */
-export interface Member {
-  name: string;
-  prefix: string;
-}
-
-/** What {@link federationMembers} reads of the configuration. */
-export interface FederationSettings {
-  upstreams: Record<string, unknown>;
-  federation: { upstreams?: readonly string[]; prefix: 'name' | 'none'; prefixes: Record<string, string> };
-}
-
-/**
- * The federated upstreams in order (`federation.upstreams`, else every upstream in config order)
- * with their prefixes: `federation.prefixes.NAME` when set, else `NAME_` (`prefix: "name"`) or ""
- * (`prefix: "none"`). Names that are not configured upstreams are left out (the schema refuses them).
- */
-export function federationMembers(cfg: FederationSettings): Member[] {
-  const fed = cfg.federation;
-  const names = [...new Set(fed.upstreams ?? Object.keys(cfg.upstreams))].filter((n) => Object.hasOwn(cfg.upstreams, n));
-  return names.map((name) => ({ name, prefix: fed.prefixes[name] ?? (fed.prefix === 'name' ? `${name}_` : '') }));
-}
+import type { Member } from '../config/federation-members.js';
 
 /** A name the client sent, read as one upstream's name: the member and the upstream's own name. */
 export interface Candidate<M extends Member = Member> {

@@ -15,7 +15,7 @@ import { ErrorCode, GatewayError, upstreamFailed } from '../protocol/errors.js';
 import { idOf, parseJsonRpc, validateRequest, type ValidatedRequest } from '../protocol/envelope.js';
 import { META_LOG_LEVEL, META_PROTOCOL_VERSION, type RequestId } from '../protocol/wire.js';
 import { ClientConnection } from '../protocol/connection.js';
-import type { ProgressParams } from '../cells/bridge/exchange.js';
+
 import { endSpan, startServerSpan, tracingActive, within, type Traced } from '../observability/tracing.js';
 import type { Caller } from '../security/auth.js';
 import { HeldElsewhere } from '../store/shared.js';
@@ -31,6 +31,7 @@ import { asGatewayError, CLOSE, refuseDraining, unknownUpstream } from './refusa
 import { forwardToReplica } from './replicas.js';
 import { record, type RequestLog } from './request-log.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
+import { type ProgressParams } from '../protocol/connection.js';
 
 /**
  * The check of a request that came over the internal hop, by its method and raw params: undefined

@@ -27,6 +27,7 @@
  *   own with a link to the request that created it.
  */
 import type * as Api from '@opentelemetry/api';
+import { reasonOf } from '../protocol/errors.js';
 import type { Attributes, Context, Link, Span, SpanContext, TextMapGetter } from '@opentelemetry/api';
 import type { SpanProcessor } from '@opentelemetry/sdk-trace-base';
 
@@ -395,8 +396,8 @@ export function endSpan(t: Traced | undefined, outcome: Outcome): void {
     const { code, message, data } = outcome.error;
     span.setAttribute(ATTR.ERROR_TYPE, String(code));
     span.setAttribute(ATTR.RPC_RESPONSE_STATUS_CODE, String(code));
-    const reason = (data as { reason?: unknown } | undefined)?.reason;
-    if (typeof reason === 'string') span.setAttribute(ATTR.MCP_ERROR_REASON, reason);
+    const reason = reasonOf(data);
+    if (reason !== undefined) span.setAttribute(ATTR.MCP_ERROR_REASON, reason);
     span.setStatus({ code: a.SpanStatusCode.ERROR, message });
   } else if ('failed' in outcome) {
     span.setAttribute(ATTR.ERROR_TYPE, outcome.failed);

@@ -1,6 +1,8 @@
 /**
  * The client's end of one request, as the layers below the front door see it: whether the client
- * closed its connection (went away before the answer), and who to tell when it does.
+ * closed its connection (went away before the answer), and who to tell when it does; and the
+ * {@link CallContext} the front door hands down with each request (principal, connection, where
+ * progress and notifications go).
  *
  * Every call has one, so it is kept light: listeners are plain functions, not an EventTarget, and
  * the AbortSignal that some consumers need (an HTTP hop, a wait in the session pool) is made only
@@ -48,4 +50,26 @@ export class ClientConnection {
     this.listeners = undefined;
     for (const l of listeners ?? []) l();
   }
+}
+
+/** A progress notification's params without the token (the front end adds the client's token). */
+export interface ProgressParams {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** Per-request context from the HTTP front door. */
+export interface CallContext {
+  principal: string;
+  /** The client's connection: it closes when the client goes away (closes the response). */
+  connection: ClientConnection;
+  /** Receives upstream progress while this request is the one waiting. */
+  onProgress?: (p: ProgressParams) => void;
+  /** Receives the upstream's other notifications for this request (`notifications/message`). */
+  onNotification?: (n: { method: string; params?: Record<string, unknown> }) => void;
+  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
+  token?: string;
+  /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
+  timing?: { upstreamMs: number };
 }

@@ -51,7 +51,8 @@ export interface HeaderSource {
   forEach(callback: (value: string, name: string) => void): void;
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+/** True for a JSON object (not null, not an array). */
+export const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 const ID_TYPE = 'must be a string or an integer (an MCP request id is never null)';
 /** Why a numeric JSON-RPC id past `Number.MAX_SAFE_INTEGER` is refused (the start of a sentence: "id …"). */

@@ -45,6 +45,11 @@ export class GatewayError extends Error {
     super(message);
   }
 
+  /** `data.reason`, when the data has one ({@link reasonOf}). */
+  get reason(): ErrorReason | (string & {}) | undefined {
+    return reasonOf(this.data);
+  }
+
   /** The JSON-RPC error object for the wire. */
   toJSON(): JsonRpcErrorObject {
     return this.data === undefined
@@ -114,6 +119,22 @@ export type UpstreamFailure =
   | 'cancelled'
   | 'declined'
   | 'shutting-down';
+
+/**
+ * The `data.reason` values the gateway sets on its own errors: why an upstream hop failed
+ * ({@link UpstreamFailure}), a tool name that breaks the MCP tool-name rules (-32602), or the
+ * shared store that cannot be reached (-32603).
+ */
+export type ErrorReason = UpstreamFailure | 'invalid-tool-name' | 'store-unavailable';
+
+/**
+ * The `data.reason` of a JSON-RPC error's `data`, when it is a string: one of {@link ErrorReason}
+ * on the gateway's own errors; an upstream's error relayed as it is may carry any other.
+ */
+export function reasonOf(data: unknown): ErrorReason | (string & {}) | undefined {
+  const reason = data !== null && typeof data === 'object' ? (data as { reason?: unknown }).reason : undefined;
+  return typeof reason === 'string' ? reason : undefined;
+}
 
 /**
  * 200 / -32603 with `data.upstream` and `data.reason`: the upstream is unreachable, crashed or timed

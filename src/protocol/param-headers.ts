@@ -12,7 +12,7 @@ import { headerMismatch, quoted } from './errors.js';
 import { decodeHeaderValue } from './envelope.js';
 
 /** The schema keyword that names a parameter's header. */
-export const X_MCP_HEADER = 'x-mcp-header';
+const X_MCP_HEADER = 'x-mcp-header';
 
 /** One annotated argument of a tool. */
 export interface ParamHeader {

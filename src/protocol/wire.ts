@@ -29,6 +29,19 @@ export { ClientCapabilitiesSchema };
 /** A JSON-RPC request id. */
 export type RequestId = string | number;
 
+/**
+ * The key a response is matched to its request by: the id's string form, since a peer may send a
+ * number id back as a string (`"7"` for `7`).
+ */
+export function idKey(id: RequestId): string {
+  return String(id);
+}
+
+/** True when `id`, as a response carries it, answers the request sent with id `of` ({@link idKey}). */
+export function sameId(id: unknown, of: RequestId): boolean {
+  return id === of || (id !== undefined && id !== null && String(id) === idKey(of));
+}
+
 /** The methods served downstream, by how they are served. */
 export const EXCHANGE_METHODS = ['tools/call', 'prompts/get', 'resources/read'] as const;
 export const LIST_METHODS = ['tools/list', 'prompts/list', 'resources/list', 'resources/templates/list'] as const;

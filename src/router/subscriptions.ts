@@ -19,10 +19,11 @@
  * deliver (no upstream part, and every listed task terminal) ends by itself.
  */
 import type { UpstreamConfig } from '../config/schema.js';
-import { keepsSession } from '../cells/bridge/exchange.js';
+import { keepsSession } from '../upstream/failures.js';
 import { GatewayError, upstreamFailed } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
-import { detailedTask, tasksExtensionRequired, type TaskManager } from '../cells/bridge/tasks/manager.js';
+import { detailedTask, type TaskManager } from '../cells/bridge/tasks/manager.js';
+import { tasksExtensionRequired } from '../protocol/tasks.js';
 import { isTerminal, type TaskRecord } from '../store/tasks.js';
 import { EmptyResultSchema, type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { SessionLease, SessionPool } from '../upstream/pool.js';

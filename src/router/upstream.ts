@@ -7,7 +7,7 @@
  */
 import { type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import type { BatchLearning } from '../cells/bridge/exchange.js';
+
 import type { ParkedSessionLimits } from '../cells/bridge/mrtr.js';
 import { upstreamFailed } from '../protocol/errors.js';
 import { deepFreeze } from '../protocol/envelope.js';
@@ -29,6 +29,7 @@ import { FirstStart } from '../upstream/stdio-child.js';
 import { ToolCatalog } from '../upstream/tools.js';
 import { upstreamSamplingCapability } from '../sampling/mode.js';
 import { servedToolList } from '../upstream/tool-policy.js';
+import { type BatchLearning } from '../cells/bridge/batching.js';
 
 /**
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),

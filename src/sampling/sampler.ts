@@ -32,6 +32,25 @@ export interface SamplingRequest {
   signal?: AbortSignal;
 }
 
+/** The providers' module (both SDKs), loaded on demand. */
+type Providers = typeof import('./providers.js');
+
+/** One request's state, shared with its attempts ({@link Sampler.send}). */
+interface Run {
+  /** The provider's name and config. */
+  provider: string;
+  cfg: SamplingProviderConfig;
+  /** When the provider's `timeoutMs` runs out (epoch ms), and the signal that aborts the request. */
+  deadline: number;
+  signal: AbortSignal;
+  /** The request's log line so far. */
+  line: Record<string, unknown>;
+  /** Attempts made so far. */
+  attempts: number;
+  /** The error of a request that timed out (`timeout`) or was withdrawn (`cancelled`). */
+  stopped(): SamplingError;
+}
+
 const BACKOFF_BASE_MS = 500;
 const BACKOFF_MAX_MS = 8000;
 
@@ -90,25 +109,10 @@ export class Sampler {
       throw err;
     }
     const { cfg: providerCfg, slots } = provider;
-    const deadline = started + providerCfg.timeoutMs;
-    const ctrl = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      ctrl.abort();
-    }, providerCfg.timeoutMs);
-    const onCancel = () => ctrl.abort();
-    req.signal?.addEventListener('abort', onCancel, { once: true });
+    const run = openRun(name, providerCfg, started, line, req.signal);
+    const { deadline, signal, stopped } = run;
     let reservation: Reservation | undefined;
     let releaseSlot: (() => void) | undefined;
-    let attempts = 0;
-    const stopped = () =>
-      timedOut || Date.now() >= deadline
-        ? new SamplingError('timeout', `Provider '${name}' gave no answer within timeoutMs=${providerCfg.timeoutMs} ms`, {
-            provider: name,
-            attempts,
-          })
-        : new SamplingError('cancelled', 'The sampling request was withdrawn before the provider answered', { provider: name, attempts });
     try {
       if (req.signal?.aborted) throw stopped();
       const params = parseSamplingParams(req.params);
@@ -119,44 +123,10 @@ export class Sampler {
       Object.assign(line, { modelAlias: choice.alias, modelBy: choice.by, maxTokens });
       const body = adapter.build(params, choice, maxTokens);
       reservation = this.budgets.reserve(this.limits(req), maxTokens);
-      releaseSlot = await slots.acquire(deadline, ctrl.signal).catch((e: SamplingError) => {
+      releaseSlot = await slots.acquire(deadline, signal).catch((e: SamplingError) => {
         throw e.reason === 'cancelled' ? stopped() : new SamplingError(e.reason, e.message, { ...e.data, provider: name });
       });
-      let response: unknown;
-      for (;;) {
-        attempts++;
-        try {
-          response = await adapter.send(body, { signal: ctrl.signal, timeoutMs: deadline - Date.now() });
-          break;
-        } catch (e) {
-          if (ctrl.signal.aborted || Date.now() >= deadline) throw stopped();
-          const f = classifyFailure(e, adapter);
-          const extra = {
-            provider: name,
-            attempts,
-            ...(f.status !== undefined ? { status: f.status } : {}),
-            ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}),
-          };
-          if (!f.retryable) throw new SamplingError(f.reason, f.detail, extra);
-          if (attempts > providerCfg.maxRetries)
-            throw new SamplingError(f.reason, `${f.detail}; gave up after ${attempts} attempts`, extra);
-          const wait = f.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (attempts - 1)) * (0.75 + Math.random() * 0.25);
-          if (Date.now() + wait >= deadline) {
-            throw new SamplingError(
-              f.reason,
-              `${f.detail}; no time left within timeoutMs=${providerCfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`,
-              extra,
-            );
-          }
-          this.metrics.samplingRetries.inc({ provider: name, status: f.status !== undefined ? String(f.status) : 'connection' });
-          this.log.debug(
-            { ...line, attempt: attempts, status: f.status, waitMs: Math.round(wait) },
-            'sampling: provider attempt failed, retrying',
-          );
-          await sleep(wait, ctrl.signal);
-          if (ctrl.signal.aborted) throw stopped();
-        }
-      }
+      const response = await this.send(adapter, classifyFailure, body, run);
       const mapped = adapter.parse(response, params);
       // What is relayed upstream is held to the same bound as what was received (mapping can
       // grow text: each invalid UTF-8 byte of the body becomes a 3-byte U+FFFD).
@@ -165,7 +135,7 @@ export class Sampler {
         throw new SamplingError(
           'provider-protocol',
           `provider '${name}' answered a result of ${size} bytes, more than maxResponseBytes=${providerCfg.maxResponseBytes} bytes; it was dropped`,
-          { provider: name, attempts },
+          { provider: name, attempts: run.attempts },
         );
       }
       // A count the provider left out is charged as an estimate: the input from the request's
@@ -185,7 +155,7 @@ export class Sampler {
         inputTokens,
         outputTokens,
         ...(estimated ? { usageEstimated: true } : {}),
-        attempts,
+        attempts: run.attempts,
       });
       this.done(line, started);
       return { ...mapped.result };
@@ -195,13 +165,56 @@ export class Sampler {
           ? e
           : new SamplingError('provider-protocol', `Provider '${name}' failed unexpectedly`, { provider: name });
       if (err.reason === 'budget') this.metrics.samplingBudgetExhausted.inc({ upstream: req.upstream, scope: String(err.data.scope) });
-      this.done({ ...line, attempts }, started, err);
+      this.done({ ...line, attempts: run.attempts }, started, err);
       throw err;
     } finally {
-      clearTimeout(timer);
-      req.signal?.removeEventListener('abort', onCancel);
+      run.close();
       reservation?.release();
       releaseSlot?.();
+    }
+  }
+
+  /**
+   * Asks the provider for `body`, retrying after a retryable failure (408/409/429/5xx, connection
+   * failures) with backoff 0.5 s·2ⁿ up to 8 s, or the provider's Retry-After, at most `maxRetries`
+   * times and while the wait fits before `run.deadline`. `run.attempts` counts the attempts made.
+   * @returns the provider's response, as the adapter parses it.
+   * @throws SamplingError: the failure's reason (with `attempts`, `status`, `retryAfterMs`), or
+   *   `run.stopped()` once the request timed out or was withdrawn.
+   */
+  private async send(adapter: ProviderAdapter, classifyFailure: Providers['classifyFailure'], body: unknown, run: Run): Promise<unknown> {
+    for (;;) {
+      run.attempts++;
+      try {
+        return await adapter.send(body, { signal: run.signal, timeoutMs: run.deadline - Date.now() });
+      } catch (e) {
+        if (run.signal.aborted || Date.now() >= run.deadline) throw run.stopped();
+        const f = classifyFailure(e, adapter);
+        const extra = {
+          provider: run.provider,
+          attempts: run.attempts,
+          ...(f.status !== undefined ? { status: f.status } : {}),
+          ...(f.retryAfterMs !== undefined ? { retryAfterMs: f.retryAfterMs } : {}),
+        };
+        if (!f.retryable) throw new SamplingError(f.reason, f.detail, extra);
+        if (run.attempts > run.cfg.maxRetries)
+          throw new SamplingError(f.reason, `${f.detail}; gave up after ${run.attempts} attempts`, extra);
+        const wait = f.retryAfterMs ?? Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** (run.attempts - 1)) * (0.75 + Math.random() * 0.25);
+        if (Date.now() + wait >= run.deadline) {
+          throw new SamplingError(
+            f.reason,
+            `${f.detail}; no time left within timeoutMs=${run.cfg.timeoutMs} ms to retry after ${Math.round(wait)} ms`,
+            extra,
+          );
+        }
+        this.metrics.samplingRetries.inc({ provider: run.provider, status: f.status !== undefined ? String(f.status) : 'connection' });
+        this.log.debug(
+          { ...run.line, attempt: run.attempts, status: f.status, waitMs: Math.round(wait) },
+          'sampling: provider attempt failed, retrying',
+        );
+        await sleep(wait, run.signal);
+        if (run.signal.aborted) throw run.stopped();
+      }
     }
   }
 
@@ -230,6 +243,51 @@ export class Sampler {
     if (!err || err.reason === 'cancelled' || err.reason === 'budget') this.log.info(fields, 'sampling');
     else this.log.warn(fields, 'sampling');
   }
+}
+
+/**
+ * Starts one request's clock: its `signal` aborts when the provider's `timeoutMs` (from `started`,
+ * epoch ms) runs out or `withdrawn` aborts. Call `close` when the request is over.
+ */
+function openRun(
+  provider: string,
+  cfg: SamplingProviderConfig,
+  started: number,
+  line: Record<string, unknown>,
+  withdrawn: AbortSignal | undefined,
+): Run & { close(): void } {
+  const deadline = started + cfg.timeoutMs;
+  const ctrl = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    ctrl.abort();
+  }, cfg.timeoutMs);
+  const onCancel = () => ctrl.abort();
+  withdrawn?.addEventListener('abort', onCancel, { once: true });
+  const run = {
+    provider,
+    cfg,
+    deadline,
+    signal: ctrl.signal,
+    line,
+    attempts: 0,
+    stopped: () =>
+      timedOut || Date.now() >= deadline
+        ? new SamplingError('timeout', `Provider '${provider}' gave no answer within timeoutMs=${cfg.timeoutMs} ms`, {
+            provider,
+            attempts: run.attempts,
+          })
+        : new SamplingError('cancelled', 'The sampling request was withdrawn before the provider answered', {
+            provider,
+            attempts: run.attempts,
+          }),
+    close: () => {
+      clearTimeout(timer);
+      withdrawn?.removeEventListener('abort', onCancel);
+    },
+  };
+  return run;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

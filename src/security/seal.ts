@@ -1,5 +1,6 @@
 /**
- * Sealed `requestState` (DESIGN decision 3; MCP 2026-07-28 basic/patterns/mrtr §Server rules 3-4).
+ * Sealed `requestState` (docs/architecture.md, "Decisions and why" 3; MCP 2026-07-28
+ * basic/patterns/mrtr §Server rules 3-4).
  *
  * A state is a JWT in JWE compact form (RFC 7516 §3.1, §7.1; `alg: dir`, `enc: A256GCM`, `kid` in
  * the protected header; claims `jti`, `iat`, `exp`), encrypted with Node's AES-256-GCM (OpenSSL),

@@ -1,6 +1,7 @@
 /**
- * The form secret guard (DESIGN decision 7): an elicitation whose form asks for a password, token,
- * API key or similar is not forwarded to the client unless the upstream's policy allows it.
+ * The form secret guard (docs/architecture.md, "Decisions and why" 7): an elicitation whose form
+ * asks for a password, token, API key or similar is not forwarded to the client unless the
+ * upstream's policy allows it.
  */
 
 const SECRET_NAME = /(password|passwd|passphrase|secret|token|apikey|privatekey|credential)/;

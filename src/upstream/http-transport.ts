@@ -32,6 +32,7 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import type { Transport, TransportSendOptions } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { JSONRPCMessageSchema, type JSONRPCMessage, type MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { UpstreamProtocolError, UpstreamRequestLost, firstIssue } from '../protocol/errors.js';
+import { sameId } from '../protocol/wire.js';
 import { addTraceHeaders, tracingActive } from '../observability/tracing.js';
 
 /** Header name, in `extra.requestInfo.headers`, carrying the progress token of the POST a message came with. */
@@ -72,11 +73,6 @@ interface StreamOwner {
   current?: HttpExchange;
   /** The request was cancelled: its stream is dropped and not resumed. */
   givenUp?: boolean;
-}
-
-/** True when the response id `id` answers the request id `of` (a server may send a number back as a string). */
-function sameId(id: unknown, of: string | number): boolean {
-  return id === of || (id !== undefined && id !== null && String(id) === String(of));
 }
 
 /** The options of {@link HttpClientTransport}. */

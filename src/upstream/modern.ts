@@ -21,7 +21,7 @@
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
 import { secretRedactor } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
-import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
+import { idKey, META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
@@ -394,10 +394,10 @@ class ModernStdioUpstream implements ModernUpstream {
     // The child answers: it started (whatever its first start installed is in place).
     this.firstStart.done();
     if (m.id !== undefined && m.method === undefined) {
-      this.unanswered.delete(String(m.id));
-      const p = this.pending.get(String(m.id));
+      this.unanswered.delete(idKey(m.id));
+      const p = this.pending.get(idKey(m.id));
       if (!p) return;
-      this.forget(String(m.id));
+      this.forget(idKey(m.id));
       if (!m.error) this.eraProbe = false;
       p.resolve(m.error ? { error: m.error } : { result: m.result ?? {} });
       return;

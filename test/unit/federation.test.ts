@@ -5,13 +5,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../src/config/load.js';
-import { unionCapabilities } from '../../src/federation/federation.js';
+import { unionCapabilities } from '../../src/federation/merge.js';
 import { MergedSubscription, mergeHonored } from '../../src/federation/listen.js';
-import { decodeCursor, encodeCursor, federationMembers, Naming } from '../../src/federation/naming.js';
+import { decodeCursor, encodeCursor, Naming } from '../../src/federation/naming.js';
+import { federationMembers } from '../../src/config/federation-members.js';
+import { globToRegExp, toolAllowed } from '../../src/config/globs.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import { templateSpecificity, templateToRegExp, UriIndex } from '../../src/federation/resources.js';
 import type { ListenFilter, ListenHandle, SubscriptionSink } from '../../src/router/subscriptions.js';
-import { globToRegExp, servedToolList, toolAllowed, toolCallRefusal, toolNameProblem } from '../../src/upstream/tool-policy.js';
+import { servedToolList, toolCallRefusal, toolNameProblem } from '../../src/upstream/tool-policy.js';
 
 describe('tool policy', () => {
   it('globs: * any run, ? one character, everything else literal, whole name, case-sensitive', () => {

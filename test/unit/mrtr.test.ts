@@ -4,13 +4,14 @@
  * retry that resumes the parked call, and the retries it refuses.
  */
 import { describe, expect, it } from 'vitest';
-import { MrtrBridge, type CallContext, type RetryBinding } from '../../src/cells/bridge/mrtr.js';
+import { MrtrBridge, type RetryBinding } from '../../src/cells/bridge/mrtr.js';
 import { ClientConnection } from '../../src/protocol/connection.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { INVALID_STATE, StateSealer, generatedKey } from '../../src/security/seal.js';
 import { HeldElsewhere, MemoryStore } from '../../src/store/shared.js';
 import type { InputRequest } from '../../src/protocol/wire.js';
 import { eventually, fakeCall, tick } from '../helpers/fake-call.js';
+import { type CallContext } from '../../src/protocol/connection.js';
 
 const FORM = { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
 const ACCEPT = { action: 'accept', content: { name: 'Ada' } };

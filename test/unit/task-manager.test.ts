@@ -4,12 +4,13 @@
  * task, and the per-principal quota.
  */
 import { describe, expect, it } from 'vitest';
-import { TASK_NOT_FOUND, TaskManager, type TaskCaller } from '../../src/cells/bridge/tasks/manager.js';
+import { TaskManager, type TaskCaller } from '../../src/cells/bridge/tasks/manager.js';
 import { TaskQuota, type TaskQuotaLimits } from '../../src/cells/bridge/tasks/quota.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { MemoryStore } from '../../src/store/shared.js';
 import type { TaskRecord } from '../../src/store/tasks.js';
 import { eventually, fakeCall, tick } from '../helpers/fake-call.js';
+import { TASK_NOT_FOUND } from '../../src/protocol/tasks.js';
 
 const FORM = { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
 const ACCEPT = { action: 'accept', content: { name: 'Ada' } };

@@ -1,61 +1,41 @@
 /**
  * The Exchange: one legacy request (`tools/call`, `prompts/get` or `resources/read`) running on one
- * leased upstream session (DESIGN "The one idea").
+ * leased upstream session (docs/architecture.md, "The one idea: an Exchange").
  *
  * It turns the upstream's server-initiated `elicitation/create`, `sampling/createMessage` and
  * `roots/list` into outstanding input requests keyed for `inputRequests`, takes answers for them,
  * forwards progress, and ends with a result or a JSON-RPC error. A `sampling/createMessage` that
  * the upstream's `sampling.mode` gives to the gateway's provider is answered through the
- * {@link Sampler} instead (src/sampling/). Front ends (MRTR, tasks) drive it
- * through {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}.
+ * Sampler instead (provider-sampling.ts). Front ends (MRTR, tasks) drive it through
+ * {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}. Beside it in this
+ * folder: when a batch of input requests is complete (batching.ts), input keys and replay
+ * matching (questions.ts), the `requestMs`/`totalMs` budgets (timeouts.ts), its change signal
+ * (changes.ts) and the legacy message shapes it translates (legacy-messages.ts).
  */
 import { uniqueId } from '../../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
-import {
-  ErrorCode,
-  GatewayError,
-  UpstreamProtocolError,
-  UpstreamRequestLost,
-  missingCapability,
-  shutdownFailure,
-  upstreamFailed,
-  upstreamProtocolFault,
-  validationProblem,
-  withoutMcpPrefix,
-} from '../../protocol/errors.js';
-import { META_INPUT_KEY_HINT, type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../../protocol/wire.js';
+import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../../protocol/errors.js';
+import { type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../../observability/tracing.js';
 import type { CallTally } from '../../observability/census.js';
 import { secretFields } from '../../security/secrets.js';
 import { invalidResponse } from './responses.js';
+import { learn, SPLIT_QUIET_MS, upstreamQuiet, type BatchLearning } from './batching.js';
+import { toInputRequest, urlElicitations, withoutRelatedTask } from './legacy-messages.js';
+import { CallTimeouts } from './timeouts.js';
+import { Questions } from './questions.js';
+import { Changes } from './changes.js';
+import { sampleByProvider, samplingByProvider } from './provider-sampling.js';
 import { digestOf, type ReplayEntry } from '../../security/seal.js';
 import type { SessionLease, SessionPool } from '../../upstream/pool.js';
-import type { ClientConnection } from '../../protocol/connection.js';
-import {
-  LooseResult,
-  NO_TIMEOUT,
-  type CallHandlers,
-  type ServerInitiatedRequest,
-  type ServerRequestExtra,
-} from '../../upstream/session.js';
-import { asRpcError, SamplingError } from '../../sampling/errors.js';
-import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
+import type { ClientConnection, ProgressParams } from '../../protocol/connection.js';
+import { INPUT_KIND_OF, missingFor } from '../../protocol/capabilities.js';
+import { downstreamError, keepsSession, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
+import { LooseResult, NO_TIMEOUT } from '../../upstream/session.js';
+import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session.js';
 import type { Sampler } from '../../sampling/sampler.js';
-
-/** Input kinds and the server-initiated method each comes from. */
-export type InputKind = 'elicitation' | 'sampling' | 'roots';
-export const INPUT_KIND_OF: Record<string, InputKind> = {
-  'elicitation/create': 'elicitation',
-  'sampling/createMessage': 'sampling',
-  'roots/list': 'roots',
-};
-
-/** 2025-11-25 error code: URL elicitation required (`data.elicitations`). Never sent downstream. */
-const URL_ELICITATION_REQUIRED = -32042;
-/** Accepted key hints: a letter or digit, then letters, digits, '_', '.', ':' or '-' (at most 128). */
-const KEY_HINT = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
 
 /**
  * Longest wait, after `notifications/cancelled`, for the upstream's answer to the cancelled request,
@@ -66,45 +46,8 @@ const CANCEL_ANSWER_WAIT_MS = 1000;
 /** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
 const CANCEL_TASK_WAIT_MS = 2000;
 
-/** Event-loop turns without an upstream message after which a batch of input requests is complete. */
-const QUIET_TURNS = 2;
-
-/** Least upstream silence, in ms, that the batches of an upstream seen sending concurrent requests wait for. */
-export const SPLIT_QUIET_MS = 5;
-
-/**
- * What the gateway has learned of how one upstream sends a batch of concurrent server-initiated
- * requests (one object per upstream, shared by its Exchanges). Until it has sent one, a batch is
- * complete after two quiet event-loop turns. Once a batch held more than one request, its batches
- * also wait for {@link SPLIT_QUIET_MS} of upstream silence, so a server preempted between two
- * writes is not split. A batch was split when a request arrives while earlier requests of the same
- * call are still unanswered and their round has already gone to the client, within
- * `input.batchWindowMs` of the one before: the wait becomes twice the gap seen plus
- * {@link SPLIT_QUIET_MS} (the largest learned so far; `batchWindowMs` still caps every wait).
- */
-export interface BatchLearning {
-  /** The learned silence to wait for, in ms (0 until a batch of several requests is seen). */
-  quietMs: number;
-  /** Called when {@link quietMs} rises, with the new value and whether a split batch showed it. */
-  onLearned?: (quietMs: number, split: boolean) => void;
-}
-
-/** Raises the learned wait of `learning` to `quietMs`. */
-function learn(learning: BatchLearning | undefined, quietMs: number, split: boolean): void {
-  if (!learning || quietMs <= learning.quietMs) return;
-  learning.quietMs = quietMs;
-  learning.onLearned?.(quietMs, split);
-}
-
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
-
-/** A progress notification's params without the token (the front end adds the client's token). */
-export interface ProgressParams {
-  progress: number;
-  total?: number;
-  message?: string;
-}
 
 interface PendingInput {
   key: string;
@@ -154,129 +97,6 @@ export interface ExchangeInit {
   batching?: BatchLearning;
 }
 
-/**
- * Whether `caps` (a 2026 ClientCapabilities) can answer `request`; returns the missing capability
- * as a ClientCapabilities object, or undefined when it can.
- */
-export function missingFor(caps: ClientCapabilities, request: InputRequest): Record<string, unknown> | undefined {
-  switch (request.method) {
-    case 'elicitation/create': {
-      const mode = request.params.mode === 'url' ? 'url' : 'form';
-      const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
-      if (!e) return { elicitation: mode === 'url' ? { url: {} } : {} };
-      if (mode === 'url' && !e.url) return { elicitation: { url: {} } };
-      if (mode === 'form' && e.url && !e.form) return { elicitation: { form: {} } };
-      return undefined;
-    }
-    case 'sampling/createMessage': {
-      const s = caps.sampling as { tools?: unknown } | undefined;
-      if (!s) return { sampling: {} };
-      if ((request.params.tools || request.params.toolChoice) && !s.tools) return { sampling: { tools: {} } };
-      return undefined;
-    }
-    case 'roots/list':
-      return caps.roots ? undefined : { roots: {} };
-  }
-}
-
-/** Maps a legacy server-initiated request to a 2026 `inputRequests` entry (no `_meta`, no `elicitationId`, no `task`). */
-export function toInputRequest(req: ServerInitiatedRequest): InputRequest {
-  const method = req.method as InputRequest['method'];
-  if (method === 'roots/list') return { method, params: {} };
-  const { _meta, task, elicitationId, ...params } = (req.params ?? {}) as Record<string, unknown>;
-  void _meta;
-  void task;
-  void elicitationId;
-  return { method, params };
-}
-
-/**
- * Whether the upstream session is still fit for reuse after `err` ended a request on it: an error
- * the upstream itself answered (an McpError, whatever its code) leaves it usable; a transport
- * failure, a closed connection, a timeout or a cancellation ({@link UpstreamRequestLost}) does not.
- */
-export function keepsSession(err: unknown): boolean {
-  return err instanceof McpError;
-}
-
-/** A result without the 2025-11-25 `_meta["io.modelcontextprotocol/related-task"]` (not used in 2026-07-28). */
-export function withoutRelatedTask(result: Record<string, unknown>): Record<string, unknown> {
-  const meta = result._meta as Record<string, unknown> | undefined;
-  if (!meta || !('io.modelcontextprotocol/related-task' in meta)) return result;
-  const { 'io.modelcontextprotocol/related-task': _rt, ...rest } = meta;
-  const { _meta: _m, ...body } = result;
-  return Object.keys(rest).length ? { ...body, _meta: rest } : body;
-}
-
-/**
- * Maps an upstream failure to the downstream JSON-RPC error (legacy codes translated).
- * A `resources/read` that failed with the legacy -32002 or with -32602 becomes MCP 2026-07-28's
- * "Resource not found" shape (SEP-2164): -32602 with `data.uri`, taken from the upstream's data or
- * else from `request.params.uri`.
- * @param request the legacy request that failed, when known.
- */
-export function downstreamError(
-  upstream: string,
-  err: unknown,
-  session?: { deadReason?: string; deadKind?: string; transportKind: string },
-  request?: { method: string; params: Record<string, unknown> },
-): GatewayError {
-  const mapped = mapUpstreamError(upstream, err, session, request);
-  if (request?.method !== 'resources/read' || mapped.code !== ErrorCode.InvalidParams || !(err instanceof McpError)) return mapped;
-  const data = mapped.data;
-  if (data !== undefined && (data === null || typeof data !== 'object' || Array.isArray(data))) return mapped;
-  const d = (data ?? {}) as Record<string, unknown>;
-  return typeof d.uri === 'string'
-    ? mapped
-    : new GatewayError(mapped.code, mapped.message, { ...d, uri: request.params.uri }, mapped.httpStatus);
-}
-
-function mapUpstreamError(
-  upstream: string,
-  err: unknown,
-  session?: { deadReason?: string; deadKind?: string; transportKind: string },
-  request?: { method: string },
-): GatewayError {
-  if (err instanceof GatewayError) return err;
-  if (err instanceof UpstreamRequestLost) {
-    if (err.kind !== 'closed') return upstreamFailed(upstream, 'timeout', `Upstream '${upstream}' timed out`);
-    const reason = err.reason ?? session?.deadReason ?? 'connection closed';
-    if (session?.deadKind === 'protocol')
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' broke the protocol during the request: ${reason}`);
-    if (session?.deadKind === 'stopping') return shutdownFailure(upstream);
-    return session?.transportKind === 'stdio'
-      ? upstreamFailed(upstream, 'crashed', `Upstream '${upstream}' exited or closed stdio during the request (${reason})`)
-      : upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the connection or session during the request (${reason})`);
-  }
-  if (err instanceof McpError) {
-    // Past this point the error is the upstream's own answer: its code is relayed, -32000 and -32001 included.
-    if (err.code === -32002) {
-      return new GatewayError(ErrorCode.InvalidParams, 'Resource not found', err.data);
-    }
-    // McpError prefixes "MCP error N: " (once per SDK it crossed); relay the upstream's own message.
-    const message = withoutMcpPrefix(err.message);
-    if (err.code === URL_ELICITATION_REQUIRED) {
-      // 2025-11-25 only; MUST NOT be sent to 2026-07-28 clients.
-      return upstreamFailed(upstream, 'protocol', `Upstream '${upstream}' kept requiring URL elicitation: ${message}`);
-    }
-    const invalid = err.code === ErrorCode.InvalidParams ? /^Invalid ([\w/ ]+ result): /.exec(message) : null;
-    if (invalid) {
-      // A v1-SDK upstream rejected its own tool's malformed result and said so with -32602 and the
-      // validator's issues; the client's request was fine, so this is the upstream's protocol fault.
-      return upstreamProtocolFault(upstream, invalid[1]!, validationProblem(message) ?? message.slice(invalid[0].length).split('\n')[0]!);
-    }
-    return new GatewayError(err.code, message, err.data);
-  }
-  if (err instanceof UpstreamProtocolError) return upstreamProtocolFault(upstream, err.what, err.problem);
-  const problem = validationProblem(err);
-  if (problem) return upstreamProtocolFault(upstream, request ? `${request.method} result` : 'answer', problem);
-  const msg = err instanceof Error ? err.message : String(err);
-  if (/\b404\b/.test(msg) || /session/i.test(msg)) {
-    return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);
-  }
-  return upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' failed: ${msg}`);
-}
-
 /** The empty input map every Exchange starts with (never written: the first input request gets a map of its own). */
 const NO_PENDING = new Map<string, PendingInput>();
 
@@ -288,43 +108,33 @@ export class Exchange implements CallHandlers {
   round = 0;
   /** Outstanding input requests by key ({@link NO_PENDING} until the first: most calls ask nothing). */
   private pending: Map<string, PendingInput> = NO_PENDING;
-  /** Keys given out so far (a parked call holds this Exchange for minutes: collections are made on first use). */
-  private usedKeys: Set<string> | undefined;
-  private seq = 0;
   private lastInputAt = 0;
   /** True from the moment a batch was complete ({@link settle} said 'input') until no input is outstanding. */
   private batchClosed = false;
-  private waiters: Set<() => void> | undefined;
   private progressSink: ((p: ProgressParams) => void) | undefined;
-  private listeners: Set<() => void> | undefined;
+  /** Who waits for, or listens to, the call's next change. */
+  private readonly changes = new Changes();
   /** Latest human-readable status from the upstream (progress message or upstream task status). */
   statusMessage: string | undefined;
   /** The upstream's own task id when the call runs as a 2025-11-25 task upstream. */
   upstreamTaskId: string | undefined;
   /** Aborted when the call is cancelled, for the requests of a 2025-11-25 task upstream (made for those only). */
   private taskAbort: AbortController | undefined;
-  /** One timer for both budgets below: it fires at the earlier deadline (`timerAt`), or re-arms when activity moved it. */
-  private timer: NodeJS.Timeout | undefined;
-  private timerAt = 0;
-  /** Silence deadline (`requestMs` after the last upstream activity) and working-time deadline (`totalMs`), epoch ms, while active. */
-  private idleAt = 0;
-  private totalAt = 0;
-  private activeUsedMs = 0;
-  private activeSince: number | undefined;
+  /** The call's `requestMs` and `totalMs` budgets. */
+  private readonly timeouts: CallTimeouts;
   private released = false;
   private cancelled = false;
   private cancelSent = false;
-  /** Replay mode: the index in `init.replay` of the recorded question the next input request is matched to (its length once the run differed). */
-  private replayNext = 0;
-  /** Replay mode: the questions of this run in order. */
-  private readonly asked: ReplayEntry[] = [];
+  /** The keys given to this run's input requests, and in replay mode the recorded questions they match. */
+  private readonly questions: Questions;
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
   private providerCalls: Set<AbortController> | undefined;
   /** The upstream request's span, while tracing. */
   private trace: Traced | undefined;
 
   constructor(private readonly init: ExchangeInit) {
-    if (init.replay?.length) this.usedKeys = new Set(init.replay.map((e) => e.k));
+    this.timeouts = new CallTimeouts(init.upstream, init.cfg.timeouts, (error) => this.cancel(error));
+    this.questions = new Questions(init.replay);
   }
 
   get upstream(): string {
@@ -405,7 +215,7 @@ export class Exchange implements CallHandlers {
       ...(p.total !== undefined ? { total: p.total } : {}),
       ...(p.message !== undefined ? { message: p.message } : {}),
     });
-    this.notify();
+    this.changes.notify();
   }
 
   /** Sends the upstream request; `attempt` counts re-sends after URL elicitation (2025-11-25 -32042). */
@@ -456,7 +266,7 @@ export class Exchange implements CallHandlers {
           this.upstreamTaskId = message.task.taskId;
           if (message.task.statusMessage) this.statusMessage = message.task.statusMessage;
           this.armTimers();
-          this.notify();
+          this.changes.notify();
         } else if (message.type === 'result') {
           return this.finish({ result: withoutRelatedTask(message.result as Record<string, unknown>) }, true);
         } else if (message.type === 'error') {
@@ -474,29 +284,9 @@ export class Exchange implements CallHandlers {
    * upstream request is sent again, as the 2025-11-25 flow has the client do.
    */
   private urlElicitationRequired(err: McpError, attempt: number): void {
-    const list = (err.data as { elicitations?: unknown } | undefined)?.elicitations;
-    if (!Array.isArray(list) || list.length === 0) {
-      this.finish(
-        {
-          error: upstreamFailed(
-            this.upstream,
-            'protocol',
-            `Upstream '${this.upstream}' required URL elicitation without saying which (${err.message})`,
-          ),
-        },
-        true,
-      );
-      return;
-    }
-    const requests = list.map((e) => toInputRequest({ method: 'elicitation/create', params: { ...(e as object), mode: 'url' } }));
-    for (const r of requests) {
-      const missing = missingFor(this.init.clientCapabilities, r);
-      if (missing) {
-        this.finish({ error: missingCapability(missing, JSON.stringify(missing)) }, true);
-        return;
-      }
-    }
-    const answers = requests.map((r) => this.addPending(this.keyFor('elicitation', {}), r));
+    const requests = urlElicitations(this.upstream, err, this.init.clientCapabilities);
+    if (requests instanceof GatewayError) return this.finish({ error: requests }, true);
+    const answers = requests.map((r) => this.addPending(this.questions.keyFor('elicitation', {}), r));
     Promise.all(answers).then(
       (results) => {
         if (this.outcome) return;
@@ -537,7 +327,7 @@ export class Exchange implements CallHandlers {
    * outstanding ones (without), for the sealed state of the next run.
    */
   replayState(): ReplayEntry[] {
-    return this.asked.filter((e) => e.v !== undefined || this.pending.has(e.k));
+    return this.questions.state((key) => this.pending.has(key));
   }
 
   /** Milliseconds since the last server-initiated request arrived (Infinity if none yet). */
@@ -558,7 +348,7 @@ export class Exchange implements CallHandlers {
     this.noteAnswered();
     p.resolve(value);
     this.armTimers();
-    this.notify();
+    this.changes.notify();
     return true;
   }
 
@@ -581,7 +371,10 @@ export class Exchange implements CallHandlers {
       if (connection?.closed) return 'aborted';
       const now = Date.now();
       if (this.pending.size > 0) {
-        if (this.lastInputAt + batchWindowMs - now <= 0 || (await this.upstreamQuiet())) {
+        if (
+          this.lastInputAt + batchWindowMs - now <= 0 ||
+          (await upstreamQuiet(this.init.lease.session, this.init.cfg.input.batchQuietMs, this.init.batching, () => this.lastInputAt))
+        ) {
           if (this.pending.size === 0 || this.outcome) continue;
           this.batchClosed = true;
           if (this.pending.size > 1) learn(this.init.batching, SPLIT_QUIET_MS, false);
@@ -589,30 +382,11 @@ export class Exchange implements CallHandlers {
         }
       } else if (deadline !== undefined) {
         if (now >= deadline) return 'deadline';
-        await this.changed(deadline - now, connection);
+        await this.changes.next(deadline - now, connection);
       } else {
-        await this.changed(undefined, connection);
+        await this.changes.next(undefined, connection);
       }
     }
-  }
-
-  /**
-   * Whether the upstream session received no message during {@link QUIET_TURNS} event-loop turns
-   * and for `input.batchQuietMs` (or the silence learned of the upstream) after its last message:
-   * whatever the server sent together with its last request has been read by then.
-   */
-  private async upstreamQuiet(): Promise<boolean> {
-    const session = this.init.lease.session;
-    const seen = session.received;
-    const inputs = this.lastInputAt;
-    const same = () => session.received === seen && inputs === this.lastInputAt;
-    for (let i = 0; i < QUIET_TURNS; i++) await new Promise((r) => setImmediate(r));
-    if (!same()) return false;
-    // A server preempted between two writes of one batch is given time to go on.
-    const quietMs = Math.max(this.init.cfg.input.batchQuietMs, this.init.batching?.quietMs ?? 0);
-    const left = quietMs - (performance.now() - session.lastReceivedAt);
-    if (left > 0) await new Promise((r) => setTimeout(r, left));
-    return same();
   }
 
   /** The client has answered every outstanding input request: what the upstream asks next is a new batch. */
@@ -622,9 +396,7 @@ export class Exchange implements CallHandlers {
 
   /** Calls `listener` on every change (input, answer, progress, outcome); returns an unsubscribe function. */
   onChange(listener: () => void): () => void {
-    const listeners = (this.listeners ??= new Set());
-    listeners.add(listener);
-    return () => listeners.delete(listener);
+    return this.changes.listen(listener);
   }
 
   /**
@@ -682,7 +454,15 @@ export class Exchange implements CallHandlers {
     const kind = INPUT_KIND_OF[req.method];
     if (!kind) return Promise.reject(new McpError(ErrorCode.MethodNotFound, `Method not found: ${req.method}`));
     const request = toInputRequest(req);
-    if (kind === 'sampling' && this.samplingByProvider(request)) return this.sampleByProvider(req, extra);
+    if (kind === 'sampling' && samplingByProvider(this.init.cfg, this.init.clientCapabilities, this.toolName, request)) {
+      const { upstream, cfg, principal, sampler, log } = this.init;
+      const track = (ctrl: AbortController, running: boolean) => {
+        if (running) (this.providerCalls ??= new Set()).add(ctrl);
+        else this.providerCalls?.delete(ctrl);
+        this.armTimers();
+      };
+      return sampleByProvider({ id: this.id, upstream, cfg, principal, tool: this.toolName, sampler, log, track }, req, extra);
+    }
     const configuredRoots = this.init.cfg.roots;
     if (
       kind === 'roots' &&
@@ -713,23 +493,10 @@ export class Exchange implements CallHandlers {
       }
     }
     const digest = digestOf(request);
-    const replay = this.init.replay;
-    if (replay && this.replayNext < replay.length) {
-      const recorded = replay[this.replayNext]!;
-      if (recorded.d !== digest) {
-        // The run differs from the recorded one here: nothing recorded answers it, or what follows.
-        this.replayNext = replay.length;
-      } else {
-        this.replayNext++;
-        if (recorded.v !== undefined) {
-          // Asked before at this point, in the same words: the answer the client gave then.
-          this.asked.push(recorded);
-          return Promise.resolve(recorded.v);
-        }
-      }
-    }
-    const key = this.keyFor(kind, req);
-    this.asked.push({
+    const recorded = this.questions.recordedAnswer(digest);
+    if (recorded) return Promise.resolve(recorded);
+    const key = this.questions.keyFor(kind, req.params);
+    this.questions.ask({
       d: digest,
       k: key,
       m: request.method,
@@ -739,7 +506,7 @@ export class Exchange implements CallHandlers {
     if (given !== undefined) {
       delete this.init.prefilled![key];
       if (!invalidResponse(request, given)) {
-        this.asked[this.asked.length - 1]!.v = given as Record<string, unknown>;
+        this.questions.answeredAtOnce(given as Record<string, unknown>);
         return Promise.resolve(given as Record<string, unknown>);
       }
     }
@@ -752,7 +519,7 @@ export class Exchange implements CallHandlers {
         if (this.pending.delete(key)) {
           this.noteAnswered();
           this.armTimers();
-          this.notify();
+          this.changes.notify();
         }
       },
       { once: true },
@@ -763,56 +530,6 @@ export class Exchange implements CallHandlers {
   /** The tool this Exchange calls (`tools/call`), else undefined. */
   private get toolName(): string | undefined {
     return this.method === 'tools/call' && typeof this.init.params.name === 'string' ? this.init.params.name : undefined;
-  }
-
-  /**
-   * Whether the gateway's provider answers this `sampling/createMessage` (the upstream's or the
-   * tool's `sampling.mode`: always in provider mode; in fallback mode when the client did not
-   * declare what the request needs, or `input.allow` does not relay sampling).
-   */
-  private samplingByProvider(request: InputRequest): boolean {
-    const cfg = this.init.cfg.sampling;
-    const relayed = this.init.cfg.input.allow.includes('sampling')
-      ? (this.init.clientCapabilities.sampling as { tools?: unknown } | undefined)
-      : undefined;
-    return samplingRoute(samplingModeFor(cfg, this.toolName), relayed, request.params) === 'provider';
-  }
-
-  /**
-   * Answers the upstream's `sampling/createMessage` through the provider. While it runs the call
-   * waits on the gateway, so `requestMs`/`totalMs` are paused as they are for a client's answer;
-   * the provider's own `timeoutMs` bounds it. The provider call is aborted when the upstream
-   * withdraws its request or the Exchange ends. Failures reach the upstream as the JSON-RPC error
-   * of its request (`SamplingError`); the call goes on and the tool decides.
-   */
-  private async sampleByProvider(req: ServerInitiatedRequest, extra: ServerRequestExtra): Promise<Record<string, unknown>> {
-    const sampler = this.init.sampler;
-    if (!sampler) throw asRpcError(new SamplingError('invalid-request', 'No sampling provider is available for this upstream'));
-    const ctrl = new AbortController();
-    const onAbort = () => ctrl.abort();
-    extra.signal.addEventListener('abort', onAbort, { once: true });
-    (this.providerCalls ??= new Set()).add(ctrl);
-    this.armTimers();
-    this.init.log.debug({ exchange: this.id, method: req.method }, 'sampling answered by the provider');
-    try {
-      const { _meta, task, ...params } = (req.params ?? {}) as Record<string, unknown>;
-      void _meta;
-      void task;
-      return await sampler.answer({
-        upstream: this.upstream,
-        cfg: this.init.cfg.sampling,
-        tool: this.toolName,
-        principal: this.init.principal,
-        params,
-        signal: ctrl.signal,
-      });
-    } catch (e) {
-      throw e instanceof SamplingError ? asRpcError(e) : e;
-    } finally {
-      extra.signal.removeEventListener('abort', onAbort);
-      this.providerCalls?.delete(ctrl);
-      this.armTimers();
-    }
   }
 
   /** Adds an outstanding input request; resolves with the client's answer. */
@@ -827,20 +544,8 @@ export class Exchange implements CallHandlers {
       spanEvent(this.trace, 'mcp.input.request', { [ATTR.MCP_METHOD_NAME]: request.method, [ATTR.MCP_INPUT_KEY]: key });
       this.lastInputAt = Date.now();
       this.armTimers();
-      this.notify();
+      this.changes.notify();
     });
-  }
-
-  private keyFor(kind: InputKind, req: Pick<ServerInitiatedRequest, 'params'>): string {
-    const hint = (req.params?._meta as Record<string, unknown> | undefined)?.[META_INPUT_KEY_HINT];
-    let key: string;
-    if (typeof hint === 'string' && KEY_HINT.test(hint) && !this.usedKeys?.has(hint)) key = hint;
-    else {
-      do key = `${kind}-${++this.seq}`;
-      while (this.usedKeys?.has(key));
-    }
-    (this.usedKeys ??= new Set()).add(key);
-    return key;
   }
 
   private finish(outcome: Outcome, reusable: boolean): void {
@@ -850,14 +555,14 @@ export class Exchange implements CallHandlers {
     }
     this.outcome = outcome;
     endSpan(this.trace, outcome);
-    this.clearTimers();
+    this.timeouts.clear();
     for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
     this.pending.clear();
     for (const c of this.providerCalls ?? []) c.abort();
     if ('result' in outcome) this.init.pool.noteSuccess();
     else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
     this.releaseLease(reusable);
-    this.notify();
+    this.changes.notify();
   }
 
   /**
@@ -884,77 +589,11 @@ export class Exchange implements CallHandlers {
   }
 
   /**
-   * Restarts the silence budget (`requestMs`, upstream activity) and pauses the working-time budget
-   * (`totalMs`) while the call waits on the client or a provider, or resumes it.
+   * Restarts the silence budget and pauses the working-time budget while the call waits on the
+   * client or a provider, or resumes it ({@link CallTimeouts.arm}); stops both once the call ended.
    */
   private armTimers(): void {
-    if (this.outcome) return this.clearTimers();
-    const now = Date.now();
-    const waitingOnOthers = this.pending.size > 0 || (this.providerCalls?.size ?? 0) > 0;
-    if (waitingOnOthers) {
-      if (this.activeSince !== undefined) this.activeUsedMs += now - this.activeSince;
-      this.activeSince = undefined;
-      return this.clearTimers();
-    }
-    if (this.activeSince === undefined) {
-      this.activeSince = now;
-      this.totalAt = now + Math.max(0, this.init.cfg.timeouts.totalMs - this.activeUsedMs);
-    }
-    this.idleAt = now + this.init.cfg.timeouts.requestMs;
-    const due = Math.min(this.idleAt, this.totalAt);
-    // A timer due no later checks the deadlines when it fires.
-    if (this.timer && this.timerAt <= due) return;
-    clearTimeout(this.timer);
-    this.setTimer(due, now);
-  }
-
-  private setTimer(due: number, now: number): void {
-    this.timerAt = due;
-    this.timer = setTimeout(() => this.onTimer(), due - now);
-  }
-
-  /** The timer fired: the call ran out of working time or was silent too long, or activity moved the deadline. */
-  private onTimer(): void {
-    this.timer = undefined;
-    const now = Date.now();
-    const { requestMs, totalMs } = this.init.cfg.timeouts;
-    if (now >= this.totalAt)
-      return this.cancel(
-        upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' did not finish within totalMs=${totalMs} ms`),
-      );
-    if (now >= this.idleAt)
-      return this.cancel(
-        upstreamFailed(this.upstream, 'timeout', `Upstream '${this.upstream}' sent nothing for requestMs=${requestMs} ms`),
-      );
-    this.setTimer(Math.min(this.idleAt, this.totalAt), now);
-  }
-
-  private clearTimers(): void {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-  }
-
-  private notify(): void {
-    const ws = this.waiters;
-    this.waiters = undefined;
-    for (const w of ws ?? []) w();
-    for (const l of this.listeners ?? []) l();
-  }
-
-  /** Resolves on the Exchange's next change, after `timeoutMs` (ms), or when `connection` closes. */
-  private changed(timeoutMs: number | undefined, connection?: ClientConnection): Promise<void> {
-    return new Promise((resolve) => {
-      let timer: NodeJS.Timeout | undefined;
-      let stopWatching: (() => void) | undefined;
-      const done = () => {
-        clearTimeout(timer);
-        stopWatching?.();
-        this.waiters?.delete(done);
-        resolve();
-      };
-      (this.waiters ??= new Set()).add(done);
-      if (timeoutMs !== undefined) timer = setTimeout(done, timeoutMs);
-      stopWatching = connection?.onClose(done);
-    });
+    if (this.outcome) return this.timeouts.clear();
+    this.timeouts.arm(this.pending.size > 0 || (this.providerCalls?.size ?? 0) > 0);
   }
 }

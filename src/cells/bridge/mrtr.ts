@@ -11,25 +11,10 @@ import type { InputRequest, InputRequiredResult } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { recordInputRound } from '../../observability/tracing.js';
 import { HeldElsewhere, predatesLedger, type SpentStates } from '../../store/shared.js';
-import type { ClientConnection } from '../../protocol/connection.js';
-import type { Exchange, ProgressParams } from './exchange.js';
+import type { CallContext } from '../../protocol/connection.js';
+import type { Exchange } from './exchange.js';
 import { invalidResponse } from './responses.js';
 import { digestOf, INVALID_STATE, type ReplayEntry, type StateClaims, type StateSealer } from '../../security/seal.js';
-
-/** Per-request context from the HTTP front door. */
-export interface CallContext {
-  principal: string;
-  /** The client's connection: it closes when the client goes away (closes the response). */
-  connection: ClientConnection;
-  /** Receives upstream progress while this request is the one waiting. */
-  onProgress?: (p: ProgressParams) => void;
-  /** Receives the upstream's other notifications for this request (`notifications/message`). */
-  onNotification?: (n: { method: string; params?: Record<string, unknown> }) => void;
-  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
-  token?: string;
-  /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
-  timing?: { upstreamMs: number };
-}
 
 /**
  * Task creation for a client that declared the tasks extension: when the Exchange is still working

@@ -9,9 +9,9 @@
  */
 import type { ClientCapabilities as LegacyClientCapabilities, ServerCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
-import { Exchange, downstreamError, keepsSession, type BatchLearning } from './exchange.js';
-import type { CallContext, MrtrBridge, TaskEscalation } from './mrtr.js';
-import { TASKS_EXTENSION, declaresTasks, detailedTask, tasksExtensionRequired, type TaskManager } from './tasks/manager.js';
+import { Exchange } from './exchange.js';
+import type { MrtrBridge, TaskEscalation } from './mrtr.js';
+import { detailedTask, type TaskManager } from './tasks/manager.js';
 import type { ReplayEntry } from '../../security/seal.js';
 import { invalidParams, methodNotFound, shuttingDown } from '../../protocol/errors.js';
 import { checkParamHeaders } from '../../protocol/param-headers.js';
@@ -34,6 +34,10 @@ import { LooseResult } from '../../upstream/session.js';
 import { indexTools, type ListedTool, type ToolCatalog, type ToolHeaders } from '../../upstream/tools.js';
 import { unknownTool } from '../../upstream/tool-policy.js';
 import type { Sampler } from '../../sampling/sampler.js';
+import { TASKS_EXTENSION, declaresTasks, tasksExtensionRequired } from '../../protocol/tasks.js';
+import { type CallContext } from '../../protocol/connection.js';
+import { type BatchLearning } from './batching.js';
+import { downstreamError, keepsSession } from '../../upstream/failures.js';
 
 /**
  * The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it.

@@ -41,7 +41,7 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
-import { ErrorCode, UpstreamProtocolError, UpstreamRequestLost } from '../../protocol/errors.js';
+import { ErrorCode, reasonOf, UpstreamProtocolError, UpstreamRequestLost } from '../../protocol/errors.js';
 import type { Logger } from '../../observability/log.js';
 import {
   endSpan,
@@ -59,50 +59,17 @@ import type { HttpHop } from '../../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../../upstream/session.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
 import type { StdioChild } from '../../upstream/stdio-child.js';
-import { downstreamError, INPUT_KIND_OF } from '../bridge/exchange.js';
+import { downstreamError } from '../../upstream/failures.js';
+import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
+import type { RequestId } from '../../protocol/wire.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
 import { secretRedactor } from '../../config/child-env.js';
 
-type Id = string | number;
-type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
-
-/** The downstream side: a legacy server transport (Streamable HTTP or HTTP+SSE). */
-export interface DownstreamTransport extends Transport {
-  /** True while the client holds its standalone (GET) stream open; undefined when unknown. */
-  hasStandaloneStream?(): boolean;
-}
-
-/** The upstream side of one legacy session: {@link PassThroughRelay} or the reverse bridge. */
-export interface LegacyRelay {
-  /**
-   * One message from the client (the first is `initialize`); failures are answered, never thrown.
-   * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can
-   * resume it; `extra.headers` are the HTTP request's headers (trace context).
-   */
-  fromClient(message: JSONRPCMessage, extra?: ClientMessageExtra): Promise<void>;
-  /** Ends the upstream side. Never throws. */
-  close(): Promise<void>;
-  /** Client requests waiting for their answer. */
-  readonly inFlight: number;
-  /** The revision negotiated with the client. */
-  readonly negotiated: string | undefined;
-  /** The upstream child's process id, when the session has one of its own. */
-  readonly pid: number | undefined;
-}
-
-/** What one relayed request did, for the request log and metrics. */
-export interface RelayedRequest {
-  method: string;
-  name?: string;
-  durationMs: number;
-  outcome: 'complete' | 'error';
-  code?: number;
-  /** `data.reason` of an error the gateway answered for the upstream (`unreachable`, `crashed`, …). */
-  reason?: string;
-}
+type Message = { jsonrpc: '2.0'; id?: RequestId; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
 
 /** What a pass-through relay needs. */
 export interface PassThroughInit {
@@ -135,14 +102,6 @@ export interface PassThroughInit {
   census?: Census;
 }
 
-/** What the downstream transport offers with one client message. */
-export interface ClientMessageExtra {
-  /** Closes the SSE stream of this request (the client can resume it); absent when it could not. */
-  closeSSEStream?: () => void;
-  /** The headers of the HTTP request that carried the message (lower-case names). */
-  headers?: PlainHeaders;
-}
-
 /** 2025-11-25 error code: URL elicitation required. */
 const URL_ELICITATION_REQUIRED = -32042;
 
@@ -153,7 +112,7 @@ interface InFlight {
   method: string;
   name?: string;
   startedAt: number;
-  progressToken?: Id;
+  progressToken?: RequestId;
   /** The timer that closes the request's SSE stream (SSE polling). */
   poll?: NodeJS.Timeout;
   /** The request's spans (downstream and relayed), while tracing. */
@@ -168,13 +127,13 @@ const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === u
 export class PassThroughRelay implements LegacyRelay {
   private up: Transport | undefined;
   private stderr: StderrTail | undefined;
-  private readonly inflight = new Map<Id, InFlight>();
-  private readonly progressOwner = new Map<Id, Id>();
+  private readonly inflight = new Map<RequestId, InFlight>();
+  private readonly progressOwner = new Map<RequestId, RequestId>();
   private ended = false;
   /** The client's own `sampling` capability, when declared and relayed by `input.allow`. */
   private clientSampling: { tools?: unknown } | undefined;
   /** Upstream request ids of sampling requests the provider is answering. */
-  private readonly providerCalls = new Map<Id, AbortController>();
+  private readonly providerCalls = new Map<RequestId, AbortController>();
   /** The revision the upstream negotiated with the client. */
   negotiated: string | undefined;
   /** The upstream child's process id (stdio). */
@@ -199,7 +158,7 @@ export class PassThroughRelay implements LegacyRelay {
     const kind = kindOf(m);
     if (kind === 'request') {
       const params = m.params ?? {};
-      const token = (params._meta as { progressToken?: Id } | undefined)?.progressToken;
+      const token = (params._meta as { progressToken?: RequestId } | undefined)?.progressToken;
       const after = this.init.closeStreamAfterMs ?? 0;
       const poll = after > 0 && extra.closeSSEStream ? setTimeout(extra.closeSSEStream, after).unref() : undefined;
       clearTimeout(this.inflight.get(m.id!)?.poll);
@@ -225,7 +184,7 @@ export class PassThroughRelay implements LegacyRelay {
       }
       return within(trace?.client, () => this.toUpstream(m));
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
-      const id = (m.params as { requestId?: Id } | undefined)?.requestId;
+      const id = (m.params as { requestId?: RequestId } | undefined)?.requestId;
       if (id !== undefined) this.forget(id);
     }
     await this.toUpstream(m);
@@ -306,7 +265,7 @@ export class PassThroughRelay implements LegacyRelay {
    * client gets -32603 with `data.reason` (`protocol` or `session-lost`) at once. Returns true: a
    * request no longer in flight (the client cancelled it) has nobody waiting.
    */
-  private requestFailed(id: Id, error: Error): boolean {
+  private requestFailed(id: RequestId, error: Error): boolean {
     if (!this.inflight.has(id)) return true;
     this.init.log.debug({ err: error.message, id }, 'legacy session: upstream request failed on its own stream');
     const e = downstreamError(this.init.upstream, error, { transportKind: this.init.cfg.transport });
@@ -314,7 +273,7 @@ export class PassThroughRelay implements LegacyRelay {
     return true;
   }
 
-  private async failStart(id: Id, e: Error): Promise<void> {
+  private async failStart(id: RequestId, e: Error): Promise<void> {
     if (this.stderr) await Promise.race([this.stderr.ended, new Promise((r) => setTimeout(r, 500))]);
     const stderr = this.stderr?.get() ?? [];
     const said = stderrSummary(stderr);
@@ -428,18 +387,19 @@ export class PassThroughRelay implements LegacyRelay {
     }
     if (m.method === 'notifications/cancelled') {
       // The upstream withdrew a sampling request the provider is answering: the client never saw it.
-      const ctrl = this.providerCalls.get((m.params as { requestId?: Id } | undefined)?.requestId as Id);
+      const ctrl = this.providerCalls.get((m.params as { requestId?: RequestId } | undefined)?.requestId as RequestId);
       if (ctrl) return void ctrl.abort();
     }
     // Notifications: progress to the request that asked for it, the rest by the routing rule.
-    const token = m.method === 'notifications/progress' ? (m.params as { progressToken?: Id } | undefined)?.progressToken : undefined;
+    const token =
+      m.method === 'notifications/progress' ? (m.params as { progressToken?: RequestId } | undefined)?.progressToken : undefined;
     const owner = token !== undefined ? this.progressOwner.get(token) : undefined;
     if (token !== undefined && owner === undefined) return;
     return this.toClient(m, owner ?? this.routeFor(m) ?? undefined);
   }
 
   /** Counts `feature` once for the client request `id`, under its tool. */
-  private noteCall(id: Id, feature: DeprecatedFeature): void {
+  private noteCall(id: RequestId, feature: DeprecatedFeature): void {
     const req = this.inflight.get(id);
     const census = this.init.census;
     if (!req || !census) return;
@@ -531,7 +491,7 @@ export class PassThroughRelay implements LegacyRelay {
    * The client request a server-initiated message goes with: the one in flight, else none (the
    * standalone stream) when the client listens there, else the oldest in flight. null: nowhere.
    */
-  private routeFor(_m: Message): Id | undefined | null {
+  private routeFor(_m: Message): RequestId | undefined | null {
     const ids = [...this.inflight.keys()];
     if (ids.length === 1) return ids[0];
     const standalone = this.init.downstream.hasStandaloneStream?.();
@@ -539,7 +499,7 @@ export class PassThroughRelay implements LegacyRelay {
     return ids.length ? ids[0] : null;
   }
 
-  private async toClient(m: Message, relatedRequestId: Id | undefined): Promise<void> {
+  private async toClient(m: Message, relatedRequestId: RequestId | undefined): Promise<void> {
     try {
       await this.init.downstream.send(m as JSONRPCMessage, relatedRequestId !== undefined ? { relatedRequestId } : undefined);
     } catch (e) {
@@ -549,15 +509,15 @@ export class PassThroughRelay implements LegacyRelay {
     }
   }
 
-  private answerUpstream(id: Id, answer: { result?: unknown; error?: unknown }): Promise<void> {
+  private answerUpstream(id: RequestId, answer: { result?: unknown; error?: unknown }): Promise<void> {
     return (this.up?.send({ jsonrpc: '2.0', id, ...answer } as JSONRPCMessage) ?? Promise.resolve()).catch(() => {});
   }
 
-  private async answerError(id: Id, code: number, message: string, data?: unknown): Promise<void> {
+  private async answerError(id: RequestId, code: number, message: string, data?: unknown): Promise<void> {
     const req = this.inflight.get(id);
     this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
-    const reason = (data as { reason?: string } | undefined)?.reason;
+    const reason = reasonOf(data);
     if (req)
       this.init.onRequest?.({
         method: req.method,
@@ -572,7 +532,7 @@ export class PassThroughRelay implements LegacyRelay {
       .catch(() => {});
   }
 
-  private forget(id: Id): void {
+  private forget(id: RequestId): void {
     const req = this.inflight.get(id);
     // Still open here: the client cancelled the request.
     this.endTrace(req, { failed: 'cancelled', message: 'The client cancelled the request' });

@@ -14,7 +14,8 @@
  * - Tasks (io.modelcontextprotocol/tasks): the upstream's taskId is shown to the client bound to
  *   its principal and the upstream (see {@link TaskIdBinder}); `tasks/get|update|cancel` unwrap it.
  * - `-32021` from the upstream describes the gateway's hop: it is answered as the client's own
- *   missing capability, or as -32603 when the gateway's input policy withheld that capability.
+ *   missing capability, or as -32603 when the gateway's input policy withheld that capability
+ *   (`capabilityError`, src/protocol/capabilities.ts, which the reverse bridge shares).
  * - The client's `Mcp-Param-*` headers go on with the request (the upstream checks them against its
  *   tools' `x-mcp-header` annotations); its `-32020` on a `tools/call` is answered as the client's
  *   own header mismatch (HTTP 400). Any other `-32020` or `-32022` means the upstream refused the
@@ -26,15 +27,16 @@
  */
 import type { UpstreamConfig } from '../../config/schema.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../../security/seal.js';
-import type { CallContext } from '../bridge/mrtr.js';
-import { ErrorCode, GatewayError, invalidParams, missingCapability, upstreamFailed, withoutMcpPrefix } from '../../protocol/errors.js';
+import type { CallContext } from '../../protocol/connection.js';
+import { allowedCapabilities, capabilityError } from '../../protocol/capabilities.js';
+import { ErrorCode, GatewayError, invalidParams, upstreamFailed, withoutMcpPrefix } from '../../protocol/errors.js';
 import type { ValidatedRequest } from '../../protocol/envelope.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, PARAM_HEADER_PREFIX, TASK_METHODS, type InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { noteInputRound, recordInputRound } from '../../observability/tracing.js';
 import { predatesLedger, type SpentStates } from '../../store/shared.js';
 import { secretFields } from '../../security/secrets.js';
-import { TASK_NOT_FOUND } from '../bridge/tasks/manager.js';
+import { TASK_NOT_FOUND } from '../../protocol/tasks.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { unreachableText } from '../../upstream/session.js';
 
@@ -58,44 +60,10 @@ const MAX_OWN_ROUNDS = 10;
 let nextToken = 1;
 
 /**
- * The client's capabilities without the kinds `allow` does not relay (elicitation, sampling,
- * roots); everything else (extensions, experimental) is kept.
- */
-export function allowedCapabilities(caps: Record<string, unknown>, allow: readonly string[]): Record<string, unknown> {
-  const out = { ...caps };
-  for (const kind of ['elicitation', 'sampling', 'roots']) if (!allow.includes(kind)) delete out[kind];
-  return out;
-}
-
-/**
- * The downstream error for a 2026-07-28 upstream's -32021 (MissingRequiredClientCapability), whose
- * `data.requiredCapabilities` describe the gateway's hop: -32021 (HTTP 400) with those
- * requiredCapabilities when the client did not declare them (`declaredIn` names where it would:
- * a request's clientCapabilities, a legacy session's initialize), or -32603 `protocol` when it
- * declared an input kind (elicitation, sampling, roots) that the upstream's `input.allow` withholds,
- * which the client cannot fix.
- */
-export function capabilityError(upstream: string, data: unknown, declared: Record<string, unknown>, declaredIn?: string): GatewayError {
-  const required = ((data as { requiredCapabilities?: Record<string, unknown> } | undefined)?.requiredCapabilities ?? {}) as Record<
-    string,
-    unknown
-  >;
-  const withheld = Object.keys(required).filter((k) => ['elicitation', 'sampling', 'roots'].includes(k) && declared[k] !== undefined);
-  if (withheld.length) {
-    return upstreamFailed(
-      upstream,
-      'protocol',
-      `Upstream '${upstream}' needs ${withheld.join(', ')}, which this gateway does not relay for it (input.allow)`,
-    );
-  }
-  return missingCapability(required, JSON.stringify(required), declaredIn);
-}
-
-/**
  * The client's `Mcp-Param-*` headers as they go on to the upstream: the validated request keys them
  * by the lower-cased name after the prefix; on the wire they carry the prefix again, values as sent.
  */
-export function paramHeadersOnWire(params: Record<string, string> | undefined): Record<string, string> | undefined {
+function paramHeadersOnWire(params: Record<string, string> | undefined): Record<string, string> | undefined {
   if (!params || Object.keys(params).length === 0) return undefined;
   return Object.fromEntries(Object.entries(params).map(([name, value]) => [PARAM_HEADER_PREFIX + name, value]));
 }

@@ -22,8 +22,7 @@
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
-import { missingFor } from '../bridge/exchange.js';
-import { ErrorCode } from '../../protocol/errors.js';
+import { ErrorCode, reasonOf } from '../../protocol/errors.js';
 import {
   META_CLIENT_CAPABILITIES,
   META_CLIENT_INFO,
@@ -31,18 +30,19 @@ import {
   META_SERVER_INFO,
   PROTOCOL_VERSION,
   type InputRequest,
+  type RequestId,
 } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
-import { allowedCapabilities, capabilityError } from '../modern/passthrough.js';
+import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
 import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
-import { servedToolList, toolCallRefusal, type ToolPolicyConfig } from '../../upstream/tool-policy.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../legacy/passthrough.js';
+import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
+import type { ToolPolicyConfig } from '../../config/globs.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 
-type Id = string | number;
 type Message = {
   jsonrpc: '2.0';
-  id?: Id;
+  id?: RequestId;
   method?: string;
   params?: Record<string, unknown>;
   result?: Record<string, unknown>;
@@ -106,8 +106,8 @@ export class ReverseRelay implements LegacyRelay {
   private capabilities: Record<string, unknown> = {};
   private clientInfo: unknown;
   private logLevel: string | undefined;
-  private readonly inflight = new Map<Id, InFlight>();
-  private readonly asks = new Map<Id, { resolve: (m: Message) => void }>();
+  private readonly inflight = new Map<RequestId, InFlight>();
+  private readonly asks = new Map<RequestId, { resolve: (m: Message) => void }>();
   private closed = false;
 
   constructor(private readonly init: ReverseInit) {}
@@ -132,7 +132,7 @@ export class ReverseRelay implements LegacyRelay {
     }
     if (kind === 'notification') {
       if (m.method === 'notifications/cancelled')
-        this.inflight.get((m.params as { requestId?: Id } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
+        this.inflight.get((m.params as { requestId?: RequestId } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
       return;
     }
     const params = m.params ?? {};
@@ -170,7 +170,7 @@ export class ReverseRelay implements LegacyRelay {
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
-    const reason = (answer.error?.data as { reason?: string } | undefined)?.reason;
+    const reason = reasonOf(answer.error?.data);
     this.init.onRequest?.({
       method: entry.method,
       name: entry.name,
@@ -304,7 +304,7 @@ export class ReverseRelay implements LegacyRelay {
    * @throws Error when the client did not declare the capability, answered with an error, or the
    *   request was cancelled.
    */
-  private ask(request: InputRequest, related: Id, signal: AbortSignal): Promise<Record<string, unknown>> {
+  private ask(request: InputRequest, related: RequestId, signal: AbortSignal): Promise<Record<string, unknown>> {
     const missing = missingFor(this.capabilities, request);
     if (missing)
       return Promise.reject(
@@ -335,8 +335,8 @@ export class ReverseRelay implements LegacyRelay {
   }
 
   /** One stateless request upstream with the session's envelope; notifications go to request `related`. */
-  private send(method: string, params: Record<string, unknown>, related: Id | undefined, entry: InFlight | undefined) {
-    const clientToken = (params._meta as { progressToken?: Id } | undefined)?.progressToken;
+  private send(method: string, params: Record<string, unknown>, related: RequestId | undefined, entry: InFlight | undefined) {
+    const clientToken = (params._meta as { progressToken?: RequestId } | undefined)?.progressToken;
     const { _meta: _m, ...rest } = params;
     const meta: Record<string, unknown> = {
       'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,

@@ -10,33 +10,13 @@ import { LRUCache } from 'lru-cache';
 import { TaskQuota } from './quota.js';
 import type { Exchange } from '../exchange.js';
 import { invalidResponse } from '../responses.js';
-import { invalidParams, missingCapability, shutdownFailure, upstreamFailed, type GatewayError } from '../../../protocol/errors.js';
-import type { ClientCapabilities, InputRequest } from '../../../protocol/wire.js';
+import { invalidParams, shutdownFailure, upstreamFailed, type GatewayError } from '../../../protocol/errors.js';
+import type { InputRequest } from '../../../protocol/wire.js';
+import { TASK_NOT_FOUND } from '../../../protocol/tasks.js';
 import type { Logger } from '../../../observability/log.js';
 import { startTaskSpan, taskStatus, type Traced } from '../../../observability/tracing.js';
 import { isTerminal, type TaskRecord, type TaskStatus, type TaskStore } from '../../../store/tasks.js';
 import { HeldElsewhere, type SharedStore } from '../../../store/shared.js';
-
-/** The extension id, in capabilities and clientCapabilities `extensions`. */
-export const TASKS_EXTENSION = 'io.modelcontextprotocol/tasks';
-
-/** True when the request declared the tasks extension ({@link TASKS_EXTENSION}) in its clientCapabilities. */
-export function declaresTasks(req: { clientCapabilities: ClientCapabilities }): boolean {
-  return Boolean((req.clientCapabilities.extensions as Record<string, unknown> | undefined)?.[TASKS_EXTENSION]);
-}
-
-/** 400 / -32021 naming the tasks extension; `why` says what needed it. */
-export function tasksExtensionRequired(why = ''): GatewayError {
-  return missingCapability(
-    { extensions: { [TASKS_EXTENSION]: {} } },
-    `extensions["${TASKS_EXTENSION}"]${why ? ` (${why})` : ''}`,
-    "this request's clientCapabilities",
-    'The gateway serves tasks only to a client that declares',
-  );
-}
-
-/** The message for an unknown, expired or foreign taskId (the same for all, so nothing leaks). */
-export const TASK_NOT_FOUND = 'Failed to retrieve task: Task not found or expired';
 
 interface LiveTask {
   exchange: Exchange;
@@ -78,7 +58,7 @@ export interface RunningTask {
 }
 
 /** Wait before writing a task's status again after the store could not take it, in ms. */
-export const STORE_RETRY_MS = 1000;
+const STORE_RETRY_MS = 1000;
 
 /** Most task statuses remembered for {@link TaskManager.statusCounts}. */
 const MAX_STATUSES = 100_000;
