@@ -19,7 +19,7 @@
  *   legacy pool ({@link ModernUpstream.handOver}) rather than stopped.
  */
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
-import { secretRedactor } from '../config/child-env.js';
+import { secretRedactor } from '../security/redact.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';

@@ -49,7 +49,8 @@ import {
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { cwdProblem, safeChildEnv, secretRedactor } from '../config/child-env.js';
+import { cwdProblem, safeChildEnv } from '../config/child-env.js';
+import { secretRedactor } from '../security/redact.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';

@@ -64,7 +64,7 @@ import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
-import { secretRedactor } from '../../config/child-env.js';
+import { secretRedactor } from '../../security/redact.js';
 
 type Id = string | number;
 type Message = { jsonrpc: '2.0'; id?: Id; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
