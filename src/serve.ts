@@ -12,7 +12,7 @@ import { httpServerOptions } from './http/server.js';
 import { createLogger } from './observability/log.js';
 import { describeTracing, startTracing } from './observability/tracing.js';
 import { isLoopback } from './http/frontdoor.js';
-import { endChildrenBy } from './upstream/session.js';
+import { endChildrenBy } from './upstream/stdio-child.js';
 
 /** What the command line gave (flags win over `PORT` and `HOST`, read here). */
 export interface ServeOptions {

@@ -35,7 +35,8 @@ import { Census, NO_CALL, toolLabel } from '../observability/census.js';
 import { DroppedEntries, type DropReport } from '../observability/dropped.js';
 import { UpstreamHealth } from '../observability/upstream-health.js';
 import { SessionPool, startTimeoutMessage, type AcquireOptions } from '../upstream/pool.js';
-import { LooseResult, unreachableText } from '../upstream/session.js';
+import { LooseResult } from '../upstream/session-connection.js';
+import { unreachableText } from '../upstream/start-errors.js';
 import {
   createModernUpstream,
   ModernHopError,

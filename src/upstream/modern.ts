@@ -27,8 +27,8 @@ import { endSpan, startClientSpan, traceMeta, within } from '../observability/tr
 import { errorText, validationProblem } from '../protocol/errors.js';
 import { boundedResponse, type FetchLike, type HttpHop } from './http.js';
 import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-transport.js';
-import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, createStdioChild, endStdioChild, startFailureText } from './session.js';
-import { FirstStart, type StdioChild } from './stdio-child.js';
+import { startFailureText, UpstreamStartError } from './start-errors.js';
+import { FirstStart, KILL_AFTER_MS, StderrTail, childOf, createStdioChild, endStdioChild, type StdioChild } from './stdio-child.js';
 import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */

@@ -25,8 +25,10 @@ import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
 import { shutdownFailure, upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError, endStdioChild, type Attribution, type ServerInitiatedRequest } from './session.js';
-import { FirstStart, type StdioChild } from './stdio-child.js';
+import { UpstreamSession } from './session.js';
+import type { Attribution, ServerInitiatedRequest } from './session-calls.js';
+import { UpstreamStartError } from './start-errors.js';
+import { FirstStart, endStdioChild, type StdioChild } from './stdio-child.js';
 
 /** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
 export interface PoolObserver {

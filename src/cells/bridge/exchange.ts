@@ -33,13 +33,8 @@ import { invalidResponse } from './responses.js';
 import { digestOf, type ReplayEntry } from '../../security/seal.js';
 import type { SessionLease, SessionPool } from '../../upstream/pool.js';
 import type { ClientConnection } from '../../protocol/connection.js';
-import {
-  LooseResult,
-  NO_TIMEOUT,
-  type CallHandlers,
-  type ServerInitiatedRequest,
-  type ServerRequestExtra,
-} from '../../upstream/session.js';
+import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session-calls.js';
+import { LooseResult, NO_TIMEOUT } from '../../upstream/session-connection.js';
 import { asRpcError, SamplingError } from '../../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';

@@ -56,9 +56,10 @@ import {
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../../observability/census.js';
 import { secretFields } from '../../security/secrets.js';
 import type { HttpHop } from '../../upstream/http.js';
-import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../../upstream/session.js';
+import { createLegacyTransport, isSessionNotFound } from '../../upstream/legacy-transport.js';
+import { startFailureText, stderrSummary } from '../../upstream/start-errors.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
-import type { StdioChild } from '../../upstream/stdio-child.js';
+import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError, INPUT_KIND_OF } from '../bridge/exchange.js';
 import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
