@@ -34,9 +34,9 @@ import { Metrics } from '../observability/metrics.js';
 import { Census, NO_CALL, toolLabel } from '../observability/census.js';
 import { DroppedEntries, type DropReport } from '../observability/dropped.js';
 import { UpstreamHealth } from '../observability/upstream-health.js';
-import { SessionPool, startTimeoutMessage, type AcquireOptions } from '../upstream/pool.js';
+import { SessionPool, type AcquireOptions } from '../upstream/pool.js';
 import { LooseResult } from '../upstream/session-connection.js';
-import { unreachableText } from '../upstream/start-errors.js';
+import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.js';
 import {
   createModernUpstream,
   ModernHopError,

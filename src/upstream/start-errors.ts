@@ -84,3 +84,19 @@ export function unreachableText(upstream: string, why: string, stderr: string[])
   const said = stderrSummary(stderr);
   return `Upstream '${upstream}' could not be started or reached: ${why}${said ? `; the process said: ${said}` : ''}`;
 }
+
+/**
+ * The message of a start that ran out of its budget (`budgetMs`, in ms, from `setting`:
+ * `timeouts.connectMs`, or `timeouts.firstStartMs` for a first start): it names the upstream, the
+ * setting, what the start was doing (`detail`) and the request it must answer (`answers`:
+ * `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
+ */
+export function startTimeoutMessage(
+  upstream: string,
+  budgetMs: number,
+  detail: string,
+  answers = 'initialize',
+  setting = 'timeouts.connectMs',
+): string {
+  return `Upstream '${upstream}' did not start within ${setting}=${budgetMs} ms (${detail}); check that it starts and answers ${answers}, or raise ${setting}`;
+}
