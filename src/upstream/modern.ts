@@ -26,7 +26,7 @@ import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
 import { boundedResponse, type FetchLike, type HttpHop } from './http.js';
-import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-transport.js';
+import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-exchange.js';
 import { startFailureText, UpstreamStartError } from './start-errors.js';
 import { FirstStart, KILL_AFTER_MS, StderrTail, childOf, createStdioChild, endStdioChild, type StdioChild } from './stdio-child.js';
 import { guardStdout } from './stdout-guard.js';
