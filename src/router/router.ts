@@ -37,14 +37,8 @@ import { UpstreamHealth } from '../observability/upstream-health.js';
 import { SessionPool, type AcquireOptions } from '../upstream/pool.js';
 import { LooseResult } from '../upstream/session-connection.js';
 import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.js';
-import {
-  createModernUpstream,
-  ModernHopError,
-  probeModern,
-  startModern,
-  tracedModernUpstream,
-  type ModernUpstream,
-} from '../upstream/modern.js';
+import { createModernUpstream, ModernHopError, tracedModernUpstream, type ModernUpstream } from '../upstream/modern.js';
+import { probeModern, startModern } from '../upstream/modern-probe.js';
 import { FirstStart } from '../upstream/stdio-child.js';
 import { ToolCatalog, indexTools, type ListedTool, type ToolHeaders } from '../upstream/tools.js';
 import { openModernSubscription, openSubscription, type ListenFilter, type Subscription } from './subscriptions.js';

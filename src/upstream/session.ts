@@ -13,12 +13,10 @@
  * the request once more, transparently to the caller (MCP 2025-11-25 basic/transports
  * §Session Management: "the client MUST start a new session").
  *
- * Its parts: the calls on the session and where server-initiated requests go
- * (src/upstream/session-calls.ts, which {@link UpstreamSession} extends); one connection, the
- * requests sent on it and the start barrier (src/upstream/session-connection.ts); tool calls run as
- * upstream tasks (src/upstream/session-tasks.ts); its transport (src/upstream/legacy-transport.ts)
- * and, on stdio, its child (src/upstream/stdio-child.ts); what a failed start says
- * (src/upstream/start-errors.ts).
+ * Its parts: the calls on the session and where server-initiated requests go (session-calls.ts,
+ * which {@link UpstreamSession} extends); one connection, the requests sent on it and the start
+ * barrier (session-connection.ts); tool calls run as upstream tasks (session-tasks.ts); its
+ * transport (legacy-transport.ts) and stdio child (stdio-child.ts); start errors (start-errors.ts).
  */
 import { randomUUID } from 'node:crypto';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
