@@ -1,6 +1,7 @@
 /**
- * Shared sessions of a session pool (src/upstream/pool.ts): on a Streamable HTTP upstream a server-initiated request related to a call comes
- * on that call's own POST stream, so it can be attributed without an exclusive session. Once the
+ * Shared sessions of a session pool (src/upstream/pool.ts): on a Streamable HTTP upstream a
+ * server-initiated request related to a call comes on that call's own POST stream, so it can be
+ * attributed without an exclusive session. Once the
  * upstream has been seen doing so (and never sending one on its GET stream during a call), calls
  * lease sessions shared by up to `maxCallsPerSession` calls of the same key. A request on the GET
  * stream names no call: it goes to the one call in flight on the session, and is refused upstream
