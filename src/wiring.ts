@@ -39,8 +39,9 @@ import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
-import { endChildrenBy } from './upstream/session.js';
+
 import { INPUT_KIND_OF } from './protocol/capabilities.js';
+import { endChildrenBy } from './upstream/stdio-child.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a

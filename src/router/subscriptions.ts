@@ -26,7 +26,8 @@ import { detailedTask, type TaskManager } from '../cells/bridge/tasks/manager.js
 import { tasksExtensionRequired } from '../protocol/tasks.js';
 import { isTerminal, type TaskRecord } from '../store/tasks.js';
 import { EmptyResultSchema, type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import type { SessionLease, SessionPool } from '../upstream/pool.js';
+import type { SessionPool } from '../upstream/pool.js';
+import type { SessionLease } from '../upstream/pool-lease.js';
 import type { UpstreamNotification } from '../upstream/session.js';
 import type { ModernUpstream } from '../upstream/modern.js';
 import type { ToolCatalog } from '../upstream/tools.js';

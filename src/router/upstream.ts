@@ -15,21 +15,16 @@ import type { ClientCapabilities } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { DropReport } from '../observability/dropped.js';
 import { UpstreamHealth } from '../observability/upstream-health.js';
-import { SessionPool, startTimeoutMessage } from '../upstream/pool.js';
-import { unreachableText } from '../upstream/session.js';
-import {
-  createModernUpstream,
-  ModernHopError,
-  probeModern,
-  startModern,
-  tracedModernUpstream,
-  type ModernUpstream,
-} from '../upstream/modern.js';
+import { SessionPool } from '../upstream/pool.js';
+
+import { createModernUpstream, ModernHopError, tracedModernUpstream, type ModernUpstream } from '../upstream/modern.js';
 import { FirstStart } from '../upstream/stdio-child.js';
 import { ToolCatalog } from '../upstream/tools.js';
 import { upstreamSamplingCapability } from '../sampling/mode.js';
 import { servedToolList } from '../upstream/tool-policy.js';
 import { type BatchLearning } from '../cells/bridge/batching.js';
+import { probeModern, startModern } from '../upstream/modern-probe.js';
+import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.js';
 
 /**
  * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),

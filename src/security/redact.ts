@@ -104,3 +104,44 @@ function embeddedBase64(bytes: Buffer): string[] {
   if (whole >= 8) forms.push(bytes.toString('base64').slice(0, whole));
   return forms;
 }
+
+/** Variable names that say their value is a credential: any value of theirs is hidden, however short. */
+const SECRET_NAME = /KEY|TOKEN|SECRET|PASS|PWD|AUTH|CRED|PRIVATE|SESSION|COOKIE/i;
+/** Values that are never hidden: blank, or a switch (`AUTH_ENABLED=true`, `COOKIE_SECURE=false`), which hiding would cut out of ordinary words. */
+const NOT_SECRET = /^(?:\s*|true|false|yes|no|on|off|enabled|disabled)$/i;
+/** Values at least this long (characters) are hidden whatever their variable is called. */
+const REDACT_MIN_CHARS = 6;
+/** Shorter values of secret-named variables are hidden from this length on (shorter ones would hide common words). */
+const REDACT_SECRET_MIN_CHARS = 3;
+
+/**
+ * A function that hides, in a text a stdio child wrote (a stderr line, a stray stdout line),
+ * every value of the child's configured `env` (the variables `envPassthrough` brought included):
+ * values of at least 6 characters, and those of at least 3 of variables whose names say they are
+ * credentials (`API_KEY`, `GITHUB_TOKEN`, `DB_PASSWORD` …), each also in base64, base64url,
+ * percent-encoded and JSON-escaped form; and, as everywhere
+ * ({@link redactText}), `Bearer …` credentials, `sk-…` style keys and URL passwords. Each becomes
+ * `[redacted]`. A child that prints `auth failed with key sk-…` then tells callers and logs why
+ * it failed without telling them the key. The safe set (`SAFE_CHILD_ENV` in
+ * src/config/child-env.ts: `HOME`, `PATH` …) is not hidden.
+ */
+export function secretRedactor(env: Record<string, string> | undefined): (text: string) => string {
+  if (!env) return (text) => redactText(text, []);
+  let made = redactors.get(env);
+  if (!made) {
+    const values = bySize(
+      Object.entries(env)
+        .filter(
+          ([name, v]) =>
+            !NOT_SECRET.test(v) && (v.length >= REDACT_MIN_CHARS || (v.length >= REDACT_SECRET_MIN_CHARS && SECRET_NAME.test(name))),
+        )
+        .flatMap(([, v]) => encodedForms(v)),
+    );
+    made = (text) => redactText(text, values);
+    redactors.set(env, made);
+  }
+  return made;
+}
+
+/** One redactor per configured `env` object (a session of the upstream is opened with the same one each time). */
+const redactors = new WeakMap<Record<string, string>, (text: string) => string>();

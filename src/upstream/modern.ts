@@ -19,16 +19,16 @@
  *   legacy pool ({@link ModernUpstream.handOver}) rather than stopped.
  */
 import { SdkHttpError, StreamableHTTPClientTransport, type JSONRPCMessage } from '@modelcontextprotocol/client';
-import { secretRedactor } from '../config/child-env.js';
+import { secretRedactor } from '../security/redact.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { idKey, META_SUBSCRIPTION_ID, PROTOCOL_VERSION } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import { endSpan, startClientSpan, traceMeta, within } from '../observability/tracing.js';
 import { errorText, validationProblem } from '../protocol/errors.js';
 import { boundedResponse, type FetchLike, type HttpHop } from './http.js';
-import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-transport.js';
-import { KILL_AFTER_MS, StderrTail, UpstreamStartError, childOf, createStdioChild, endStdioChild, startFailureText } from './session.js';
-import { FirstStart, type StdioChild } from './stdio-child.js';
+import { MAX_MESSAGE_BYTES, TOO_LARGE } from './http-exchange.js';
+import { startFailureText, UpstreamStartError } from './start-errors.js';
+import { FirstStart, KILL_AFTER_MS, StderrTail, childOf, createStdioChild, endStdioChild, type StdioChild } from './stdio-child.js';
 import { guardStdout } from './stdout-guard.js';
 
 /** A JSON-RPC error object as the upstream sent it. */
@@ -565,64 +565,4 @@ export function tracedModernUpstream(name: string, cfg: UpstreamConfig, up: Mode
     ...(up.handOver ? { handOver: () => up.handOver!() } : {}),
     ...(up.keepStarting ? { keepStarting: () => up.keepStarting!() } : {}),
   };
-}
-
-/**
- * Asks `server/discover` (2026-07-28 server/discover) with the gateway's own envelope, waiting at
- * most `timeoutMs` for the answer.
- * @throws ModernHopError `timeout` when none came within `timeoutMs` (the request is cancelled
- *   upstream), or the request's own failure (unreachable, crashed, protocol).
- */
-async function discoverWithin(up: ModernUpstream, timeoutMs: number): Promise<ModernResponse> {
-  const ac = new AbortController();
-  const timer = setTimeout(() => ac.abort('timeout'), timeoutMs);
-  try {
-    return await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal });
-  } catch (e) {
-    if (ac.signal.aborted && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) {
-      throw new ModernHopError('timeout', `no answer to server/discover within ${timeoutMs} ms`, e.stderr);
-    }
-    throw e;
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/**
- * Starts an upstream pinned to 2026-07-28 (`protocol: "2026-07-28"`): its first answer, to a
- * `server/discover`, must come within `timeoutMs` (`timeouts.connectMs`). Over stdio the request
- * spawns the child, so the budget covers the spawn and the first answer; over Streamable HTTP it
- * covers connecting and the first answer. Any answer, a JSON-RPC error too, shows the upstream up.
- * @throws ModernHopError `timeout` when no answer came in time; `unreachable`, `crashed` or
- *   `protocol` when the request failed.
- */
-export async function startModern(up: ModernUpstream, timeoutMs: number): Promise<void> {
-  await discoverWithin(up, timeoutMs);
-}
-
-/**
- * Asks `server/discover` (2026-07-28 server/discover) to learn the upstream's era: resolves with the
- * DiscoverResult when it lists 2026-07-28 among `supportedVersions`, or undefined for a legacy
- * upstream (any JSON-RPC error, or an HTTP 4xx from a legacy server that wants `initialize`).
- * With `silenceIsLegacy` (HTTP), no answer within `timeoutMs` counts as legacy too; without it
- * (stdio, where `timeoutMs` is the whole start budget of the child) it is a start `timeout`.
- * @throws ModernHopError `timeout` when no answer came within `timeoutMs` and silence does not
- *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked.
- */
-export async function probeModern(
-  up: ModernUpstream,
-  timeoutMs: number,
-  silenceIsLegacy = true,
-): Promise<Record<string, unknown> | undefined> {
-  try {
-    const r = await discoverWithin(up, timeoutMs);
-    if ('error' in r) return undefined;
-    const versions = r.result.supportedVersions;
-    return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;
-  } catch (e) {
-    // A legacy HTTP server may leave an unknown method unanswered: there, silence means legacy.
-    if (silenceIsLegacy && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
-    if (e instanceof ModernHopError && e.reason === 'unreachable' && /HTTP 4\d\d/.test(e.message)) return undefined;
-    throw e;
-  }
 }

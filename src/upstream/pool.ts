@@ -8,25 +8,26 @@
  * stdio, where each start is a process): further new sessions wait their turn in order, within
  * `queueMs`, and each start's `connectMs` runs from when it begins.
  *
- * Shared sessions: on a Streamable HTTP upstream a server-initiated request related to a call comes
- * on that call's own POST stream, so it can be attributed without an exclusive session. Once the
- * upstream has been seen doing so (and never sending one on its GET stream during a call), calls
- * lease sessions shared by up to `maxCallsPerSession` calls of the same key. A request on the GET
- * stream names no call: it goes to the one call in flight on the session, and is refused upstream
- * when there are several; from then on the upstream's calls get sessions of their own again, and
- * that session never takes another call beside its own (`UpstreamSession.shareable`), nor does a
- * session whose server uses roots.
+ * Its parts: pool keys (src/upstream/pool-keys.ts), leases (src/upstream/pool-lease.ts), idle
+ * sessions and their sweep (src/upstream/pool-idle.ts), the start line, backoff and the era probe's
+ * handed-over child (src/upstream/pool-starts.ts), and shared sessions, calls of the same key on
+ * one Streamable HTTP session (src/upstream/pool-sharing.ts).
  */
-import { createHash } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
-import { canonicalJson } from '../protocol/canonical.js';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
-import { shutdownFailure, upstreamFailed, upstreamProtocolFault, GatewayError } from '../protocol/errors.js';
+import type { UpstreamConfig } from '../config/schema.js';
+import { shutdownFailure, upstreamFailed, GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { createHttpHop, type HttpHop } from './http.js';
-import { UpstreamSession, UpstreamStartError, endStdioChild, type Attribution, type ServerInitiatedRequest } from './session.js';
-import { FirstStart, type StdioChild } from './stdio-child.js';
+import { UpstreamSession } from './session.js';
+import type { Attribution, ServerInitiatedRequest } from './session-calls.js';
+import { IdleSessions } from './pool-idle.js';
+import { Lease, type LeaseEnds, type SessionLease } from './pool-lease.js';
+import { keyAndHeaders, poolKey, principalOf, type KeyAndHeaders } from './pool-keys.js';
+import { SharedSessions } from './pool-sharing.js';
+import { HandedOverChild, StartLine, backoffMs, forCaller, startFailure } from './pool-starts.js';
+import { UpstreamStartError } from './start-errors.js';
+import { FirstStart, endStdioChild, type StdioChild } from './stdio-child.js';
 
 /** Read-only hooks on what happens to a pool's sessions (the admin view, the deprecation census). */
 export interface PoolObserver {
@@ -58,56 +59,6 @@ export interface AcquireOptions {
   startMs?: number;
 }
 
-/** A hold on one session; give it back with {@link SessionLease.release}. */
-export interface SessionLease {
-  readonly session: UpstreamSession;
-  /** True when other calls may run on the session at the same time ({@link SessionPool.acquireCall}). */
-  readonly shared?: boolean;
-  /**
-   * Returns the session: reusable=true puts it back warm, false closes it (a shared session is
-   * closed once its last call is done, and never handed to a call of its own again). Idempotent.
-   */
-  release(reusable: boolean): void;
-  /**
-   * Gives the hold back at once for a call that was cancelled and may still run upstream: the
-   * session stays out of use (not leased, still counted in `maxSessions`) until `ended` resolves:
-   * true (the upstream answered the cancelled request, so the call is over) puts it back warm,
-   * false closes it. A shared session goes on carrying its other calls and is closed when they end.
-   */
-  releaseWhen(ended: Promise<boolean>): void;
-}
-
-/**
- * A {@link SessionLease} as a plain object (a parked call holds its lease for minutes): it ends
- * once, with `reusable` from {@link release} or the promise given to {@link releaseWhen}.
- */
-class Lease implements SessionLease {
-  private done = false;
-  constructor(
-    readonly session: UpstreamSession,
-    private readonly pool: SessionPool,
-    public shared?: true,
-  ) {}
-  /** True once the lease was given back. */
-  get ended(): boolean {
-    return this.done;
-  }
-  private end(ended: boolean | Promise<boolean>): void {
-    if (this.shared) this.pool.endShared(this.session, ended === true);
-    else this.pool.endExclusive(this.session, ended);
-  }
-  release(reusable: boolean): void {
-    if (this.done) return;
-    this.done = true;
-    this.end(reusable);
-  }
-  releaseWhen(ended: Promise<boolean>): void {
-    if (this.done) return;
-    this.done = true;
-    this.end(ended);
-  }
-}
-
 interface Waiter {
   key: string;
   /** The waiter can take a place on a shared session. */
@@ -119,85 +70,9 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-/** A new session waiting for its turn to start (see {@link startLimit}). */
-interface StartWaiter {
-  key: string;
-  /** Its turn came (no argument), or a warm session of its key was freed and handed to it instead. */
-  go: (handed?: UpstreamSession) => void;
-  timer: NodeJS.Timeout;
-  /** Leaves the line with `err` (its timer fired, its caller went away, the pool closed). */
-  leave: (err: Error) => void;
-}
-
-interface IdleEntry {
-  session: UpstreamSession;
-  /** When it went idle (epoch ms): it closes `idleSessionMs` later unless taken before. */
-  since: number;
-}
-
-/** The principal part of a pool key. */
-function principalOf(key: string): string {
-  const i = key.indexOf('\u0000');
-  return i < 0 ? key : key.slice(0, i);
-}
-
-/**
- * The client capabilities of `caps` that legacy revision `revision` defines (unknown revision: all
- * of them). 2024-11-05 and 2025-03-26 know `roots` and `sampling`; 2025-06-18 adds `elicitation`
- * (no modes); 2025-11-25 adds elicitation `form`/`url` and sampling `context`/`tools`. Some servers
- * reject fields their revision lacks, so a session declares only what its upstream knows.
- */
-export function fitCapabilities(caps: LegacyClientCapabilities, revision: string | undefined): LegacyClientCapabilities {
-  const rank = revision === undefined ? -1 : (LEGACY_REVISIONS as readonly string[]).indexOf(revision);
-  if (rank < 0 || rank >= LEGACY_REVISIONS.indexOf('2025-11-25')) return caps;
-  const out: LegacyClientCapabilities = { ...caps };
-  const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
-  delete out.elicitation;
-  // Before 2025-11-25 elicitation is form only: a client that answers URL mode only cannot use it.
-  if (e && rank >= LEGACY_REVISIONS.indexOf('2025-06-18') && (e.form || !e.url)) out.elicitation = {};
-  if (caps.sampling) out.sampling = {};
-  return out;
-}
-
-/**
- * The message of a start that ran out of its budget (`budgetMs`, in ms, from `setting`:
- * `timeouts.connectMs`, or `timeouts.firstStartMs` for a first start): it names the upstream, the
- * setting, what the start was doing (`detail`) and the request it must answer (`answers`:
- * `initialize` for a legacy upstream, `server/discover` for a 2026-07-28 one).
- */
-export function startTimeoutMessage(
-  upstream: string,
-  budgetMs: number,
-  detail: string,
-  answers = 'initialize',
-  setting = 'timeouts.connectMs',
-): string {
-  return `Upstream '${upstream}' did not start within ${setting}=${budgetMs} ms (${detail}); check that it starts and answers ${answers}, or raise ${setting}`;
-}
-
-/** Most sessions of a stdio upstream starting at once when `maxStartingSessions` is not set. */
-export const DEFAULT_STDIO_STARTS = 4;
-
-/**
- * The most sessions of upstream `cfg` that may start at once: `maxStartingSessions`, by default
- * {@link DEFAULT_STDIO_STARTS} on stdio (each start spawns a process that loads its runtime) and
- * no bound on HTTP (beyond `maxSessions`).
- */
-export function startLimit(cfg: Pick<UpstreamConfig, 'maxStartingSessions' | 'transport'>): number {
-  return cfg.maxStartingSessions ?? (cfg.transport === 'stdio' ? DEFAULT_STDIO_STARTS : Infinity);
-}
-
-/** Backoff before opening a session after `failures` consecutive failures, in ms. */
-export function backoffMs(failures: number): number {
-  return failures <= 0 ? 0 : Math.min(250 * 2 ** (failures - 1), 10_000);
-}
-
-/** The canonical JSON of frozen capability objects (the router shares one per client capabilities and upstream). */
-const capsJson = new WeakMap<LegacyClientCapabilities, string>();
-
 /** Pool of upstream sessions for one upstream. */
-export class SessionPool {
-  private idle = new Map<string, IdleEntry[]>();
+export class SessionPool implements LeaseEnds {
+  private readonly idle: IdleSessions;
   private waiters: Waiter[] = [];
   /** Sessions that exist or are being opened (idle + leased + opening). */
   private count = 0;
@@ -205,10 +80,10 @@ export class SessionPool {
   private readonly perPrincipal = new Map<string, number>();
   private leased = 0;
   private failures = 0;
-  /** Sessions starting now (spawn or connect, until `initialize` and the start barrier are done). */
-  private starting = 0;
-  /** New sessions waiting for their turn to start, oldest first. */
-  private startLine: StartWaiter[] = [];
+  /** New sessions starting now, and those waiting for their turn to start. */
+  private readonly starts: StartLine;
+  /** The era probe's stdio child, handed over for the next new session. */
+  private readonly handedOver = new HandedOverChild();
   private closedPool = false;
   /** Aborted by {@link close}: sessions still starting stop. */
   private readonly closing = new AbortController();
@@ -219,10 +94,8 @@ export class SessionPool {
   revision: string | undefined;
   /** Where the upstream sends server-initiated requests during a call, once seen (see the module comment). */
   attribution: Attribution | undefined;
-  /** Sessions carrying shared calls, by key, with their number of calls. */
-  private readonly sharing = new Map<string, Map<UpstreamSession, number>>();
-  /** Shared sessions that carried a cancelled call: closed, not kept idle, when their last call is done. */
-  private readonly tainted = new WeakSet<UpstreamSession>();
+  /** The sessions carrying shared calls. */
+  private readonly shares: SharedSessions;
   /** Read-only hooks on the pool's sessions. */
   observer: PoolObserver = {};
 
@@ -241,34 +114,33 @@ export class SessionPool {
     private readonly firstStart: FirstStart = new FirstStart(cfg),
   ) {
     this.revision = cfg.protocolVersion;
+    this.idle = new IdleSessions(
+      name,
+      cfg.idleSessionMs,
+      log,
+      (key) => this.slot(key, -1),
+      () => this.closedPool,
+    );
+    this.starts = new StartLine(name, cfg, firstStart);
+    this.shares = new SharedSessions(
+      this,
+      () => this.sharable,
+      cfg.maxCallsPerSession,
+      (session) => this.handShared(session),
+    );
     this.http = cfg.transport === 'stdio' ? undefined : createHttpHop(cfg.timeouts);
     // Every session being opened listens on it until it is open: up to maxSessions at once.
     setMaxListeners(0, this.closing.signal);
   }
 
-  /** The pool key of a principal and its mirrored capabilities. */
+  /** The pool key of a principal and its mirrored capabilities ({@link poolKey}). */
   static keyOf(principal: string, caps: LegacyClientCapabilities, token?: string): string {
-    let json = capsJson.get(caps);
-    if (json === undefined) {
-      json = canonicalJson(caps);
-      if (Object.isFrozen(caps)) capsJson.set(caps, json);
-    }
-    const base = `${principal}\u0000${json}`;
-    return token ? `${base}\u0000${createHash('sha256').update(token).digest('base64url')}` : base;
+    return poolKey(principal, caps, token);
   }
 
-  /**
-   * Pool key, the capabilities to declare (fitted to the upstream's revision) and extra upstream
-   * headers: with `forwardAuthorization`, the client's token is part of the key and the headers.
-   */
-  private keyAndHeaders(
-    principal: string,
-    mirrored: LegacyClientCapabilities,
-    token?: string,
-  ): { key: string; caps: LegacyClientCapabilities; headers: Record<string, string> } {
-    const forward = this.cfg.transport !== 'stdio' && this.cfg.forwardAuthorization && token ? token : undefined;
-    const caps = fitCapabilities(mirrored, this.revision);
-    return { key: SessionPool.keyOf(principal, caps, forward), caps, headers: forward ? { authorization: `Bearer ${forward}` } : {} };
+  /** Pool key, capabilities and extra headers of a caller ({@link keyAndHeaders}). */
+  private keyAndHeaders(principal: string, mirrored: LegacyClientCapabilities, token?: string): KeyAndHeaders {
+    return keyAndHeaders(this.cfg, this.revision, principal, mirrored, token);
   }
 
   /** Why the last attempt to open a session failed, cleared by the next success. */
@@ -285,10 +157,8 @@ export class SessionPool {
     starting: number;
     waitingToStart: number;
   } {
-    let idle = 0;
-    for (const l of this.idle.values()) idle += l.length;
-    let sharedCalls = 0;
-    for (const m of this.sharing.values()) for (const n of m.values()) sharedCalls += n;
+    const idle = this.idle.size;
+    const sharedCalls = this.shares.calls();
     return {
       total: this.count,
       idle,
@@ -296,8 +166,8 @@ export class SessionPool {
       waiting: this.waiters.length,
       failures: this.failures,
       sharedCalls,
-      starting: this.starting,
-      waitingToStart: this.startLine.length,
+      starting: this.starts.starting,
+      waitingToStart: this.starts.waiting,
     };
   }
 
@@ -308,7 +178,7 @@ export class SessionPool {
 
   /** True while a new session is starting or waiting to, or a handed-over child waits for one ({@link adopt}). */
   get startingNow(): boolean {
-    return this.starting > 0 || this.startLine.length > 0 || this.adopted !== undefined;
+    return this.starts.starting > 0 || this.starts.waiting > 0 || this.handedOver.present;
   }
 
   /** Whether calls may share sessions now (Streamable HTTP, attribution by POST stream seen, never by GET). */
@@ -339,21 +209,21 @@ export class SessionPool {
     if (this.closedPool) throw shutdownFailure(this.name);
     if (!this.sharable) return this.acquire(principal, mirrored, token, opts);
     const { key } = this.keyAndHeaders(principal, mirrored, token);
-    const place = this.sharedPlace(key);
-    if (place) return this.shareLease(place);
+    const place = this.shares.place(key);
+    if (place) return this.shares.join(place);
     // Calls that arrive while a shared session of their key is being formed wait for it.
     const forming = this.forming.get(key);
     if (forming && forming.joiners < this.cfg.maxCallsPerSession - 1) {
       forming.joiners++;
       const session = await forming.ready;
-      if (session && this.hasRoom(session)) return this.shareLease(session);
+      if (session && this.shares.hasRoom(session)) return this.shares.join(session);
       return this.acquireCall(principal, mirrored, token, opts);
     }
     let formed!: (s: UpstreamSession | undefined) => void;
     const entry = { ready: new Promise<UpstreamSession | undefined>((r) => (formed = r)), joiners: 0 };
     this.forming.set(key, entry);
     try {
-      const lease = this.toShared(await this.acquire(principal, mirrored, token, { ...opts, call: true }));
+      const lease = this.shares.toShared(await this.acquire(principal, mirrored, token, { ...opts, call: true }));
       formed(lease.shared ? lease.session : undefined);
       return lease;
     } catch (e) {
@@ -373,90 +243,31 @@ export class SessionPool {
     if (this.closedPool) return undefined;
     const key = this.keyAndHeaders(principal, mirrored, token).key;
     if (this.sharable) {
-      const place = this.sharedPlace(key);
-      if (place) return this.shareLease(place);
+      const place = this.shares.place(key);
+      if (place) return this.shares.join(place);
       if (this.forming.has(key)) return undefined;
     }
-    const warm = this.takeIdle(key);
-    return warm ? this.toShared(this.lease(warm)) : undefined;
+    const warm = this.idle.take(key);
+    return warm ? this.shares.toShared(this.lease(warm)) : undefined;
   }
 
   /** Shared sessions being formed (their first call is acquiring one), by key, with the calls waiting to join. */
   private readonly forming = new Map<string, { ready: Promise<UpstreamSession | undefined>; joiners: number }>();
 
-  /** Whether a shared session can take one more call. */
-  private hasRoom(session: UpstreamSession): boolean {
-    const n = this.sharing.get(session.key)?.get(session);
-    return this.sharable && n !== undefined && n < this.cfg.maxCallsPerSession && !session.deadReason && session.shareable;
-  }
-
-  /** A live shared session of `key` with room for one more call. */
-  private sharedPlace(key: string): UpstreamSession | undefined {
-    const m = this.sharing.get(key);
-    if (!m) return undefined;
-    for (const s of m.keys()) if (this.hasRoom(s)) return s;
-    return undefined;
-  }
-
-  /** Turns an exclusive lease into the first call of a shared session (when sharing is still on). */
-  private toShared(lease: SessionLease): SessionLease {
-    if (lease.shared || !this.sharable || !lease.session.shareable) return lease;
-    const { session } = lease;
-    // The exclusive lease is replaced, not released: the session stays counted as leased.
-    const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
-    this.sharing.set(session.key, m);
-    m.set(session, 0);
-    session.shared = true;
-    return this.shareLease(session);
-  }
-
   /**
    * Opens the session of `lease`, an exclusive lease of one call, to other calls when calls may
-   * share sessions now (a Streamable HTTP upstream seen asking on the stream of the call): a call
-   * that leased its session before that was known then no longer holds it alone. The lease becomes
-   * the session's first shared call (it ends through {@link endShared}). Returns whether it did;
-   * a lease already shared, ended, or of a session that died or carried a cancelled call stays as
-   * it is.
+   * share sessions now; see {@link SharedSessions.share}.
    */
   share(lease: SessionLease): boolean {
-    if (lease.shared || !(lease instanceof Lease) || lease.ended || !this.sharable) return false;
-    const { session } = lease;
-    if (session.deadReason || !session.shareable || this.tainted.has(session) || this.sharing.get(session.key)?.has(session)) return false;
-    // As in toShared: the session stays counted as leased, now by its one shared call.
-    const m = this.sharing.get(session.key) ?? new Map<UpstreamSession, number>();
-    this.sharing.set(session.key, m);
-    m.set(session, 1);
-    session.shared = true;
-    lease.shared = true;
-    this.handShared(session);
-    return true;
-  }
-
-  private shareLease(session: UpstreamSession): SessionLease {
-    const m = this.sharing.get(session.key)!;
-    m.set(session, (m.get(session) ?? 0) + 1);
-    // Other calls go on on the session: a cancelled call's session is closed when they are done.
-    return new Lease(session, this, true);
+    return this.shares.share(lease);
   }
 
   /** The end of one call on a shared session (called by the lease); `reusable` false taints the session. */
   endShared(session: UpstreamSession, reusable: boolean): void {
-    const m = this.sharing.get(session.key)!;
-    // A cancelled call may still run upstream. What it asks later is refused (it is detached),
-    // but the session is never handed to a call of its own again.
-    if (!reusable) this.tainted.add(session);
-    const n = m.get(session)! - 1;
-    if (n > 0) {
-      m.set(session, n);
-      if (!session.deadReason) this.handShared(session);
-      return;
-    }
-    m.delete(session);
-    if (!m.size) this.sharing.delete(session.key);
-    session.shared = false;
+    if (!this.shares.end(session, reusable)) return;
     this.leased--;
     session.detachAll();
-    this.giveBack(session, !this.tainted.has(session) && !session.deadReason && !this.closedPool);
+    this.giveBack(session, !this.shares.tainted(session) && !session.deadReason && !this.closedPool);
   }
 
   /** Gives a waiting call the room a shared session has. */
@@ -466,7 +277,7 @@ export class SessionPool {
     if (idx < 0) return;
     const [w] = this.waiters.splice(idx, 1);
     clearTimeout(w!.timer);
-    w!.resolve(this.shareLease(session));
+    w!.resolve(this.shares.join(session));
   }
 
   /**
@@ -489,11 +300,11 @@ export class SessionPool {
     if (this.closedPool) throw shutdownFailure(this.name);
     const { signal, call = false } = opts;
     const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
-    const warm = this.takeIdle(key);
+    const warm = this.idle.take(key);
     if (warm) return this.lease(warm);
-    const capped = this.atPrincipalCap(key) && !this.evictIdle(principal);
+    const capped = this.atPrincipalCap(key) && !this.idle.evict((k) => principalOf(k) === principal);
     if (!capped) {
-      if (this.count >= this.cfg.maxSessions) this.evictIdle();
+      if (this.count >= this.cfg.maxSessions) this.idle.evict();
       if (this.count < this.cfg.maxSessions) return this.openFor(key, caps, headers, opts);
     }
     if (signal?.aborted) throw upstreamFailed(this.name, 'cancelled', 'The client went away before a session was free');
@@ -543,7 +354,7 @@ export class SessionPool {
    */
   async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
     const { key } = this.keyAndHeaders(principal, caps, token);
-    if (this.count >= this.cfg.maxSessions && !this.idle.get(key)?.length) {
+    if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
       for (const session of this.live) {
         if (session.key === key && !session.deadReason) return { session, release: () => {}, releaseWhen: () => {} };
       }
@@ -551,48 +362,14 @@ export class SessionPool {
     return this.acquire(principal, caps, token, opts);
   }
 
-  /**
-   * Opens a new session for one caller: its time goes to `opts.timing`, and when `opts.signal`
-   * aborts first the caller gets -32603 `cancelled` at once while the open goes on; a session that
-   * opens then is put back warm.
-   */
+  /** Opens a new session for one caller ({@link forCaller}). */
   private openFor(
     key: string,
     caps: LegacyClientCapabilities,
     headers: Record<string, string>,
     opts: AcquireOptions,
   ): Promise<SessionLease> {
-    const { signal, timing } = opts;
-    const started = performance.now();
-    const opening = this.openNew(key, caps, headers, opts);
-    const charge = () => {
-      if (timing) timing.upstreamMs += performance.now() - started;
-    };
-    if (!signal) return opening.finally(charge);
-    return new Promise<SessionLease>((resolve, reject) => {
-      const gone = () => {
-        charge();
-        reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
-        opening.then(
-          (lease) => lease.release(true),
-          () => {},
-        );
-      };
-      if (signal.aborted) return gone();
-      signal.addEventListener('abort', gone, { once: true });
-      opening.then(
-        (lease) => {
-          signal.removeEventListener('abort', gone);
-          charge();
-          resolve(lease);
-        },
-        (e: unknown) => {
-          signal.removeEventListener('abort', gone);
-          charge();
-          reject(e);
-        },
-      );
-    });
+    return forCaller(this.name, performance.now(), this.openNew(key, caps, headers, opts), opts);
   }
 
   /** True when the principal of `key` holds maxSessionsPerPrincipal sessions. */
@@ -607,42 +384,6 @@ export class SessionPool {
     const n = (this.perPrincipal.get(p) ?? 0) + delta;
     if (n > 0) this.perPrincipal.set(p, n);
     else this.perPrincipal.delete(p);
-  }
-
-  /** The most recently idle live session of `key`, taken out of the idle list (an emptied list stays for the next session that goes idle; the sweep drops it). */
-  private takeIdle(key: string): UpstreamSession | undefined {
-    const list = this.idle.get(key);
-    while (list && list.length) {
-      const entry = list.pop()!;
-      if (!entry.session.deadReason) return entry.session;
-      this.slot(key, -1);
-    }
-    return undefined;
-  }
-
-  /** Forgets `session` if it is idle (it died there), freeing its slot. */
-  private dropIdle(session: UpstreamSession): void {
-    const list = this.idle.get(session.key);
-    const i = list?.findIndex((e) => e.session === session) ?? -1;
-    if (!list || i < 0) return;
-    list.splice(i, 1);
-    if (!list.length) this.idle.delete(session.key);
-    this.slot(session.key, -1);
-    this.wakeWaiter();
-  }
-
-  /** Closes the least recently used idle session (of `principal`, or of anyone), freeing a slot. */
-  private evictIdle(principal?: string): boolean {
-    for (const [key, list] of this.idle) {
-      if (principal !== undefined && principalOf(key) !== principal) continue;
-      const entry = list.shift();
-      if (!entry) continue;
-      if (!list.length) this.idle.delete(key);
-      this.slot(key, -1);
-      void entry.session.close();
-      return true;
-    }
-    return false;
   }
 
   private lease(session: UpstreamSession): SessionLease {
@@ -662,91 +403,12 @@ export class SessionPool {
   }
 
   /**
-   * Waits for a turn to start a session of `key` (at most {@link startLimit} start at once, the
-   * others in order), up to `timeouts.queueMs`. Resolves undefined when the turn came (the caller
-   * then starts and calls {@link endStart} when the start is over), or with a warm session of `key`
-   * that was freed meanwhile and handed over instead.
-   * @throws GatewayError -32603 `busy` when no turn came within `queueMs`, `cancelled` when
-   *   `signal` aborted, `shutting-down` when the pool closed.
-   */
-  private startTurn(key: string, signal?: AbortSignal): Promise<UpstreamSession | undefined> {
-    const limit = this.startsAtOnce();
-    // Behind a first start (an install, maybe), the wait for a turn is as long as that start may take.
-    const waitMs = this.firstStart.active ? Math.max(this.cfg.timeouts.queueMs, this.firstStart.budgetMs()) : this.cfg.timeouts.queueMs;
-    const waitSetting = waitMs === this.cfg.timeouts.queueMs ? 'timeouts.queueMs' : this.firstStart.setting();
-    if (this.starting < limit) {
-      this.starting++;
-      return Promise.resolve(undefined);
-    }
-    if (signal?.aborted)
-      return Promise.reject(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
-    return new Promise<UpstreamSession | undefined>((resolve, reject) => {
-      const onAbort = () =>
-        w.leave(upstreamFailed(this.name, 'cancelled', `The client went away while upstream '${this.name}' was starting`));
-      const done = () => {
-        clearTimeout(w.timer);
-        signal?.removeEventListener('abort', onAbort);
-      };
-      const w: StartWaiter = {
-        key,
-        go: (handed) => {
-          done();
-          resolve(handed);
-        },
-        leave: (err) => {
-          done();
-          this.startLine = this.startLine.filter((x) => x !== w);
-          reject(err);
-        },
-        timer: setTimeout(() => {
-          w.leave(
-            upstreamFailed(
-              this.name,
-              'busy',
-              `New sessions of upstream '${this.name}' start ${limit} at a time (maxStartingSessions) and this one's turn did not come within ${waitSetting}=${waitMs} ms; raise maxStartingSessions if the host has room for more starts at once, or retry later`,
-            ),
-          );
-        }, waitMs),
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.startLine.push(w);
-    });
-  }
-
-  /** How many sessions may start at once now: one while a first start may be installing, else {@link startLimit}. */
-  private startsAtOnce(): number {
-    return this.firstStart.active ? 1 : startLimit(this.cfg);
-  }
-
-  /** A start is over (opened or failed): the next new sessions in line start, as many as may start at once. */
-  private endStart(): void {
-    this.starting--;
-    let next: StartWaiter | undefined;
-    while (this.starting < this.startsAtOnce() && (next = this.startLine.shift())) {
-      this.starting++;
-      next.go();
-    }
-  }
-
-  /** The era probe's stdio child, handed over for the next new session, and the timer that ends it unused. */
-  private adopted: { child: StdioChild; timer: NodeJS.Timeout } | undefined;
-
-  /**
    * Takes the era probe's stdio child (see `ModernUpstream.handOver`): the next new session sends
    * `initialize` on it instead of spawning a child, with what is left of the child's start budget
    * since its spawn. Unused when that budget ends (or the pool closes), the child is ended.
    */
   adopt(child: StdioChild): void {
-    this.dropAdopted();
-    if (this.closedPool) return void endStdioChild(child, () => child.close());
-    const left = child.budgetMs - (performance.now() - child.spawnedAt);
-    const timer = setTimeout(() => this.dropAdopted(), Math.max(0, left));
-    timer.unref();
-    this.adopted = { child, timer };
-    // It exits before it is used: nothing to hand over any more.
-    child.onclose = () => {
-      if (this.adopted?.child === child) this.takeAdopted();
-    };
+    this.handedOver.put(child, this.closedPool);
   }
 
   /**
@@ -754,22 +416,12 @@ export class SessionPool {
    * the caller to use (a new session here, or a legacy client's pass-through session).
    */
   takeAdopted(): StdioChild | undefined {
-    const a = this.adopted;
-    this.adopted = undefined;
-    if (!a) return undefined;
-    clearTimeout(a.timer);
-    return a.child.child ? a.child : undefined;
-  }
-
-  /** Ends the handed-over child nobody used. */
-  private dropAdopted(): void {
-    const child = this.takeAdopted();
-    if (child) void endStdioChild(child, () => child.close());
+    return this.handedOver.take();
   }
 
   /**
    * Opens a new session of `key`: after the restart backoff, and once its turn to start came
-   * ({@link startTurn}; a warm session of `key` freed meanwhile is leased instead). `opts.startMs`:
+   * ({@link StartLine.turn}; a warm session of `key` freed meanwhile is leased instead). `opts.startMs`:
    * its start budget from when it begins (default `timeouts.connectMs`); `opts.signal`: its caller
    * went away, so it leaves the line.
    */
@@ -792,7 +444,7 @@ export class SessionPool {
       }
       if (this.closedPool) throw shutdownFailure(this.name);
       let handed: UpstreamSession | undefined;
-      while ((handed = await this.startTurn(key, opts.signal))) {
+      while ((handed = await this.starts.turn(key, opts.signal))) {
         if (this.closedPool) throw shutdownFailure(this.name);
         if (!handed.deadReason) {
           // The handed session has a slot of its own: this one's is given back.
@@ -834,7 +486,7 @@ export class SessionPool {
       session.onDeath((reason) => {
         this.failures++;
         this.observer.died?.(reason, session.stderrTail());
-        this.dropIdle(session);
+        if (this.idle.drop(session)) this.wakeWaiter();
       });
       return this.lease(session);
     } catch (e) {
@@ -849,14 +501,9 @@ export class SessionPool {
       this.lastError = msg;
       this.observer.openFailed?.(msg, stderr);
       this.log.warn({ upstream: this.name, err: msg, ...(stderr.length ? { stderr } : {}) }, 'upstream session failed to open');
-      const extra = stderr.length ? { stderr } : undefined;
-      if (e instanceof UpstreamStartError && e.reason === 'timeout') {
-        throw upstreamFailed(this.name, 'timeout', startTimeoutMessage(this.name, budget, msg, 'initialize', setting), extra);
-      }
-      if (e instanceof UpstreamStartError && e.fault) throw upstreamProtocolFault(this.name, e.fault.what, e.fault.problem);
-      throw upstreamFailed(this.name, 'unreachable', `Upstream '${this.name}' could not be started or reached: ${msg}`, extra);
+      throw startFailure(this.name, e, msg, budget, setting);
     } finally {
-      if (turn) this.endStart();
+      if (turn) this.starts.end();
     }
   }
 
@@ -875,20 +522,12 @@ export class SessionPool {
         return;
       }
       // A new session of the same key still waiting for its turn to start takes this one instead.
-      const next = this.startLine.findIndex((w) => w.key === session.key);
-      if (next >= 0) {
-        const [w] = this.startLine.splice(next, 1);
-        w!.go(session);
-        return;
-      }
+      if (this.starts.handTo(session)) return;
       // Close it for a waiter only if closing frees a slot that waiter may use.
       const owner = principalOf(session.key);
       const helps = this.waiters.some((w) => !this.atPrincipalCap(w.key) || principalOf(w.key) === owner);
       if (!helps) {
-        const list = this.idle.get(session.key);
-        if (list) list.push({ session, since: Date.now() });
-        else this.idle.set(session.key, [{ session, since: Date.now() }]);
-        this.sweepLater(this.cfg.idleSessionMs);
+        this.idle.put(session);
         return;
       }
     }
@@ -899,37 +538,6 @@ export class SessionPool {
     // A healthy session closed only because a cancelled call might still run on it is replaced
     // in the background, so the next call does not pay for a start (a whole process on stdio).
     if (healthy && !this.waiters.length) this.replenish(session);
-  }
-
-  /** The timer of {@link sweep}, while sessions are idle. */
-  private sweeper: NodeJS.Timeout | undefined;
-
-  /** Arms the idle sweep `ms` from now, unless it is armed already (one timer per pool, not one per idle session). */
-  private sweepLater(ms: number): void {
-    if (this.sweeper || this.closedPool) return;
-    this.sweeper = setTimeout(() => this.sweep(), ms);
-    this.sweeper.unref();
-  }
-
-  /** Closes the sessions idle for `idleSessionMs` or more, and arms the sweep for the next to come due. */
-  private sweep(): void {
-    this.sweeper = undefined;
-    const now = Date.now();
-    const idleMs = this.cfg.idleSessionMs;
-    let next = Infinity;
-    for (const [key, list] of [...this.idle]) {
-      // Also drops the lists takeIdle emptied.
-      const kept = list.filter((e) => {
-        if (now - e.since < idleMs) return ((next = Math.min(next, e.since + idleMs)), true);
-        this.slot(key, -1);
-        this.log.info({ upstream: this.name, session: e.session.id }, 'idle upstream session closed');
-        void e.session.close();
-        return false;
-      });
-      if (kept.length) this.idle.set(key, kept);
-      else this.idle.delete(key);
-    }
-    if (next < Infinity) this.sweepLater(Math.max(1, next - now));
   }
 
   /** Opens a session like `old` (same key, capabilities and headers) and keeps it warm, if there is room. */
@@ -961,14 +569,11 @@ export class SessionPool {
       clearTimeout(w.timer);
       w.reject(shutdownFailure(this.name));
     }
-    for (const w of [...this.startLine]) w.leave(shutdownFailure(this.name));
+    this.starts.leaveAll(() => shutdownFailure(this.name));
     const all: Promise<void>[] = [];
     const child = this.takeAdopted();
     if (child) all.push(endStdioChild(child, () => child.close()));
-    clearTimeout(this.sweeper);
-    this.sweeper = undefined;
-    for (const list of this.idle.values()) for (const e of list) all.push(e.session.close());
-    this.idle.clear();
+    all.push(...this.idle.closeAll());
     for (const s of this.live) all.push(s.close());
     await Promise.all(all);
     await this.http?.close();

@@ -13,17 +13,24 @@
  * is left to finish the install (a stdio server exits once its stdin ends). Killing an installer
  * midway leaves its cache locked or incomplete, and the server broken until the cache is cleared.
  *
+ * Lifecycle: {@link createStdioChild} spawns it with a minimal environment (the safe set plus its
+ * configured `env`) and keeps its last stderr lines ({@link StderrTail}, secrets hidden);
+ * {@link endStdioChild} ends it (SIGTERM, then SIGKILL after {@link KILL_AFTER_MS} or by the
+ * gateway's stop deadline, {@link endChildrenBy}); {@link untilIdle} waits until its threads sleep.
+ *
  * Era probe hand-over: the child the probe spawned is handed to the first legacy session when the
  * upstream turns out to be legacy ({@link StdioChild.adopt}), so a slow server is started once.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { Readable } from 'node:stream';
+import { setTimeout as delay } from 'node:timers/promises';
 import { StdioClientTransport, getDefaultEnvironment, type StdioServerParameters } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { safeChildEnv } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
-import type { StderrTail } from './session.js';
 import type { StdoutStrays } from './stdout-guard.js';
 
 /** The first-start budget of a command that installs what it runs, when `timeouts.firstStartMs` is not set, in ms (3 minutes). */
@@ -321,5 +328,196 @@ export class StdioChild extends StdioClientTransport {
     this.onmessage = this.onclose = this.onerror = undefined;
     onclose?.();
     return true;
+  }
+}
+
+/** Lines of a stdio child's stderr kept for error reports, and the longest line kept, in characters. */
+const STDERR_LINES = 20;
+const STDERR_LINE_CHARS = 500;
+
+/**
+ * The last lines a stdio child wrote to stderr, with the values of its configured `env` hidden
+ * (`redact`, from {@link secretRedactor}): these lines reach callers (`data.stderr`, the message of
+ * a failed start) and the logs.
+ */
+export class StderrTail {
+  private readonly lines: string[] = [];
+  private partial = '';
+  /** Resolves when the child's stderr ended. */
+  ended: Promise<void> = Promise.resolve();
+
+  constructor(private readonly redact: (text: string) => string) {}
+
+  /** Adds a chunk of output; complete lines are kept, the oldest dropped beyond the bound. */
+  push(chunk: string, onLine?: (line: string) => void): void {
+    this.partial += chunk;
+    let nl: number;
+    while ((nl = this.partial.indexOf('\n')) >= 0) {
+      this.keep(this.partial.slice(0, nl), onLine);
+      this.partial = this.partial.slice(nl + 1);
+    }
+    // Hidden before the cut, so that a value the cut splits cannot show its last part.
+    if (this.partial.length > 64_000) this.partial = this.redact(this.partial).slice(-STDERR_LINE_CHARS);
+  }
+
+  private keep(raw: string, onLine?: (line: string) => void): void {
+    // Hidden before the cut, so that a value the cut splits cannot show its first part.
+    const line = this.redact(raw.trimEnd()).slice(0, STDERR_LINE_CHARS);
+    if (!line) return;
+    onLine?.(line);
+    this.lines.push(line);
+    if (this.lines.length > STDERR_LINES) this.lines.shift();
+  }
+
+  /** The kept lines, oldest first, with an unterminated last line included. */
+  get(): string[] {
+    const last = this.redact(this.partial.trimEnd()).slice(0, STDERR_LINE_CHARS);
+    return last ? [...this.lines, last] : [...this.lines];
+  }
+}
+
+/**
+ * The stdio child of upstream `cfg` (not started): a minimal environment plus the configured
+ * `env`, its stderr kept in `stderrTail` and logged at debug. `installing`: spawned for a first
+ * start (see src/upstream/stdio-child.ts).
+ */
+export function createStdioChild(
+  cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
+  log: Logger,
+  stderrTail: StderrTail | undefined,
+  installing = false,
+): StdioChild {
+  const t = new StdioChild(
+    { command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' },
+    installing,
+    log,
+  );
+  const stderr = t.stderr;
+  if (stderr && stderrTail) {
+    stderrTail.ended = new Promise((resolve) => {
+      stderr.once('end', resolve);
+      stderr.once('close', resolve);
+    });
+    stderr.on('data', (chunk: Buffer) => stderrTail.push(chunk.toString('utf8'), (line) => log.debug({ stderr: line }, 'upstream stderr')));
+  }
+  t.stderrTail = stderrTail;
+  return t;
+}
+
+/**
+ * The safe set of the gateway's environment every stdio child gets (`SAFE_CHILD_ENV` in
+ * `src/config/child-env.ts`). A child's configured `env` goes on top of it; config loading has
+ * already added the variables its `envPassthrough` names to that `env`.
+ */
+export function defaultChildEnv(): Record<string, string> {
+  return safeChildEnv(process.env);
+}
+
+/** The child process of a stdio transport (v1 or v2 SDK), while it runs. */
+export function childOf(transport: object): ChildProcess | undefined {
+  return (transport as { _process?: ChildProcess })._process;
+}
+
+/** How long a stdio child may run on after the gateway sent it SIGTERM at close before it gets SIGKILL, in ms. */
+export const KILL_AFTER_MS = 2000;
+
+/** The stdio children {@link endStdioChild} is ending that have not exited yet. */
+const ending = new Set<ChildProcess>();
+/** When every child being ended gets SIGKILL at the latest (`performance.now()`, ms); see {@link endChildrenBy}. */
+let killBy = Infinity;
+
+/**
+ * Bounds the end of stdio children from now on (the gateway stops within `shutdownGraceMs`): a
+ * child {@link endStdioChild} ends gets SIGKILL at `at` (`performance.now()`, ms) if that comes
+ * before its `killAfterMs`; children being ended already get it at `at` too.
+ */
+export function endChildrenBy(at: number): void {
+  killBy = at;
+  const timer = setTimeout(
+    () => {
+      for (const child of ending) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    },
+    Math.max(0, at - performance.now()),
+  );
+  timer.unref();
+}
+
+/**
+ * Closes a stdio transport (v1 or v2 SDK) and makes sure its child ends (except a child left to
+ * finish its first start, see {@link StdioChild.release}): `close` runs the SDK's
+ * close (stdin ends, then SIGTERM), the child gets SIGTERM at once as well, and SIGKILL when it
+ * still runs `killAfterMs` (ms) later, or at the time {@link endChildrenBy} set if sooner. Resolves
+ * when the child has exited (or at once without one) and `close` has settled. Never throws.
+ */
+export async function endStdioChild(transport: object, close: () => Promise<unknown>, killAfterMs = KILL_AFTER_MS): Promise<void> {
+  // A child still in its first start may be installing: it is left to finish (stdio-child.ts).
+  if (transport instanceof StdioChild && transport.release()) {
+    await close().catch(() => {});
+    return;
+  }
+  const child = childOf(transport);
+  const running = () => child !== undefined && child.exitCode === null && child.signalCode === null;
+  if (!running()) {
+    await close().catch(() => {});
+    return;
+  }
+  ending.add(child!);
+  const exited = new Promise<void>((r) =>
+    child!.once('exit', () => {
+      ending.delete(child!);
+      r();
+    }),
+  );
+  child!.kill('SIGTERM');
+  const timer = setTimeout(
+    () => {
+      if (running()) child!.kill('SIGKILL');
+    },
+    Math.max(0, Math.min(killAfterMs, killBy - performance.now())),
+  );
+  await Promise.all([exited, close().catch(() => {})]);
+  clearTimeout(timer);
+}
+
+/** Interval between two looks at a stdio child's threads while waiting for it to be idle, in ms. */
+const IDLE_SAMPLE_MS = 5;
+
+/**
+ * The scheduler's view of process `pid` (Linux `/proc/PID/task/*`): whether every thread sleeps
+ * (state `S`: waiting for input, a timer or work; not running, runnable or in disk I/O) and the
+ * total time its threads have run, in ns. Undefined where `/proc` cannot tell (not Linux, the
+ * process is gone).
+ */
+async function threadsOf(pid: number): Promise<{ asleep: boolean; ranNs: number } | undefined> {
+  try {
+    const dir = `/proc/${pid}/task`;
+    let asleep = true;
+    let ranNs = 0;
+    for (const tid of await readdir(dir)) {
+      const [stat, sched] = await Promise.all([readFile(`${dir}/${tid}/stat`, 'utf8'), readFile(`${dir}/${tid}/schedstat`, 'utf8')]);
+      // "tid (comm) S …": the name may hold spaces and parentheses, the state follows the last ')'.
+      if (stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'S') asleep = false;
+      ranNs += Number(sched.split(' ')[0]);
+    }
+    return Number.isFinite(ranNs) ? { asleep, ranNs } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Waits until stdio child `pid` is idle: every thread asleep at two looks {@link IDLE_SAMPLE_MS}
+ * apart with no run time between them (a server applying an answer asynchronously, as
+ * server-filesystem resolves each root directory, is busy or waits on disk until it is done; one
+ * that waits for the CPU on a loaded host is runnable). Gives up at `until`
+ * (`performance.now()`, ms), and at once where `/proc` cannot tell.
+ */
+export async function untilIdle(pid: number, until: number): Promise<void> {
+  let before = await threadsOf(pid);
+  while (before && performance.now() < until) {
+    await delay(IDLE_SAMPLE_MS);
+    const now = await threadsOf(pid);
+    if (!now || (before.asleep && now.asleep && now.ranNs === before.ranNs)) return;
+    before = now;
   }
 }

@@ -1,9 +1,9 @@
 /**
  * What a stdio child prints is shown to callers and logs only with the values of its `env` hidden
- * (src/config/child-env.ts): as given, and in the encodings common libraries print them in.
+ * (src/security/redact.ts): as given, and in the encodings common libraries print them in.
  */
 import { describe, expect, it } from 'vitest';
-import { secretRedactor } from '../../src/config/child-env.js';
+import { secretRedactor } from '../../src/security/redact.js';
 
 describe('secretRedactor', () => {
   const secret = "pa$$ w/ord!(é)<&>*'";

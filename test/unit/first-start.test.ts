@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { startTimeoutMessage } from '../../src/upstream/pool.js';
+import { startTimeoutMessage } from '../../src/upstream/start-errors.js';
 import { DEFAULT_FIRST_START_MS, FirstStart, installsOnFirstRun } from '../../src/upstream/stdio-child.js';
 
 describe('installsOnFirstRun', () => {

@@ -12,8 +12,9 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import type { JSONRPCMessage, MessageExtraInfo } from '@modelcontextprotocol/sdk/types.js';
 import { HttpClientTransport, RELATED_TOKEN_HEADER } from '../../src/upstream/http-transport.js';
 import { UpstreamProtocolError, UpstreamRequestLost } from '../../src/protocol/errors.js';
-import { isSessionNotFound } from '../../src/upstream/session.js';
+
 import { eventually } from '../helpers/fake-call.js';
+import { isSessionNotFound } from '../../src/upstream/legacy-transport.js';
 
 /** One request the server received. */
 interface Seen {

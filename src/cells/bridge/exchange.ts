@@ -29,13 +29,15 @@ import { Questions } from './questions.js';
 import { Changes } from './changes.js';
 import { sampleByProvider, samplingByProvider } from './provider-sampling.js';
 import { digestOf, type ReplayEntry } from '../../security/seal.js';
-import type { SessionLease, SessionPool } from '../../upstream/pool.js';
+import type { SessionPool } from '../../upstream/pool.js';
 import type { ClientConnection, ProgressParams } from '../../protocol/connection.js';
 import { INPUT_KIND_OF, missingFor } from '../../protocol/capabilities.js';
 import { downstreamError, keepsSession, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
-import { LooseResult, NO_TIMEOUT } from '../../upstream/session.js';
-import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session.js';
+
 import type { Sampler } from '../../sampling/sampler.js';
+import { type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../../upstream/session-calls.js';
+import { LooseResult, NO_TIMEOUT } from '../../upstream/session-connection.js';
+import { type SessionLease } from '../../upstream/pool-lease.js';
 
 /**
  * Longest wait, after `notifications/cancelled`, for the upstream's answer to the cancelled request,

@@ -6,10 +6,11 @@
 import type { UpstreamConfig } from '../../config/schema.js';
 import type { ClientCapabilities, InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
-import type { ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session.js';
+
 import { asRpcError, SamplingError } from '../../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
+import { type ServerInitiatedRequest, type ServerRequestExtra } from '../../upstream/session-calls.js';
 
 /**
  * Whether the gateway's provider answers this `sampling/createMessage` (the upstream's or the

@@ -29,8 +29,8 @@ import {
 import type { Logger } from '../../observability/log.js';
 import { endSpan, noteInputRound, startClientSpan, traceMeta, within } from '../../observability/tracing.js';
 import { toolLabel, type Census } from '../../observability/census.js';
-import { SessionPool, type AcquireOptions, type SessionLease } from '../../upstream/pool.js';
-import { LooseResult } from '../../upstream/session.js';
+import { SessionPool, type AcquireOptions } from '../../upstream/pool.js';
+
 import { indexTools, type ListedTool, type ToolCatalog, type ToolHeaders } from '../../upstream/tools.js';
 import { unknownTool } from '../../upstream/tool-policy.js';
 import type { Sampler } from '../../sampling/sampler.js';
@@ -38,6 +38,8 @@ import { TASKS_EXTENSION, declaresTasks, tasksExtensionRequired } from '../../pr
 import { type CallContext } from '../../protocol/connection.js';
 import { type BatchLearning } from './batching.js';
 import { downstreamError, keepsSession } from '../../upstream/failures.js';
+import { LooseResult } from '../../upstream/session-connection.js';
+import { type SessionLease } from '../../upstream/pool-lease.js';
 
 /**
  * The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it.

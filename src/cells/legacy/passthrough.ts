@@ -56,9 +56,10 @@ import {
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../../observability/census.js';
 import { secretFields } from '../../security/secrets.js';
 import type { HttpHop } from '../../upstream/http.js';
-import { createLegacyTransport, isSessionNotFound, StderrTail, startFailureText, stderrSummary } from '../../upstream/session.js';
+import { createLegacyTransport, isSessionNotFound } from '../../upstream/legacy-transport.js';
+import { startFailureText, stderrSummary } from '../../upstream/start-errors.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
-import type { StdioChild } from '../../upstream/stdio-child.js';
+import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError } from '../../upstream/failures.js';
 import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
 import type { RequestId } from '../../protocol/wire.js';
@@ -67,7 +68,7 @@ import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
-import { secretRedactor } from '../../config/child-env.js';
+import { secretRedactor } from '../../security/redact.js';
 
 type Message = { jsonrpc: '2.0'; id?: RequestId; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
 

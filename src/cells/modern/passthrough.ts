@@ -38,7 +38,7 @@ import { predatesLedger, type SpentStates } from '../../store/shared.js';
 import { secretFields } from '../../security/secrets.js';
 import { TASK_NOT_FOUND } from '../../protocol/tasks.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
-import { unreachableText } from '../../upstream/session.js';
+import { unreachableText } from '../../upstream/start-errors.js';
 
 /** The upstream a pass-through request goes to (the router's `Upstream` fits). */
 export interface PassThroughUpstream {
