@@ -31,7 +31,7 @@ import { asGatewayError, CLOSE, refuseDraining, unknownUpstream } from './refusa
 import { forwardToReplica } from './replicas.js';
 import { record, type RequestLog } from './request-log.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
-import { type ProgressParams } from '../protocol/connection.js';
+import type { ProgressParams } from '../protocol/connection.js';
 
 /**
  * The check of a request that came over the internal hop, by its method and raw params: undefined

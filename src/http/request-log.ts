@@ -10,7 +10,7 @@ import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { traceIds, type Traced } from '../observability/tracing.js';
 import { principalHash } from '../security/auth.js';
-import { type RelayedRequest } from '../upstream/legacy-relay.js';
+import type { RelayedRequest } from '../upstream/legacy-relay.js';
 
 /** What the request log line and the metrics need to know about one request. */
 export interface RequestLog {

@@ -12,10 +12,10 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { MrtrBridge } from '../cells/bridge/mrtr.js';
 import { BridgeServer, type LegacyContext } from '../cells/bridge/serve.js';
 import type { StateSealer, TaskIdBinder } from '../security/seal.js';
-import { type ModernPassThrough } from '../cells/modern/passthrough.js';
+import type { ModernPassThrough } from '../cells/modern/passthrough.js';
 import { GatewayError, methodNotFound, quoted, shutdownFailure, shuttingDown, upstreamFailed } from '../protocol/errors.js';
 import type { ReplicaInfo, SharedStore } from '../store/shared.js';
-import { type TaskManager } from '../cells/bridge/tasks/manager.js';
+import type { TaskManager } from '../cells/bridge/tasks/manager.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, TASK_METHODS, META_CLIENT_CAPABILITIES } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
@@ -28,7 +28,7 @@ import { toolCallRefusal } from '../upstream/tool-policy.js';
 import type { Upstream, UpstreamEra } from './upstream.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
-import { type CallContext } from '../protocol/connection.js';
+import type { CallContext } from '../protocol/connection.js';
 
 export type { CallContext };
 

@@ -5,7 +5,7 @@
  * `initialize` ({@link mirrorCapabilities}) and the parked-session bounds of an upstream
  * ({@link parkedSessionLimits}).
  */
-import { type ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
+import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
 
 import type { ParkedSessionLimits } from '../cells/bridge/mrtr.js';
@@ -22,7 +22,7 @@ import { FirstStart } from '../upstream/stdio-child.js';
 import { ToolCatalog } from '../upstream/tools.js';
 import { upstreamSamplingCapability } from '../sampling/mode.js';
 import { servedToolList } from '../upstream/tool-policy.js';
-import { type BatchLearning } from '../cells/bridge/batching.js';
+import type { BatchLearning } from '../cells/bridge/batching.js';
 import { probeModern, startModern } from '../upstream/modern-probe.js';
 import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.js';
 

@@ -13,8 +13,8 @@ import type { ClientCapabilities, ExchangeMethod } from '../../src/protocol/wire
 import { Exchange, type ExchangeInit } from '../../src/cells/bridge/exchange.js';
 
 import type { SessionPool } from '../../src/upstream/pool.js';
-import { type SessionLease } from '../../src/upstream/pool-lease.js';
-import { type CallHandlers, type ServerRequestExtra } from '../../src/upstream/session-calls.js';
+import type { SessionLease } from '../../src/upstream/pool-lease.js';
+import type { CallHandlers, ServerRequestExtra } from '../../src/upstream/session-calls.js';
 
 /** A server-initiated request the fake server sent, with the upstream's view of its answer. */
 export interface Asked {

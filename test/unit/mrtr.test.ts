@@ -11,7 +11,7 @@ import { INVALID_STATE, StateSealer, generatedKey } from '../../src/security/sea
 import { HeldElsewhere, MemoryStore } from '../../src/store/shared.js';
 import type { InputRequest } from '../../src/protocol/wire.js';
 import { eventually, fakeCall, tick } from '../helpers/fake-call.js';
-import { type CallContext } from '../../src/protocol/connection.js';
+import type { CallContext } from '../../src/protocol/connection.js';
 
 const FORM = { message: 'Your name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
 const ACCEPT = { action: 'accept', content: { name: 'Ada' } };

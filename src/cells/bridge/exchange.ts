@@ -16,7 +16,7 @@ import { uniqueId } from '../../observability/ids.js';
 import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../../protocol/errors.js';
-import { type ClientCapabilities, type ExchangeMethod, type InputRequest } from '../../protocol/wire.js';
+import type { ClientCapabilities, ExchangeMethod, InputRequest } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { ATTR, endSpan, spanEvent, startClientSpan, traceMeta, tracingActive, within, type Traced } from '../../observability/tracing.js';
 import type { CallTally } from '../../observability/census.js';
@@ -33,11 +33,10 @@ import type { SessionPool } from '../../upstream/pool.js';
 import type { ClientConnection, ProgressParams } from '../../protocol/connection.js';
 import { INPUT_KIND_OF, missingFor } from '../../protocol/capabilities.js';
 import { downstreamError, keepsSession, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
-
 import type { Sampler } from '../../sampling/sampler.js';
-import { type CallHandlers, type ServerInitiatedRequest, type ServerRequestExtra } from '../../upstream/session-calls.js';
+import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session-calls.js';
 import { LooseResult, NO_TIMEOUT } from '../../upstream/session-connection.js';
-import { type SessionLease } from '../../upstream/pool-lease.js';
+import type { SessionLease } from '../../upstream/pool-lease.js';
 
 /**
  * Longest wait, after `notifications/cancelled`, for the upstream's answer to the cancelled request,

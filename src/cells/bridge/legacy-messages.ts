@@ -7,7 +7,7 @@ import type { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { missingCapability, upstreamFailed, type GatewayError } from '../../protocol/errors.js';
 import { missingFor } from '../../protocol/capabilities.js';
 import type { ClientCapabilities, InputRequest } from '../../protocol/wire.js';
-import { type ServerInitiatedRequest } from '../../upstream/session-calls.js';
+import type { ServerInitiatedRequest } from '../../upstream/session-calls.js';
 
 /** Maps a legacy server-initiated request to a 2026 `inputRequests` entry (no `_meta`, no `elicitationId`, no `task`). */
 export function toInputRequest(req: ServerInitiatedRequest): InputRequest {

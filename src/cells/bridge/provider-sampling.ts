@@ -10,7 +10,7 @@ import type { Logger } from '../../observability/log.js';
 import { asRpcError, SamplingError } from '../../sampling/errors.js';
 import { samplingModeFor, samplingRoute } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
-import { type ServerInitiatedRequest, type ServerRequestExtra } from '../../upstream/session-calls.js';
+import type { ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session-calls.js';
 
 /**
  * Whether the gateway's provider answers this `sampling/createMessage` (the upstream's or the

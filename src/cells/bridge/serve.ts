@@ -35,11 +35,11 @@ import { indexTools, type ListedTool, type ToolCatalog, type ToolHeaders } from 
 import { unknownTool } from '../../upstream/tool-policy.js';
 import type { Sampler } from '../../sampling/sampler.js';
 import { TASKS_EXTENSION, declaresTasks, tasksExtensionRequired } from '../../protocol/tasks.js';
-import { type CallContext } from '../../protocol/connection.js';
-import { type BatchLearning } from './batching.js';
+import type { CallContext } from '../../protocol/connection.js';
+import type { BatchLearning } from './batching.js';
 import { downstreamError, keepsSession } from '../../upstream/failures.js';
 import { LooseResult } from '../../upstream/session-connection.js';
-import { type SessionLease } from '../../upstream/pool-lease.js';
+import type { SessionLease } from '../../upstream/pool-lease.js';
 
 /**
  * The 2026 `capabilities` advertised for a legacy server: what the gateway serves of it.
