@@ -28,12 +28,6 @@ export interface RequestLog {
   trace?: Traced;
 }
 
-/** The `data.reason` of a gateway error (`cancelled`, `timeout`, `busy` …), for the request log line. */
-function reasonOf(e: GatewayError | undefined): string | undefined {
-  const reason = (e?.data as { reason?: unknown } | undefined)?.reason;
-  return typeof reason === 'string' ? reason : undefined;
-}
-
 /** The `method` label of the metrics: a method the gateway serves, else `other`. */
 function methodLabel(method: string): string {
   return (SERVED_METHODS as readonly string[]).includes(method) ? method : 'other';
@@ -62,7 +56,7 @@ export function record(
         upstreamMs,
         outcome: result,
         code: outcome.error?.code,
-        reason: reasonOf(outcome.error),
+        reason: outcome.error?.reason,
         ...traceIds(r.trace),
       },
       'request',

@@ -172,7 +172,7 @@ export class Router {
       return result;
     } catch (e) {
       // An upstream that failed this way may come back as another era.
-      if (e instanceof GatewayError) up.noteFailure((e.data as { reason?: string } | undefined)?.reason);
+      if (e instanceof GatewayError) up.noteFailure(e.reason);
       throw e;
     }
   }
@@ -187,7 +187,7 @@ export class Router {
     let probeMs = 0;
     if (!era) {
       const asked = performance.now();
-      era = await untilAborted(this.eraOf(up), ctx.connection.signal, up.name);
+      era = await untilAborted(this.upstreamEra(up), ctx.connection.signal, up.name);
       // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
       probeMs = performance.now() - asked;
       if (ctx.timing) ctx.timing.upstreamMs += probeMs;
@@ -217,7 +217,7 @@ export class Router {
     if (this.closing) throw shutdownFailure(name);
     const filter = (req.params.notifications ?? {}) as ListenFilter;
     const sub =
-      (await this.eraOf(up)) === 'modern'
+      (await this.upstreamEra(up)) === 'modern'
         ? await openModernSubscription(
             { name, modern: up.modern! },
             filter,
@@ -258,7 +258,7 @@ export class Router {
    * The upstream's era, learned when needed; a failure to reach it is the upstream's failure.
    * @throws GatewayError -32603 `unreachable`.
    */
-  private async eraOf(up: Upstream): Promise<UpstreamEra> {
+  private async upstreamEra(up: Upstream): Promise<UpstreamEra> {
     return up.era();
   }
 

@@ -27,7 +27,7 @@ import { probeModern, startModern } from '../upstream/modern-probe.js';
 import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.js';
 
 /**
- * The legacy `initialize` capabilities that mirror what the client declared (DESIGN decision 2),
+ * The legacy `initialize` capabilities that mirror what the client declared (docs/architecture.md, "Decisions and why" 2),
  * limited to the kinds the upstream's input policy relays. `elicitation: {}` counts as form mode.
  * `roots` (always with `listChanged`: the gateway sends `notifications/roots/list_changed` when a
  * call needs the server to hold its client's roots) is declared as well when the upstream has

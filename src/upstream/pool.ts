@@ -1,5 +1,5 @@
 /**
- * Warm pool of legacy sessions for one upstream (DESIGN decision 1).
+ * Warm pool of legacy sessions for one upstream (docs/architecture.md, "Decisions and why" 1).
  *
  * Sessions are keyed by (principal, capability fingerprint); a session carries one call at a time
  * (an exclusive lease), at most `maxSessions` exist per upstream, and a queue with `queueMs` stands
