@@ -184,3 +184,22 @@ describe('the size of the docs', () => {
     expect(size(join(ROOT, 'bench', 'README.md'))).toBeLessThanOrEqual(10_000);
   });
 });
+
+describe('paths named in the docs and the file headers', () => {
+  // A page or a header that names a moved or deleted file sends the reader nowhere.
+  const named = (text: string) => [...text.matchAll(/\bsrc\/[A-Za-z0-9_./-]+/g)].map((m) => m[0].replace(/[.,)]+$/, ''));
+  const sourceFiles = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
+    );
+  it('every src/… path in README.md, docs/, bench/README.md and src/ exists', () => {
+    const files = [...LINKED, join(ROOT, 'bench', 'README.md'), ...sourceFiles(join(ROOT, 'src'))];
+    const missing = files.flatMap((f) =>
+      named(readFileSync(f, 'utf8'))
+        .filter((p) => !existsSync(join(ROOT, p)))
+        .map((p) => `${relative(ROOT, f)}: ${p}`),
+    );
+    expect(missing).toEqual([]);
+    expect(named('see src/http/app.ts, and src/router/.')).toEqual(['src/http/app.ts', 'src/router/']);
+  });
+});
