@@ -448,41 +448,25 @@ const StdioUpstreamSchema = z
   })
   .strict();
 
-const HttpUpstreamSchema = z
-  .object({
-    transport: z.literal('streamable-http'),
-    url: httpUrl().describe(
-      'The upstream endpoint, http:// or https://: Streamable HTTP (for example http://127.0.0.1:3001/mcp), or with transport sse the HTTP+SSE endpoint (2024-11-05, for example http://127.0.0.1:3001/sse)',
-    ),
-    headers: z
-      .record(z.string(), z.string())
-      .default({})
-      .describe('Static headers sent on every upstream HTTP request, for example {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}'),
-    forwardAuthorization: z
-      .boolean()
-      .default(false)
-      .describe("Send the client's own Authorization bearer token to this upstream (never logged)"),
-    ...upstreamCommon,
-  })
-  .strict();
+/** The fields of both HTTP transports (Streamable HTTP and the legacy HTTP+SSE). */
+const httpUpstreamFields = {
+  url: httpUrl().describe(
+    'The upstream endpoint, http:// or https://: Streamable HTTP (for example http://127.0.0.1:3001/mcp), or with transport sse the HTTP+SSE endpoint (2024-11-05, for example http://127.0.0.1:3001/sse)',
+  ),
+  headers: z
+    .record(z.string(), z.string())
+    .default({})
+    .describe('Static headers sent on every upstream HTTP request, for example {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}'),
+  forwardAuthorization: z
+    .boolean()
+    .default(false)
+    .describe("Send the client's own Authorization bearer token to this upstream (never logged)"),
+  ...upstreamCommon,
+};
 
-const SseUpstreamSchema = z
-  .object({
-    transport: z.literal('sse'),
-    url: httpUrl().describe(
-      'The upstream endpoint, http:// or https://: Streamable HTTP (for example http://127.0.0.1:3001/mcp), or with transport sse the HTTP+SSE endpoint (2024-11-05, for example http://127.0.0.1:3001/sse)',
-    ),
-    headers: z
-      .record(z.string(), z.string())
-      .default({})
-      .describe('Static headers sent on every upstream HTTP request, for example {"Authorization": "Bearer ${UPSTREAM_TOKEN}"}'),
-    forwardAuthorization: z
-      .boolean()
-      .default(false)
-      .describe("Send the client's own Authorization bearer token to this upstream (never logged)"),
-    ...upstreamCommon,
-  })
-  .strict();
+const HttpUpstreamSchema = z.object({ transport: z.literal('streamable-http'), ...httpUpstreamFields }).strict();
+
+const SseUpstreamSchema = z.object({ transport: z.literal('sse'), ...httpUpstreamFields }).strict();
 
 const UpstreamConfigSchema = z
   .discriminatedUnion('transport', [StdioUpstreamSchema, HttpUpstreamSchema, SseUpstreamSchema])
