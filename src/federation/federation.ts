@@ -2,7 +2,7 @@
  * The federation layer: one endpoint, `POST /mcp`, for a configured set of upstreams
  * (`federation` in the config). It sits between the front door and the router: it decides which
  * federated upstream a request is for, rewrites the names the client sees into the upstream's
- * own, and hands the request to the router (`Gateway.handle`, `Gateway.listen`), which serves it
+ * own, and hands the request to the router (`Router.handle`, `Router.listen`), which serves it
  * as it serves `POST /mcp/NAME`, whatever era the upstream speaks (legacy upstreams through the
  * Exchange, 2026-07-28 upstreams through the pass-through). Lists, `server/discover` and
  * subscriptions are merged here (with merge.ts and listen.ts).
@@ -34,14 +34,14 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { ClientConnection } from '../protocol/connection.js';
 import type { CallContext } from '../protocol/connection.js';
 import { INVALID_STATE } from '../security/seal.js';
-import { Gateway } from '../router/router.js';
+import type { Router } from '../router/router.js';
 import { canonicalJson } from '../protocol/canonical.js';
 import { isObject, type ValidatedRequest } from '../protocol/envelope.js';
 import { GatewayError, invalidParams, methodNotFound } from '../protocol/errors.js';
 import type { DroppedKind } from '../observability/dropped.js';
 import type { Logger } from '../observability/log.js';
 import type { ListenFilter, ListenHandle } from '../router/subscriptions.js';
-import { TASK_NOT_FOUND, tasksExtensionRequired } from '../protocol/tasks.js';
+import { TASK_NOT_FOUND, declaresTasks, tasksExtensionRequired } from '../protocol/tasks.js';
 import { invalidToolName, toolNameProblem, unknownTool } from '../upstream/tool-policy.js';
 import { toolAllowed } from '../config/globs.js';
 import { federationMembers, type Member } from '../config/federation-members.js';
@@ -107,10 +107,10 @@ export class Federation {
   });
 
   constructor(
-    private readonly gateway: Gateway,
+    private readonly router: Router,
     private readonly log: Logger,
   ) {
-    this.members = federationMembers(gateway.cfg).map((m) => ({ ...m, cfg: gateway.upstreams.get(m.name)!.cfg }));
+    this.members = federationMembers(router.cfg).map((m) => ({ ...m, cfg: router.upstreams.get(m.name)!.cfg }));
     this.naming = new Naming(this.members);
     this.byName = new Map(this.members.map((m) => [m.name, m]));
     log.info(
@@ -163,7 +163,7 @@ export class Federation {
     ctx: FederationContext,
     method = req.method,
   ): Promise<Record<string, unknown>> {
-    return this.gateway.handle(m.name, { ...req, method, params }, ctx);
+    return this.router.handle(m.name, { ...req, method, params }, ctx);
   }
 
   /** {@link gatherMembers} with this federation's log. */
@@ -318,7 +318,7 @@ export class Federation {
       owner === member
         ? `on /mcp, '${shown}' is listed twice by this upstream; the first is kept`
         : `on /mcp, '${shown}' is served by '${owner.name}', earlier in federation order`;
-    this.gateway.dropped.note({ upstream: member.name, kind, name, reason: 'conflict', detail });
+    this.router.dropped.note({ upstream: member.name, kind, name, reason: 'conflict', detail });
   }
 
   /** True when every member's resources were listed completely for `principal` within the last {@link NAME_INDEX_TTL_MS}. */
@@ -338,7 +338,7 @@ export class Federation {
     const problem = kind === 'tools' ? toolNameProblem(exposed) : undefined;
     if (!problem) return exposed;
     if (report)
-      this.gateway.dropped.note({
+      this.router.dropped.note({
         upstream: member.name,
         kind: 'tool',
         name,
@@ -428,7 +428,7 @@ export class Federation {
 
   /** The upstream a sealed `requestState` names (its `up` claim). @throws GatewayError -32602 INVALID_STATE. */
   private async stateUpstream(state: unknown): Promise<string> {
-    return (await this.gateway.sealer.open(state)).up;
+    return (await this.router.sealer.open(state)).up;
   }
 
   /** `tools/call` and `prompts/get`: to the upstream the name (or the retry's state) leads to, under its own name. */
@@ -535,14 +535,14 @@ export class Federation {
    * upstream's task id verifies under, or the upstream of the gateway's own task record.
    */
   private async taskOwner(taskId: string, principal: string): Promise<FederatedUpstream | undefined> {
-    if (taskId.startsWith('p1.')) return this.members.find((m) => this.gateway.taskIds.unwrap(m.name, principal, taskId) !== undefined);
-    const record = await this.gateway.store.tasks.get(taskId);
+    if (taskId.startsWith('p1.')) return this.members.find((m) => this.router.taskIds.unwrap(m.name, principal, taskId) !== undefined);
+    const record = await this.router.store.tasks.get(taskId);
     return record && record.principal === principal ? this.byName.get(record.upstream) : undefined;
   }
 
   /** `tasks/get|update|cancel` (tasks extension): to the task's upstream. */
   private async task(req: ValidatedRequest, ctx: FederationContext): Promise<Record<string, unknown>> {
-    if (!Gateway.declaresTasks(req)) throw tasksExtensionRequired();
+    if (!declaresTasks(req)) throw tasksExtensionRequired();
     const member = await this.taskOwner(String(req.params.taskId), ctx.principal);
     if (!member) throw invalidParams(TASK_NOT_FOUND);
     return this.forward(member, req, req.params, ctx);
@@ -559,7 +559,7 @@ export class Federation {
    */
   async listen(req: ValidatedRequest, ctx: { principal: string; token?: string }): Promise<ListenHandle> {
     const filter = (req.params.notifications ?? {}) as ListenFilter;
-    if (filter.taskIds?.length && !Gateway.declaresTasks(req)) throw tasksExtensionRequired();
+    if (filter.taskIds?.length && !declaresTasks(req)) throw tasksExtensionRequired();
     const parts = new Map<FederatedUpstream, ListenFilter>();
     const add = (m: FederatedUpstream, patch: (f: ListenFilter) => void) => {
       const f = parts.get(m) ?? {};
@@ -582,7 +582,7 @@ export class Federation {
       if (m) add(m, (f) => (f.taskIds = [...(f.taskIds ?? []), id]));
     }
     return openMerged(this.log, filter, [...parts], (m, f) =>
-      this.gateway.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx),
+      this.router.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx),
     );
   }
 }

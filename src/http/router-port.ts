@@ -2,7 +2,7 @@
  * What the front door (src/http) asks of the router, and nothing more: the configured upstreams,
  * serving one validated MCP 2026-07-28 request or `subscriptions/listen` for an upstream, and the
  * live replicas of the internal hop. Readiness and the drain flag come from src/wiring.ts in `AppDeps`. The router's
- * `Gateway` (src/router/router.ts) fits it; the front door never sees the rest of it. What is plain
+ * `Router` (src/router/router.ts) fits it; the front door never sees the rest of it. What is plain
  * data or a lower-layer object (the config, the logger, the metrics, the census …) reaches the front
  * door in its deps object (`AppDeps`, src/http/app.ts), not through this interface.
  */

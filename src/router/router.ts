@@ -262,11 +262,6 @@ export class Router {
     return up.era();
   }
 
-  /** True when the request declared the tasks extension in its clientCapabilities. */
-  static declaresTasks(req: ValidatedRequest): boolean {
-    return declaresTasks(req);
-  }
-
   /**
    * Whether a request may be served during the drain: the retry of a parked call (a call with
    * `requestState`; the bridge then refuses one that is not parked here, or is a replay-mode
@@ -285,4 +280,3 @@ export class Router {
 }
 
 /** The name the front door, the admin view and the federation layer know the router by. */
-export { Router as Gateway };
