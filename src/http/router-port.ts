@@ -7,7 +7,7 @@
  * door in its deps object (`AppDeps`, src/http/app.ts), not through this interface.
  */
 import type { ValidatedRequest } from '../protocol/envelope.js';
-import type { CallContext } from '../router/router.js';
+import type { CallContext } from '../protocol/connection.js';
 import type { Upstream } from '../router/upstream.js';
 import type { ListenHandle } from '../router/subscriptions.js';
 import type { ReplicaInfo } from '../store/shared.js';

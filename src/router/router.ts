@@ -30,8 +30,6 @@ import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
 
-export type { CallContext };
-
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
  * released at once, and `work` goes on for whoever else waits on it.
