@@ -141,7 +141,9 @@ describe('bridge policy', () => {
   });
 
   it('an upstream seen sending several input requests at once gets a quiet wait for its batches', async () => {
-    const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: {} } } });
+    // A batch window long enough that a batch split by a loaded machine (the second request read
+    // tens of ms after the first) still counts as one batch sent in pieces.
+    const learner = await startGateway({ upstreams: { f: { ...fixtureStdio(), input: { batchWindowMs: 1000 } } } });
     try {
       const batching = learner.gateway.upstreams.get('f')!.batching;
       expect(batching.quietMs).toBe(0);
