@@ -4,8 +4,9 @@
  * after round, the order swapped every round, so that a busy moment of the machine weighs on both.
  * A round sends a fixed number of `tools/call` of `echo` at a fixed concurrency and reads the
  * gateway process's CPU time before and after it: the sum over its threads of
- * `/proc/PID/task/TID/schedstat` (ns on CPU; Linux). The figure is the median over rounds of CPU
- * µs per call, and the ratio of the two medians.
+ * `/proc/PID/task/TID/schedstat` (ns on CPU; Linux). The figures are the median over rounds of CPU
+ * µs per call, the ratio of the two medians, and the median of the per-round ratios (the steadier
+ * one: a round's two runs see the same machine).
  *
  * Also runs alone (Linux): `node --import tsx bench/sections/cpu.ts --baseline REF [--rounds N]
  * [--calls N] [--concurrency N]` prints the table.
@@ -30,8 +31,14 @@ export interface CpuSide {
   request: RawRequest;
 }
 
-/** CPU µs per call of each side (key → figure over rounds). */
-export type CpuFigures = Map<string, Figure>;
+/**
+ * CPU µs per call of each side (key → figure over rounds), and with two sides the ratio of the first
+ * to the second taken round by round (each round's two runs are neighbours in time), over rounds.
+ */
+export interface CpuFigures {
+  perCall: Map<string, Figure>;
+  pairedRatio?: Figure;
+}
 
 /** CPU time of process `pid` so far, in ns (all its threads; Linux /proc). */
 export function cpuNs(pid: number): number {
@@ -75,14 +82,21 @@ export async function measureCpu(
     for (const side of order) perCall.get(side.key)!.push(await run(side));
     log(`  round ${round + 1}/${opts.rounds}: ${order.map((s) => `${s.key} ${perCall.get(s.key)!.at(-1)!.toFixed(1)} µs`).join(', ')}`);
   }
-  return new Map([...perCall].map(([k, v]) => [k, figure(v)]));
+  const [a, b] = sides.map((side) => perCall.get(side.key)!);
+  return {
+    perCall: new Map([...perCall].map(([k, v]) => [k, figure(v)])),
+    ...(sides.length === 2 ? { pairedRatio: figure(a!.map((v, i) => v / b![i]!)) } : {}),
+  };
 }
 
-/** The table of {@link measureCpu}'s figures; the last row compares the first side with the second. */
+/** The table of {@link measureCpu}'s figures; with two sides, the last rows compare the first with the second. */
 export function cpuTable(sides: Pick<CpuSide, 'key' | 'label'>[], figures: CpuFigures): string {
-  const rows = sides.map((s) => [s.label, fmt(figures.get(s.key)!, 1)]);
-  if (sides.length === 2)
-    rows.push([`${sides[0]!.key} / ${sides[1]!.key}`, ratio(figures.get(sides[0]!.key)!.median, figures.get(sides[1]!.key)!.median)]);
+  const rows = sides.map((s) => [s.label, fmt(figures.perCall.get(s.key)!, 1)]);
+  if (figures.pairedRatio) {
+    const [a, b] = [sides[0]!.key, sides[1]!.key];
+    rows.push([`${a} / ${b}, ratio of the medians`, ratio(figures.perCall.get(a)!.median, figures.perCall.get(b)!.median)]);
+    rows.push([`${a} / ${b}, median of the per-round ratios`, `${fmt(figures.pairedRatio, 3)}×`]);
+  }
   return table(['gateway', 'CPU µs per call, median (min–max)'], rows);
 }
 
