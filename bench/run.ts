@@ -70,7 +70,7 @@ const settings = quick
       taskRuns: 1,
       startupRuns: 3,
       startupDist: false,
-      cpu: { rounds: 6, warmRounds: 2, calls: 1000 },
+      cpu: { rounds: 8, warmRounds: 2, calls: 1000 },
     }
   : {
       plan: { concurrencies: [1, 16, 64], primeSeconds: 2, warmSeconds: 1.5, runSeconds: 2.5, runs: 3 },
@@ -87,7 +87,7 @@ const settings = quick
       taskRuns: 3,
       startupRuns: 5,
       startupDist: true,
-      cpu: { rounds: 10, warmRounds: 3, calls: 2000 },
+      cpu: { rounds: 30, warmRounds: 3, calls: 2000 },
     };
 
 const started = performance.now();

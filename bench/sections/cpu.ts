@@ -104,7 +104,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1]
   const { values } = parseArgs({
     options: {
       baseline: { type: 'string', default: 'HEAD' },
-      rounds: { type: 'string', default: '10' },
+      rounds: { type: 'string', default: '40' },
       calls: { type: 'string', default: '2000' },
       concurrency: { type: 'string', default: '16' },
     },
