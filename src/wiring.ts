@@ -206,12 +206,9 @@ export class Wiring {
     // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
     const limits = callerLimits(cfg);
     const legacy = new LegacySessions({
-      upstreams: router.upstreams,
+      router,
       cfg: cfg.legacySessions,
       log,
-      metrics: this.metrics,
-      sampler: this.sampler,
-      census: this.census,
       record: legacyRecorder(log, this.metrics),
       federation,
     });

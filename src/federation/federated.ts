@@ -16,6 +16,10 @@ import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
 import type { Federation } from './federation.js';
 import { ClientConnection } from '../protocol/connection.js';
+import { ReverseRelay } from '../cells/reverse/reverse.js';
+import { INPUT_KINDS } from '../config/schema.js';
+import type { LegacyRelay } from '../upstream/legacy-relay.js';
+import type { RelayCaller, RelayHooks } from '../router/relays.js';
 
 let nextId = 1;
 
@@ -90,4 +94,20 @@ export class FederatedHop implements ModernUpstream {
 
   /** Nothing to end: each request holds its upstream resources only while it runs. */
   async close(): Promise<void> {}
+}
+
+/**
+ * The relay of a legacy client session on the federated `POST /mcp`: the reverse bridge over a
+ * {@link FederatedHop}. Every input kind is relayed and no tool left out here, since each federated
+ * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router.
+ */
+export function federatedRelay(federation: Federation, upstream: string, who: RelayCaller, hooks: RelayHooks): LegacyRelay {
+  return new ReverseRelay({
+    upstream,
+    inputAllow: INPUT_KINDS,
+    modern: new FederatedHop(federation, who, hooks.log.child({ component: 'federation' })),
+    downstream: hooks.downstream,
+    log: hooks.log.child({ component: 'reverse' }),
+    onRequest: hooks.onRequest,
+  });
 }

@@ -7,8 +7,10 @@
  * envelope is stateless 2026-07-28; `initialize` opens a legacy session; a request carrying a known
  * `Mcp-Session-Id` belongs to that session. A legacy session speaks the 2025-11-25 Streamable HTTP
  * transport through the v1 SDK's `WebStandardStreamableHTTPServerTransport` (SSE responses, the GET
- * stream, DELETE, resumption with `Last-Event-ID`), and owns one upstream session through a
- * {@link PassThroughRelay}. Each resumable stream opens with a priming event whose `retry` field is
+ * stream, DELETE, resumption with `Last-Event-ID`), and relays through the relay the router
+ * opens for it (`McpRouter.openRelay`: the legacy pass-through of src/cells/legacy, which owns an
+ * upstream session, or the reverse bridge of src/cells/reverse) or, on the federated `/mcp`, the
+ * federation layer's. Each resumable stream opens with a priming event whose `retry` field is
  * `legacySessions.retryMs`; with `legacySessions.closeStreamAfterMs`, the relay also closes the
  * stream of a request still in flight that long after it arrived (SSE polling, SEP-1699), and the
  * client resumes it.
@@ -35,18 +37,14 @@ import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
 import type { Logger } from '../observability/log.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from './events.js';
-import { PassThroughRelay } from '../cells/legacy/passthrough.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
-import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
 import { GatewayError } from '../protocol/errors.js';
-import type { Upstream, UpstreamEra } from '../router/upstream.js';
-import type { Metrics } from '../observability/metrics.js';
-import type { Census } from '../observability/census.js';
-import type { Sampler } from '../sampling/sampler.js';
+import type { UpstreamEra } from '../router/upstream.js';
 import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
 import type { LegacySessionInfo, LegacySessionList } from '../admin/view.js';
-import { FederatedHop } from '../federation/federated.js';
-import { INPUT_KINDS } from '../config/schema.js';
+import { federatedRelay } from '../federation/federated.js';
+import type { RelayHooks } from '../router/relays.js';
+import type { McpRouter } from './router-port.js';
 
 /**
  * A 400 / -32602 for an `initialize` whose params are not an object with a string
@@ -162,14 +160,10 @@ const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid 
 
 /** What the legacy sessions are built from. */
 export interface LegacySessionDeps {
-  /** The configured upstreams (the router's), whose era and sessions the relays use. */
-  upstreams: ReadonlyMap<string, Upstream>;
+  /** The router: the upstreams (their era) and the relay of a session to one of them. */
+  router: Pick<McpRouter, 'upstreams' | 'openRelay'>;
   cfg: GatewayConfig['legacySessions'];
   log: Logger;
-  metrics: Pick<Metrics, 'secretDeclines'>;
-  /** Serves the sampling requests of upstreams with `sampling.mode` other than `client`. */
-  sampler: Sampler;
-  census: Census;
   /** Records one relayed request (request log line and metrics). */
   record: (upstream: string, principal: string, r: RelayedRequest) => void;
   /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
@@ -216,7 +210,7 @@ export class LegacySessions implements LegacySessionList {
       upstream: s.upstream,
       principal: principalHash(s.principal),
       transport: s.transport instanceof DownstreamSseTransport ? ('sse' as const) : ('streamable-http' as const),
-      relay: s.relay instanceof ReverseRelay ? ('reverse' as const) : ('pass-through' as const),
+      relay: s.relay.kind,
       protocolVersion: s.relay.negotiated,
       pid: s.relay.pid,
       inFlight: s.relay.inFlight,
@@ -419,7 +413,7 @@ export class LegacySessions implements LegacySessionList {
   /** The upstream's era, or the error response when it cannot be reached to ask. */
   private async upstreamEraOf(upstream: string): Promise<UpstreamEra | Response> {
     try {
-      return await this.deps.upstreams.get(upstream)!.era();
+      return await this.deps.router.upstreams.get(upstream)!.era();
     } catch (e) {
       const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, (e as Error).message);
       return jsonRpcError(502, g.code, g.message, g.data);
@@ -427,10 +421,8 @@ export class LegacySessions implements LegacySessionList {
   }
 
   /**
-   * A session around `transport`, with its relay: a pass-through that owns an upstream session of
-   * its own (legacy upstream), or the reverse bridge (2026-07-28 upstream, or the federated
-   * endpoint: then every input kind is relayed and no tool left out here, since each federated
-   * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router).
+   * A session around `transport`, with its relay from the router (the legacy pass-through or the
+   * reverse bridge, by the upstream's era) or, on the federated endpoint, from the federation layer.
    */
   private create(
     upstream: string,
@@ -438,54 +430,18 @@ export class LegacySessions implements LegacySessionList {
     transport: DownstreamHttpTransport | DownstreamSseTransport,
     upstreamEra: UpstreamEra | 'federated',
   ): LegacySession {
-    const log = this.log.child({ upstream, principal: principalHash(who.principal) });
-    if (upstreamEra === 'federated') {
-      const relay = new ReverseRelay({
-        upstream,
-        inputAllow: INPUT_KINDS,
-        modern: new FederatedHop(this.federation!, who, log.child({ component: 'federation' })),
-        downstream: transport,
-        log: log.child({ component: 'reverse' }),
-        onRequest: (r) => this.record(upstream, who.principal, r),
-      });
-      return this.session(upstream, who, transport, relay);
-    }
-    const up = this.deps.upstreams.get(upstream)!;
-    const onRequest = (r: RelayedRequest) => {
-      this.record(upstream, who.principal, r);
-      up.noteFailure(r.reason);
-    };
     let session: LegacySession | undefined;
-    const relay: LegacyRelay =
-      upstreamEra === 'modern'
-        ? new ReverseRelay({
-            upstream,
-            ...reverseSettings(up.cfg, who.token),
-            onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
-            modern: up.modern!,
-            downstream: transport,
-            log: log.child({ component: 'reverse' }),
-            onRequest,
-          })
-        : new PassThroughRelay({
-            upstream,
-            cfg: up.cfg,
-            downstream: transport,
-            log: log.child({ component: 'legacy' }),
-            http: up.pool.http,
-            extraHeaders:
-              up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && who.token ? { authorization: `Bearer ${who.token}` } : {},
-            onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
-            onRequest,
-            onSecretDeclined: () => this.deps.metrics.secretDeclines.inc({ upstream }),
-            onToolDropped: (name, problem) => up.noteDropped(name, 'invalid-name', problem),
-            closeStreamAfterMs: this.cfg.closeStreamAfterMs,
-            principal: who.principal,
-            installing: up.firstStart.active,
-            takeChild: () => up.pool.takeAdopted(),
-            sampler: this.deps.sampler,
-            census: this.deps.census,
-          });
+    const hooks: RelayHooks = {
+      downstream: transport,
+      log: this.log.child({ upstream, principal: principalHash(who.principal) }),
+      onRequest: (r) => this.record(upstream, who.principal, r),
+      onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
+      closeStreamAfterMs: this.cfg.closeStreamAfterMs,
+    };
+    const relay =
+      upstreamEra === 'federated'
+        ? federatedRelay(this.federation!, upstream, who, hooks)
+        : this.deps.router.openRelay(upstream, upstreamEra, who, hooks);
     session = this.session(upstream, who, transport, relay);
     return session;
   }

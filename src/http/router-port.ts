@@ -8,7 +8,9 @@
  */
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import type { CallContext } from '../protocol/connection.js';
-import type { Upstream } from '../router/upstream.js';
+import type { Upstream, UpstreamEra } from '../router/upstream.js';
+import type { RelayCaller, RelayHooks } from '../router/relays.js';
+import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import type { ListenHandle } from '../router/subscriptions.js';
 import type { ReplicaInfo } from '../store/shared.js';
 
@@ -38,4 +40,9 @@ export interface McpRouter {
    * @throws StoreUnavailable when the registry cannot be read.
    */
   replicaInfo(id: string): Promise<ReplicaInfo | undefined>;
+  /**
+   * The relay of a legacy client session to upstream `name`, from the cell of the pair of eras:
+   * the legacy pass-through (legacy upstream) or the reverse bridge (2026-07-28 upstream).
+   */
+  openRelay(name: string, upstreamEra: UpstreamEra, who: RelayCaller, hooks: RelayHooks): LegacyRelay;
 }

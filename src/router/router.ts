@@ -26,6 +26,8 @@ import { openModernSubscription, openSubscription, type ListenFilter, type Subsc
 import type { Sampler } from '../sampling/sampler.js';
 import { toolCallRefusal } from '../upstream/tool-policy.js';
 import type { Upstream, UpstreamEra } from './upstream.js';
+import { relayTo, type RelayCaller, type RelayHooks } from './relays.js';
+import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
@@ -200,6 +202,15 @@ export class Router {
     const legacy: LegacyContext =
       up.cfg.transport === 'stdio' ? ctx : { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
     return this.legacy.handle(up, req, legacy);
+  }
+
+  /**
+   * The relay of a legacy client session to upstream `name` ({@link relayTo}): the legacy
+   * pass-through for a legacy upstream, the reverse bridge for a 2026-07-28 one.
+   * @param upstreamEra the upstream's era, as `Upstream.era()` found it.
+   */
+  openRelay(name: string, upstreamEra: UpstreamEra, who: RelayCaller, hooks: RelayHooks): LegacyRelay {
+    return relayTo(this.upstreams.get(name)!, upstreamEra, who, hooks, this);
   }
 
   /**

@@ -50,7 +50,7 @@ export interface StateClaims {
   jti: string;
   /** Expiry, ms since the epoch. */
   expMs: number;
-  /** When it was sealed, seconds since the epoch (RFC 7519 `iat`), set by {@link Sealer.seal}. */
+  /** When it was sealed, seconds since the epoch (RFC 7519 `iat`), set by {@link StateSealer.seal}. */
   iat?: number;
   /** Pass-through to a 2026-07-28 upstream: the upstream's own `requestState`, when it gave one. */
   us?: string;

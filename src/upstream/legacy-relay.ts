@@ -15,6 +15,8 @@ export interface DownstreamTransport extends Transport {
 
 /** The upstream side of one legacy session: {@link PassThroughRelay} or the reverse bridge. */
 export interface LegacyRelay {
+  /** Which cell relays: the legacy pass-through (legacy upstream) or the reverse bridge (2026-07-28 upstream or the federated endpoint). */
+  readonly kind: 'pass-through' | 'reverse';
   /**
    * One message from the client (the first is `initialize`); failures are answered, never thrown.
    * `extra.closeSSEStream` closes the SSE stream of that request (SSE polling), when the client can

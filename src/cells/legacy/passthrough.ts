@@ -126,6 +126,7 @@ const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === u
 
 /** The relay of one legacy session. Feed it the client's messages with {@link PassThroughRelay.fromClient}. */
 export class PassThroughRelay implements LegacyRelay {
+  readonly kind = 'pass-through';
   private up: Transport | undefined;
   private stderr: StderrTail | undefined;
   private readonly inflight = new Map<RequestId, InFlight>();

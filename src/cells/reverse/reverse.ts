@@ -99,6 +99,7 @@ let nextId = 1;
 
 /** The reverse bridge of one legacy session. */
 export class ReverseRelay implements LegacyRelay {
+  readonly kind = 'reverse';
   negotiated: string | undefined;
   readonly pid = undefined;
   /** The capabilities the client declared in `initialize` (without `tasks`), and those the upstream is told: limited by `input.allow`. */
