@@ -14,7 +14,6 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerType } from '@hono/node-server';
 import type { GatewayConfig } from './config/schema.js';
-
 import { MrtrBridge } from './cells/bridge/mrtr.js';
 import { BridgeServer } from './cells/bridge/serve.js';
 import { TaskManager } from './cells/bridge/tasks/manager.js';
@@ -31,6 +30,7 @@ import { DroppedEntries } from './observability/dropped.js';
 import type { Logger } from './observability/log.js';
 import { Metrics } from './observability/metrics.js';
 import { describeTracing, startTracing, tracingActive, type Tracing } from './observability/tracing.js';
+import { INPUT_KIND_OF } from './protocol/capabilities.js';
 import { shutdownFailure } from './protocol/errors.js';
 import { Router } from './router/router.js';
 import { Upstream, parkedSessionLimits } from './router/upstream.js';
@@ -39,8 +39,6 @@ import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
-
-import { INPUT_KIND_OF } from './protocol/capabilities.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
 
 /**
