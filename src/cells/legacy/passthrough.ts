@@ -60,7 +60,7 @@ import { createLegacyTransport, isSessionNotFound } from '../../upstream/legacy-
 import { startFailureText, stderrSummary } from '../../upstream/start-errors.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
 import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
-import { downstreamError } from '../../upstream/failures.js';
+import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
 import type { RequestId } from '../../protocol/wire.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
@@ -102,9 +102,6 @@ export interface PassThroughInit {
   /** Counts the deprecated features the session's calls use. */
   census?: Census;
 }
-
-/** 2025-11-25 error code: URL elicitation required. */
-const URL_ELICITATION_REQUIRED = -32042;
 
 /** The first legacy revision whose `sampling` capability has `tools` (and `context`). */
 const SAMPLING_TOOLS_REVISION = '2025-11-25';
