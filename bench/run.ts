@@ -431,13 +431,16 @@ function summary(r: Results): string {
   const kib = (f: Figure | undefined) => (f === undefined ? 'n/a' : bytes(f.median));
   const top = Math.max(...r.parked.levels);
   const round = (k: string) => r.rounds.get(k)?.median;
-  const cpuUs = (k: string) => r.cpu?.perCall.get(k)?.median;
+  const cpuUs = (k: string) => {
+    const v = r.cpu?.perCall.get(k)?.median;
+    return v === undefined ? 'n/a' : `${num(v, 0)} µs`;
+  };
   const rows: string[][] = [
     [
       `CPU per \`echo\` call (gateway process), concurrency ${c16}, interleaved`,
-      cpuUs('baseline') === undefined ? 'n/a' : `${num(cpuUs('baseline')!, 0)} µs`,
-      cpuUs('gateway') === undefined ? 'n/a' : `${num(cpuUs('gateway')!, 0)} µs`,
-      `baseline ${cpuUs('baseline') === undefined ? 'n/a' : `${num(cpuUs('baseline')!, 0)} µs`}`,
+      cpuUs('baseline'),
+      cpuUs('gateway'),
+      `baseline ${cpuUs('baseline')}`,
       r.cpu?.pairedRatio ? `${num(r.cpu.pairedRatio.median, 3)}× (median of per-round ratios)` : 'n/a',
       '≤ 1.03× baseline',
     ],
