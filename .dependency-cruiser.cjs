@@ -10,6 +10,7 @@ const LAYERS = [
   ['admin', '^src/admin/'],
   ['federation', '^src/federation/'],
   ['router', '^src/router/'],
+  ['credentials', '^src/credentials/'],
   ['cells', '^src/cells/'],
   ['sampling', '^src/sampling/'],
   ['upstream', '^src/upstream/'],

@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
+import { checkCredentials, CredentialsSectionSchema, UpstreamCredentialsSchema } from './credentials-schema.js';
 import { federationMembers } from './federation-members.js';
 import { isGlob, toolAllowed } from './globs.js';
 import { LOG_LEVELS, toLogLevel, type LogLevel } from './log-levels.js';
@@ -330,6 +331,7 @@ const ToolPolicySchema = z
 
 const upstreamCommon = {
   tools: ToolPolicySchema.prefault({}),
+  credentials: UpstreamCredentialsSchema,
   required: z
     .boolean()
     .default(false)
@@ -635,6 +637,7 @@ export const GatewayConfigSchema = z
       .preprocess((v) => (typeof v === 'string' ? (toLogLevel(v) ?? v) : v), z.enum(LOG_LEVELS))
       .optional()
       .describe('Log level, in any case; default info (LOG_LEVEL overrides; an unknown LOG_LEVEL value stops the start with exit code 2)'),
+    credentials: CredentialsSectionSchema,
     requestState: z
       .object({
         keys: z
@@ -884,6 +887,7 @@ export const GatewayConfigSchema = z
     checkFederation(cfg, ctx);
     for (const [name, u] of Object.entries(cfg.upstreams)) {
       checkParkedSessions(name, u, ctx);
+      checkCredentials(name, u, cfg.auth.mode, ctx);
       const s = u.sampling;
       const modes = [s.mode, ...Object.values(s.tools).map((t) => t.mode)];
       if (s.provider !== undefined && !(s.provider in cfg.sampling.providers)) {

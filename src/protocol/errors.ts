@@ -118,7 +118,8 @@ export type UpstreamFailure =
   | 'protocol'
   | 'cancelled'
   | 'declined'
-  | 'shutting-down';
+  | 'shutting-down'
+  | 'upstream-authorization';
 
 /**
  * The `data.reason` values the gateway sets on its own errors: why an upstream hop failed

@@ -1,0 +1,81 @@
+/**
+ * The contract of per-user upstream credentials (docs/security.md, "Upstream credentials"): what the
+ * router asks before it hands a request to a cell, what the front door's consent routes and the
+ * admin page use. The policy (which caller gets which token, when to ask, where grants live) is in
+ * src/credentials/credentials.ts; this file has the types and the one error.
+ */
+import type { UpstreamCredential } from '../upstream/credential.js';
+
+export type { UpstreamCredential };
+
+/** Who asks: the principal and the bearer token they presented to the gateway (a validated JWT in jwt mode). */
+export interface CredentialCaller {
+  principal: string;
+  token?: string;
+}
+
+/**
+ * The caller holds no usable grant for an `oauth` upstream: the user must consent first. The router
+ * turns it into a URL-mode input request (a 2026-07-28 client: an `input_required` round with
+ * `elicitation/create` `mode: "url"`; a legacy client: `elicitation/create` in url mode, or -32042
+ * when it did not declare url mode).
+ */
+export class ConsentRequired extends Error {
+  override name = 'ConsentRequired';
+  constructor(
+    /** Upstream name. */
+    readonly upstream: string,
+    /** The gateway's own start route for this principal and upstream (a link valid `credentials.consentTtlMs`). */
+    readonly url: string,
+    /** A fresh id for the 2025-11-25 `elicitationId` and `notifications/elicitation/complete`. */
+    readonly elicitationId: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** One stored grant as the admin page and the revoke route see it: never a token. */
+export interface GrantInfo {
+  upstream: string;
+  principal: string;
+  /** When the access token expires, ms since the epoch (undefined: the server did not say). */
+  expiresAtMs?: number;
+  /** Whether a refresh token is held. */
+  refreshable: boolean;
+  /** When the grant was stored, ms since the epoch. */
+  createdAtMs: number;
+  scope?: string;
+}
+
+/** Per-user upstream credentials, as the router, the front door and the admin page use them. */
+export interface UpstreamCredentials {
+  /** Whether `upstream`'s credential depends on the caller (tokenExchange, oauth, forwardAuthorization). */
+  perCaller(upstream: string): boolean;
+  /** Whether `upstream` uses per-user grants (`oauth`), which may need a consent round. */
+  needsConsent(upstream: string): boolean;
+  /**
+   * The credential of `caller` for `upstream`, undefined for a static upstream. Cached tokens are
+   * reused until shortly before they expire; an expired grant is refreshed.
+   * @throws ConsentRequired when an `oauth` upstream has no usable grant for the principal (none
+   *   yet, revoked, or its refresh failed).
+   * @throws GatewayError -32603 `data.reason` `upstream-authorization` when a token endpoint or
+   *   an authorization server fails (the message says which; never a token).
+   */
+  resolve(upstream: string, caller: CredentialCaller): Promise<UpstreamCredential | undefined>;
+  /**
+   * The upstream refused the credential of `principal` (HTTP 401 or 403: expired, revoked, wrong
+   * audience): the cached token or the grant is dropped, so the next {@link resolve} exchanges
+   * again or asks for consent again.
+   */
+  refused(upstream: string, principal: string): Promise<void>;
+  /**
+   * Resolves true once `principal` holds a grant for `upstream` (its consent completed on any
+   * replica), false after `ms` or when `signal` aborts.
+   */
+  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean>;
+  /** The grants held, for the admin page (`upstream` narrows it). */
+  grants(upstream?: string): Promise<GrantInfo[]>;
+  /** Removes `principal`'s grant for `upstream` (and revokes it at the server when it offers revocation); false when there was none. */
+  revoke(upstream: string, principal: string): Promise<boolean>;
+}
