@@ -79,3 +79,46 @@ export interface UpstreamCredentials {
   /** Removes `principal`'s grant for `upstream` (and revokes it at the server when it offers revocation); false when there was none. */
   revoke(upstream: string, principal: string): Promise<boolean>;
 }
+
+/** A token the gateway holds for one principal and upstream. */
+export interface HeldToken {
+  accessToken: string;
+  /** When it expires, ms since the epoch (undefined: the server did not say). */
+  expiresAtMs?: number;
+}
+
+/**
+ * RFC 8693 token exchange for `tokenExchange` upstreams (src/credentials/token-exchange.ts): the
+ * caller's JWT for a token meant for the upstream, cached per principal and upstream.
+ */
+export interface TokenExchanger {
+  /**
+   * A token for `caller` at `upstream` (cached until `earlyRefreshMs` before it expires).
+   * @throws GatewayError -32603 `upstream-authorization` when the caller has no token to exchange
+   *   or the token endpoint fails or refuses (its `error` code in the message, never a token).
+   */
+  token(upstream: string, caller: CredentialCaller): Promise<HeldToken>;
+  /** Drops the cached token of `principal` at `upstream` (the upstream refused it). */
+  forget(upstream: string, principal: string): void;
+}
+
+/**
+ * Per-user grants of `oauth` upstreams (src/credentials/grants.ts and src/credentials/consent.ts):
+ * stored encrypted in the shared store, refreshed when expired, obtained through the consent routes.
+ */
+export interface UserGrants {
+  /**
+   * The principal's access token for `upstream`, refreshed first when it expired (or is about to);
+   * undefined when there is no usable grant (none, revoked, or the refresh failed: the grant is then
+   * dropped).
+   * @throws GatewayError -32603 `upstream-authorization` when the authorization server cannot be reached.
+   */
+  accessToken(upstream: string, principal: string): Promise<HeldToken | undefined>;
+  /** A consent link for `principal` at `upstream`: the gateway's start route, valid `credentials.consentTtlMs`. */
+  consentLink(upstream: string, principal: string): Promise<{ url: string; elicitationId: string }>;
+  /** Drops the stored grant (the upstream refused its token). */
+  forget(upstream: string, principal: string): Promise<void>;
+  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean>;
+  grants(upstream?: string): Promise<GrantInfo[]>;
+  revoke(upstream: string, principal: string): Promise<boolean>;
+}
