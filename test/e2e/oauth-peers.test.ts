@@ -147,6 +147,13 @@ describe('authorization server and protected upstream', () => {
     await expect(connectWithToken(upstream.url, t.access_token)).rejects.toMatchObject({ code: 401 });
     expect(upstream.requests).toEqual([]);
     expect(upstream.refusals[0]).toMatchObject({ status: 401, reason: expect.stringMatching(/aud/) });
+    // Told to accept that audience, it does; then its own again.
+    upstream.setAudience('http://127.0.0.1:9/other');
+    const other = await connectWithToken(upstream.url, t.access_token);
+    expect(await whoami(other)).toEqual({ sub: 'bob', aud: 'http://127.0.0.1:9/other' });
+    await other.close();
+    upstream.setAudience();
+    await expect(connectWithToken(upstream.url, t.access_token)).rejects.toMatchObject({ code: 401 });
   });
 });
 
@@ -165,7 +172,7 @@ describe('stdio upstream with a token in its environment', () => {
     );
     try {
       const who = await whoami(client);
-      expect(who).toMatchObject({ token, sub: 'frank' });
+      expect(who).toMatchObject({ token, sub: 'frank', aud: idp.audience });
       expect(who.pid).toEqual(expect.any(Number));
       expect(who.pid).not.toBe(process.pid);
     } finally {
@@ -308,7 +315,7 @@ describeWith(['chromium'], 'authorization code + PKCE through the login and cons
     expect(decodeJwt((await refresh('dora')).access_token).sub).toBe('dora');
   });
 
-  it("lands on the server's error page for a redirect URI the client did not register", async () => {
+  it("lands on the server's error page for an unregistered redirect URI, on the client's with access_denied when the user cancels", async () => {
     const metadata = await discover();
     const client = await oauth.processDynamicClientRegistrationResponse(
       await oauth.dynamicClientRegistrationRequest(metadata, { redirect_uris: [redirectUri] }, loopback),
@@ -324,5 +331,11 @@ describeWith(['chromium'], 'authorization code + PKCE through the login and cons
     const landed = await consentInBrowser(authorize.href, { login: 'gus' });
     expect(landed.status).toBe(400);
     expect(landed.body).toMatch(/redirect_uri/);
+    // The user cancels on the consent page: the client's redirect URI gets access_denied.
+    authorize.searchParams.set('redirect_uri', redirectUri);
+    authorize.searchParams.set('state', 'st');
+    const denied = await consentInBrowser(authorize.href, { login: 'gus', deny: true });
+    expect(denied).toMatchObject({ status: 200, body: 'callback reached' });
+    expect(Object.fromEntries(new URL(denied.url).searchParams)).toMatchObject({ error: 'access_denied', state: 'st' });
   });
 });
