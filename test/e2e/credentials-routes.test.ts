@@ -371,3 +371,65 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
     }
   });
 });
+
+describeWith(['chromium'], 'the admin page lists the grants and revokes one (Debian chromium for the consent)', () => {
+  let gw: TestGateway;
+  const ops = async () => ({ authorization: `Bearer ${await idp.mint('ops')}` });
+  beforeAll(async () => {
+    gw = await startGateway(config({ admin: { enabled: true, principals: [principalOf('ops')] } }));
+  });
+  afterAll(async () => gw?.close());
+
+  it('shows principal, upstream, expiry and refreshability but no token, and revokes through its form (same origin only)', async () => {
+    as.clearRecords();
+    const gina = principalOf('gina');
+    const outcome = await consentInBrowser((await gw.gateway.userGrants.consentLink('up', gina)).url, { login: 'gina' });
+    expect(outcome.status).toBe(200);
+    const token = (await gw.gateway.userGrants.accessToken('up', gina))!.accessToken;
+
+    const page = await (await fetch(`${gw.base}/admin`, { headers: await ops() })).text();
+    expect(page).toContain('Per-user grants');
+    expect(page).toContain(gina);
+    expect(page).toMatch(/<form method="post" action="\/admin\/grants\/revoke">/);
+    expect(page).not.toContain(token);
+    const api = await (await fetch(`${gw.base}/admin/api/grants`, { headers: await ops() })).json();
+    expect(api).toEqual({ grants: [expect.objectContaining({ upstream: 'up', principal: gina, refreshable: true })] });
+    expect(JSON.stringify(api)).not.toContain(token);
+    // Only admins.
+    const asGina = await fetch(`${gw.base}/admin/api/grants`, { headers: { authorization: `Bearer ${await idp.mint('gina')}` } });
+    expect(asGina.status).toBe(403);
+
+    const form = new URLSearchParams({ upstream: 'up', principal: gina });
+    const post = (origin: string) =>
+      fetch(`${gw.base}/admin/grants/revoke`, {
+        method: 'POST',
+        redirect: 'manual',
+        body: form,
+        headers: { ...{ 'content-type': 'application/x-www-form-urlencoded', origin } },
+      });
+    const foreign = await fetch(`${gw.base}/admin/grants/revoke`, {
+      method: 'POST',
+      redirect: 'manual',
+      body: form,
+      headers: { ...(await ops()), 'content-type': 'application/x-www-form-urlencoded', origin: 'https://evil.example' },
+    });
+    expect(foreign.status).toBe(403);
+    expect(await gw.gateway.userGrants.accessToken('up', gina)).toBeDefined();
+    expect((await post(gw.base)).status).toBe(401);
+    const revoked = await fetch(`${gw.base}/admin/grants/revoke`, {
+      method: 'POST',
+      redirect: 'manual',
+      body: form,
+      headers: { ...(await ops()), 'content-type': 'application/x-www-form-urlencoded', origin: gw.base },
+    });
+    expect(revoked.status).toBe(303);
+    expect(revoked.headers.get('location')).toBe('/admin#grants');
+    expect(await gw.gateway.userGrants.accessToken('up', gina)).toBeUndefined();
+    expect(as.records.revocations.length).toBeGreaterThan(0);
+    const gone = await fetch(`${gw.base}/admin/api/grants/up?principal=${encodeURIComponent(gina)}`, {
+      method: 'DELETE',
+      headers: await ops(),
+    });
+    expect(gone.status).toBe(404);
+  });
+});
