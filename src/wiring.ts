@@ -40,6 +40,9 @@ import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
+import { Credentials } from './credentials/credentials.js';
+import type { TokenExchanger, UserGrants } from './credentials/types.js';
+import { upstreamFailed } from './protocol/errors.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
@@ -84,6 +87,32 @@ function upstreamsOf(cfg: GatewayConfig, log: Logger, draining: () => boolean): 
   return upstreams;
 }
 
+/** The token exchanger and the user grants of per-user upstream credentials. */
+function credentialParts(): { exchanger: TokenExchanger; grants: UserGrants } {
+  const absent = (upstream: string) =>
+    upstreamFailed(upstream, 'upstream-authorization', `Upstream '${upstream}': per-user credentials are not available in this build`);
+  return {
+    exchanger: {
+      token: async (upstream) => {
+        throw absent(upstream);
+      },
+      forget: () => {},
+    },
+    grants: {
+      accessToken: async (upstream) => {
+        throw absent(upstream);
+      },
+      consentLink: async (upstream) => {
+        throw absent(upstream);
+      },
+      forget: async () => {},
+      waitForGrant: async () => false,
+      grants: async () => [],
+      revoke: async () => false,
+    },
+  };
+}
+
 /** Every long-lived object of one gateway, and its readiness, drain and close. */
 export class Wiring {
   /** Task records, spent requestState ids and live replicas: in memory, or shared on Redis. */
@@ -109,6 +138,8 @@ export class Wiring {
   /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
   readonly census: Census;
   readonly router: Router;
+  /** Per-user upstream credentials: the router resolves them, the front door's consent routes and the admin page use them. */
+  readonly credentials: Credentials;
   /** The front door's parts (`createApp` gets them as they are). */
   readonly deps: AppDeps;
   /** The sessions of legacy clients. */
@@ -157,6 +188,9 @@ export class Wiring {
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),
     });
     this.observe();
+    const { exchanger, grants } = credentialParts();
+    this.credentials = new Credentials(cfg, exchanger, grants);
+    this.credentials.warnAtStart(log);
     const { bridge, tasks, sampler, census } = this;
     this.router = new Router({
       cfg,
@@ -175,6 +209,7 @@ export class Wiring {
       census,
       dropped: this.dropped,
       draining,
+      credentials: this.credentials,
     });
     if (this.generatedStateKey) {
       log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
