@@ -44,6 +44,7 @@ import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
+import { Credentials } from './credentials/credentials.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
@@ -119,6 +120,8 @@ export class Wiring {
   /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
   readonly census: Census;
   readonly router: Router;
+  /** Per-user upstream credentials: the router resolves them, the front door's consent routes and the admin page use them. */
+  readonly credentials: Credentials;
   /** The front door's parts (`createApp` gets them as they are). */
   readonly deps: AppDeps;
   /** The sessions of legacy clients. */
@@ -177,6 +180,8 @@ export class Wiring {
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),
     });
     this.observe();
+    this.credentials = new Credentials(cfg, this.exchanger, this.userGrants);
+    this.credentials.warnAtStart(log);
     const { bridge, tasks, sampler, census } = this;
     this.router = new Router({
       cfg,
@@ -195,6 +200,7 @@ export class Wiring {
       census,
       dropped: this.dropped,
       draining,
+      credentials: this.credentials,
     });
     if (this.generatedStateKey) {
       log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
