@@ -80,7 +80,12 @@ const principalOf = (sub: string) => `${idp.issuer}#${sub}`;
 describe('token exchange (RFC 8693)', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startGateway(config());
+    const cfg = config();
+    // The same upstream with an audience and scope asked, and the gateway's own token as actor_token.
+    const tx = (cfg.upstreams as Record<string, any>).tx;
+    const actorToken = await idp.mint('the-gateway', { ttlSec: 3600 });
+    const txa = { ...tx, credentials: { ...tx.credentials, audience: upstream.url, scope: 'mcp', actorToken } };
+    gw = await startGateway({ ...cfg, upstreams: { ...(cfg.upstreams as object), txa } });
   });
   afterAll(async () => gw?.close());
 
@@ -99,6 +104,15 @@ describe('token exchange (RFC 8693)', () => {
     expect(decodeJwt(a1.accessToken)).toMatchObject({ sub: 'alice', aud: upstream.url });
     expect(await upstreamSees(a1.accessToken)).toMatchObject({ sub: 'alice' });
     expect(await upstreamSees(b.accessToken)).toMatchObject({ sub: 'bob' });
+  });
+
+  it('sends the configured audience, scope and actor_token', async () => {
+    as.clearRecords();
+    const t = await gw.gateway.exchanger.token('txa', { principal: principalOf('alice'), token: await idp.mint('alice') });
+    expect(as.records.exchanges).toEqual([
+      expect.objectContaining({ subject: 'alice', audience: upstream.url, actor: 'the-gateway', scope: 'mcp' }),
+    ]);
+    expect(await upstreamSees(t.accessToken)).toMatchObject({ sub: 'alice' });
   });
 
   it('gives -32603 upstream-authorization naming the endpoint while it is down, and works once it is back', async () => {
