@@ -8,6 +8,7 @@
 import { decodeJwt } from 'jose';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { HeldToken } from '../../src/credentials/types.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
@@ -218,7 +219,9 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
     const store = gw.gateway.store.grants;
     const before = (await store.get('up', alice))!;
     await store.put({ ...before, expiresAtMs: Date.now() - 1000 });
-    const refreshed = (await grants.accessToken('up', alice))!;
+    // Two calls at once share one refresh.
+    const [refreshed, same] = (await Promise.all([grants.accessToken('up', alice), grants.accessToken('up', alice)])) as HeldToken[];
+    expect(same).toEqual(refreshed);
     expect(as.records.refreshes).toHaveLength(1);
     expect(refreshed.accessToken).not.toBe(held.accessToken);
     expect(await upstreamSees(refreshed.accessToken)).toMatchObject({ sub: 'alice' });
@@ -242,6 +245,15 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
     const store = gw.gateway.store.grants;
     const first = (await store.get('up', dave))!;
     await store.put({ ...first, expiresAtMs: Date.now() - 1000 });
+    // The token endpoint down: a clear error, and the grant is kept for later.
+    await as.down();
+    const err = (await grants
+      .accessToken('up', dave)
+      .catch((e) => e)
+      .finally(() => as.up())) as GatewayError;
+    expect(err).toBeInstanceOf(GatewayError);
+    expect(err.data).toEqual({ upstream: 'up', reason: 'upstream-authorization' });
+    expect(err.message).toContain('cannot be reached');
     expect(await grants.accessToken('up', dave)).toBeDefined();
     // The first refresh token was rotated away: using it again is refused (invalid_grant).
     await store.put({ ...first, expiresAtMs: Date.now() - 1000 });
