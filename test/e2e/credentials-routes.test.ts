@@ -378,6 +378,20 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
     expect(await upstreamSees(held.accessToken)).toMatchObject({ sub: 'frank' });
     expect(await (await grantsRoute(b, 'frank')).json()).toMatchObject({ grants: [{ upstream: 'up', principal: frank }] });
 
+    // Expired, and asked on both replicas at once: one refresh, both get its token.
+    as.clearRecords();
+    const stored = (await a.gateway.store.grants.get('up', frank))!;
+    await a.gateway.store.grants.put({ ...stored, expiresAtMs: Date.now() - 1000 });
+    const [onA, onB] = (await Promise.all([
+      a.gateway.userGrants.accessToken('up', frank),
+      b.gateway.userGrants.accessToken('up', frank),
+    ])) as HeldToken[];
+    expect(as.records.refreshes).toHaveLength(1);
+    // The other replica did not use the refresh token too (the server may then revoke the grant).
+    expect(as.records.tokenErrors).toEqual([]);
+    expect(onB).toEqual(onA);
+    expect(await upstreamSees(onA.accessToken)).toMatchObject({ sub: 'frank' });
+
     const client = createClient({ url: redis.url });
     await client.connect();
     try {
@@ -390,8 +404,10 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
         }
       }
       expect(values.length).toBeGreaterThan(0);
-      expect(values.join('\n')).not.toContain(held.accessToken);
-      expect(values.join('\n')).not.toContain(held.accessToken.split('.')[2]!);
+      for (const token of [held.accessToken, onA.accessToken]) {
+        expect(values.join('\n')).not.toContain(token);
+        expect(values.join('\n')).not.toContain(token.split('.')[2]!);
+      }
     } finally {
       await client.quit();
     }
