@@ -4,10 +4,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
+import { OAuthClients } from '../../src/credentials/oauth-client.js';
 import { requestOptions } from '../../src/credentials/oauth-http.js';
 import { TokenExchange } from '../../src/credentials/token-exchange.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { GatewayError } from '../../src/protocol/errors.js';
+import { SealedBox } from '../../src/security/sealed-box.js';
+import { MemoryGrantStore } from '../../src/store/grants.js';
 import * as oauth from 'oauth4webapi';
 import { ROOT } from '../helpers/processes.js';
 
@@ -64,5 +67,35 @@ describe('TokenExchange', () => {
     const err = await new TokenExchange(cfg, silentLogger).token('tx', { principal: 'p' }).catch((e) => e);
     expect(err.data).toEqual({ upstream: 'tx', reason: 'upstream-authorization' });
     expect(err.message).toMatch(/needs the caller's access token/);
+  });
+});
+
+describe('OAuthClients', () => {
+  it('asks for credentials.clientId when the server offers no dynamic client registration', async () => {
+    const clients = new OAuthClients(new MemoryGrantStore(), new SealedBox([{ kid: 'k', secret: 'x'.repeat(32) }]), silentLogger);
+    const err = await clients
+      .forUpstream(
+        'up',
+        { mode: 'oauth' },
+        { as: { issuer: 'https://as.example' }, resource: 'https://api.example/mcp', scopes: [] },
+        'https://gw.example/oauth/callback',
+      )
+      .catch((e) => e);
+    expect(err).toBeInstanceOf(GatewayError);
+    expect(err.data).toEqual({ upstream: 'up', reason: 'upstream-authorization' });
+    expect(err.message).toBe(
+      'The authorization server https://as.example of upstream up offers no dynamic client registration: register the gateway there (redirect URI https://gw.example/oauth/callback) and set credentials.clientId',
+    );
+  });
+
+  it('uses the configured client as it is', async () => {
+    const clients = new OAuthClients(new MemoryGrantStore(), new SealedBox([{ kid: 'k', secret: 'x'.repeat(32) }]), silentLogger);
+    const target = { as: { issuer: 'https://as.example' }, resource: 'https://api.example/mcp', scopes: [] };
+    expect(
+      await clients.forUpstream('up', { mode: 'oauth', clientId: 'gw', clientSecret: 's' }, target, 'https://gw.example/oauth/callback'),
+    ).toEqual({
+      client_id: 'gw',
+      client_secret: 's',
+    });
   });
 });
