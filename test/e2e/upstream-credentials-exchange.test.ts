@@ -90,7 +90,7 @@ describe('token exchange (RFC 8693)', () => {
 
 describe('stdio upstream with per-user credentials', () => {
   it('two principals get two children, each with its own exchanged token in its environment, reaped once idle', async () => {
-    const seen = [];
+    const seen: Record<string, any>[] = [];
     for (const who of ['erin', 'frank']) {
       const jwt = await idp.mint(who);
       const a = (await whoami('local', jwt)).result!;
