@@ -20,6 +20,7 @@ import { BridgeServer } from './cells/bridge/serve.js';
 import { TaskManager } from './cells/bridge/tasks/manager.js';
 import { TaskQuota } from './cells/bridge/tasks/quota.js';
 import { ModernPassThrough } from './cells/modern/passthrough.js';
+import { Credentials } from './credentials/credentials.js';
 import { OAuthGrants } from './credentials/grants.js';
 import { TokenExchange } from './credentials/token-exchange.js';
 import { Federation } from './federation/federation.js';
@@ -44,7 +45,6 @@ import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
-import { Credentials } from './credentials/credentials.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
@@ -259,8 +259,8 @@ export class Wiring {
       credentials: Object.values(cfg.upstreams).some((u) => u.credentials.mode === 'oauth')
         ? {
             consent: this.userGrants.consent,
-            grants: (upstream) => this.userGrants.grants(upstream),
-            revoke: (upstream, principal) => this.userGrants.revoke(upstream, principal),
+            grants: (upstream) => this.credentials.grants(upstream),
+            revoke: (upstream, principal) => this.credentials.revoke(upstream, principal),
           }
         : undefined,
       draining: () => this.draining,
