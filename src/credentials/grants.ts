@@ -172,7 +172,9 @@ export class OAuthGrants implements UserGrants {
       response = await oauth.processRefreshTokenResponse(as, client, res);
     } catch (e) {
       const message = describeFailure(`The token endpoint ${t.tokenEndpoint} of upstream ${upstream}`, e);
-      if (!(e instanceof oauth.ResponseBodyError) && !(e instanceof oauth.OperationProcessingError)) {
+      // Refused (an OAuth error such as invalid_grant): the grant is dead. Anything else (unreachable,
+      // a server error, an unusable answer) may pass: the grant is kept.
+      if (!(e instanceof oauth.ResponseBodyError && e.status < 500)) {
         this.deps.log.warn({ ...log, err: message }, 'grant refresh failed');
         throw authorizationFailed(upstream, message);
       }
