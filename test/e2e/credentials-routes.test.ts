@@ -265,7 +265,14 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
 describe('callback checks: nothing is stored', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startGateway(config());
+    const cfg = config();
+    // The authorization server, resource and scopes configured: nothing to discover from the upstream.
+    const up2 = {
+      transport: 'streamable-http',
+      url: upstream.url,
+      credentials: { mode: 'oauth', authorizationServer: as.issuer, resource: upstream.url, scopes: ['mcp'] },
+    };
+    gw = await startGateway({ ...cfg, upstreams: { ...(cfg.upstreams as object), up2 } });
   });
   afterAll(async () => gw?.close());
   const nothingStored = async () => expect(await gw.gateway.store.grants.list()).toEqual([]);
@@ -280,6 +287,17 @@ describe('callback checks: nothing is stored', () => {
       code_challenge: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
       resource: upstream.url,
     });
+  });
+
+  it('uses a configured authorization server, resource and scopes without asking the upstream', async () => {
+    upstream.clear();
+    const { url } = await gw.gateway.userGrants.consentLink('up2', principalOf('erin'));
+    const res = await fetch(url, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    const location = new URL(res.headers.get('location')!);
+    expect(location.origin).toBe(as.issuer);
+    expect(Object.fromEntries(location.searchParams)).toMatchObject({ resource: upstream.url, scope: 'mcp' });
+    expect(upstream.refusals).toEqual([]);
   });
 
   it('refuses a forged or missing state with a 400 page', async () => {
