@@ -8,6 +8,7 @@
  * a 2026-07-28 upstream (v2 SDK) gets each caller's token from its era probe on, and one that
  * refuses a token has it dropped.
  */
+import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
@@ -175,5 +176,31 @@ describe('a 2026-07-28 upstream with token exchange', () => {
     modern.audience = modern.url;
     expect((await call(heidi)).result).toMatchObject({ resultType: 'complete' });
     expect(exchanged()).toBe(2);
+  });
+});
+
+describe('an HTTP+SSE upstream that refuses the exchanged token', () => {
+  it('-32603 upstream-authorization, and the next call exchanges again', async () => {
+    const refusing = createServer((_req, res) => res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end());
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/sse`;
+    const g = await startGateway({
+      auth: idp.auth,
+      upstreams: {
+        old: { transport: 'sse', url, credentials: { mode: 'tokenExchange', tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient } },
+      },
+    });
+    try {
+      const judy = await idp.mint('judy');
+      const exchanged = () => as.records.exchanges.filter((e) => e.subject === 'judy').length;
+      for (const n of [1, 2]) {
+        const r = await rpc(g.url('old'), 'tools/list', {}, { headers: { authorization: `Bearer ${judy}` } });
+        expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'old', reason: 'upstream-authorization' } });
+        expect(exchanged()).toBe(n);
+      }
+    } finally {
+      await g.close();
+      refusing.close();
+    }
   });
 });

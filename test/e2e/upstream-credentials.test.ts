@@ -164,9 +164,17 @@ describeWith(['chromium'], 'per-user OAuth grants for a 2026-07-28 client (Debia
       expect(JSON.stringify(retry.body)).not.toMatch(/eyJ/);
       expect(strict.refusals.length).toBeGreaterThan(0);
 
-      const after = await (await fetch(`${gw.base}/oauth/grants`, { headers: { authorization: `Bearer ${carol}` } })).json();
-      expect(after.grants).toEqual([]);
-      consentRound((await call(gw.url('strict'), carol, 'whoami')).body);
+      const grantsOf = async () =>
+        (await (await fetch(`${gw.base}/oauth/grants`, { headers: { authorization: `Bearer ${carol}` } })).json()).grants;
+      expect(await grantsOf()).toEqual([]);
+      const again = consentRound((await call(gw.url('strict'), carol, 'whoami')).body);
+
+      // The same on subscriptions/listen.
+      expect((await consentInBrowser(again.url, { login: 'carol' })).status).toBe(200);
+      expect(await grantsOf()).toHaveLength(1);
+      const sub = await listen(gw.url('strict'), { toolsListChanged: true }, { headers: { authorization: `Bearer ${carol}` } });
+      expect(sub.messages[0].error).toMatchObject({ code: -32603, data: { upstream: 'strict', reason: 'upstream-authorization' } });
+      expect(await grantsOf()).toEqual([]);
     },
     scaled(60_000),
   );
