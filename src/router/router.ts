@@ -7,6 +7,12 @@
  * `subscriptions/listen` opens a subscription on either era (src/router/subscriptions.ts).
  * During the drain only what resumes work held here is routed. Nothing here knows about HTTP, and
  * nothing here is built here: src/wiring.ts builds the parts and hands them over.
+ *
+ * Upstreams whose credential depends on the caller (per-user credentials, `forwardAuthorization`)
+ * pass src/router/consent.ts first: the caller's credential is resolved and handed to the cell in
+ * `CallContext.credential` (a consent round instead when the user must authorize the upstream
+ * first). An upstream that refuses a credential the gateway obtained (HTTP 401/403) has it
+ * dropped, and the caller gets -32603 `upstream-authorization`.
  */
 import type { GatewayConfig } from '../config/schema.js';
 import type { MrtrBridge } from '../cells/bridge/mrtr.js';
@@ -31,6 +37,8 @@ import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
+import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
+import { CredentialGate } from './consent.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -70,6 +78,8 @@ export interface RouterParts {
   dropped: DroppedEntries;
   /** True once the gateway drains (the one drain flag, owned by src/wiring.ts). */
   draining: () => boolean;
+  /** Per-user upstream credentials (src/credentials/credentials.ts). */
+  credentials: UpstreamCredentials;
 }
 
 /**
@@ -108,6 +118,10 @@ export class Router {
   private closing = false;
   /** Open `subscriptions/listen` subscriptions, ended gracefully at close. */
   private readonly subscriptions = new Set<Subscription>();
+  /** Per-user upstream credentials, for the front door's consent routes and the admin page. */
+  readonly credentials: UpstreamCredentials;
+  /** Resolves per-caller credentials and runs consent rounds (src/router/consent.ts). */
+  private readonly gate: CredentialGate;
 
   constructor(parts: RouterParts) {
     this.cfg = parts.cfg;
@@ -126,6 +140,14 @@ export class Router {
     this.census = parts.census;
     this.dropped = parts.dropped;
     this.draining = parts.draining;
+    this.credentials = parts.credentials;
+    this.gate = new CredentialGate(
+      parts.credentials,
+      parts.sealer,
+      parts.store.spent,
+      parts.cfg.credentials.consentTtlMs,
+      (name) => (parts.cfg.upstreams[name]?.credentials.mode ?? 'static') !== 'static',
+    );
   }
 
   /** True once the gateway drains: only work already held here is routed. */
@@ -146,10 +168,13 @@ export class Router {
    * Serves one validated request for upstream `name`. The upstream's `tools` policy applies to
    * both eras: a tool it does not serve is left out of `tools/list`, and its `tools/call` is
    * refused before anything goes upstream.
-   * @returns the JSON-RPC `result` (always with `resultType`).
+   * @returns the JSON-RPC `result` (always with `resultType`), or a consent round's `input_required`
+   *   (src/router/consent.ts).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
    *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
-   *   -32021 (400) missing client capability; -32603 upstream failure.
+   *   -32021 (400) missing client capability (`elicitation.url` for a consent round); -32603
+   *   upstream failure (`upstream-authorization`: the user must authorize the upstream first, a
+   *   token endpoint failed, or the upstream refused the user's token).
    */
   async handle(
     name: string,
@@ -166,15 +191,35 @@ export class Router {
       const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
       if (refused) throw refused;
     }
+    if (this.gate.applies(name)) {
+      const admitted = await this.gate.admit(name, req, ctx);
+      if (admitted.answer) return admitted.answer;
+      ({ req, ctx } = admitted);
+      // A consent round's retry runs as a fresh call, which the drain does not admit.
+      if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
+    } else if (ctx.credential) ctx = { ...ctx, credential: undefined };
     try {
       const result = await this.route(up, req, ctx);
       if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
       return result;
     } catch (e) {
-      // An upstream that failed this way may come back as another era.
-      if (e instanceof GatewayError) up.noteFailure(e.reason);
-      throw e;
+      throw await this.refusedOr(up, ctx, e);
     }
+  }
+
+  /**
+   * What a failed request of `up` answers: -32603 `upstream-authorization` when the upstream refused
+   * (HTTP 401/403) a credential the gateway obtained for the caller, which is then dropped
+   * ({@link CredentialGate.refusal}); else `e` itself, noted as the upstream's failure.
+   */
+  private async refusedOr(up: Upstream, ctx: { principal: string; credential?: UpstreamCredential }, e: unknown): Promise<unknown> {
+    if (!(e instanceof GatewayError)) return e;
+    const status = e.upstreamStatus;
+    if (ctx.credential && (status === 401 || status === 403) && this.gate.owns(up.name))
+      return this.gate.refusal(up.name, ctx.principal, status);
+    // An upstream that failed this way may come back as another era.
+    up.noteFailure(e.reason);
+    return e;
   }
 
   /** Serves one request of upstream `up` by the cell of the era it speaks. */
@@ -187,7 +232,7 @@ export class Router {
     let probeMs = 0;
     if (!era) {
       const asked = performance.now();
-      era = await untilAborted(this.upstreamEra(up), ctx.connection.signal, up.name);
+      era = await untilAborted(this.upstreamEra(up, ctx.credential?.headers), ctx.connection.signal, up.name);
       // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
       probeMs = performance.now() - asked;
       if (ctx.timing) ctx.timing.upstreamMs += probeMs;
@@ -224,21 +269,15 @@ export class Router {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
     if (this.closing) throw shutdownFailure(name);
+    const credential = this.gate.applies(name)
+      ? await this.credentials.resolve(name, ctx).catch((e: unknown) => {
+          throw this.gate.askFirst(name, e);
+        })
+      : undefined;
     const filter = (req.params.notifications ?? {}) as ListenFilter;
-    const sub =
-      (await this.upstreamEra(up)) === 'modern'
-        ? await openModernSubscription(
-            { name, modern: up.modern! },
-            filter,
-            {
-              ...req.meta,
-              [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
-            },
-            { declaresTasks: declaresTasks(req) },
-            { wrap: (id) => this.taskIds.wrap(name, ctx.principal, id), unwrap: (id) => this.taskIds.unwrap(name, ctx.principal, id) },
-            up.cfg.timeouts.requestMs,
-          )
-        : await this.legacySubscription(up, req, filter, ctx);
+    const sub = await this.subscribe(up, req, filter, { principal: ctx.principal, credential }).catch(async (e: unknown) => {
+      throw await this.refusedOr(up, { principal: ctx.principal, credential }, e);
+    });
     if (this.closing) {
       sub.end();
     } else {
@@ -248,17 +287,45 @@ export class Router {
     return sub;
   }
 
+  /** Opens a subscription of `up` for the caller `who` on the upstream's era. */
+  private async subscribe(
+    up: Upstream,
+    req: ValidatedRequest,
+    filter: ListenFilter,
+    who: { principal: string; credential?: UpstreamCredential },
+  ): Promise<Subscription> {
+    const { name } = up;
+    return (await this.upstreamEra(up, who.credential?.headers)) === 'modern'
+      ? await openModernSubscription(
+          { name, modern: up.modern! },
+          filter,
+          {
+            ...req.meta,
+            [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
+          },
+          { declaresTasks: declaresTasks(req), credential: who.credential },
+          { wrap: (id) => this.taskIds.wrap(name, who.principal, id), unwrap: (id) => this.taskIds.unwrap(name, who.principal, id) },
+          up.cfg.timeouts.requestMs,
+        )
+      : await this.legacySubscription(up, req, filter, who);
+  }
+
   private legacySubscription(
     up: Upstream,
     req: ValidatedRequest,
     filter: ListenFilter,
-    ctx: { principal: string; token?: string },
+    ctx: { principal: string; credential?: UpstreamCredential },
   ): Promise<Subscription> {
     return openSubscription(
       up,
       this.tasks,
       filter,
-      { principal: ctx.principal, token: ctx.token, caps: up.mirrored(req.clientCapabilities), declaresTasks: declaresTasks(req) },
+      {
+        principal: ctx.principal,
+        credential: ctx.credential,
+        caps: up.mirrored(req.clientCapabilities),
+        declaresTasks: declaresTasks(req),
+      },
       this.log.child({ upstream: up.name }),
     );
   }
@@ -267,8 +334,8 @@ export class Router {
    * The upstream's era, learned when needed; a failure to reach it is the upstream's failure.
    * @throws GatewayError -32603 `unreachable`.
    */
-  private async upstreamEra(up: Upstream): Promise<UpstreamEra> {
-    return up.era();
+  private async upstreamEra(up: Upstream, hopHeaders?: Readonly<Record<string, string>>): Promise<UpstreamEra> {
+    return up.era(hopHeaders);
   }
 
   /**
