@@ -104,7 +104,8 @@ export class CredentialGate {
   }
 
   /**
-   * What a `subscriptions/listen` gets when the caller's credential cannot be had: -32603
+   * What a request that cannot ask the user (a list, completion, `subscriptions/listen` …) gets
+   * when the caller's credential cannot be had: -32603
    * `upstream-authorization` (with the consent link in `data.url` when the user must authorize
    * the upstream first), or the credentials' own error.
    */
