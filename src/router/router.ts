@@ -31,6 +31,7 @@ import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
+import type { UpstreamCredentials } from '../credentials/types.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -70,6 +71,8 @@ export interface RouterParts {
   dropped: DroppedEntries;
   /** True once the gateway drains (the one drain flag, owned by src/wiring.ts). */
   draining: () => boolean;
+  /** Per-user upstream credentials (src/credentials); undefined: every upstream static. */
+  credentials?: UpstreamCredentials;
 }
 
 /**
@@ -100,6 +103,8 @@ export class Router {
   readonly census: Census;
   /** Entries left out of list answers (invalid tool names and annotations, federation conflicts). */
   readonly dropped: DroppedEntries;
+  /** Per-user upstream credentials; undefined: every upstream static. */
+  readonly credentials: UpstreamCredentials | undefined;
   private readonly log: Logger;
   /** The bridge cell (legacy upstreams). */
   private readonly legacy: BridgeServer;
@@ -126,6 +131,7 @@ export class Router {
     this.census = parts.census;
     this.dropped = parts.dropped;
     this.draining = parts.draining;
+    this.credentials = parts.credentials;
   }
 
   /** True once the gateway drains: only work already held here is routed. */

@@ -61,3 +61,15 @@ export function createLegacyTransport(
 export function isSessionNotFound(err: unknown): boolean {
   return err instanceof StreamableHTTPError && err.code === 404;
 }
+
+/**
+ * The HTTP status (401 or 403) when `err` says the upstream refused the hop's credential: the
+ * Streamable HTTP transports' `StreamableHTTPError`, the HTTP+SSE transport's `SseError` (its
+ * stream) or its POST error (`… (HTTP 401)`); undefined for any other failure.
+ */
+export function refusalStatus(err: unknown): 401 | 403 | undefined {
+  if (!(err instanceof Error)) return undefined;
+  const code = (err as { code?: unknown }).code;
+  const status = err instanceof StreamableHTTPError || err.name === 'SseError' ? code : Number(/\(HTTP (40[13])\)/.exec(err.message)?.[1]);
+  return status === 401 || status === 403 ? status : undefined;
+}

@@ -35,7 +35,7 @@ import {
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
 import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
-import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
+import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
@@ -64,26 +64,29 @@ export interface ReverseInit {
   onToolDropped?: (name: string, problem: string) => void;
   /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
   idleMs?: number;
-  /** Headers of the hop on every request (a forwarded `Authorization`); ignored on stdio. */
+  /** Headers of the hop on every request (the caller's credential, src/router/relays.ts); ignored on stdio. */
   hopHeaders?: Record<string, string>;
+  /**
+   * The upstream refused the caller's credential (HTTP 401 or 403) while serving client request `id`
+   * (its `method`): return true to answer it yourself. Unset: such a refusal is an upstream failure.
+   */
+  onRefused?: (id: RequestId, method: string, status: number) => boolean;
   modern: ModernUpstream;
   downstream: DownstreamTransport;
   log: Logger;
   onRequest?: (r: RelayedRequest) => void;
 }
 
-/** The reverse bridge's settings of upstream `cfg` for a caller with bearer token `token` (forwarded with `forwardAuthorization`). */
-export function reverseSettings(
-  cfg: UpstreamConfig,
-  token: string | undefined,
-): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs' | 'hopHeaders'> {
-  const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && token ? token : undefined;
-  return {
-    inputAllow: cfg.input.allow,
-    tools: cfg.tools,
-    idleMs: cfg.timeouts.requestMs,
-    ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
-  };
+/** The reverse bridge's settings of upstream `cfg` (the caller's credential goes in `hopHeaders`, src/router/relays.ts). */
+export function reverseSettings(cfg: UpstreamConfig): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs'> {
+  return { inputAllow: cfg.input.allow, tools: cfg.tools, idleMs: cfg.timeouts.requestMs };
+}
+
+/** The upstream refused the hop's credential (HTTP `status`, 401 or 403). */
+class CredentialRefused extends Error {
+  constructor(readonly status: number) {
+    super(`HTTP ${status}`);
+  }
 }
 
 interface InFlight {
@@ -161,13 +164,20 @@ export class ReverseRelay implements LegacyRelay {
     } catch (e) {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
-      answer = {
-        error: {
-          code: ErrorCode.InternalError,
-          message: `Upstream '${this.init.upstream}' failed: ${err.message}`,
-          data: { upstream: this.init.upstream, reason },
-        },
-      };
+      if (e instanceof CredentialRefused && this.init.onRefused!(m.id!, m.method!, e.status)) {
+        this.inflight.delete(m.id!);
+        return endSpan(trace, { failed: 'upstream-authorization', message: err.message });
+      }
+      answer =
+        e instanceof CredentialRefused
+          ? { error: this.refusedError(e.status) }
+          : {
+              error: {
+                code: ErrorCode.InternalError,
+                message: `Upstream '${this.init.upstream}' failed: ${err.message}`,
+                data: { upstream: this.init.upstream, reason },
+              },
+            };
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
@@ -346,25 +356,53 @@ export class ReverseRelay implements LegacyRelay {
       ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
       ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
     };
-    return this.init.modern.request(
-      method,
-      { ...rest, _meta: meta },
-      {
-        signal: entry?.abort.signal,
-        idleMs: this.init.idleMs,
-        ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
-        onNotification: (n) => {
-          if (related === undefined) return;
-          let note: Message | undefined;
-          if (n.method === 'notifications/progress' && clientToken !== undefined) {
-            note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
-          } else if (n.method === 'notifications/message') {
-            note = { jsonrpc: '2.0', method: n.method, params: n.params };
-          }
-          if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+    return this.refusing(
+      this.init.modern.request(
+        method,
+        { ...rest, _meta: meta },
+        {
+          signal: entry?.abort.signal,
+          idleMs: this.init.idleMs,
+          ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
+          onNotification: (n) => {
+            if (related === undefined) return;
+            let note: Message | undefined;
+            if (n.method === 'notifications/progress' && clientToken !== undefined) {
+              note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
+            } else if (n.method === 'notifications/message') {
+              note = { jsonrpc: '2.0', method: n.method, params: n.params };
+            }
+            if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+          },
         },
-      },
+      ),
     );
+  }
+
+  /**
+   * `answer`, unless it says the upstream refused the hop's credential (HTTP 401 or 403) and an
+   * `onRefused` hook is set: then it rejects with {@link CredentialRefused}.
+   */
+  private async refusing(answer: Promise<ModernResponse>): Promise<ModernResponse> {
+    if (!this.init.onRefused) return answer;
+    let r: ModernResponse;
+    try {
+      r = await answer;
+    } catch (e) {
+      const status = e instanceof ModernHopError && e.reason === 'unreachable' ? /^HTTP (40[13]) /.exec(e.message)?.[1] : undefined;
+      throw status ? new CredentialRefused(Number(status)) : e;
+    }
+    if ('error' in r && (r.httpStatus === 401 || r.httpStatus === 403)) throw new CredentialRefused(r.httpStatus);
+    return r;
+  }
+
+  /** -32603 `upstream-authorization`: the upstream refused the caller's credential. */
+  private refusedError(status: number): NonNullable<Message['error']> {
+    return {
+      code: ErrorCode.InternalError,
+      message: `Upstream '${this.init.upstream}' refused the caller's credential (HTTP ${status})`,
+      data: { upstream: this.init.upstream, reason: 'upstream-authorization' },
+    };
   }
 
   async close(): Promise<void> {
