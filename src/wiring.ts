@@ -2,7 +2,8 @@
  * The assembly of the gateway: {@link wire} builds every long-lived object once, from the loaded
  * config, in this order: tracing (when `OTEL_*` asks for it), the shared store (memory or Redis),
  * the task manager and its quota, the upstreams, the requestState sealer and task-id binder, the
- * modern pass-through, the MRTR bridge, metrics, dropped entries, the sampler, the census, the
+ * per-user credentials' parts (the sealed box of the credentials keys, the token exchanger, the
+ * OAuth grants and their consent flow), the modern pass-through, the MRTR bridge, metrics, dropped entries, the sampler, the census, the
  * bridge cell and the router; then the front door's parts (federation, authenticator, Host/Origin
  * guard, per-caller limiters, the legacy session registry) and the front door itself. Nothing else
  * constructs a long-lived object.
@@ -19,6 +20,8 @@ import { BridgeServer } from './cells/bridge/serve.js';
 import { TaskManager } from './cells/bridge/tasks/manager.js';
 import { TaskQuota } from './cells/bridge/tasks/quota.js';
 import { ModernPassThrough } from './cells/modern/passthrough.js';
+import { OAuthGrants } from './credentials/grants.js';
+import { TokenExchange } from './credentials/token-exchange.js';
 import { Federation } from './federation/federation.js';
 import { createApp, type AppDeps, type FrontDoor } from './http/app.js';
 import type { Readiness } from './http/door.js';
@@ -37,9 +40,13 @@ import { Upstream, parkedSessionLimits } from './router/upstream.js';
 import { Sampler } from './sampling/sampler.js';
 import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
+import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
+import { Credentials } from './credentials/credentials.js';
+import type { TokenExchanger, UserGrants } from './credentials/types.js';
+import { upstreamFailed } from './protocol/errors.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
@@ -84,6 +91,32 @@ function upstreamsOf(cfg: GatewayConfig, log: Logger, draining: () => boolean): 
   return upstreams;
 }
 
+/** The token exchanger and the user grants of per-user upstream credentials. */
+function credentialParts(): { exchanger: TokenExchanger; grants: UserGrants } {
+  const absent = (upstream: string) =>
+    upstreamFailed(upstream, 'upstream-authorization', `Upstream '${upstream}': per-user credentials are not available in this build`);
+  return {
+    exchanger: {
+      token: async (upstream) => {
+        throw absent(upstream);
+      },
+      forget: () => {},
+    },
+    grants: {
+      accessToken: async (upstream) => {
+        throw absent(upstream);
+      },
+      consentLink: async (upstream) => {
+        throw absent(upstream);
+      },
+      forget: async () => {},
+      waitForGrant: async () => false,
+      grants: async () => [],
+      revoke: async () => false,
+    },
+  };
+}
+
 /** Every long-lived object of one gateway, and its readiness, drain and close. */
 export class Wiring {
   /** Task records, spent requestState ids and live replicas: in memory, or shared on Redis. */
@@ -98,6 +131,12 @@ export class Wiring {
   readonly sealer: StateSealer;
   /** Client-facing ids of tasks that 2026-07-28 upstreams created. */
   readonly taskIds: TaskIdBinder;
+  /** RFC 8693 token exchange of the `tokenExchange` upstreams (a `TokenExchanger`). */
+  readonly exchanger: TokenExchange;
+  /** Per-user grants of the `oauth` upstreams and their consent flow (a `UserGrants`). */
+  readonly userGrants: OAuthGrants;
+  /** The base URL this replica listens on (set by {@link startReplica}): consent links use it without `http.publicUrl`. */
+  private listenUrl: string | undefined;
   /** 2026-07-28 clients to 2026-07-28 upstreams. */
   readonly modern: ModernPassThrough;
   readonly bridge: MrtrBridge;
@@ -109,6 +148,8 @@ export class Wiring {
   /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
   readonly census: Census;
   readonly router: Router;
+  /** Per-user upstream credentials: the router resolves them, the front door's consent routes and the admin page use them. */
+  readonly credentials: Credentials;
   /** The front door's parts (`createApp` gets them as they are). */
   readonly deps: AppDeps;
   /** The sessions of legacy clients. */
@@ -137,6 +178,16 @@ export class Wiring {
     this.generatedStateKey = cfg.requestState.keys.length === 0;
     this.sealer = new StateSealer(keys);
     this.taskIds = new TaskIdBinder(keys[0]!);
+    this.exchanger = new TokenExchange(cfg, log.child({ component: 'credentials' }));
+    this.userGrants = new OAuthGrants({
+      cfg,
+      store: this.store.grants,
+      spent: this.store.spent,
+      // Grants at rest and consent state: the credentials keys, else the requestState keys (or the generated one).
+      box: new SealedBox(cfg.credentials.keys.length ? cfg.credentials.keys : keys),
+      log: log.child({ component: 'credentials' }),
+      listenUrl: () => this.listenUrl,
+    });
     this.modern = new ModernPassThrough(this.sealer, this.store.spent, this.taskIds, cfg.requestState.ttlMs, log);
     this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.store.spent, this.replica, this.store.kind !== 'memory', {
       total: cfg.limits.maxParked,
@@ -157,6 +208,9 @@ export class Wiring {
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),
     });
     this.observe();
+    const { exchanger, grants } = credentialParts();
+    this.credentials = new Credentials(cfg, exchanger, grants);
+    this.credentials.warnAtStart(log);
     const { bridge, tasks, sampler, census } = this;
     this.router = new Router({
       cfg,
@@ -175,6 +229,7 @@ export class Wiring {
       census,
       dropped: this.dropped,
       draining,
+      credentials: this.credentials,
     });
     if (this.generatedStateKey) {
       log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
@@ -230,6 +285,13 @@ export class Wiring {
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal }),
       legacy,
+      credentials: Object.values(cfg.upstreams).some((u) => u.credentials.mode === 'oauth')
+        ? {
+            consent: this.userGrants.consent,
+            grants: (upstream) => this.userGrants.grants(upstream),
+            revoke: (upstream, principal) => this.userGrants.revoke(upstream, principal),
+          }
+        : undefined,
       draining: () => this.draining,
       readiness: () => this.readiness(),
     };
@@ -240,6 +302,7 @@ export class Wiring {
    * to). With the memory store it only records the URL.
    */
   startReplica(url: string): void {
+    this.listenUrl = url.replace(/\/$/, '');
     const self: ReplicaInfo = { id: this.replica, url: this.cfg.replicas.advertiseUrl?.replace(/\/$/, '') ?? url };
     const beat = () =>
       this.store.replicas

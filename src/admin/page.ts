@@ -5,6 +5,7 @@
  */
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
+import type { GrantInfo } from '../credentials/types.js';
 import type { DroppedEntry } from '../observability/dropped.js';
 import type { CensusView, InputView, ParkedView, SessionView, TasksView, UpstreamView } from './view.js';
 
@@ -23,6 +24,8 @@ export interface PageData {
   census: CensusView;
   /** Entries left out of list answers. */
   dropped: DroppedEntry[];
+  /** Per-user grants of `oauth` upstreams (absent: no such upstream); each row has a revoke button. */
+  grants?: GrantInfo[];
 }
 
 type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
@@ -293,6 +296,41 @@ function droppedSection(dropped: DroppedEntry[]): Html {
   );
 }
 
+/** The per-user grants, each with a revoke form (POST /admin/grants/revoke, which answers 303 back to the page). */
+function grantsSection(grants: GrantInfo[]): Html {
+  const at = (ms: number | undefined) => (ms === undefined ? '–' : new Date(ms).toISOString());
+  const rows = grants.map(
+    (g) =>
+      html`<tr>
+        <td><code>${g.principal}</code></td>
+        <td>${g.upstream}</td>
+        <td>${at(g.expiresAtMs)}</td>
+        <td>${g.refreshable ? 'yes' : 'no'}</td>
+        <td>${at(g.createdAtMs)}</td>
+        <td>${g.scope ?? '–'}</td>
+        <td>
+          <form method="post" action="/admin/grants/revoke">
+            <input type="hidden" name="upstream" value="${g.upstream}" /><input type="hidden" name="principal" value="${g.principal}" />
+            <button type="submit">Revoke</button>
+          </form>
+        </td>
+      </tr>`,
+  );
+  return table(
+    [
+      ['principal', 'who granted the gateway access'],
+      ['upstream', 'the oauth upstream the grant is for'],
+      ['expires', 'when the access token expires (ISO 8601); – when the server did not say'],
+      ['refreshable', 'whether a refresh token is held, so the access token is renewed without asking'],
+      ['stored', 'when the grant was stored or last refreshed'],
+      ['scope', 'the scope granted'],
+      ['', 'removes the grant here and revokes it at the authorization server; the user is asked again on the next call'],
+    ],
+    rows,
+    'No grants held.',
+  );
+}
+
 /** The whole page. */
 export function renderPage(d: PageData): Html {
   return html`<!doctype html>
@@ -340,6 +378,15 @@ export function renderPage(d: PageData): Html {
           </p>
           ${droppedSection(d.dropped)}
         </section>
+        ${
+          d.grants
+            ? html`<section id="grants">
+                <h2>Per-user grants</h2>
+                <p class="meta">Which principals hold a grant for which upstream (tokens are never shown).</p>
+                ${grantsSection(d.grants)}
+              </section>`
+            : ''
+        }
       </body>
     </html>`;
 }

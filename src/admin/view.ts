@@ -5,7 +5,8 @@
  * hands in; nothing here changes anything.
  *
  * Nothing shown is a secret: principals and legacy session ids appear only as hashes (the first
- * 16 hex digits of their SHA-256, as in the logs), and free text that comes from upstreams (error
+ * 16 hex digits of their SHA-256, as in the logs), except in the per-user grants, which name the
+ * principal holding each (never a token; src/credentials/types.ts `GrantInfo`), and free text that comes from upstreams (error
  * messages, stderr lines, task status messages) passes through a {@link Redactor} that removes the
  * configured secrets and anything shaped like a credential.
  */

@@ -6,8 +6,9 @@
  * in {@link AppDeps}. `createApp` wires the routes, each module of src/http/routes/ registering its
  * own: the MCP endpoints (routes/mcp.ts, served by src/http/mcp-request.ts), the legacy clients'
  * endpoints (routes/legacy.ts), the protected resource metadata (routes/metadata.ts), the
- * operations endpoints (routes/operations.ts), the internal hop of replicas (routes/replica-hop.ts)
- * and the admin endpoints (routes/admin.ts). The middleware in front of the MCP endpoints is in
+ * operations endpoints (routes/operations.ts), the internal hop of replicas (routes/replica-hop.ts),
+ * the consent and grant routes of per-user credentials (routes/credentials.ts) and the admin
+ * endpoints (routes/admin.ts). The middleware in front of the MCP endpoints is in
  * src/http/admission.ts; what the routes share is the {@link Door} (src/http/door.ts).
  */
 import { Hono, type Context } from 'hono';
@@ -33,6 +34,7 @@ import { asGatewayError } from './refusals.js';
 import type { HopHolder } from './replicas.js';
 import type { McpRouter } from './router-port.js';
 import { adminApp } from './routes/admin.js';
+import { credentialRoutes, type CredentialRoutesPort } from './routes/credentials.js';
 import { legacyRoutes } from './routes/legacy.js';
 import { mcpMethodFallback, mcpRoutes } from './routes/mcp.js';
 import { metadataRoutes } from './routes/metadata.js';
@@ -75,6 +77,8 @@ export interface AppDeps {
   listens: CallerLimiter;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
+  /** The consent routes and the callers' own grants: given when an upstream uses `credentials.mode: "oauth"`. */
+  credentials?: CredentialRoutesPort;
   /** True once the gateway drains (the one drain flag): new MCP work gets 503 / -32603 "gateway shutting down". */
   draining(): boolean;
   /** What `GET /readyz` reports (before the drain's own "shutting down"). */
@@ -136,6 +140,8 @@ function doorOf(deps: AppDeps): Door {
  * - `GET /.well-known/oauth-protected-resource/mcp/:name` (and `/mcp` with federation): RFC 9728
  *   protected resource metadata (with CORS headers for allowed origins; 403 for a Host not allowed).
  * - `GET /healthz`, `GET /readyz`, `GET /metrics` (Prometheus text).
+ * - with an `oauth` upstream: `GET /oauth/start`, `GET /oauth/callback`, `GET /oauth/grants`,
+ *   `DELETE /oauth/grants/NAME` (src/http/routes/credentials.ts).
  * - with `admin.enabled`: `GET /admin` and `GET /admin/api/…` (src/http/routes/admin.ts), behind the
  *   Host/Origin check, the same authentication and `admin.principals`.
  * - anything else: 404 with a JSON-RPC error body.
@@ -165,6 +171,7 @@ export function createApp(deps: AppDeps): FrontDoor {
   legacyRoutes(app, door);
   replicaHopRoutes(app, door);
   mcpMethodFallback(app, door);
+  if (deps.credentials) credentialRoutes(app, door, deps.credentials);
   if (cfg.admin.enabled) {
     const sources = {
       upstreams: router.upstreams,
@@ -174,7 +181,16 @@ export function createApp(deps: AppDeps): FrontDoor {
       dropped: deps.dropped,
       legacy,
     };
-    const admin = { cfg, log, replica: door.hop.replica, storeKind: deps.storeKind, sources, auth: door.auth, guard: door.guard };
+    const admin = {
+      cfg,
+      log,
+      replica: door.hop.replica,
+      storeKind: deps.storeKind,
+      sources,
+      auth: door.auth,
+      guard: door.guard,
+      grants: deps.credentials,
+    };
     app.route('/admin', adminApp(admin));
   }
   app.notFound(notFound(door));

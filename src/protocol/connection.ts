@@ -68,8 +68,15 @@ export interface CallContext {
   onProgress?: (p: ProgressParams) => void;
   /** Receives the upstream's other notifications for this request (`notifications/message`). */
   onNotification?: (n: { method: string; params?: Record<string, unknown> }) => void;
-  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
+  /** The caller's bearer token (what the router resolves {@link credential} from). */
   token?: string;
+  /**
+   * What the upstream gets for this caller (an `UpstreamCredential`, src/upstream/credential.ts,
+   * resolved by the router for upstreams whose credentials are per caller): headers added to its HTTP
+   * requests, variables of the caller's own stdio child, and `key`, part of the session pool key.
+   * Undefined: the upstream's configured `headers` / `env` only.
+   */
+  credential?: { readonly key: string; readonly headers: Readonly<Record<string, string>>; readonly env: Readonly<Record<string, string>> };
   /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
   timing?: { upstreamMs: number };
 }

@@ -45,6 +45,12 @@ export class GatewayError extends Error {
     super(message);
   }
 
+  /**
+   * The HTTP status an upstream refused the gateway's request with (401, 403 …), when that is what
+   * failed; never sent downstream. The router drops a per-user credential the upstream refused.
+   */
+  upstreamStatus?: number;
+
   /** `data.reason`, when the data has one ({@link reasonOf}). */
   get reason(): ErrorReason | (string & {}) | undefined {
     return reasonOf(this.data);

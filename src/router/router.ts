@@ -7,6 +7,12 @@
  * `subscriptions/listen` opens a subscription on either era (src/router/subscriptions.ts).
  * During the drain only what resumes work held here is routed. Nothing here knows about HTTP, and
  * nothing here is built here: src/wiring.ts builds the parts and hands them over.
+ *
+ * Upstreams whose credential depends on the caller (per-user credentials, `forwardAuthorization`)
+ * pass src/router/consent.ts first: the caller's credential is resolved and handed to the cell in
+ * `CallContext.credential` (a consent round instead when the user must authorize the upstream
+ * first). An upstream that refuses a credential the gateway obtained (HTTP 401/403) has it
+ * dropped, and the caller gets -32603 `upstream-authorization`.
  */
 import type { GatewayConfig } from '../config/schema.js';
 import type { MrtrBridge } from '../cells/bridge/mrtr.js';
@@ -31,7 +37,8 @@ import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
-import type { UpstreamCredentials } from '../credentials/types.js';
+import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
+import { CredentialGate } from './consent.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -71,8 +78,8 @@ export interface RouterParts {
   dropped: DroppedEntries;
   /** True once the gateway drains (the one drain flag, owned by src/wiring.ts). */
   draining: () => boolean;
-  /** Per-user upstream credentials (src/credentials); undefined: every upstream static. */
-  credentials?: UpstreamCredentials;
+  /** Per-user upstream credentials (src/credentials/credentials.ts). */
+  credentials: UpstreamCredentials;
 }
 
 /**
@@ -103,8 +110,6 @@ export class Router {
   readonly census: Census;
   /** Entries left out of list answers (invalid tool names and annotations, federation conflicts). */
   readonly dropped: DroppedEntries;
-  /** Per-user upstream credentials; undefined: every upstream static. */
-  readonly credentials: UpstreamCredentials | undefined;
   private readonly log: Logger;
   /** The bridge cell (legacy upstreams). */
   private readonly legacy: BridgeServer;
@@ -113,6 +118,10 @@ export class Router {
   private closing = false;
   /** Open `subscriptions/listen` subscriptions, ended gracefully at close. */
   private readonly subscriptions = new Set<Subscription>();
+  /** Per-user upstream credentials, for the front door's consent routes and the admin page. */
+  readonly credentials: UpstreamCredentials;
+  /** Resolves per-caller credentials and runs consent rounds (src/router/consent.ts). */
+  private readonly gate: CredentialGate;
 
   constructor(parts: RouterParts) {
     this.cfg = parts.cfg;
@@ -132,6 +141,13 @@ export class Router {
     this.dropped = parts.dropped;
     this.draining = parts.draining;
     this.credentials = parts.credentials;
+    this.gate = new CredentialGate(
+      parts.credentials,
+      parts.sealer,
+      parts.store.spent,
+      parts.cfg.credentials.consentTtlMs,
+      (name) => (parts.cfg.upstreams[name]?.credentials.mode ?? 'static') !== 'static',
+    );
   }
 
   /** True once the gateway drains: only work already held here is routed. */
@@ -155,7 +171,10 @@ export class Router {
    * @returns the JSON-RPC `result` (always with `resultType`).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
    *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
-   *   -32021 (400) missing client capability; -32603 upstream failure.
+   *   -32021 (400) missing client capability (`elicitation.url` for a consent round); -32603
+   *   upstream failure (`upstream-authorization`: the user must authorize the upstream first, a
+   *   token endpoint failed, or the upstream refused the user's token).
+   * @returns besides the upstream's answers, a consent round (`input_required`, see src/router/consent.ts).
    */
   async handle(
     name: string,
@@ -172,11 +191,23 @@ export class Router {
       const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
       if (refused) throw refused;
     }
+    if (ctx.credential || this.gate.applies(name)) {
+      if (!this.gate.applies(name)) ctx = { ...ctx, credential: undefined };
+      else {
+        const admitted = await this.gate.admit(name, req, ctx);
+        if (admitted.answer) return admitted.answer;
+        ({ req, ctx } = admitted);
+        // A consent round's retry runs as a fresh call, which the drain does not admit.
+        if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
+      }
+    }
     try {
       const result = await this.route(up, req, ctx);
       if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
       return result;
     } catch (e) {
+      if (e instanceof GatewayError && ctx.credential && (e.upstreamStatus === 401 || e.upstreamStatus === 403) && this.gate.owns(name))
+        throw await this.gate.refusal(name, ctx.principal, e.upstreamStatus);
       // An upstream that failed this way may come back as another era.
       if (e instanceof GatewayError) up.noteFailure(e.reason);
       throw e;
@@ -230,6 +261,11 @@ export class Router {
     const up = this.upstreams.get(name);
     if (!up) throw methodNotFound(`Unknown upstream '${quoted(name)}'`);
     if (this.closing) throw shutdownFailure(name);
+    const credential = this.gate.applies(name)
+      ? await this.credentials.resolve(name, ctx).catch((e: unknown) => {
+          throw this.gate.askFirst(name, e);
+        })
+      : undefined;
     const filter = (req.params.notifications ?? {}) as ListenFilter;
     const sub =
       (await this.upstreamEra(up)) === 'modern'
@@ -240,11 +276,11 @@ export class Router {
               ...req.meta,
               [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
             },
-            { declaresTasks: declaresTasks(req) },
+            { declaresTasks: declaresTasks(req), credential },
             { wrap: (id) => this.taskIds.wrap(name, ctx.principal, id), unwrap: (id) => this.taskIds.unwrap(name, ctx.principal, id) },
             up.cfg.timeouts.requestMs,
           )
-        : await this.legacySubscription(up, req, filter, ctx);
+        : await this.legacySubscription(up, req, filter, { principal: ctx.principal, credential });
     if (this.closing) {
       sub.end();
     } else {
@@ -258,13 +294,18 @@ export class Router {
     up: Upstream,
     req: ValidatedRequest,
     filter: ListenFilter,
-    ctx: { principal: string; token?: string },
+    ctx: { principal: string; credential?: UpstreamCredential },
   ): Promise<Subscription> {
     return openSubscription(
       up,
       this.tasks,
       filter,
-      { principal: ctx.principal, token: ctx.token, caps: up.mirrored(req.clientCapabilities), declaresTasks: declaresTasks(req) },
+      {
+        principal: ctx.principal,
+        credential: ctx.credential,
+        caps: up.mirrored(req.clientCapabilities),
+        declaresTasks: declaresTasks(req),
+      },
       this.log.child({ upstream: up.name }),
     );
   }

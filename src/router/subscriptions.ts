@@ -18,6 +18,7 @@
  * Nothing is delivered that the client did not ask for. A subscription with nothing left to
  * deliver (no upstream part, and every listed task terminal) ends by itself.
  */
+import type { UpstreamCredential } from '../upstream/credential.js';
 import type { UpstreamConfig } from '../config/schema.js';
 import { keepsSession } from '../upstream/failures.js';
 import { GatewayError, upstreamFailed } from '../protocol/errors.js';
@@ -77,8 +78,8 @@ export interface ListenUpstream {
 /** Who is listening. */
 export interface Listener {
   principal: string;
-  /** The caller's bearer token, for upstreams with `forwardAuthorization`. */
-  token?: string;
+  /** The caller's credential for the upstream (resolved by the router), part of the session's pool key. */
+  credential?: UpstreamCredential;
   /** The legacy capabilities mirrored from the request, for the upstream session. */
   caps: LegacyClientCapabilities;
   /** Whether the request declared the tasks extension (required for `taskIds`). */
@@ -185,7 +186,7 @@ export class Subscription implements ListenHandle {
    * back at once when the upstream can deliver none of it.
    */
   async listenUpstream(up: ListenUpstream, filter: ListenFilter, who: Listener, log: Logger): Promise<void> {
-    const lease: SessionLease = await up.pool.acquire(who.principal, who.caps, who.token);
+    const lease: SessionLease = await up.pool.acquire(who.principal, who.caps, who.credential);
     const { session } = lease;
     let reusable = true;
     const uris = new Set<string>();
@@ -289,6 +290,7 @@ export class Subscription implements ListenHandle {
     meta: Record<string, unknown>,
     tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined },
     ackMs: number,
+    hopHeaders?: Readonly<Record<string, string>>,
   ): Promise<void> {
     const upstreamFilter: ListenFilter = { ...filter };
     if (filter.taskIds)
@@ -305,6 +307,7 @@ export class Subscription implements ListenHandle {
       { notifications: upstreamFilter, _meta: meta },
       {
         signal: abort.signal,
+        ...(hopHeaders ? { hopHeaders: { ...hopHeaders } } : {}),
         onNotification: (n) => {
           const params = strip(n.params);
           if (n.method === 'notifications/subscriptions/acknowledged') {
@@ -352,14 +355,14 @@ export async function openModernSubscription(
   up: { name: string; modern: ModernUpstream },
   filter: ListenFilter,
   meta: Record<string, unknown>,
-  who: { declaresTasks: boolean },
+  who: { declaresTasks: boolean; credential?: UpstreamCredential },
   tasks: { wrap: (id: string) => string; unwrap: (id: string) => string | undefined },
   ackMs: number,
 ): Promise<Subscription> {
   if (filter.taskIds?.length && !who.declaresTasks) throw tasksExtensionRequired();
   const sub = new Subscription();
   try {
-    await sub.listenModern(up, filter, meta, tasks, ackMs);
+    await sub.listenModern(up, filter, meta, tasks, ackMs, who.credential?.headers);
   } catch (e) {
     await sub.close();
     throw e;

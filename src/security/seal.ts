@@ -59,6 +59,11 @@ export interface StateClaims {
   /** Set on pass-through states, which never open a parked Exchange (and bridge states never pass through). */
   pt?: true;
   /**
+   * Set on the states of the gateway's own consent rounds (src/router/consent.ts: the user must
+   * authorize the upstream first), which open neither a parked Exchange nor an upstream's state.
+   */
+  cs?: true;
+  /**
    * Replay mode: every question of the call so far, in order, with its answer once given; the
    * questions without an answer are those of `keys`. No Exchange is parked (`ex` and `rep` are empty).
    */

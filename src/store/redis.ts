@@ -6,6 +6,9 @@
  *   id at once exactly one succeeds;
  * - live replicas: `<prefix>replica:<id>` = `{id, url}`, written on every heartbeat with a short
  *   expiry, so a replica that stops is gone once its last heartbeat expires;
+ * - per-user grants: the hash `<prefix>grants`, one field per upstream and principal (JSON, the
+ *   tokens sealed by the caller); registered OAuth clients: the hash `<prefix>oauth-clients`, one
+ *   field per upstream (sealed);
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
  * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
  *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
@@ -17,6 +20,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
 import type { Logger } from '../observability/log.js';
+import { grantField, type GrantStore, type StoredGrant } from './grants.js';
 import type { TaskRecord, TaskStore } from './tasks.js';
 import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
 
@@ -39,6 +43,7 @@ export class RedisStore implements SharedStore {
   readonly tasks: TaskStore;
   readonly spent: SpentStates;
   readonly replicas: ReplicaRegistry;
+  readonly grants: GrantStore;
   private readonly listeners: ((record: TaskRecord) => void)[] = [];
   private readonly expireListeners: ((taskId: string, why: 'expired') => void)[] = [];
   private readonly reachableListeners: (() => void)[] = [];
@@ -95,6 +100,30 @@ export class RedisStore implements SharedStore {
         return raw ? (JSON.parse(raw) as ReplicaInfo) : undefined;
       },
       leave: async (id) => void (await this.run(() => this.client.del(k(`replica:${id}`)))),
+    };
+    this.grants = this.grantStore(k('grants'), k('oauth-clients'));
+  }
+
+  /** The grants in the hash `grantsKey` and the registered clients in the hash `clientsKey`. */
+  private grantStore(grantsKey: string, clientsKey: string): GrantStore {
+    return {
+      get: async (upstream, principal) => {
+        const raw = await this.run(() => this.client.hGet(grantsKey, grantField(upstream, principal)));
+        return raw ? (JSON.parse(raw) as StoredGrant) : undefined;
+      },
+      put: async (grant) =>
+        void (await this.run(() => this.client.hSet(grantsKey, grantField(grant.upstream, grant.principal), JSON.stringify(grant)))),
+      delete: async (upstream, principal) => (await this.run(() => this.client.hDel(grantsKey, grantField(upstream, principal)))) > 0,
+      list: async (upstream) => {
+        const all = await this.run(() => this.client.hVals(grantsKey));
+        return all.map((raw) => JSON.parse(raw) as StoredGrant).filter((g) => upstream === undefined || g.upstream === upstream);
+      },
+      client: async (upstream) => (await this.run(() => this.client.hGet(clientsKey, upstream))) ?? undefined,
+      putClient: async (upstream, sealed, replace = false) => {
+        if (replace) await this.run(() => this.client.hSet(clientsKey, upstream, sealed));
+        else await this.run(() => this.client.hSetNX(clientsKey, upstream, sealed));
+        return (await this.run(() => this.client.hGet(clientsKey, upstream))) ?? sealed;
+      },
     };
   }
 

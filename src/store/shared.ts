@@ -1,6 +1,7 @@
 /**
  * What several replicas of the gateway share, behind one interface: task records, the spent
- * requestState ids, the registry of live replicas, and task status changes as they happen. In
+ * requestState ids, the registry of live replicas, task status changes as they happen, and the
+ * per-user upstream grants (src/store/grants.ts, their tokens sealed). In
  * memory (the default) it serves one replica; on Redis (`store.kind: "redis"`) every replica sees
  * the same (src/store/redis.ts).
  *
@@ -8,6 +9,7 @@
  * legacy sessions, rate and concurrency limits.
  */
 import { LRUCache } from 'lru-cache';
+import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
 /** Spent requestState ids (single use of every sealed state, MCP 2026-07-28 basic/patterns/mrtr §Server rules 4). */
@@ -64,6 +66,8 @@ export interface SharedStore {
   readonly tasks: TaskStore;
   readonly spent: SpentStates;
   readonly replicas: ReplicaRegistry;
+  /** Per-user upstream grants and registered OAuth clients (their secrets sealed by the caller). */
+  readonly grants: GrantStore;
   /** Tells every replica about a task record whose status changed (for `subscriptions/listen`). */
   publishTask(record: TaskRecord): Promise<void>;
   /** Calls `listener` with task records other replicas published. */
@@ -125,6 +129,7 @@ export class MemoryStore implements SharedStore {
   readonly kind = 'memory' as const;
   readonly tasks: TaskStore;
   readonly spent = new MemorySpentStates();
+  readonly grants: GrantStore = new MemoryGrantStore();
   private self: ReplicaInfo | undefined;
   readonly replicas: ReplicaRegistry = {
     heartbeat: async (self) => void (this.self = self),

@@ -6,6 +6,7 @@
  * session that failed can carry another request.
  */
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { refusalStatus } from './start-errors.js';
 import {
   ErrorCode,
   GatewayError,
@@ -84,6 +85,12 @@ function mapUpstreamError(
   const problem = validationProblem(err);
   if (problem) return upstreamProtocolFault(upstream, request ? `${request.method} result` : 'answer', problem);
   const msg = err instanceof Error ? err.message : String(err);
+  const status = refusalStatus(err);
+  if (status === 401 || status === 403) {
+    const refused = upstreamFailed(upstream, 'unreachable', `Upstream '${upstream}' refused the request (HTTP ${status})`);
+    refused.upstreamStatus = status;
+    return refused;
+  }
   if (/\b404\b/.test(msg) || /session/i.test(msg)) {
     return upstreamFailed(upstream, 'session-lost', `Upstream '${upstream}' lost the session: ${msg}`);
   }

@@ -2,7 +2,8 @@
  * The v1 SDK client transport of a legacy upstream session, by the upstream's `transport`: a stdio
  * child (src/upstream/stdio-child.ts), Streamable HTTP (the gateway's own transport on the
  * upstream's undici pool, src/upstream/http-transport.ts, or the SDK's) or HTTP+SSE, each with the
- * configured headers and the caller's extra ones (a forwarded Authorization).
+ * configured headers and the caller's extra ones (its credential: `Authorization`), or on stdio with
+ * the caller's extra variables.
  */
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -22,7 +23,8 @@ function mergeHeaders(configured: Record<string, string>, extra: Record<string, 
 
 /**
  * A v1 SDK client transport for a legacy upstream: stdio ({@link createStdioChild}), Streamable
- * HTTP or HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`).
+ * HTTP or HTTP+SSE (over the upstream's HTTP hop, with the configured headers and `extraHeaders`);
+ * a stdio child gets `extraEnv` on top of its configured `env`.
  */
 export function createLegacyTransport(
   cfg: UpstreamConfig,
@@ -31,10 +33,11 @@ export function createLegacyTransport(
   http: HttpHop | undefined,
   stderrTail: StderrTail | undefined,
   installing = false,
+  extraEnv: Record<string, string> = {},
 ): Transport {
   switch (cfg.transport) {
     case 'stdio':
-      return createStdioChild(cfg, log, stderrTail, installing);
+      return createStdioChild(cfg, log, stderrTail, installing, extraEnv);
     case 'streamable-http':
       if (http) {
         const url = new URL(cfg.url);
@@ -60,16 +63,4 @@ export function createLegacyTransport(
 /** True when `err` is the Streamable HTTP 404 an upstream answers for a session id it does not know. */
 export function isSessionNotFound(err: unknown): boolean {
   return err instanceof StreamableHTTPError && err.code === 404;
-}
-
-/**
- * The HTTP status (401 or 403) when `err` says the upstream refused the hop's credential: the
- * Streamable HTTP transports' `StreamableHTTPError`, the HTTP+SSE transport's `SseError` (its
- * stream) or its POST error (`… (HTTP 401)`); undefined for any other failure.
- */
-export function refusalStatus(err: unknown): 401 | 403 | undefined {
-  if (!(err instanceof Error)) return undefined;
-  const code = (err as { code?: unknown }).code;
-  const status = err instanceof StreamableHTTPError || err.name === 'SseError' ? code : Number(/\(HTTP (40[13])\)/.exec(err.message)?.[1]);
-  return status === 401 || status === 403 ? status : undefined;
 }

@@ -68,6 +68,8 @@ export class ModernHopError extends Error {
     readonly reason: 'unreachable' | 'crashed' | 'timeout' | 'cancelled' | 'protocol' | 'shutting-down',
     message: string,
     readonly stderr: string[] = [],
+    /** The HTTP status the upstream refused the request with, when it did. */
+    readonly status?: number,
   ) {
     super(message);
   }
@@ -234,7 +236,7 @@ class ModernHttpUpstream implements ModernUpstream {
               } catch {
                 /* not JSON-RPC */
               }
-              return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`));
+              return fail(new ModernHopError('unreachable', `HTTP ${d.status ?? '?'} from the upstream`, [], d.status));
             }
             const problem = validationProblem(e) ?? (e instanceof SyntaxError ? `not JSON (${e.message})` : undefined);
             fail(

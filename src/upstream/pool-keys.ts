@@ -1,18 +1,20 @@
 /**
  * Pool keys of a session pool (src/upstream/pool.ts): a session is keyed by its principal, the
- * capabilities it declares upstream (fitted to the upstream's legacy revision) and, with
- * `forwardAuthorization`, the caller's token, so that a session is only reused by a caller it fits.
+ * capabilities it declares upstream (fitted to the upstream's legacy revision) and the key of the
+ * caller's credential (src/upstream/credential.ts: a digest, never a token), so that a session is
+ * only reused by a caller it fits and never carries another caller's token.
  */
-import { createHash } from 'node:crypto';
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
-import { LEGACY_REVISIONS, type UpstreamConfig } from '../config/schema.js';
+import { LEGACY_REVISIONS } from '../config/schema.js';
 import { canonicalJson } from '../protocol/canonical.js';
+import type { UpstreamCredential } from './credential.js';
 
-/** A caller's pool key, the capabilities its session declares, and the headers added upstream. */
+/** A caller's pool key, the capabilities its session declares, the headers added upstream and the variables of its stdio child. */
 export interface KeyAndHeaders {
   key: string;
   caps: LegacyClientCapabilities;
   headers: Record<string, string>;
+  env: Record<string, string>;
 }
 
 /** The principal part of a pool key. */
@@ -43,32 +45,29 @@ export function fitCapabilities(caps: LegacyClientCapabilities, revision: string
 const capsJson = new WeakMap<LegacyClientCapabilities, string>();
 
 /**
- * The pool key of a principal and its mirrored capabilities (and, with `forwardAuthorization`, the
- * SHA-256 of the caller's token): `PRINCIPAL\u0000CANONICAL-CAPS[\u0000TOKEN-HASH]`.
+ * The pool key of a principal and its mirrored capabilities (and the key of its credential, when
+ * it has one): `PRINCIPAL\u0000CANONICAL-CAPS[\u0000CREDENTIAL-KEY]`.
  */
-export function poolKey(principal: string, caps: LegacyClientCapabilities, token?: string): string {
+export function poolKey(principal: string, caps: LegacyClientCapabilities, credential?: UpstreamCredential): string {
   let json = capsJson.get(caps);
   if (json === undefined) {
     json = canonicalJson(caps);
     if (Object.isFrozen(caps)) capsJson.set(caps, json);
   }
   const base = `${principal}\u0000${json}`;
-  return token ? `${base}\u0000${createHash('sha256').update(token).digest('base64url')}` : base;
+  return credential ? `${base}\u0000${credential.key}` : base;
 }
 
 /**
- * Pool key, the capabilities to declare (fitted to the upstream's revision) and extra upstream
- * headers of a caller of upstream `cfg` (whose legacy revision is `revision`): with
- * `forwardAuthorization`, the client's token is part of the key and the headers.
+ * Pool key, the capabilities to declare (fitted to the upstream's legacy revision `revision`), the
+ * extra upstream headers and the stdio child's extra variables of a caller with `credential`.
  */
 export function keyAndHeaders(
-  cfg: UpstreamConfig,
   revision: string | undefined,
   principal: string,
   mirrored: LegacyClientCapabilities,
-  token?: string,
+  credential?: UpstreamCredential,
 ): KeyAndHeaders {
-  const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && token ? token : undefined;
   const caps = fitCapabilities(mirrored, revision);
-  return { key: poolKey(principal, caps, forward), caps, headers: forward ? { authorization: `Bearer ${forward}` } : {} };
+  return { key: poolKey(principal, caps, credential), caps, headers: { ...credential?.headers }, env: { ...credential?.env } };
 }

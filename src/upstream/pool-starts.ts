@@ -10,7 +10,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import { upstreamFailed, upstreamProtocolFault, type GatewayError } from '../protocol/errors.js';
 import type { SessionLease } from './pool-lease.js';
 import type { UpstreamSession } from './session.js';
-import { startTimeoutMessage, UpstreamStartError } from './start-errors.js';
+import { refusalStatus, startTimeoutMessage, UpstreamStartError } from './start-errors.js';
 import { endStdioChild, type FirstStart, type StdioChild } from './stdio-child.js';
 
 /** Most sessions of a stdio upstream starting at once when `maxStartingSessions` is not set. */
@@ -196,7 +196,9 @@ export function startFailure(name: string, e: unknown, msg: string, budgetMs: nu
     return upstreamFailed(name, 'timeout', startTimeoutMessage(name, budgetMs, msg, 'initialize', setting), extra);
   }
   if (e instanceof UpstreamStartError && e.fault) return upstreamProtocolFault(name, e.fault.what, e.fault.problem);
-  return upstreamFailed(name, 'unreachable', `Upstream '${name}' could not be started or reached: ${msg}`, extra);
+  const err = upstreamFailed(name, 'unreachable', `Upstream '${name}' could not be started or reached: ${msg}`, extra);
+  err.upstreamStatus = refusalStatus(e);
+  return err;
 }
 
 /**

@@ -25,6 +25,7 @@ import { IdleSessions } from './pool-idle.js';
 import { Lease, type LeaseEnds, type SessionLease } from './pool-lease.js';
 import { keyAndHeaders, poolKey, principalOf, type KeyAndHeaders } from './pool-keys.js';
 import { SharedSessions } from './pool-sharing.js';
+import type { UpstreamCredential } from './credential.js';
 import { HandedOverChild, StartLine, backoffMs, forCaller, startFailure } from './pool-starts.js';
 import { UpstreamStartError } from './start-errors.js';
 import { FirstStart, endStdioChild, type StdioChild } from './stdio-child.js';
@@ -65,6 +66,7 @@ interface Waiter {
   call: boolean;
   caps: LegacyClientCapabilities;
   headers: Record<string, string>;
+  env: Record<string, string>;
   resolve: (lease: SessionLease) => void;
   reject: (err: Error) => void;
   timer: NodeJS.Timeout;
@@ -134,13 +136,13 @@ export class SessionPool implements LeaseEnds {
   }
 
   /** The pool key of a principal and its mirrored capabilities ({@link poolKey}). */
-  static keyOf(principal: string, caps: LegacyClientCapabilities, token?: string): string {
-    return poolKey(principal, caps, token);
+  static keyOf(principal: string, caps: LegacyClientCapabilities, credential?: UpstreamCredential): string {
+    return poolKey(principal, caps, credential);
   }
 
-  /** Pool key, capabilities and extra headers of a caller ({@link keyAndHeaders}). */
-  private keyAndHeaders(principal: string, mirrored: LegacyClientCapabilities, token?: string): KeyAndHeaders {
-    return keyAndHeaders(this.cfg, this.revision, principal, mirrored, token);
+  /** Pool key, capabilities, extra headers and child variables of a caller ({@link keyAndHeaders}). */
+  private keyAndHeaders(principal: string, mirrored: LegacyClientCapabilities, credential?: UpstreamCredential): KeyAndHeaders {
+    return keyAndHeaders(this.revision, principal, mirrored, credential);
   }
 
   /** Why the last attempt to open a session failed, cleared by the next success. */
@@ -203,12 +205,12 @@ export class SessionPool implements LeaseEnds {
   async acquireCall(
     principal: string,
     mirrored: LegacyClientCapabilities,
-    token?: string,
+    credential?: UpstreamCredential,
     opts: AcquireOptions = {},
   ): Promise<SessionLease> {
     if (this.closedPool) throw shutdownFailure(this.name);
-    if (!this.sharable) return this.acquire(principal, mirrored, token, opts);
-    const { key } = this.keyAndHeaders(principal, mirrored, token);
+    if (!this.sharable) return this.acquire(principal, mirrored, credential, opts);
+    const { key } = this.keyAndHeaders(principal, mirrored, credential);
     const place = this.shares.place(key);
     if (place) return this.shares.join(place);
     // Calls that arrive while a shared session of their key is being formed wait for it.
@@ -217,13 +219,13 @@ export class SessionPool implements LeaseEnds {
       forming.joiners++;
       const session = await forming.ready;
       if (session && this.shares.hasRoom(session)) return this.shares.join(session);
-      return this.acquireCall(principal, mirrored, token, opts);
+      return this.acquireCall(principal, mirrored, credential, opts);
     }
     let formed!: (s: UpstreamSession | undefined) => void;
     const entry = { ready: new Promise<UpstreamSession | undefined>((r) => (formed = r)), joiners: 0 };
     this.forming.set(key, entry);
     try {
-      const lease = this.shares.toShared(await this.acquire(principal, mirrored, token, { ...opts, call: true }));
+      const lease = this.shares.toShared(await this.acquire(principal, mirrored, credential, { ...opts, call: true }));
       formed(lease.shared ? lease.session : undefined);
       return lease;
     } catch (e) {
@@ -239,9 +241,9 @@ export class SessionPool implements LeaseEnds {
    * warm idle session (made shared when the upstream allows it); undefined otherwise (then
    * {@link acquireCall} waits for one).
    */
-  tryAcquireCall(principal: string, mirrored: LegacyClientCapabilities, token?: string): SessionLease | undefined {
+  tryAcquireCall(principal: string, mirrored: LegacyClientCapabilities, credential?: UpstreamCredential): SessionLease | undefined {
     if (this.closedPool) return undefined;
-    const key = this.keyAndHeaders(principal, mirrored, token).key;
+    const key = this.keyAndHeaders(principal, mirrored, credential).key;
     if (this.sharable) {
       const place = this.shares.place(key);
       if (place) return this.shares.join(place);
@@ -294,18 +296,18 @@ export class SessionPool implements LeaseEnds {
   async acquire(
     principal: string,
     mirrored: LegacyClientCapabilities,
-    token?: string,
+    credential?: UpstreamCredential,
     opts: AcquireOptions & { call?: boolean } = {},
   ): Promise<SessionLease> {
     if (this.closedPool) throw shutdownFailure(this.name);
     const { signal, call = false } = opts;
-    const { key, caps, headers } = this.keyAndHeaders(principal, mirrored, token);
+    const { key, caps, headers, env } = this.keyAndHeaders(principal, mirrored, credential);
     const warm = this.idle.take(key);
     if (warm) return this.lease(warm);
     const capped = this.atPrincipalCap(key) && !this.idle.evict((k) => principalOf(k) === principal);
     if (!capped) {
       if (this.count >= this.cfg.maxSessions) this.idle.evict();
-      if (this.count < this.cfg.maxSessions) return this.openFor(key, caps, headers, opts);
+      if (this.count < this.cfg.maxSessions) return this.openFor(key, caps, headers, env, opts);
     }
     if (signal?.aborted) throw upstreamFailed(this.name, 'cancelled', 'The client went away before a session was free');
     return new Promise<SessionLease>((resolve, reject) => {
@@ -320,6 +322,7 @@ export class SessionPool implements LeaseEnds {
         call,
         caps,
         headers,
+        env,
         resolve: (lease) => {
           signal?.removeEventListener('abort', leave);
           resolve(lease);
@@ -352,14 +355,19 @@ export class SessionPool implements LeaseEnds {
    * legacy protocol allows concurrent requests on a session) instead of queueing.
    * @throws GatewayError -32603 as {@link acquire}.
    */
-  async acquireShared(principal: string, caps: LegacyClientCapabilities, token?: string, opts: AcquireOptions = {}): Promise<SessionLease> {
-    const { key } = this.keyAndHeaders(principal, caps, token);
+  async acquireShared(
+    principal: string,
+    caps: LegacyClientCapabilities,
+    credential?: UpstreamCredential,
+    opts: AcquireOptions = {},
+  ): Promise<SessionLease> {
+    const { key } = this.keyAndHeaders(principal, caps, credential);
     if (this.count >= this.cfg.maxSessions && !this.idle.has(key)) {
       for (const session of this.live) {
         if (session.key === key && !session.deadReason) return { session, release: () => {}, releaseWhen: () => {} };
       }
     }
-    return this.acquire(principal, caps, token, opts);
+    return this.acquire(principal, caps, credential, opts);
   }
 
   /** Opens a new session for one caller ({@link forCaller}). */
@@ -367,9 +375,10 @@ export class SessionPool implements LeaseEnds {
     key: string,
     caps: LegacyClientCapabilities,
     headers: Record<string, string>,
+    env: Record<string, string>,
     opts: AcquireOptions,
   ): Promise<SessionLease> {
-    return forCaller(this.name, performance.now(), this.openNew(key, caps, headers, opts), opts);
+    return forCaller(this.name, performance.now(), this.openNew(key, caps, headers, env, opts), opts);
   }
 
   /** True when the principal of `key` holds maxSessionsPerPrincipal sessions. */
@@ -429,6 +438,7 @@ export class SessionPool implements LeaseEnds {
     key: string,
     caps: LegacyClientCapabilities,
     headers: Record<string, string>,
+    env: Record<string, string>,
     opts: { startMs?: number; signal?: AbortSignal } = {},
   ): Promise<SessionLease> {
     const { startMs } = opts;
@@ -467,7 +477,7 @@ export class SessionPool implements LeaseEnds {
         capabilities: caps,
         key,
         log: this.log.child({ upstream: this.name }),
-        extraHeaders: headers,
+        credential: { headers, env },
         http: this.http,
         onAttribution: (seen) => this.noteAttribution(seen),
         onUnclaimed: (m) => this.observer.unclaimed?.(m),
@@ -491,8 +501,10 @@ export class SessionPool implements LeaseEnds {
       return this.lease(session);
     } catch (e) {
       this.slot(key, -1);
-      // Only a start that began is a failure of the upstream (not a wait for a turn that ended).
-      if (turn) this.failures++;
+      // Only a start that began is a failure of the upstream (not a wait for a turn that ended), and
+      // not a refused credential (HTTP 401/403: one caller's token, not the upstream's health).
+      const refused = e instanceof UpstreamStartError && (e.status === 401 || e.status === 403);
+      if (turn && !refused) this.failures++;
       this.wakeWaiter();
       if (e instanceof GatewayError) throw e;
       if (this.closedPool) throw shutdownFailure(this.name);
@@ -543,7 +555,7 @@ export class SessionPool implements LeaseEnds {
   /** Opens a session like `old` (same key, capabilities and headers) and keeps it warm, if there is room. */
   private replenish(old: UpstreamSession): void {
     if (this.closedPool || this.count >= this.cfg.maxSessions || this.atPrincipalCap(old.key)) return;
-    this.openNew(old.key, old.capabilities, old.extraHeaders).then(
+    this.openNew(old.key, old.capabilities, old.credential.headers, old.credential.env).then(
       (lease) => lease.release(true),
       () => {},
     );
@@ -555,7 +567,7 @@ export class SessionPool implements LeaseEnds {
     if (i < 0) return;
     const [w] = this.waiters.splice(i, 1) as [Waiter];
     clearTimeout(w.timer);
-    this.openNew(w.key, w.caps, w.headers).then(w.resolve, w.reject);
+    this.openNew(w.key, w.caps, w.headers, w.env).then(w.resolve, w.reject);
   }
 
   /**

@@ -53,8 +53,8 @@ import {
   type Connection,
   type SessionRequestOptions,
 } from './session-connection.js';
-import { budgetText, firstStage, startFailureText, UpstreamStartError } from './start-errors.js';
-import { StderrTail, StdioChild, childOf, endStdioChild } from './stdio-child.js';
+import { budgetText, firstStage, refusalStatus, startFailureText, UpstreamStartError } from './start-errors.js';
+import { StderrTail, StdioChild, childOf, endStdioChild, withExtraEnv } from './stdio-child.js';
 import { callToolAsTask, listTaskSupport } from './session-tasks.js';
 import { SessionCalls, type CallRoutingOptions, type ServerInitiatedRequest, type ServerRequestExtra } from './session-calls.js';
 import { guardStdout, straysText, type StdoutStrays } from './stdout-guard.js';
@@ -89,8 +89,8 @@ export interface SessionOptions extends CallRoutingOptions {
   /** The pool key the session belongs to. */
   key: string;
   log: Logger;
-  /** Headers added to every upstream HTTP request (a forwarded Authorization). */
-  extraHeaders?: Record<string, string>;
+  /** The caller's credential (src/upstream/credential.ts): headers of every HTTP request, or variables of the stdio child (hidden in its stderr). */
+  credential?: { headers: Record<string, string>; env: Record<string, string> };
   /** The upstream's HTTP hop (HTTP transports). */
   http?: HttpHop;
   /** The whole start's budget (spawn or connect, `initialize`, start barrier), in ms; default `timeouts.connectMs`. */
@@ -151,9 +151,9 @@ export class UpstreamSession extends SessionCalls {
   get capabilities(): LegacyClientCapabilities {
     return this.opts.capabilities;
   }
-  /** The headers added to its upstream HTTP requests (a forwarded Authorization). */
-  get extraHeaders(): Record<string, string> {
-    return this.opts.extraHeaders ?? {};
+  /** The caller's credential: headers added to its upstream HTTP requests, or variables of its stdio child. */
+  get credential(): { headers: Record<string, string>; env: Record<string, string> } {
+    return this.opts.credential ?? { headers: {}, env: {} };
   }
   /** The upstream's `initialize` result. */
   get info(): UpstreamInfo {
@@ -192,12 +192,12 @@ export class UpstreamSession extends SessionCalls {
    */
   private async connect(startMs: number = this.opts.cfg.timeouts.connectMs): Promise<Connection> {
     const { cfg } = this.opts;
-    const redact = secretRedactor(cfg.transport === 'stdio' ? cfg.env : undefined);
+    const { headers, env } = this.credential;
+    const redact = secretRedactor(cfg.transport === 'stdio' ? withExtraEnv(cfg.env, env) : undefined);
     const adopted = cfg.transport === 'stdio' ? this.opts.adopt : undefined;
     this.opts.adopt = undefined;
     const stderr = adopted ? adopted.stderrTail : cfg.transport === 'stdio' ? new StderrTail(redact) : undefined;
-    const transport =
-      adopted ?? createLegacyTransport(cfg, this.log, this.opts.extraHeaders ?? {}, this.opts.http, stderr, this.opts.installing);
+    const transport = adopted ?? createLegacyTransport(cfg, this.log, headers, this.opts.http, stderr, this.opts.installing, env);
     const conn = newConnection(this.opts.capabilities, transport, stderr, cfg.protocolVersion);
     this.listen(conn);
     await this.start(conn, startMs, adopted, redact);
@@ -299,6 +299,7 @@ export class UpstreamSession extends SessionCalls {
         conn.stderr?.get() ?? [],
         timedOut ? 'timeout' : 'unreachable',
         e instanceof UpstreamProtocolError ? e : undefined,
+        refusalStatus(e),
       );
     } finally {
       clearTimeout(timer);

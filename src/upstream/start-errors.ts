@@ -43,10 +43,19 @@ export class UpstreamStartError extends Error {
     readonly stderr: string[],
     readonly reason: 'unreachable' | 'timeout' = 'unreachable',
     readonly fault?: UpstreamProtocolError,
+    /** The HTTP status the upstream refused the start with (401, 403 …), when it did. */
+    readonly status?: number,
   ) {
     const said = stderrSummary(stderr);
     super(said ? `${message}; the process said: ${said}` : message);
   }
+}
+
+/** The HTTP status of an upstream's refusal carried by `e` (the v1 SDK's StreamableHTTPError, an UpstreamStartError), else undefined. */
+export function refusalStatus(e: unknown): number | undefined {
+  if (e instanceof StreamableHTTPError && typeof e.code === 'number' && e.code >= 400) return e.code;
+  if (e instanceof UpstreamStartError) return e.status;
+  return undefined;
 }
 
 /**

@@ -378,17 +378,19 @@ export class StderrTail {
 
 /**
  * The stdio child of upstream `cfg` (not started): a minimal environment plus the configured
- * `env`, its stderr kept in `stderrTail` and logged at debug. `installing`: spawned for a first
- * start (see src/upstream/stdio-child.ts).
+ * `env` and `extraEnv` (a caller's credential, src/upstream/credential.ts), its stderr kept in
+ * `stderrTail` and logged at debug. `installing`: spawned for a first start (see
+ * src/upstream/stdio-child.ts).
  */
 export function createStdioChild(
   cfg: Extract<UpstreamConfig, { transport: 'stdio' }>,
   log: Logger,
   stderrTail: StderrTail | undefined,
   installing = false,
+  extraEnv: Record<string, string> = {},
 ): StdioChild {
   const t = new StdioChild(
-    { command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env }, cwd: cfg.cwd, stderr: 'pipe' },
+    { command: cfg.command, args: cfg.args, env: { ...defaultChildEnv(), ...cfg.env, ...extraEnv }, cwd: cfg.cwd, stderr: 'pipe' },
     installing,
     log,
   );
@@ -402,6 +404,11 @@ export function createStdioChild(
   }
   t.stderrTail = stderrTail;
   return t;
+}
+
+/** The configured `env` of a child with `extra` on top (the same object when there is nothing extra, so its redactor is reused). */
+export function withExtraEnv(env: Record<string, string>, extra: Record<string, string>): Record<string, string> {
+  return Object.keys(extra).length ? { ...env, ...extra } : env;
 }
 
 /**

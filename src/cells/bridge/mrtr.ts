@@ -439,7 +439,8 @@ export class MrtrBridge {
       claims.m !== binding.method ||
       claims.n !== binding.name ||
       claims.d !== digestOf(binding.args) ||
-      claims.pt
+      claims.pt ||
+      claims.cs
     ) {
       throw invalidParams(INVALID_STATE);
     }

@@ -160,7 +160,7 @@ export class BridgeServer {
    */
   private async simple(up: BridgeUpstream, req: ValidatedRequest, ctx: LegacyContext): Promise<Record<string, unknown>> {
     const caps = up.mirrored(req.clientCapabilities);
-    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.credential, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
     try {
@@ -207,7 +207,7 @@ export class BridgeServer {
       if (req.method === 'tools/list' && Array.isArray(result.tools)) {
         out.tools = this.servedTools(
           up,
-          SessionPool.keyOf(ctx.principal, caps),
+          SessionPool.keyOf(ctx.principal, caps, ctx.credential),
           result.tools as ListedTool[],
           req.params.cursor === undefined && result.nextCursor === undefined,
         );
@@ -252,7 +252,7 @@ export class BridgeServer {
    * @throws GatewayError -32601 (HTTP 404) when the upstream offers no tools; the upstream's failure.
    */
   private async listTools(up: BridgeUpstream, ctx: LegacyContext, caps: LegacyClientCapabilities): Promise<ListedTool[]> {
-    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.token, acquireOptions(ctx));
+    const lease = await up.pool.acquireShared(ctx.principal, caps, ctx.credential, acquireOptions(ctx));
     let reusable = true;
     const upstreamStart = performance.now();
     try {
@@ -298,7 +298,7 @@ export class BridgeServer {
     args: unknown,
   ): ToolHeaders | Promise<ToolHeaders> {
     const caps = up.mirrored(req.clientCapabilities);
-    const key = SessionPool.keyOf(ctx.principal, caps);
+    const key = SessionPool.keyOf(ctx.principal, caps, ctx.credential);
     const check = (tool: ToolHeaders | undefined): ToolHeaders => {
       if (!tool) throw unknownTool(name);
       if ('invalid' in tool) throw invalidParams(`Unknown tool: ${name} (left out of tools/list: ${tool.invalid})`);
@@ -425,8 +425,8 @@ export class BridgeServer {
     taskAtOnce: boolean,
   ): Promise<{ lease: SessionLease; legacyTask: { ttlMs: number } | undefined }> {
     let lease =
-      up.pool.tryAcquireCall(ctx.principal, caps, ctx.token) ??
-      (await up.pool.acquireCall(ctx.principal, caps, ctx.token, acquireOptions(ctx)));
+      up.pool.tryAcquireCall(ctx.principal, caps, ctx.credential) ??
+      (await up.pool.acquireCall(ctx.principal, caps, ctx.credential, acquireOptions(ctx)));
     up.tools.watch(lease.session);
     const needed = UPSTREAM_CAPABILITY_FOR[method]!;
     if (!lease.session.serverCapabilities[needed]) {
@@ -441,7 +441,7 @@ export class BridgeServer {
     if (legacyTask && lease.shared) {
       // What an upstream task asks comes on the streams of its tasks/* requests: the call needs a session of its own.
       lease.release(true);
-      lease = await up.pool.acquire(ctx.principal, caps, ctx.token, acquireOptions(ctx));
+      lease = await up.pool.acquire(ctx.principal, caps, ctx.credential, acquireOptions(ctx));
     }
     return { lease, legacyTask };
   }

@@ -56,8 +56,8 @@ import {
 import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type DeprecatedFeature } from '../../observability/census.js';
 import { secretFields } from '../../security/secrets.js';
 import type { HttpHop } from '../../upstream/http.js';
-import { createLegacyTransport, isSessionNotFound, refusalStatus } from '../../upstream/legacy-transport.js';
-import { startFailureText, stderrSummary, withTimeout } from '../../upstream/start-errors.js';
+import { createLegacyTransport, isSessionNotFound } from '../../upstream/legacy-transport.js';
+import { refusalStatus, startFailureText, stderrSummary, withTimeout } from '../../upstream/start-errors.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
 import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
@@ -121,6 +121,8 @@ interface InFlight {
   census?: CallTally;
 }
 
+/** 401 or 403 when `e` is the upstream refusing the hop's credential. */
+const refusedCredential = (e: unknown) => (refusalStatus(e) === 401 || refusalStatus(e) === 403 ? refusalStatus(e) : undefined);
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
 
 /** The relay of one legacy session. Feed it the client's messages with {@link PassThroughRelay.fromClient}. */
@@ -253,7 +255,7 @@ export class PassThroughRelay implements LegacyRelay {
     try {
       await withTimeout(up.start(), cfg.timeouts.connectMs, 'starting the upstream');
     } catch (e) {
-      if (this.init.onRefused && refusalStatus(e)) return this.refused(m, refusalStatus(e)!);
+      if (this.init.onRefused && refusedCredential(e)) return this.refused(m, refusedCredential(e)!);
       return this.failStart(m.id!, e as Error);
     }
     this.pid = (up as { pid?: number | null }).pid ?? undefined;
@@ -320,7 +322,7 @@ export class PassThroughRelay implements LegacyRelay {
       await this.up.send(m as JSONRPCMessage);
     } catch (e) {
       const err = e as Error;
-      if (kindOf(m) === 'request' && this.init.onRefused && refusalStatus(err)) return this.refused(m, refusalStatus(err)!);
+      if (kindOf(m) === 'request' && this.init.onRefused && refusedCredential(err)) return this.refused(m, refusedCredential(err)!);
       if (kindOf(m) === 'request') {
         if (isSessionNotFound(err)) {
           await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' lost the session; initialize again`, {

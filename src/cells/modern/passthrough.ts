@@ -23,7 +23,9 @@
  * - An HTTP 4xx with -32000 or -32001 is how a session-based legacy server refuses a request
  *   without its `Mcp-Session-Id`: -32603 `protocol` (with `protocol: "auto"`, the era is asked again).
  * - A `cacheScope: "public"` result becomes `"private"` when the upstream receives per-caller
- *   credentials (`forwardAuthorization`), so no cache shares it across principals.
+ *   credentials (`ctx.credential`: a forwarded, exchanged or user-granted token), so no cache
+ *   shares it across principals. Its headers go on the request's hop; a stdio upstream (one child
+ *   for every caller) cannot carry a per-caller credential: -32603 `upstream-authorization`.
  */
 import type { UpstreamConfig } from '../../config/schema.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer, type TaskIdBinder } from '../../security/seal.js';
@@ -108,6 +110,7 @@ export class ModernPassThrough {
       if (
         !claims.pt ||
         claims.rp ||
+        claims.cs ||
         claims.up !== binding.up ||
         claims.sub !== binding.sub ||
         claims.m !== binding.m ||
@@ -175,7 +178,7 @@ export class ModernPassThrough {
         result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
       if (method === 'tasks/get' && typeof result.taskId === 'string')
         result.taskId = this.binder.wrap(up.name, ctx.principal, result.taskId);
-      if (result.cacheScope === 'public' && up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization) result.cacheScope = 'private';
+      if (result.cacheScope === 'public' && ctx.credential) result.cacheScope = 'private';
       return result;
     }
   }
@@ -190,7 +193,13 @@ export class ModernPassThrough {
     const meta: Record<string, unknown> = { ...req.meta };
     meta[META_CLIENT_CAPABILITIES] = allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow);
     if (req.progressToken !== undefined) meta.progressToken = `gw-progress-${nextToken++}`;
-    const forward = up.cfg.transport !== 'stdio' && up.cfg.forwardAuthorization && ctx.token ? ctx.token : undefined;
+    const credential = ctx.credential;
+    if (credential && up.cfg.transport === 'stdio')
+      throw upstreamFailed(
+        up.name,
+        'upstream-authorization',
+        `Upstream '${up.name}' is a 2026-07-28 stdio server with one child for every caller: it cannot carry each user's own credential`,
+      );
     const started = performance.now();
     try {
       return await up.modern!.request(
@@ -200,7 +209,7 @@ export class ModernPassThrough {
           signal: ctx.connection.signal,
           idleMs: up.cfg.timeouts.requestMs,
           headers: paramHeadersOnWire(ctx.paramHeaders),
-          ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
+          ...(credential ? { hopHeaders: { ...credential.headers } } : {}),
           onNotification: (n) => {
             if (n.method === 'notifications/progress' && n.params) {
               const {
@@ -225,7 +234,9 @@ export class ModernPassThrough {
                 : e.reason === 'unreachable'
                   ? unreachableText(up.name, e.message, e.stderr)
                   : `Upstream '${up.name}' failed: ${e.message}`;
-        throw upstreamFailed(up.name, e.reason, what, e.stderr.length ? { stderr: e.stderr } : undefined);
+        const err = upstreamFailed(up.name, e.reason, what, e.stderr.length ? { stderr: e.stderr } : undefined);
+        err.upstreamStatus = e.status;
+        throw err;
       }
       throw e;
     } finally {
@@ -288,6 +299,8 @@ export class ModernPassThrough {
       return upstreamFailed(up.name, 'protocol', `Upstream '${up.name}' refused the gateway's request: ${message}`);
     }
     if (code === ErrorCode.InvalidParams && answer.httpStatus === 400) return new GatewayError(code, message, data, 400);
-    return new GatewayError(code, message, data);
+    const err = new GatewayError(code, message, data);
+    if (answer.httpStatus === 401 || answer.httpStatus === 403) err.upstreamStatus = answer.httpStatus;
+    return err;
   }
 }

@@ -389,8 +389,8 @@ export class ReverseRelay implements LegacyRelay {
     try {
       r = await answer;
     } catch (e) {
-      const status = e instanceof ModernHopError && e.reason === 'unreachable' ? /^HTTP (40[13]) /.exec(e.message)?.[1] : undefined;
-      throw status ? new CredentialRefused(Number(status)) : e;
+      const status = e instanceof ModernHopError ? e.status : undefined;
+      throw status === 401 || status === 403 ? new CredentialRefused(status) : e;
     }
     if ('error' in r && (r.httpStatus === 401 || r.httpStatus === 403)) throw new CredentialRefused(r.httpStatus);
     return r;

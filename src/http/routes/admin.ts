@@ -4,13 +4,18 @@
  *
  * - `GET /admin`: the admin page (HTML, reloads itself every `admin.refreshSeconds`);
  * - `GET /admin/api/upstreams`, `/admin/api/parked`, `/admin/api/tasks`, `/admin/api/sessions`,
- *   `/admin/api/census`, `/admin/api/dropped`: the same data as JSON (shapes in src/admin/view.ts).
+ *   `/admin/api/census`, `/admin/api/dropped`: the same data as JSON (shapes in src/admin/view.ts);
+ * - with an `oauth` upstream: `GET /admin/api/grants` (`{"grants": [GrantInfo…]}`, no token),
+ *   `DELETE /admin/api/grants/NAME?principal=P` (204, or 404 when P holds no grant for NAME), and
+ *   the page's revoke form, `POST /admin/grants/revoke` (`upstream`, `principal`; 303 back to the page).
  *
  * Access, in this order: the Host/Origin check of the MCP endpoints (403), the same
  * authentication (401, or 403 for a JWT without a required scope), then the admin's own rule:
  * the principal must be listed in `admin.principals` (403 otherwise); with `auth.mode: "none"`,
  * where every caller is `anonymous`, the client must also connect from a loopback address (403
- * otherwise). Responses are never cached (`Cache-Control: no-store`) and may not be framed.
+ * otherwise). Responses are never cached (`Cache-Control: no-store`) and may not be framed. The revoke
+ * form's POST passes the Origin check when its Origin is the page's own (scheme and Host), so a
+ * page of another site cannot revoke (CSRF).
  */
 import { getConnInfo } from '@hono/node-server/conninfo';
 import type { HttpBindings } from '@hono/node-server';
@@ -27,6 +32,7 @@ import {
   type AdminSources,
 } from '../../admin/view.js';
 import type { GatewayConfig } from '../../config/schema.js';
+import type { GrantInfo } from '../../credentials/types.js';
 import type { Logger } from '../../observability/log.js';
 import { AuthError, principalHash, type Authenticator } from '../../security/auth.js';
 import { isLoopback, type OriginGuard } from '../frontdoor.js';
@@ -60,7 +66,7 @@ const SECURITY_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'x-frame-options': 'DENY',
   'referrer-policy': 'no-referrer',
-  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
 };
 
 /** Every admin endpoint, by its full path. */
@@ -72,6 +78,7 @@ const ENDPOINTS = [
   '/admin/api/sessions',
   '/admin/api/census',
   '/admin/api/dropped',
+  '/admin/api/grants',
 ];
 
 const refusal = (status: 401 | 403 | 404 | 405, message: string, headers: Record<string, string> = {}) =>
@@ -92,16 +99,24 @@ export interface AdminDeps {
   /** The front door's own: the admin endpoints accept exactly the credentials and hosts the MCP endpoints accept. */
   auth: Authenticator;
   guard: OriginGuard;
+  /** The per-user grants (absent: no `oauth` upstream). */
+  grants?: {
+    grants(upstream?: string): Promise<GrantInfo[]>;
+    revoke(upstream: string, principal: string): Promise<boolean>;
+  };
 }
 
 /** The admin sub-app, to mount at `/admin`. */
-export function adminApp({ cfg, log, replica, storeKind, auth, guard, ...deps }: AdminDeps): Hono<{ Bindings: HttpBindings }> {
+export function adminApp({ cfg, log, replica, storeKind, auth, guard, grants, ...deps }: AdminDeps): Hono<{ Bindings: HttpBindings }> {
   const allowed = cfg.admin.principals ? new Set(cfg.admin.principals) : undefined;
   const sources: AdminSources = { ...deps.sources, redactor: new Redactor(cfg) };
   const app = new Hono<{ Bindings: HttpBindings }>();
 
   app.use('*', async (c, next) => {
-    const refused = guard.check(c.req.header('host'), c.req.header('origin'));
+    const origin = c.req.header('origin');
+    // The page's own revoke form: its Origin is the page's (scheme and Host).
+    const own = origin !== undefined && origin === `${new URL(c.req.url).protocol}//${c.req.header('host')}`;
+    const refused = guard.check(c.req.header('host'), own && c.req.method === 'POST' ? undefined : origin);
     if (refused) {
       log.warn({ reason: refused, admin: true }, 'request refused by Host/Origin check');
       return refusal(403, `Forbidden: ${refused}`);
@@ -128,9 +143,10 @@ export function adminApp({ cfg, log, replica, storeKind, auth, guard, ...deps }:
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.res.headers.set(k, v);
   });
 
-  app.get('/', (c) =>
+  app.get('/', async (c) =>
     c.html(
       renderPage({
+        ...(grants ? { grants: await grants.grants() } : {}),
         replica,
         store: storeKind,
         now: new Date().toISOString(),
@@ -150,10 +166,34 @@ export function adminApp({ cfg, log, replica, storeKind, auth, guard, ...deps }:
   app.get('/api/sessions', (c) => c.json({ sessions: sessionsView(sources) }));
   app.get('/api/census', (c) => c.json(censusView(sources)));
   app.get('/api/dropped', (c) => c.json({ dropped: droppedView(sources) }));
+  if (grants) grantRoutes(app, grants, log);
   app.all('*', (c) => {
     const path = c.req.path;
     if (ENDPOINTS.includes(path)) return refusal(405, `${c.req.method} is not supported on ${path}; use GET`, { allow: 'GET, HEAD' });
     return refusal(404, `No admin endpoint at ${c.req.path}; the admin endpoints are ${ENDPOINTS.join(', ')}`);
   });
   return app;
+}
+
+/** The grants' JSON endpoints and the page's revoke form (see the file header). */
+function grantRoutes(app: Hono<{ Bindings: HttpBindings }>, grants: NonNullable<AdminDeps['grants']>, log: Logger): void {
+  const revoke = async (upstream: string, principal: string) => {
+    const done = await grants.revoke(upstream, principal);
+    if (done) log.info({ admin: true, upstream, principal: principalHash(principal) }, 'grant revoked on the admin page');
+    return done;
+  };
+  app.get('/api/grants', async (c) => c.json({ grants: await grants.grants() }));
+  app.delete('/api/grants/:name', async (c) => {
+    const principal = c.req.query('principal');
+    if (!principal) return refusal(404, 'Name the grant: DELETE /admin/api/grants/NAME?principal=PRINCIPAL');
+    if (!(await revoke(c.req.param('name'), principal))) return refusal(404, 'No such grant');
+    return c.body(null, 204);
+  });
+  app.post('/grants/revoke', async (c) => {
+    const form = await c.req.parseBody();
+    const { upstream, principal } = form;
+    if (typeof upstream !== 'string' || typeof principal !== 'string') return refusal(404, 'Name the grant: upstream and principal');
+    await revoke(upstream, principal);
+    return c.redirect('/admin#grants', 303);
+  });
 }
