@@ -36,6 +36,7 @@ beforeAll(async () => {
   gw = await startGateway({
     auth: idp.auth,
     credentials: { keys: KEYS, consentWaitMs: 30_000 },
+    federation: { enabled: true },
     upstreams: {
       up: { transport: 'streamable-http', url: upstream.url, credentials: { mode: 'oauth' } },
       tx: {
@@ -71,13 +72,14 @@ async function legacyClient(sub: string, upstreamName: string, urlMode: boolean,
   client.setRequestHandler(ElicitRequestSchema, async (r) => (await onElicit(r.params)) as never);
   client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => void completed.push(n.params.elicitationId));
   const headers = { authorization: `Bearer ${await idp.mint(sub)}` };
-  await client.connect(new StreamableHTTPClientTransport(new URL(gw.url(upstreamName)), { requestInit: { headers } }));
+  const url = upstreamName === '*' ? `${gw.base}/mcp` : gw.url(upstreamName);
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
   return { client, completed };
 }
 
 /** What the upstream's `whoami` tool says about the token it got. */
-async function whoami(client: Client): Promise<Record<string, unknown>> {
-  const r = await client.callTool({ name: 'whoami', arguments: {} });
+async function whoami(client: Client, name = 'whoami'): Promise<Record<string, unknown>> {
+  const r = await client.callTool({ name, arguments: {} });
   return JSON.parse((r.content as { text: string }[])[0]!.text) as Record<string, unknown>;
 }
 
@@ -128,6 +130,40 @@ describeWith(['chromium'], 'a legacy client on an oauth upstream (Debian chromiu
     const from = upstream.requests.length;
     expect(await whoami(client)).toEqual({ sub: 'bob', aud: upstream.resource });
     expect(callSubjects(from)).toEqual(['bob']);
+    await client.close();
+  });
+});
+
+describeWith(['chromium'], 'legacy clients on the federated /mcp with an oauth member (Debian chromium)', () => {
+  it('lists leave the member out until consent; a call asks in url mode with an elicitationId, then runs as the user', async () => {
+    const asked: any[] = [];
+    const { client } = await legacyClient('erin', '*', true, async (params) => {
+      asked.push(params);
+      expect((await consentInBrowser(params.url, { login: 'erin' })).status).toBe(200);
+      return { action: 'accept' };
+    });
+    const before = (await client.listTools()).tools.map((t) => t.name);
+    expect(before).toContain('tx_whoami');
+    expect(before).not.toContain('up_whoami');
+    const from = upstream.requests.length;
+    expect(await whoami(client, 'up_whoami')).toEqual({ sub: 'erin', aud: upstream.resource });
+    expect(asked).toEqual([
+      { mode: 'url', message: expect.any(String), url: expect.stringMatching(/\/oauth\/start\?/), elicitationId: expect.any(String) },
+    ]);
+    expect(callSubjects(from)).toEqual(['erin']);
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('up_whoami');
+    await client.close();
+  });
+
+  it('a client without url mode gets -32042 with the consent URL; its retry after the consent goes through', async () => {
+    const { client } = await legacyClient('frank', '*', false, async () => ({ action: 'decline' }));
+    const first = (await client.callTool({ name: 'up_whoami', arguments: {} }).catch((e: unknown) => e)) as McpError;
+    expect(first).toBeInstanceOf(McpError);
+    expect(first.code).toBe(-32042);
+    const [elicitation] = (first.data as { elicitations: { url: string }[] }).elicitations;
+    expect(elicitation).toEqual({ mode: 'url', message: expect.any(String), url: expect.any(String), elicitationId: expect.any(String) });
+    expect((await consentInBrowser(elicitation!.url, { login: 'frank' })).status).toBe(200);
+    expect(await whoami(client, 'up_whoami')).toEqual({ sub: 'frank', aud: upstream.resource });
     await client.close();
   });
 });

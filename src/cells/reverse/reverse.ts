@@ -20,7 +20,9 @@
  * subscriptions are not relayed: the `initialize` result offers neither, and `resources/subscribe`
  * gets -32601.
  */
+import { randomUUID } from 'node:crypto';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
 import { ErrorCode, reasonOf } from '../../protocol/errors.js';
 import {
@@ -285,6 +287,8 @@ export class ReverseRelay implements LegacyRelay {
           },
         };
       const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;
+      const urlRequired = this.urlRequired(requests);
+      if (urlRequired) return { error: urlRequired };
       const answers: Record<string, unknown> = {};
       try {
         await Promise.all(
@@ -335,7 +339,7 @@ export class ReverseRelay implements LegacyRelay {
           else resolve((answer.result ?? {}) as Record<string, unknown>);
         },
       });
-      const params = request.method === 'roots/list' ? {} : request.params;
+      const params = request.method === 'roots/list' ? {} : urlMode(request) ? withElicitationId(request.params) : request.params;
       this.init.downstream
         .send({ jsonrpc: '2.0', id, method: request.method, params } as JSONRPCMessage, { relatedRequestId: related })
         .catch((e: Error) => {
@@ -343,6 +347,20 @@ export class ReverseRelay implements LegacyRelay {
           reject(new Error(`The client could not be asked: ${e.message}`));
         });
     });
+  }
+
+  /**
+   * -32042 (URLElicitationRequired, 2025-11-25) with the URLs in `data.elicitations` when the
+   * upstream asks url-mode elicitation of a client that did not declare url mode; undefined otherwise.
+   */
+  private urlRequired(requests: Record<string, InputRequest>): Message['error'] {
+    const urls = Object.values(requests).filter(urlMode);
+    if (urls.length === 0 || (this.declared.elicitation as { url?: unknown } | undefined)?.url !== undefined) return undefined;
+    return {
+      code: URL_ELICITATION_REQUIRED,
+      message: `Upstream '${this.init.upstream}' needs the user to open a URL first (${String(urls[0]!.params.message ?? '')}); retry after that`,
+      data: { elicitations: urls.map((r) => withElicitationId(r.params)) },
+    };
   }
 
   /** One stateless request upstream with the session's envelope; notifications go to request `related`. */
@@ -411,6 +429,14 @@ export class ReverseRelay implements LegacyRelay {
     for (const a of this.asks.values()) a.resolve({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'session closed' } });
     this.asks.clear();
   }
+}
+
+/** Whether `r` is a url-mode `elicitation/create`. */
+const urlMode = (r: InputRequest) => r.method === 'elicitation/create' && (r.params as { mode?: unknown } | undefined)?.mode === 'url';
+
+/** The params of a url-mode elicitation with the `elicitationId` 2025-11-25 requires (2026-07-28 input requests carry none). */
+function withElicitationId(params: Record<string, unknown>): Record<string, unknown> {
+  return typeof params.elicitationId === 'string' ? params : { ...params, elicitationId: `gw-elicitation-${randomUUID()}` };
 }
 
 /** A 2026-07-28 result as a legacy client expects it: without `resultType` and the caching hints. */
