@@ -20,6 +20,7 @@ import { BridgeServer } from './cells/bridge/serve.js';
 import { TaskManager } from './cells/bridge/tasks/manager.js';
 import { TaskQuota } from './cells/bridge/tasks/quota.js';
 import { ModernPassThrough } from './cells/modern/passthrough.js';
+import { Credentials } from './credentials/credentials.js';
 import { OAuthGrants } from './credentials/grants.js';
 import { TokenExchange } from './credentials/token-exchange.js';
 import { Federation } from './federation/federation.js';
@@ -44,9 +45,6 @@ import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
-import { Credentials } from './credentials/credentials.js';
-import type { TokenExchanger, UserGrants } from './credentials/types.js';
-import { upstreamFailed } from './protocol/errors.js';
 
 /**
  * The part of `shutdownGraceMs` kept after the drain for ending upstream sessions and children (a
@@ -89,32 +87,6 @@ function upstreamsOf(cfg: GatewayConfig, log: Logger, draining: () => boolean): 
     upstreams.set(name, new Upstream(name, effective, log, cfg.auth.mode !== 'none', draining));
   }
   return upstreams;
-}
-
-/** The token exchanger and the user grants of per-user upstream credentials. */
-function credentialParts(): { exchanger: TokenExchanger; grants: UserGrants } {
-  const absent = (upstream: string) =>
-    upstreamFailed(upstream, 'upstream-authorization', `Upstream '${upstream}': per-user credentials are not available in this build`);
-  return {
-    exchanger: {
-      token: async (upstream) => {
-        throw absent(upstream);
-      },
-      forget: () => {},
-    },
-    grants: {
-      accessToken: async (upstream) => {
-        throw absent(upstream);
-      },
-      consentLink: async (upstream) => {
-        throw absent(upstream);
-      },
-      forget: async () => {},
-      waitForGrant: async () => false,
-      grants: async () => [],
-      revoke: async () => false,
-    },
-  };
 }
 
 /** Every long-lived object of one gateway, and its readiness, drain and close. */
@@ -208,8 +180,7 @@ export class Wiring {
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),
     });
     this.observe();
-    const { exchanger, grants } = credentialParts();
-    this.credentials = new Credentials(cfg, exchanger, grants);
+    this.credentials = new Credentials(cfg, this.exchanger, this.userGrants);
     this.credentials.warnAtStart(log);
     const { bridge, tasks, sampler, census } = this;
     this.router = new Router({
@@ -288,8 +259,8 @@ export class Wiring {
       credentials: Object.values(cfg.upstreams).some((u) => u.credentials.mode === 'oauth')
         ? {
             consent: this.userGrants.consent,
-            grants: (upstream) => this.userGrants.grants(upstream),
-            revoke: (upstream, principal) => this.userGrants.revoke(upstream, principal),
+            grants: (upstream) => this.credentials.grants(upstream),
+            revoke: (upstream, principal) => this.credentials.revoke(upstream, principal),
           }
         : undefined,
       draining: () => this.draining,

@@ -186,6 +186,11 @@ export class OAuthGrants implements UserGrants {
    */
   async consentLink(upstream: string, principal: string): Promise<{ url: string; elicitationId: string }> {
     oauthConfigOf(this.deps.cfg, upstream);
+    if (!this.baseUrl())
+      throw authorizationFailed(
+        upstream,
+        `The gateway does not know its own URL for the consent link of upstream ${upstream}: set http.publicUrl`,
+      );
     const elicitationId = randomUUID();
     return { url: this.consent.link(upstream, principal, elicitationId), elicitationId };
   }

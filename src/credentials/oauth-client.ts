@@ -85,7 +85,6 @@ export class OAuthClients {
           grant_types: ['authorization_code', 'refresh_token'],
           response_types: ['code'],
           token_endpoint_auth_method: 'client_secret_basic',
-          ...(target.scopes.length ? { scope: target.scopes.join(' ') } : {}),
         },
         requestOptions(as.registration_endpoint),
       );

@@ -31,8 +31,6 @@ type ExchangeConfig = Extract<UpstreamCredentialsConfig, { mode: 'tokenExchange'
 export class TokenExchange implements TokenExchanger {
   private readonly cache = new LRUCache<string, HeldToken & { useUntilMs: number }>({ max: MAX_CACHED });
   private readonly inflight = new Map<string, Promise<HeldToken>>();
-  /** How many exchanges were sent to token endpoints (for tests and metrics). */
-  exchanges = 0;
 
   /** @param cfg the gateway config; its upstreams with `credentials.mode: "tokenExchange"` are served. */
   constructor(
@@ -92,7 +90,6 @@ export class TokenExchange implements TokenExchanger {
     }
     const what = `The token endpoint ${endpoint.href} of upstream ${upstream}`;
     let response: oauth.TokenEndpointResponse;
-    this.exchanges++;
     try {
       const res = await oauth.genericTokenEndpointRequest(as, client, auth, TOKEN_EXCHANGE_GRANT, params, requestOptions(endpoint));
       response = await oauth.processGenericTokenEndpointResponse(as, client, res);

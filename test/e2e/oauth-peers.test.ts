@@ -21,6 +21,7 @@ import {
   protectedStdio,
   startAuthServer,
   startProtectedUpstream,
+  JWT_TOKEN_TYPE,
   TOKEN_EXCHANGE,
   whoami,
   type AuthServer,
@@ -29,7 +30,6 @@ import {
 } from '../helpers/oauth.js';
 
 const loopback = { [oauth.allowInsecureRequests]: true };
-const JWT_TYPE = 'urn:ietf:params:oauth:token-type:jwt';
 
 let as: AuthServer;
 let upstream: ProtectedUpstream;
@@ -46,14 +46,14 @@ afterAll(async () => {
 });
 
 /** The token endpoint's RFC 8693 answer for `subjectToken` and `audience`. */
-async function exchange(subjectToken: string, audience: string, metadata: oauth.AuthorizationServer) {
+async function exchange(subjectToken: string, audience: string, metadata: oauth.AuthorizationServer, extra: Record<string, string> = {}) {
   const client = { client_id: as.exchangeClient.clientId };
   const res = await oauth.genericTokenEndpointRequest(
     metadata,
     client,
     oauth.ClientSecretBasic(as.exchangeClient.clientSecret),
     TOKEN_EXCHANGE,
-    { subject_token: subjectToken, subject_token_type: JWT_TYPE, audience },
+    { subject_token: subjectToken, subject_token_type: JWT_TOKEN_TYPE, audience, ...extra },
     loopback,
   );
   return oauth.processGenericTokenEndpointResponse(metadata, client, res);
@@ -106,6 +106,13 @@ describe('authorization server and protected upstream', () => {
       expect(await whoami(client)).toEqual({ sub: who, aud: upstream.resource });
       await client.close();
     }
+    // An actor token (here a JWT of the same IdP) is named in the token's `act` claim.
+    const acted = await exchange(await idp.mint('bob'), upstream.resource, metadata, {
+      actor_token: await idp.mint('gateway'),
+      actor_token_type: JWT_TOKEN_TYPE,
+    });
+    expect(decodeJwt(acted.access_token)).toMatchObject({ sub: 'bob', act: { sub: 'gateway' } });
+    expect(as.records.exchanges.pop()).toMatchObject({ subject: 'bob', actor: 'gateway' });
     expect(as.records.exchanges.map((e) => [e.subject, e.audience])).toEqual([
       ['bob', upstream.resource],
       ['carol', upstream.resource],
@@ -118,6 +125,12 @@ describe('authorization server and protected upstream', () => {
     const metadata = await discover();
     const forged = await (await callerIdp()).mint('mallory');
     await expect(exchange(forged, upstream.resource, metadata)).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(exchange(await idp.mint('bob'), upstream.resource, metadata, { subject_token_type: 'x' })).rejects.toMatchObject({
+      error: 'invalid_request',
+    });
+    await expect(exchange(await idp.mint('bob'), upstream.resource, metadata, { actor_token: forged })).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
     const expired = await idp.mint('bob', { ttlSec: -60 });
     await expect(exchange(expired, upstream.resource, metadata)).rejects.toMatchObject({ error: 'invalid_grant' });
     await as.down();
@@ -134,6 +147,13 @@ describe('authorization server and protected upstream', () => {
     await expect(connectWithToken(upstream.url, t.access_token)).rejects.toMatchObject({ code: 401 });
     expect(upstream.requests).toEqual([]);
     expect(upstream.refusals[0]).toMatchObject({ status: 401, reason: expect.stringMatching(/aud/) });
+    // Told to accept that audience, it does; then its own again.
+    upstream.setAudience('http://127.0.0.1:9/other');
+    const other = await connectWithToken(upstream.url, t.access_token);
+    expect(await whoami(other)).toEqual({ sub: 'bob', aud: 'http://127.0.0.1:9/other' });
+    await other.close();
+    upstream.setAudience();
+    await expect(connectWithToken(upstream.url, t.access_token)).rejects.toMatchObject({ code: 401 });
   });
 });
 
@@ -152,7 +172,7 @@ describe('stdio upstream with a token in its environment', () => {
     );
     try {
       const who = await whoami(client);
-      expect(who).toMatchObject({ token, sub: 'frank' });
+      expect(who).toMatchObject({ token, sub: 'frank', aud: idp.audience });
       expect(who.pid).toEqual(expect.any(Number));
       expect(who.pid).not.toBe(process.pid);
     } finally {
@@ -257,15 +277,14 @@ describeWith(['chromium'], 'authorization code + PKCE through the login and cons
     ).rejects.toMatchObject({ error: 'invalid_grant' });
   });
 
-  it('signs each user in through their own browser context', async () => {
+  it('signs each user in through their own browser context; a refused refresh is invalid_grant', async () => {
     const metadata = await discover();
+    // A confidential client (the registration default), asking no scope: it gets the default one.
     const client = await oauth.processDynamicClientRegistrationResponse(
-      await oauth.dynamicClientRegistrationRequest(
-        metadata,
-        { redirect_uris: [redirectUri], token_endpoint_auth_method: 'none' },
-        loopback,
-      ),
+      await oauth.dynamicClientRegistrationRequest(metadata, { redirect_uris: [redirectUri] }, loopback),
     );
+    const auth = oauth.ClientSecretBasic(String(client.client_secret));
+    const refreshTokens = new Map<string, string>();
     for (const login of ['dora', 'erin']) {
       const verifier = oauth.generateRandomCodeVerifier();
       const authorize = new URL(metadata.authorization_endpoint!);
@@ -273,7 +292,6 @@ describeWith(['chromium'], 'authorization code + PKCE through the login and cons
         client_id: client.client_id,
         redirect_uri: redirectUri,
         response_type: 'code',
-        scope: 'mcp',
         resource: upstream.resource,
         code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
         code_challenge_method: 'S256',
@@ -283,12 +301,41 @@ describeWith(['chromium'], 'authorization code + PKCE through the login and cons
       const tokens = await oauth.processAuthorizationCodeResponse(
         metadata,
         client,
-        await oauth.authorizationCodeGrantRequest(metadata, client, oauth.None(), params, redirectUri, verifier, {
-          additionalParameters: { resource: upstream.resource },
-          ...loopback,
-        }),
+        await oauth.authorizationCodeGrantRequest(metadata, client, auth, params, redirectUri, verifier, loopback),
       );
-      expect(decodeJwt(tokens.access_token).sub).toBe(login);
+      expect(decodeJwt(tokens.access_token)).toMatchObject({ sub: login, aud: upstream.resource, scope: 'mcp' });
+      refreshTokens.set(login, tokens.refresh_token!);
     }
+    const refresh = (login: string) =>
+      oauth
+        .refreshTokenGrantRequest(metadata, client, auth, refreshTokens.get(login)!, loopback)
+        .then((r) => oauth.processRefreshTokenResponse(metadata, client, r));
+    as.refuseRefresh('erin');
+    await expect(refresh('erin')).rejects.toMatchObject({ error: 'invalid_grant' });
+    expect(decodeJwt((await refresh('dora')).access_token).sub).toBe('dora');
+  });
+
+  it("lands on the server's error page for an unregistered redirect URI, on the client's with access_denied when the user cancels", async () => {
+    const metadata = await discover();
+    const client = await oauth.processDynamicClientRegistrationResponse(
+      await oauth.dynamicClientRegistrationRequest(metadata, { redirect_uris: [redirectUri] }, loopback),
+    );
+    const authorize = new URL(metadata.authorization_endpoint!);
+    authorize.search = new URLSearchParams({
+      client_id: client.client_id,
+      redirect_uri: `${redirectUri}/elsewhere`,
+      response_type: 'code',
+      code_challenge: await oauth.calculatePKCECodeChallenge(oauth.generateRandomCodeVerifier()),
+      code_challenge_method: 'S256',
+    }).toString();
+    const landed = await consentInBrowser(authorize.href, { login: 'gus' });
+    expect(landed.status).toBe(400);
+    expect(landed.body).toMatch(/redirect_uri/);
+    // The user cancels on the consent page: the client's redirect URI gets access_denied.
+    authorize.searchParams.set('redirect_uri', redirectUri);
+    authorize.searchParams.set('state', 'st');
+    const denied = await consentInBrowser(authorize.href, { login: 'gus', deny: true });
+    expect(denied).toMatchObject({ status: 200, body: 'callback reached' });
+    expect(Object.fromEntries(new URL(denied.url).searchParams)).toMatchObject({ error: 'access_denied', state: 'st' });
   });
 });

@@ -24,6 +24,8 @@ export interface ConsentOptions {
   login: string;
   /** Any password (default "pw"). */
   password?: string;
+  /** Press "[ Cancel ]" on the consent page instead of "Continue" (the client gets `error=access_denied`). */
+  deny?: boolean;
   /** Budget for the whole walk, ms (default 20 s, scaled). */
   timeoutMs?: number;
 }
@@ -54,7 +56,7 @@ function isLoopback(url: string): boolean {
 /**
  * Opens `url` in a fresh browser context (no cookies from earlier calls), follows its redirects to
  * the authorization server, signs in as `login` when the login page shows, presses "Continue" on
- * the consent page when it shows, and resolves with the page the last redirect lands on. Requests
+ * the consent page when it shows (or "[ Cancel ]" with `deny`), and resolves with the page the last redirect lands on. Requests
  * to hosts other than loopback are blocked (the pages load no outside fonts). The browser is
  * launched on first use and shared by the calls of one test file: call {@link closeBrowser} in
  * `afterAll`. Rejects when a page does not load within the budget.
@@ -86,14 +88,16 @@ export async function consentInBrowser(url: string, opts: ConsentOptions): Promi
 
 /** Acts on a login or consent page (resolving with the response it navigated to), or undefined on any other page. */
 async function interact(page: Page, opts: ConsentOptions): Promise<Response | null | undefined> {
-  const submit = page.locator('form button[type=submit]');
+  let press = page.locator('form button[type=submit]').first();
   if (await page.locator('form input[name=login]').count()) {
     await page.fill('form input[name=login]', opts.login);
     await page.fill('form input[name=password]', opts.password ?? 'pw');
   } else if (!(await page.locator('form input[name=prompt][value=consent]').count())) {
     return undefined;
+  } else if (opts.deny) {
+    press = page.locator('a', { hasText: '[ Cancel ]' }).first();
   }
-  const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), submit.first().click()]);
+  const [response] = await Promise.all([page.waitForNavigation({ waitUntil: 'domcontentloaded' }), press.click()]);
   return response;
 }
 

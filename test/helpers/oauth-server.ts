@@ -8,13 +8,11 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { createLocalJWKSet, decodeJwt, exportJWK, generateKeyPair, jwtVerify, type JSONWebKeySet } from 'jose';
-import Provider, { errors } from 'oidc-provider';
+import { decodeJwt, exportJWK, generateKeyPair, type JSONWebKeySet } from 'jose';
+import Provider from 'oidc-provider';
+import { registerTokenExchange, TOKEN_EXCHANGE, type Exchange, type SubjectIssuer } from './oauth-exchange.js';
 
-/** The RFC 8693 grant type. */
-export const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
-/** RFC 8693 `access_token` token type (the `issued_token_type` of an exchange). */
-export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+export { ACCESS_TOKEN_TYPE, JWT_TOKEN_TYPE, TOKEN_EXCHANGE, type Exchange, type SubjectIssuer } from './oauth-exchange.js';
 
 /** A client registered with the server at start (besides any a test registers through RFC 7591). */
 export interface PreRegisteredClient {
@@ -25,15 +23,6 @@ export interface PreRegisteredClient {
   redirectUris?: string[];
   /** Default: `authorization_code` and `refresh_token` with redirect URIs, else token exchange only. */
   grantTypes?: string[];
-}
-
-/** Whose JWTs the token exchange accepts as `subject_token` (a {@link CallerIdp} fits). */
-export interface SubjectIssuer {
-  issuer: string;
-  /** Public keys the subject tokens are signed with. */
-  jwks: JSONWebKeySet;
-  /** When set, the subject token's `aud` must contain it. */
-  audience?: string;
 }
 
 /** Options of {@link startAuthServer}. */
@@ -50,6 +39,8 @@ export interface AuthServerOptions {
   exchangeClient?: { clientId: string; clientSecret: string };
   /** Whose subject tokens the token exchange accepts (none: every exchange fails with `invalid_grant`). */
   subjectIssuer?: SubjectIssuer;
+  /** The scope an authorization request that names none gets (default: `scopes` joined by spaces). */
+  defaultScope?: string;
   /** Whether a refresh rotates the refresh token (default true). */
   rotateRefreshTokens?: boolean;
 }
@@ -64,19 +55,6 @@ export interface IssuedGrant {
   scope?: string;
   /** Whether a refresh token came with it. */
   refreshToken: boolean;
-  atMs: number;
-}
-
-/** One RFC 8693 exchange the token endpoint answered. */
-export interface Exchange {
-  clientId: string;
-  /** The subject token's `sub` (the issued token's `sub`). */
-  subject: string;
-  /** The issued token's `aud` (the requested `audience`, else `resource`). */
-  audience: string;
-  /** The actor token's `sub` when one was sent and is a JWT. */
-  actor?: string;
-  scope?: string;
   atMs: number;
 }
 
@@ -115,6 +93,11 @@ export interface AuthServer {
   /** The confidential client allowed to use the token exchange. */
   exchangeClient: { clientId: string; clientSecret: string };
   records: AuthServerRecords;
+  /**
+   * From now on (`refuse` true, the default) refresh grants of account `sub` fail with
+   * `invalid_grant` (as after the user revoked the grant at the server); `false` undoes it.
+   */
+  refuseRefresh(sub: string, refuse?: boolean): void;
   /** Empties every list of {@link records}. */
   clearRecords(): void;
   /** Stops listening and drops open connections: the server is unreachable until {@link up}. */
@@ -132,6 +115,8 @@ const RFC8414 = '/.well-known/oauth-authorization-server';
  * RS256 JWTs (`iss`, `sub`, `aud` = resource, `exp`, `scope`, `client_id`); refresh tokens are issued
  * to every client allowed the `refresh_token` grant (no `offline_access` scope needed; clients
  * registered through RFC 7591 get `authorization_code` + `refresh_token` unless they ask otherwise).
+ * An authorization request without `scope` gets `defaultScope`. JWT access tokens cannot be
+ * revoked (`unsupported_token_type`, RFC 7009 §2.2.1); revoking a refresh token revokes its grant.
  * The token exchange (RFC 8693, client authentication required) answers `invalid_grant` for a
  * subject token that fails verification, `invalid_target` without `audience` or `resource`.
  */
@@ -146,8 +131,12 @@ export async function startAuthServer(opts: AuthServerOptions = {}): Promise<Aut
 
   const sockets = new Set<Socket>();
   let handler: (req: IncomingMessage, res: ServerResponse) => void = (_q, s) => s.writeHead(503).end();
+  const defaultScope = opts.defaultScope ?? (opts.scopes ?? ['mcp']).join(' ');
   const server: Server = createServer((req, res) => {
     if (req.url?.startsWith(RFC8414)) req.url = '/.well-known/openid-configuration' + req.url.slice(RFC8414.length);
+    if (req.method === 'GET' && req.url?.startsWith('/auth?') && !new URLSearchParams(req.url.slice(6)).has('scope')) {
+      req.url += `&scope=${encodeURIComponent(defaultScope)}`;
+    }
     handler(req, res);
   });
   server.on('connection', (s) => {
@@ -159,9 +148,10 @@ export async function startAuthServer(opts: AuthServerOptions = {}): Promise<Aut
   const issuer = `http://127.0.0.1:${port}`;
 
   const records: AuthServerRecords = emptyRecords();
+  const refused = new Set<string>();
   const provider = new Provider(
     issuer,
-    configuration({ opts, ttl, signingJwk, exchangeClient, cookieKey: randomBytes(32).toString('hex') }),
+    configuration({ opts, ttl, signingJwk, exchangeClient, refused, cookieKey: randomBytes(32).toString('hex') }),
   );
   recordEvents(provider, records);
   registerTokenExchange(provider, { subjectIssuer: opts.subjectIssuer, ttl: exchangeTtl, ownJwks: jwks, issuer, records });
@@ -174,6 +164,7 @@ export async function startAuthServer(opts: AuthServerOptions = {}): Promise<Aut
     jwks,
     exchangeClient,
     records,
+    refuseRefresh: (sub, refuse = true) => void (refuse ? refused.add(sub) : refused.delete(sub)),
     clearRecords: () => Object.assign(records, emptyRecords()),
     down: () => stop(server, sockets),
     up: () => listen(server, port),
@@ -208,6 +199,7 @@ function configuration(c: {
   ttl: number;
   signingJwk: Record<string, unknown>;
   exchangeClient: { clientId: string; clientSecret: string };
+  refused: Set<string>;
   cookieKey: string;
 }): Record<string, unknown> {
   const { opts, ttl } = c;
@@ -218,7 +210,11 @@ function configuration(c: {
     jwks: { keys: [c.signingJwk] },
     cookies: { keys: [c.cookieKey] },
     scopes,
-    findAccount: async (_ctx: unknown, id: string) => ({ accountId: id, claims: async () => ({ sub: id }) }),
+    // Any login name is an account, except for the refreshes refuseRefresh() turned off.
+    findAccount: async (ctx: any, id: string) =>
+      ctx?.oidc?.params?.grant_type === 'refresh_token' && c.refused.has(id)
+        ? undefined
+        : { accountId: id, claims: async () => ({ sub: id }) },
     clientDefaults: {
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -228,11 +224,17 @@ function configuration(c: {
     pkce: { required: () => true },
     issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(t: string): boolean }) => client.grantTypeAllowed('refresh_token'),
     expiresWithSession: async () => false,
+    // The RFC 8693 `act` claim of an exchange with an actor token (set by oauth-exchange.ts).
+    extraTokenClaims: async (ctx: any) => (ctx?.state?.act ? { act: ctx.state.act } : undefined),
     rotateRefreshToken: () => opts.rotateRefreshTokens ?? true,
     features: {
       devInteractions: { enabled: true },
       registration: { enabled: true },
-      revocation: { enabled: true },
+      revocation: {
+        enabled: true,
+        allowedPolicy: async (_ctx: unknown, client: { clientId: string }, token: { clientId?: string }) =>
+          token.clientId === client.clientId,
+      },
       introspection: { enabled: false },
       resourceIndicators: {
         enabled: true,
@@ -316,96 +318,4 @@ function recordEvents(provider: Provider, records: AuthServerRecords): void {
     const token = e.RefreshToken ?? e.AccessToken ?? e.ClientCredentials;
     if (token) records.revocations.push({ clientId: ctx.oidc.client.clientId, kind: token.kind, sub: token.accountId, atMs: now() });
   });
-}
-
-/**
- * RFC 8693 on `provider`: `subject_token` must be a JWT of `subjectIssuer` (signature, `iss`,
- * `exp`, `aud` when configured); the issued token is a JWT signed with the provider's keys with
- * `sub` = the subject's `sub`, `aud` = `audience` (else `resource`), `exp` = now + `ttl`.
- */
-function registerTokenExchange(
-  provider: Provider,
-  c: { subjectIssuer?: SubjectIssuer; ttl: number; ownJwks: JSONWebKeySet; issuer: string; records: AuthServerRecords },
-): void {
-  const subjectKeys = c.subjectIssuer ? createLocalJWKSet(c.subjectIssuer.jwks) : undefined;
-  const ownKeys = createLocalJWKSet(c.ownJwks);
-  const params = [
-    'subject_token',
-    'subject_token_type',
-    'actor_token',
-    'actor_token_type',
-    'audience',
-    'resource',
-    'scope',
-    'requested_token_type',
-  ];
-  provider.registerGrantType(
-    TOKEN_EXCHANGE,
-    async (ctx: any) => {
-      const p = ctx.oidc.params as Record<string, string | undefined>;
-      if (!p.subject_token) throw new errors.InvalidRequest('missing required parameter subject_token');
-      if (!subjectKeys || !c.subjectIssuer) throw new errors.InvalidGrant('no subject token issuer is trusted');
-      const subject = await jwtVerify(p.subject_token, subjectKeys, {
-        issuer: c.subjectIssuer.issuer,
-        ...(c.subjectIssuer.audience ? { audience: c.subjectIssuer.audience } : {}),
-      }).catch((e: Error) => {
-        throw new errors.InvalidGrant(`subject_token invalid: ${e.message}`);
-      });
-      if (!subject.payload.sub) throw new errors.InvalidGrant('subject_token has no sub');
-      let actor: string | undefined;
-      if (p.actor_token) {
-        const claims = await verifyActor(p.actor_token, subjectKeys, ownKeys, c);
-        actor = claims?.sub;
-      }
-      const audience = p.audience ?? p.resource;
-      if (!audience) throw new errors.InvalidTarget('audience or resource is required');
-      const token = new provider.AccessToken({
-        accountId: subject.payload.sub,
-        client: ctx.oidc.client,
-        gty: 'token_exchange',
-        scope: p.scope,
-        ...(actor ? { extra: { act: { sub: actor } } } : {}),
-      });
-      token.resourceServer = { audience, accessTokenTTL: c.ttl, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'RS256' } } };
-      const value = await token.save();
-      c.records.exchanges.push({
-        clientId: ctx.oidc.client.clientId,
-        subject: subject.payload.sub,
-        audience,
-        actor,
-        scope: p.scope,
-        atMs: Date.now(),
-      });
-      ctx.body = {
-        access_token: value,
-        issued_token_type: ACCESS_TOKEN_TYPE,
-        token_type: 'Bearer',
-        expires_in: token.expiration,
-        ...(p.scope ? { scope: p.scope } : {}),
-      };
-    },
-    params,
-  );
-}
-
-/** The actor token's claims: a JWT of the subject issuer or of this server; an opaque one is accepted as is. */
-async function verifyActor(
-  token: string,
-  subjectKeys: ReturnType<typeof createLocalJWKSet>,
-  ownKeys: ReturnType<typeof createLocalJWKSet>,
-  c: { subjectIssuer?: SubjectIssuer; issuer: string },
-): Promise<{ sub?: string } | undefined> {
-  try {
-    decodeJwt(token);
-  } catch {
-    return undefined;
-  }
-  for (const [keys, issuer] of [
-    [subjectKeys, c.subjectIssuer?.issuer],
-    [ownKeys, c.issuer],
-  ] as const) {
-    const ok = await jwtVerify(token, keys, { issuer }).catch(() => undefined);
-    if (ok) return ok.payload;
-  }
-  throw new errors.InvalidGrant('actor_token invalid');
 }

@@ -60,6 +60,8 @@ export interface ProtectedUpstream {
   /** Accepted requests, in order. */
   requests: UpstreamRequest[];
   refusals: UpstreamRefusal[];
+  /** From now on accept tokens for `audience` (undefined: the server's own resource URL again). */
+  setAudience(audience?: string): void;
   /** Empties {@link requests} and {@link refusals}. */
   clear(): void;
   close(): Promise<void>;
@@ -96,7 +98,7 @@ export async function startProtectedUpstream(opts: ProtectedUpstreamOptions): Pr
   origin = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
   const url = `${origin}/mcp`;
   const metadataUrl = `${origin}/.well-known/oauth-protected-resource/mcp`;
-  const audience = opts.audience ?? url;
+  let audience = opts.audience ?? url;
 
   function refuse(res: ServerResponse, status: number, reason: string, error?: string): void {
     refusals.push({ status, reason });
@@ -169,6 +171,9 @@ export async function startProtectedUpstream(opts: ProtectedUpstreamOptions): Pr
     metadataUrl,
     requests,
     refusals,
+    setAudience: (aud) => {
+      audience = aud ?? url;
+    },
     clear: () => {
       requests.length = 0;
       refusals.length = 0;
@@ -219,13 +224,13 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-/** The stdio fixture whose `whoami` answers `{token, sub, pid}` from the variable named by its argument. */
+/** The stdio fixture whose `whoami` answers `{token, sub, aud, pid}` from the variable named by its argument. */
 export const PROTECTED_STDIO_FIXTURE = fileURLToPath(new URL('../fixtures/oauth-stdio-server.ts', import.meta.url));
 
 /**
  * Upstream config (the gateway's `upstreams.NAME`) for {@link PROTECTED_STDIO_FIXTURE} over stdio:
- * its `whoami` answers the value of env var `envVar` (the token the gateway put there), the `sub`
- * of that value when it is a JWT (not verified) and the child's pid.
+ * its `whoami` answers the value of env var `envVar` (`token`: the token the gateway put there,
+ * null when unset), its `sub` and `aud` when it is a JWT (decoded, not verified) and the child's `pid`.
  */
 export function protectedStdio(envVar: string): { transport: 'stdio'; command: string; args: string[] } {
   return { transport: 'stdio', command: process.execPath, args: ['--import', 'tsx', PROTECTED_STDIO_FIXTURE, envVar] };
@@ -244,7 +249,7 @@ export async function connectWithToken(url: string, token: string): Promise<Clie
   return client;
 }
 
-/** Calls `whoami` through `client` and parses its JSON text (`{sub, aud}` on HTTP, `{token, sub, pid}` on stdio). */
+/** Calls `whoami` through `client` and parses its JSON text (`{sub, aud}` on HTTP, `{token, sub, aud, pid}` on stdio). */
 export async function whoami(client: Client): Promise<Record<string, unknown>> {
   const r = (await client.callTool({ name: 'whoami', arguments: {} })) as { content: { type: string; text?: string }[] };
   return JSON.parse(r.content[0]?.text ?? '{}');
