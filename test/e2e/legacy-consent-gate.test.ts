@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsentRequired, type CredentialCaller, type UpstreamCredentials } from '../../src/credentials/types.js';
 import type { UpstreamCredential } from '../../src/upstream/credential.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { fixtureStdio, FixtureLog, startFixtureHttp } from '../helpers/fixture.js';
+import { fixtureStdio, FixtureLog, startFixtureHttp, startModernHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 
 /**
@@ -234,6 +234,56 @@ describe('the consent gate of legacy sessions, on the fixture over Streamable HT
     expect(seen).toEqual([`Bearer ${creds.held.get('apikey:alice')}`, `Bearer ${creds.held.get('apikey:bob')}`]);
     await alice.client.close();
     await bob.client.close();
+  });
+});
+
+describe('the consent gate in front of the reverse bridge (a 2026-07-28 upstream over Streamable HTTP)', () => {
+  let upstream: SpawnedServer & { config: Record<string, unknown> };
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  const refusedFile = join(mkdtempSync(join(tmpdir(), 'refused-')), 'tokens');
+  const creds = new TestCredentials(new Set(['modern']));
+  const tokens = () =>
+    log
+      .of('http')
+      .filter((e) => e.mcpMethodHeader === 'tools/call')
+      .map((e) => e.authorization);
+
+  beforeAll(async () => {
+    upstream = await startModernHttp(log, { FIXTURE_REFUSED_FILE: refusedFile, FIXTURE_EXTRA_TOOLS: '["plain"]' });
+    gw = await startGateway({
+      auth,
+      upstreams: { modern: { ...upstream.config, protocol: '2026-07-28' } },
+      credentials: { consentWaitMs: 5000 },
+    });
+    (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await upstream?.stop();
+  });
+
+  it('asks consent, then every upstream request carries the token; a refused token is dropped and the next call asks again', async () => {
+    let asked = 0;
+    const { client, completed } = await v1Client(gw.url('modern'), 'alice', true, async () => {
+      asked++;
+      creds.grant('apikey:alice');
+      return { action: 'accept' };
+    });
+    expect(textOf(await client.callTool({ name: 'plain', arguments: {} }))).toBe('plain');
+    expect(asked).toBe(1);
+    expect(completed).toHaveLength(1);
+    const first = creds.held.get('apikey:alice')!;
+    expect(tokens()).toEqual([`Bearer ${first}`]);
+    writeFileSync(refusedFile, `${first}\n`);
+    const refused = (await client.callTool({ name: 'plain', arguments: {} }).catch((e: unknown) => e)) as McpError;
+    expect(refused.code).toBe(-32603);
+    expect(refused.data).toEqual({ upstream: 'modern', reason: 'upstream-authorization' });
+    expect(creds.refusedFor).toEqual(['apikey:alice']);
+    expect(textOf(await client.callTool({ name: 'plain', arguments: {} }))).toBe('plain');
+    expect(asked).toBe(2);
+    expect(tokens().at(-1)).toBe(`Bearer ${creds.held.get('apikey:alice')}`);
+    await client.close();
   });
 });
 
