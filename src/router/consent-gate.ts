@@ -210,7 +210,7 @@ export class ConsentGate implements LegacyRelay {
       let r = await this.resolve();
       if ('consent' in r) r = await this.consent(m, r.consent, abort.signal);
       if (this.closed || abort.signal.aborted) return;
-      if ('consent' in r) return;
+      if ('consent' in r) return this.answer(m, { error: this.notGiven('no grant').toJSON() }, startedAt);
       if ('error' in r) return this.answer(m, { error: r.error.toJSON() }, startedAt);
       const failed = await this.openReplaying(r.credential);
       if (this.closed || abort.signal.aborted) return;
