@@ -15,6 +15,7 @@ import {
   callerIdp,
   closeBrowser,
   consentInBrowser,
+  protectedStdio,
   startAuthServer,
   startProtectedUpstream,
   type AuthServer,
@@ -33,21 +34,23 @@ beforeAll(async () => {
   idp = await callerIdp();
   as = await startAuthServer({ subjectIssuer: idp, accessTokenTtlSec: 300 });
   upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  const exchange = {
+    mode: 'tokenExchange',
+    tokenEndpoint: as.tokenEndpoint,
+    clientId: as.exchangeClient.clientId,
+    clientSecret: as.exchangeClient.clientSecret,
+  };
   gw = await startGateway({
     auth: idp.auth,
     credentials: { keys: KEYS, consentWaitMs: 30_000 },
     federation: { enabled: true },
     upstreams: {
       up: { transport: 'streamable-http', url: upstream.url, credentials: { mode: 'oauth' } },
-      tx: {
-        transport: 'streamable-http',
-        url: upstream.url,
-        credentials: {
-          mode: 'tokenExchange',
-          tokenEndpoint: as.tokenEndpoint,
-          clientId: as.exchangeClient.clientId,
-          clientSecret: as.exchangeClient.clientSecret,
-        },
+      tx: { transport: 'streamable-http', url: upstream.url, credentials: exchange },
+      local: {
+        ...protectedStdio('UPSTREAM_TOKEN'),
+        protocol: 'legacy',
+        credentials: { ...exchange, audience: 'urn:test:stdio-upstream', env: 'UPSTREAM_TOKEN' },
       },
     },
   });
@@ -177,6 +180,18 @@ describe('legacy clients on a tokenExchange upstream', () => {
     expect(await whoami(dave.client)).toEqual({ sub: 'dave', aud: upstream.resource });
     expect(await whoami(carol.client)).toMatchObject({ sub: 'carol' });
     expect(callSubjects(from)).toEqual(['carol', 'dave', 'carol']);
+    await carol.client.close();
+    await dave.client.close();
+  });
+
+  it('on a stdio upstream each session has its own child with its own exchanged token in its environment', async () => {
+    const carol = await legacyClient('carol', 'local', false, async () => ({ action: 'decline' }));
+    const dave = await legacyClient('dave', 'local', false, async () => ({ action: 'decline' }));
+    const c = await whoami(carol.client);
+    const d = await whoami(dave.client);
+    expect(c).toMatchObject({ sub: 'carol', aud: 'urn:test:stdio-upstream' });
+    expect(d).toMatchObject({ sub: 'dave', aud: 'urn:test:stdio-upstream' });
+    expect(c.pid).not.toBe(d.pid);
     await carol.client.close();
     await dave.client.close();
   });
