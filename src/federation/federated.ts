@@ -15,6 +15,8 @@
  * bridge asks the client with an `elicitationId`; when the client did not declare url mode, the
  * hop declares it for the client on `tools/call`, `prompts/get` and `resources/read`, so that the
  * round comes back and the bridge answers -32042 (URLElicitationRequired) with the consent URL.
+ * After the client accepted, the retry waits for the user's grant (`credentials.consentWaitMs`)
+ * and the client gets `notifications/elicitation/complete`.
  * The lists leave such a member out until the user consented (logged by the federation layer).
  */
 import { validateRequest } from '../protocol/envelope.js';
@@ -134,6 +136,7 @@ export function federatedRelay(federation: Federation, upstream: string, who: Re
     upstream,
     inputAllow: INPUT_KINDS,
     modern: new FederatedHop(federation, who, hooks.log.child({ component: 'federation' })),
+    urlAccepted: (state, signal) => federation.consentGranted(state, who.principal, signal),
     downstream: hooks.downstream,
     log: hooks.log.child({ component: 'reverse' }),
     onRequest: hooks.onRequest,

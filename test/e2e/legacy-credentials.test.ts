@@ -138,11 +138,13 @@ describeWith(['chromium'], 'a legacy client on an oauth upstream (Debian chromiu
 });
 
 describeWith(['chromium'], 'legacy clients on the federated /mcp with an oauth member (Debian chromium)', () => {
-  it('lists leave the member out until consent; a call asks in url mode with an elicitationId, then runs as the user', async () => {
+  it('lists leave the member out until consent; a call asks in url mode with an elicitationId, waits for the grant, then runs as the user', async () => {
     const asked: any[] = [];
-    const { client } = await legacyClient('erin', '*', true, async (params) => {
+    let browsed: Promise<{ status: number }> | undefined;
+    // As a client does: accept at once (the user opens the URL), the consent completes afterwards.
+    const { client, completed } = await legacyClient('erin', '*', true, async (params) => {
       asked.push(params);
-      expect((await consentInBrowser(params.url, { login: 'erin' })).status).toBe(200);
+      browsed = consentInBrowser(params.url, { login: 'erin' });
       return { action: 'accept' };
     });
     const before = (await client.listTools()).tools.map((t) => t.name);
@@ -153,6 +155,8 @@ describeWith(['chromium'], 'legacy clients on the federated /mcp with an oauth m
     expect(asked).toEqual([
       { mode: 'url', message: expect.any(String), url: expect.stringMatching(/\/oauth\/start\?/), elicitationId: expect.any(String) },
     ]);
+    expect((await browsed)!.status).toBe(200);
+    expect(completed).toEqual([asked[0].elicitationId]);
     expect(callSubjects(from)).toEqual(['erin']);
     expect((await client.listTools()).tools.map((t) => t.name)).toContain('up_whoami');
     await client.close();

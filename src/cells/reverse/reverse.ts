@@ -73,6 +73,12 @@ export interface ReverseInit {
    * (its `method`): return true to answer it yourself. Unset: such a refusal is an upstream failure.
    */
   onRefused?: (id: RequestId, method: string, status: number) => boolean;
+  /**
+   * The client accepted the url-mode elicitations of a round whose `requestState` is `state`:
+   * resolves true once what the URL was for is done (the user's consent stored), and the client
+   * then gets `notifications/elicitation/complete`; false: the retry goes on at once.
+   */
+  urlAccepted?: (state: unknown, signal: AbortSignal) => Promise<boolean>;
   modern: ModernUpstream;
   downstream: DownstreamTransport;
   log: Logger;
@@ -286,7 +292,7 @@ export class ReverseRelay implements LegacyRelay {
             data: { upstream: this.init.upstream, reason: 'protocol' },
           },
         };
-      const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;
+      const requests = withElicitationIds((r.result.inputRequests ?? {}) as Record<string, InputRequest>);
       const urlRequired = this.urlRequired(requests);
       if (urlRequired) return { error: urlRequired };
       const answers: Record<string, unknown> = {};
@@ -305,6 +311,7 @@ export class ReverseRelay implements LegacyRelay {
           },
         };
       }
+      await this.afterUrlAccepted(requests, answers, r.result.requestState, m.id!, entry.abort.signal);
       params = {
         ...base,
         ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
@@ -347,6 +354,22 @@ export class ReverseRelay implements LegacyRelay {
           reject(new Error(`The client could not be asked: ${e.message}`));
         });
     });
+  }
+
+  /** After the client accepted url-mode elicitations: waits for {@link ReverseInit.urlAccepted}, then tells the client they completed. */
+  private async afterUrlAccepted(
+    requests: Record<string, InputRequest>,
+    answers: Record<string, unknown>,
+    state: unknown,
+    related: RequestId,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const accepted = Object.entries(requests).filter(([k, r]) => urlMode(r) && (answers[k] as { action?: unknown })?.action === 'accept');
+    if (accepted.length === 0 || !this.init.urlAccepted || !(await this.init.urlAccepted(state, signal))) return;
+    for (const [, r] of accepted) {
+      const note = { jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId: r.params.elicitationId } };
+      await this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+    }
   }
 
   /**
@@ -433,6 +456,13 @@ export class ReverseRelay implements LegacyRelay {
 
 /** Whether `r` is a url-mode `elicitation/create`. */
 const urlMode = (r: InputRequest) => r.method === 'elicitation/create' && (r.params as { mode?: unknown } | undefined)?.mode === 'url';
+
+/** `requests` whose url-mode elicitations carry an `elicitationId`. */
+function withElicitationIds(requests: Record<string, InputRequest>): Record<string, InputRequest> {
+  const out: Record<string, InputRequest> = {};
+  for (const [k, r] of Object.entries(requests)) out[k] = urlMode(r) ? ({ ...r, params: withElicitationId(r.params) } as InputRequest) : r;
+  return out;
+}
 
 /** The params of a url-mode elicitation with the `elicitationId` 2025-11-25 requires (2026-07-28 input requests carry none). */
 function withElicitationId(params: Record<string, unknown>): Record<string, unknown> {
