@@ -224,7 +224,7 @@ export class Router {
     let probeMs = 0;
     if (!era) {
       const asked = performance.now();
-      era = await untilAborted(this.upstreamEra(up), ctx.connection.signal, up.name);
+      era = await untilAborted(this.upstreamEra(up, ctx.credential?.headers), ctx.connection.signal, up.name);
       // Waiting for the era probe is upstream start-up time, and it counts against connectMs.
       probeMs = performance.now() - asked;
       if (ctx.timing) ctx.timing.upstreamMs += probeMs;
@@ -268,7 +268,7 @@ export class Router {
       : undefined;
     const filter = (req.params.notifications ?? {}) as ListenFilter;
     const sub =
-      (await this.upstreamEra(up)) === 'modern'
+      (await this.upstreamEra(up, credential?.headers)) === 'modern'
         ? await openModernSubscription(
             { name, modern: up.modern! },
             filter,
@@ -314,8 +314,8 @@ export class Router {
    * The upstream's era, learned when needed; a failure to reach it is the upstream's failure.
    * @throws GatewayError -32603 `unreachable`.
    */
-  private async upstreamEra(up: Upstream): Promise<UpstreamEra> {
-    return up.era();
+  private async upstreamEra(up: Upstream, hopHeaders?: Readonly<Record<string, string>>): Promise<UpstreamEra> {
+    return up.era(hopHeaders);
   }
 
   /**

@@ -197,8 +197,10 @@ export class Upstream {
    *   start); `timeout` when a stdio upstream or a pinned 2026-07-28 one did not answer within its
    *   start budget;
    *   `protocol` when it broke the protocol.
+   * @param hopHeaders the asking caller's credential headers (HTTP), sent with the probe of an
+   *   upstream that wants each user's own token.
    */
-  era(): Promise<UpstreamEra> {
+  era(hopHeaders?: Readonly<Record<string, string>>): Promise<UpstreamEra> {
     if (!this.modern) return Promise.resolve('legacy');
     if (this.cfg.protocol === '2026-07-28') {
       const budgetMs = this.firstStart.budgetMs();
@@ -222,7 +224,7 @@ export class Upstream {
     const stdio = this.cfg.transport === 'stdio';
     const budgetMs = stdio ? this.firstStart.budgetMs() : Math.min(this.cfg.timeouts.connectMs / 2, PROBE_MS);
     const setting = stdio ? this.firstStart.setting() : 'timeouts.connectMs';
-    this.eraKnown ??= probeModern(this.modern, budgetMs, !stdio).then(
+    this.eraKnown ??= probeModern(this.modern, budgetMs, !stdio, hopHeaders && { ...hopHeaders }).then(
       async (discovered) => {
         const era: UpstreamEra = discovered ? 'modern' : 'legacy';
         this.detected = era;

@@ -13,11 +13,11 @@ import { gatewayEnvelope, ModernHopError, type ModernResponse, type ModernUpstre
  * @throws ModernHopError `timeout` when none came within `timeoutMs` (the request is cancelled
  *   upstream), or the request's own failure (unreachable, crashed, protocol).
  */
-async function discoverWithin(up: ModernUpstream, timeoutMs: number): Promise<ModernResponse> {
+async function discoverWithin(up: ModernUpstream, timeoutMs: number, hopHeaders?: Record<string, string>): Promise<ModernResponse> {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort('timeout'), timeoutMs);
   try {
-    return await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal });
+    return await up.request('server/discover', { _meta: gatewayEnvelope() }, { signal: ac.signal, hopHeaders });
   } catch (e) {
     if (ac.signal.aborted && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) {
       throw new ModernHopError('timeout', `no answer to server/discover within ${timeoutMs} ms`, e.stderr);
@@ -48,14 +48,16 @@ export async function startModern(up: ModernUpstream, timeoutMs: number): Promis
  * (stdio, where `timeoutMs` is the whole start budget of the child) it is a start `timeout`.
  * @throws ModernHopError `timeout` when no answer came within `timeoutMs` and silence does not
  *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked.
+ * `hopHeaders`: the first caller's credential headers, for an upstream that wants each user's own token.
  */
 export async function probeModern(
   up: ModernUpstream,
   timeoutMs: number,
   silenceIsLegacy = true,
+  hopHeaders?: Record<string, string>,
 ): Promise<Record<string, unknown> | undefined> {
   try {
-    const r = await discoverWithin(up, timeoutMs);
+    const r = await discoverWithin(up, timeoutMs, hopHeaders);
     if ('error' in r) return undefined;
     const versions = r.result.supportedVersions;
     return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;

@@ -3,6 +3,7 @@
  * Streamable HTTP or HTTP+SSE upstream, the 2026-07-28 hop alike): {@link UpstreamStartError}, the
  * message of a failed or timed-out start, and the stderr line that most likely says why.
  */
+import { SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { cwdProblem } from '../config/child-env.js';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -51,9 +52,12 @@ export class UpstreamStartError extends Error {
   }
 }
 
-/** The HTTP status of an upstream's refusal carried by `e` (the v1 SDK's StreamableHTTPError, an UpstreamStartError), else undefined. */
+/**
+ * The HTTP status of an upstream's refusal carried by `e` (the v1 SDK's StreamableHTTPError, or its
+ * SseError for the HTTP+SSE stream; an UpstreamStartError), else undefined.
+ */
 export function refusalStatus(e: unknown): number | undefined {
-  if (e instanceof StreamableHTTPError && typeof e.code === 'number' && e.code >= 400) return e.code;
+  if ((e instanceof StreamableHTTPError || e instanceof SseError) && typeof e.code === 'number' && e.code >= 400) return e.code;
   if (e instanceof UpstreamStartError) return e.status;
   return undefined;
 }

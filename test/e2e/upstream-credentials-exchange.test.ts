@@ -4,9 +4,15 @@
  * upstream over Streamable HTTP that records whose token each request carries, and the stdio
  * fixture whose `whoami` reads its token from its environment. Each principal's upstream requests
  * carry a token of its own subject and the upstream's audience, exchanged once and cached; a token
- * endpoint that is down is a clear error until it is back; on stdio each principal has a child of its own.
+ * endpoint that is down is a clear error until it is back; on stdio each principal has a child of its own;
+ * a 2026-07-28 upstream (v2 SDK) gets each caller's token from its era probe on, and one that
+ * refuses a token has it dropped.
  */
-import { decodeJwt } from 'jose';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
+import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
@@ -27,15 +33,46 @@ let idp: CallerIdp;
 let as: AuthServer;
 let upstream: ProtectedUpstream;
 let gw: TestGateway;
+/** A 2026-07-28 upstream that checks bearer tokens; `audience` is what it accepts (its URL, unless a test changes it). */
+let modern: { url: string; audience: string; seen: { sub: string; aud: unknown; method: string | null }[]; server: ServerType };
+
+/** Starts the 2026-07-28 upstream: a v2 SDK server whose tool `hello` answers "hello", behind a bearer check. */
+async function startModernProtected(): Promise<typeof modern> {
+  const keys = createLocalJWKSet(as.jwks);
+  const handler = createMcpHandler(() => {
+    const s = new McpServer({ name: 'modern-protected', version: '1.0.0' });
+    s.registerTool('hello', { description: 'Says hello' }, async () => ({ content: [{ type: 'text', text: 'hello' }] }));
+    return s;
+  });
+  const state = { url: '', audience: '', seen: [] as typeof modern.seen, server: undefined as unknown as ServerType };
+  const fetch = async (req: Request) => {
+    const token = /^Bearer (\S+)$/.exec(req.headers.get('authorization') ?? '')?.[1];
+    try {
+      const { payload } = await jwtVerify(token ?? '', keys, { issuer: as.issuer, audience: state.audience });
+      state.seen.push({ sub: String(payload.sub), aud: payload.aud, method: req.headers.get('mcp-method') });
+    } catch {
+      return new Response(JSON.stringify({ error: 'invalid_token' }), { status: 401, headers: { 'www-authenticate': 'Bearer' } });
+    }
+    return handler.fetch(req);
+  };
+  await new Promise<void>((resolve) => {
+    state.server = serve({ fetch, port: 0, hostname: '127.0.0.1' }, () => resolve());
+  });
+  state.url = `http://127.0.0.1:${(state.server.address() as AddressInfo).port}/mcp`;
+  state.audience = state.url;
+  return state;
+}
 
 beforeAll(async () => {
   idp = await callerIdp();
   as = await startAuthServer({ subjectIssuer: idp });
   upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  modern = await startModernProtected();
   const exchange = { mode: 'tokenExchange', tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient };
   gw = await startGateway({
     auth: idp.auth,
     upstreams: {
+      modern: { transport: 'streamable-http', url: modern.url, protocol: 'auto', credentials: exchange },
       api: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', credentials: exchange },
       local: {
         ...protectedStdio('UPSTREAM_TOKEN'),
@@ -49,6 +86,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gw?.close();
+  modern?.server.close();
   await upstream?.close();
   await as?.close();
 });
@@ -112,5 +150,57 @@ describe('stdio upstream with per-user credentials', () => {
       }
     };
     expect(await eventually(() => seen.every((s) => !running(s.pid)), 10_000)).toBe(true);
+  });
+});
+
+describe('a 2026-07-28 upstream with token exchange', () => {
+  it('gets each caller token from the era probe on; a refused token is dropped and exchanged again', async () => {
+    const call = async (jwt: string) =>
+      (await rpc(gw.url('modern'), 'tools/call', { name: 'hello', arguments: {} }, { headers: { authorization: `Bearer ${jwt}` } })).body;
+    const grace = await idp.mint('grace');
+    expect((await call(grace)).result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'hello' }] });
+    expect(modern.seen.map((s) => [s.method, s.sub])).toEqual([
+      ['server/discover', 'grace'],
+      ['tools/call', 'grace'],
+    ]);
+    expect(modern.seen.every((s) => s.aud === modern.url)).toBe(true);
+
+    const heidi = await idp.mint('heidi');
+    expect((await call(heidi)).result).toMatchObject({ resultType: 'complete' });
+    const exchanged = () => as.records.exchanges.filter((e) => e.subject === 'heidi' && e.audience === modern.url).length;
+    expect(exchanged()).toBe(1);
+    modern.audience = 'https://someone-else.example/mcp';
+    const refused = await call(heidi);
+    expect(refused.error).toMatchObject({ code: -32603, data: { upstream: 'modern', reason: 'upstream-authorization' } });
+    expect(refused.error.message).toContain("refused the user's token (HTTP 401)");
+    modern.audience = modern.url;
+    expect((await call(heidi)).result).toMatchObject({ resultType: 'complete' });
+    expect(exchanged()).toBe(2);
+  });
+});
+
+describe('an HTTP+SSE upstream that refuses the exchanged token', () => {
+  it('-32603 upstream-authorization, and the next call exchanges again', async () => {
+    const refusing = createServer((_req, res) => res.writeHead(401, { 'www-authenticate': 'Bearer error="invalid_token"' }).end());
+    await new Promise<void>((r) => refusing.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/sse`;
+    const g = await startGateway({
+      auth: idp.auth,
+      upstreams: {
+        old: { transport: 'sse', url, credentials: { mode: 'tokenExchange', tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient } },
+      },
+    });
+    try {
+      const judy = await idp.mint('judy');
+      const exchanged = () => as.records.exchanges.filter((e) => e.subject === 'judy').length;
+      for (const n of [1, 2]) {
+        const r = await rpc(g.url('old'), 'tools/list', {}, { headers: { authorization: `Bearer ${judy}` } });
+        expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'old', reason: 'upstream-authorization' } });
+        expect(exchanged()).toBe(n);
+      }
+    } finally {
+      await g.close();
+      refusing.close();
+    }
   });
 });

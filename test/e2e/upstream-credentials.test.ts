@@ -7,7 +7,7 @@
  * audience and bad consent states; federation.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually } from '../helpers/fixture.js';
 import { describeWith } from '../helpers/installed.js';
 import { scaled } from '../helpers/budget.js';
@@ -132,6 +132,22 @@ describeWith(['chromium'], 'per-user OAuth grants for a 2026-07-28 client (Debia
     },
     scaled(60_000),
   );
+
+  it('subscriptions/listen holds a session with the user token; without a grant: -32603 with the consent link', async () => {
+    const bob = await idp.mint('bob');
+    upstream.clear();
+    const sub = await listen(gw.url('gh'), { toolsListChanged: true }, { headers: { authorization: `Bearer ${bob}` } });
+    expect(sub.status).toBe(200);
+    expect(await sub.next(scaled(5000))).toMatchObject({ method: 'notifications/subscriptions/acknowledged' });
+    sub.close();
+    expect(upstream.requests.length).toBeGreaterThan(0);
+    expect(upstream.requests.every((r) => r.sub === 'bob')).toBe(true);
+
+    const ivan = await idp.mint('ivan');
+    const refused = await listen(gw.url('gh'), { toolsListChanged: true }, { headers: { authorization: `Bearer ${ivan}` } });
+    expect(refused.messages[0].error).toMatchObject({ code: -32603, data: { upstream: 'gh', reason: 'upstream-authorization' } });
+    expect(refused.messages[0].error.data.url.startsWith(`${gw.base}/oauth/start?`)).toBe(true);
+  });
 
   it(
     'a token the upstream refuses (another audience): -32603 upstream-authorization, the grant dropped, then a new round',

@@ -341,6 +341,25 @@ describe('an HTTP upstream that refuses the credentials', () => {
   );
 });
 
+describe('forwardAuthorization', () => {
+  it('is warned about once per such upstream at start: token passthrough, and the audience check it needs', async () => {
+    const mem = memoryLogger('warn');
+    const url = 'http://127.0.0.1:9/mcp';
+    await gateway(
+      {
+        upstreams: {
+          fwd: { transport: 'streamable-http', url, forwardAuthorization: true },
+          plain: { transport: 'streamable-http', url },
+        },
+      },
+      { log: mem.log },
+    );
+    const warned = mem.lines().filter((l) => /token passthrough/.test(String(l.msg)));
+    expect(warned.map((l) => l.upstream)).toEqual(['fwd']);
+    expect(warned[0]!.msg).toContain("checks that each token's audience is its own");
+  });
+});
+
 describe('what a stdio child writes reaches callers and logs only as it should', () => {
   it('the values of its env (passthrough included) are hidden in data.stderr, the message and the logs', async () => {
     const mem = memoryLogger('debug');

@@ -133,7 +133,7 @@ export interface ListenStream {
   close(): void;
 }
 
-/** Opens `subscriptions/listen` with `filter` as `params.notifications` (a JSON body is read whole). */
+/** Opens `subscriptions/listen` with `filter` as `params.notifications` (a JSON body is read whole); `opts.headers` are added (null drops nothing here). */
 export async function listen(url: string, filter: Record<string, unknown>, opts: RpcOptions = {}): Promise<ListenStream> {
   const id = opts.id ?? `listen-${nextId++}`;
   const abort = new AbortController();
@@ -145,6 +145,7 @@ export async function listen(url: string, filter: Record<string, unknown>, opts:
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': 'subscriptions/listen',
+      ...(Object.fromEntries(Object.entries(opts.headers ?? {}).filter(([, v]) => v !== null)) as Record<string, string>),
     },
     body: JSON.stringify({
       jsonrpc: '2.0',
