@@ -287,6 +287,29 @@ describe('the consent gate in front of the reverse bridge (a 2026-07-28 upstream
   });
 });
 
+describe('a legacy session first on a protected upstream of unknown era (protocol auto)', () => {
+  let upstream: SpawnedServer & { config: Record<string, unknown> };
+  let gw: TestGateway;
+  const creds = new TestCredentials(new Set());
+
+  beforeAll(async () => {
+    upstream = await startModernHttp(undefined, { FIXTURE_REQUIRE_BEARER: '1', FIXTURE_EXTRA_TOOLS: '["plain"]' });
+    gw = await startGateway({ auth, upstreams: { modern: { ...upstream.config, protocol: 'auto' } } });
+    (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await upstream?.stop();
+  });
+
+  it("probes the era with the caller's credential, so the upstream is found 2026-07-28 and served by the reverse bridge", async () => {
+    const { client } = await v1Client(gw.url('modern'), 'alice', false, async () => ({ action: 'decline' }));
+    expect(gw.legacy.list().map((s) => s.relay)).toEqual(['reverse']);
+    expect(textOf(await client.callTool({ name: 'plain', arguments: {} }))).toBe('plain');
+    await client.close();
+  });
+});
+
 describe('the consent gate on a stdio upstream', () => {
   let gw: TestGateway;
   const creds = new TestCredentials(new Set(['oauth']));
