@@ -89,6 +89,9 @@ function upstreamsOf(cfg: GatewayConfig, log: Logger, draining: () => boolean): 
   return upstreams;
 }
 
+/** Whether an upstream uses per-user OAuth grants (`credentials.mode: "oauth"`). */
+const usesOAuth = (cfg: GatewayConfig) => Object.values(cfg.upstreams).some((u) => u.credentials.mode === 'oauth');
+
 /** Every long-lived object of one gateway, and its readiness, drain and close. */
 export class Wiring {
   /** Task records, spent requestState ids and live replicas: in memory, or shared on Redis. */
@@ -160,6 +163,10 @@ export class Wiring {
       log: log.child({ component: 'credentials' }),
       listenUrl: () => this.listenUrl,
     });
+    if (this.store.kind === 'redis' && !cfg.credentials.keys.length && this.generatedStateKey && usesOAuth(cfg))
+      log.warn(
+        'no credentials or requestState key configured: grants on Redis are sealed with a key of this process; other replicas and a restart cannot read them (set credentials.keys)',
+      );
     this.modern = new ModernPassThrough(this.sealer, this.store.spent, this.taskIds, cfg.requestState.ttlMs, log);
     this.bridge = new MrtrBridge(this.sealer, cfg.requestState.ttlMs, log, this.store.spent, this.replica, this.store.kind !== 'memory', {
       total: cfg.limits.maxParked,
@@ -256,7 +263,7 @@ export class Wiring {
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal }),
       legacy,
-      credentials: Object.values(cfg.upstreams).some((u) => u.credentials.mode === 'oauth')
+      credentials: usesOAuth(cfg)
         ? {
             consent: this.userGrants.consent,
             grants: (upstream) => this.credentials.grants(upstream),

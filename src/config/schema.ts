@@ -619,7 +619,11 @@ export const GatewayConfigSchema = z
           .describe(
             'Origin header values accepted when present (exact origins). Browser pages from these origins also get CORS: preflights are answered and responses carry Access-Control-Allow-Origin. Default: http(s) origins on localhost, 127.0.0.0/8 and [::1]',
           ),
-        publicUrl: httpUrl().optional().describe('External base URL of the gateway, used in resource metadata and WWW-Authenticate'),
+        publicUrl: httpUrl()
+          .optional()
+          .describe(
+            'External base URL of the gateway, used in resource metadata, WWW-Authenticate, and the consent links and OAuth redirect URI (<publicUrl>/oauth/callback) of oauth upstreams (default there: the address the gateway listens on)',
+          ),
       })
       .strict()
       .prefault({})

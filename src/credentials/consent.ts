@@ -19,7 +19,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { Logger } from '../observability/log.js';
 import { principalHash } from '../security/auth.js';
 import type { SealedBox } from '../security/sealed-box.js';
-import type { SpentStates } from '../store/shared.js';
+import { StoreUnavailable, type SpentStates } from '../store/shared.js';
 import type { GrantTokens } from './grants.js';
 import { clientAuth, type OAuthClients } from './oauth-client.js';
 import { oauthConfigOf, type OAuthDiscovery } from './oauth-discovery.js';
@@ -113,6 +113,7 @@ export class ConsentFlow {
    * Opens `link` and prepares the redirect to the authorization server.
    * @throws ConsentProblem 400 for a link that is not genuine or has expired; 502 when the
    *   authorization server cannot be found or the client cannot be registered.
+   * @throws StoreUnavailable when the shared store cannot be reached.
    */
   async start(link: string | undefined): Promise<ConsentStart> {
     const l = this.deps.box.open<LinkClaims>(link, 'consent-link');
@@ -129,6 +130,7 @@ export class ConsentFlow {
       ({ as, resource, scopes } = await this.deps.discovery.target(upstream));
       clientId = (await this.deps.clients.forUpstream(upstream, c, { as, resource, scopes }, redirectUri)).client_id;
     } catch (e) {
+      if (e instanceof StoreUnavailable) throw e;
       throw new ConsentProblem(502, (e as Error).message);
     }
     if (!as.authorization_endpoint)

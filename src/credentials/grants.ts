@@ -3,7 +3,7 @@
  * access and refresh token for each upstream, obtained through the consent routes
  * (src/credentials/consent.ts), kept in the shared store (src/store/grants.ts) with the tokens
  * sealed (src/security/sealed-box.ts, bound to the upstream and principal), refreshed when the
- * access token expired or is within {@link REFRESH_BEFORE_MS} of it, revoked at the server when it
+ * access token expired or is within {@link REFRESH_BEFORE_MS} of it (by one replica at a time), revoked at the server when it
  * offers revocation (RFC 7009). A refresh the server refuses drops the grant: the caller is asked
  * for consent again.
  */
@@ -23,7 +23,9 @@ import type { GrantInfo, HeldToken, UserGrants } from './types.js';
 
 /** An access token is refreshed when it expires within this, in ms. */
 export const REFRESH_BEFORE_MS = 30_000;
-/** How often {@link OAuthGrants.waitForGrant} reads the store, in ms. */
+/** Longest a refresh holds the grant's refresh lock (other replicas wait for it that long), in ms. */
+const REFRESH_LOCK_MS = 15_000;
+/** How often {@link OAuthGrants.waitForGrant} (and a replica waiting for another's refresh) reads the store, in ms. */
 const WAIT_POLL_MS = 250;
 
 /** What `StoredGrant.sealed` holds: the tokens and where they came from. */
@@ -112,10 +114,47 @@ export class OAuthGrants implements UserGrants {
     const key = `${upstream}\u0000${principal}`;
     let running = this.refreshing.get(key);
     if (!running) {
-      running = this.refresh(upstream, principal, g, t).finally(() => this.refreshing.delete(key));
+      running = this.refreshLocked(upstream, principal, g, t).finally(() => this.refreshing.delete(key));
       this.refreshing.set(key, running);
     }
     return running;
+  }
+
+  /** The token of the stored grant `g`, or undefined when it does not open. */
+  private heldOf(upstream: string, principal: string, g: StoredGrant): HeldToken | undefined {
+    const t = this.deps.box.open<GrantTokens>(g.sealed, sealContext(upstream, principal));
+    return t && { accessToken: t.accessToken, ...(g.expiresAtMs !== undefined ? { expiresAtMs: g.expiresAtMs } : {}) };
+  }
+
+  /**
+   * Refreshes the grant `g` under its refresh lock in the shared store, so that one replica
+   * refreshes and the others take its result (a refresh token used twice may make the server
+   * revoke the grant); see {@link accessToken}.
+   */
+  private async refreshLocked(upstream: string, principal: string, g: StoredGrant, t: GrantTokens): Promise<HeldToken | undefined> {
+    const release = await this.deps.store.lock(upstream, principal, REFRESH_LOCK_MS);
+    if (!release) return this.refreshedElsewhere(upstream, principal, g);
+    try {
+      const now = await this.deps.store.get(upstream, principal);
+      if (!now) return undefined;
+      // Refreshed (or consented again) since it was read.
+      if (now.sealed !== g.sealed) return this.heldOf(upstream, principal, now);
+      return await this.refresh(upstream, principal, g, t);
+    } finally {
+      await release().catch(() => {});
+    }
+  }
+
+  /** Waits (polling the store) for the replica holding the refresh lock to store the refreshed grant, or drop it. */
+  private async refreshedElsewhere(upstream: string, principal: string, g: StoredGrant): Promise<HeldToken | undefined> {
+    const deadline = Date.now() + REFRESH_LOCK_MS;
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, WAIT_POLL_MS));
+      const now = await this.deps.store.get(upstream, principal);
+      if (!now) return undefined;
+      if (now.sealed !== g.sealed) return this.heldOf(upstream, principal, now);
+    }
+    throw authorizationFailed(upstream, `Another replica's refresh of this grant did not finish within ${REFRESH_LOCK_MS / 1000} s; retry`);
   }
 
   /** Refreshes the grant `g` (tokens `t`); see {@link accessToken}. */
@@ -133,13 +172,15 @@ export class OAuthGrants implements UserGrants {
       response = await oauth.processRefreshTokenResponse(as, client, res);
     } catch (e) {
       const message = describeFailure(`The token endpoint ${t.tokenEndpoint} of upstream ${upstream}`, e);
-      if (!(e instanceof oauth.ResponseBodyError) && !(e instanceof oauth.OperationProcessingError)) {
+      // Refused (an OAuth error such as invalid_grant): the grant is dead. Anything else (unreachable,
+      // a server error, an unusable answer) may pass: the grant is kept.
+      if (!(e instanceof oauth.ResponseBodyError && e.status < 500)) {
         this.deps.log.warn({ ...log, err: message }, 'grant refresh failed');
         throw authorizationFailed(upstream, message);
       }
       // Another replica may have refreshed it first (a rotated refresh token is then refused here).
       const now = await this.deps.store.get(upstream, principal);
-      if (now && now.sealed !== g.sealed) return this.accessToken(upstream, principal);
+      if (now && now.sealed !== g.sealed) return this.heldOf(upstream, principal, now);
       this.deps.log.info({ ...log, err: message }, 'grant refresh refused: grant dropped, consent will be asked again');
       await this.deps.store.delete(upstream, principal);
       return undefined;

@@ -18,8 +18,11 @@
  *   `prompts/get` and `resources/read`, so a client does not ask the user again in a loop.
  * - The same methods from a client without `elicitation.url`: -32021 (HTTP 400) with
  *   `data.requiredCapabilities: {elicitation: {url: {}}}`.
- * - Any other method (the lists, `server/discover`, completion …): -32603 `upstream-authorization`
- *   saying to call a tool to be asked, with the consent link in `data.url`.
+ * - `server/discover` is answered by the gateway: the official 2026-07-28 clients ask it when they
+ *   connect and give up on an error, so the user could never be asked. It offers `tools` (to call
+ *   one is how the user is asked) and says so in `instructions`; `ttlMs: 0`, `cacheScope: "private"`.
+ * - Any other method (the lists, completion …): -32603 `upstream-authorization` saying to call a
+ *   tool to be asked, with the consent link in `data.url`.
  *
  * A token endpoint or authorization server that fails surfaces as the -32603 `upstream-authorization`
  * the credentials raise. An upstream that refuses the credential (HTTP 401/403) has it dropped
@@ -29,7 +32,7 @@ import { ConsentRequired, type UpstreamCredentials } from '../credentials/types.
 import type { CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
-import { EXCHANGE_METHODS } from '../protocol/wire.js';
+import { EXCHANGE_METHODS, META_SERVER_INFO, SUPPORTED_VERSIONS } from '../protocol/wire.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from '../security/seal.js';
 import { predatesLedger, type SpentStates } from '../store/shared.js';
 
@@ -79,6 +82,7 @@ export class CredentialGate {
       return { req, ctx: { ...ctx, credential } };
     } catch (e) {
       if (!(e instanceof ConsentRequired)) throw e;
+      if (req.method === 'server/discover') return { answer: discoverWithoutGrant(upstream, e) };
       if (!exchange) throw this.askFirst(upstream, e);
       if (declined) return { answer: this.declinedAnswer(upstream, req, declined) };
       const elicitation = (req.clientCapabilities as { elicitation?: { url?: unknown } }).elicitation;
@@ -171,4 +175,17 @@ export class CredentialGate {
 function binding(upstream: string, req: ValidatedRequest, principal: string): Pick<StateClaims, 'up' | 'sub' | 'm' | 'n' | 'd'> {
   const name = String(req.method === 'resources/read' ? req.params.uri : req.params.name);
   return { up: upstream, sub: principal, m: req.method, n: name, d: digestOf(req.params.arguments) };
+}
+
+/** The gateway's own `server/discover` answer for an upstream the caller has not authorized yet (see the file header). */
+function discoverWithoutGrant(upstream: string, e: ConsentRequired): Record<string, unknown> {
+  return {
+    resultType: 'complete',
+    supportedVersions: [...SUPPORTED_VERSIONS],
+    capabilities: { tools: {} },
+    instructions: `Upstream '${upstream}' needs your authorization before it can be used: call one of its tools to be asked, or open ${e.url}`,
+    ttlMs: 0,
+    cacheScope: 'private',
+    _meta: { [META_SERVER_INFO]: { name: upstream, version: 'unknown' } },
+  };
 }

@@ -168,13 +168,13 @@ export class Router {
    * Serves one validated request for upstream `name`. The upstream's `tools` policy applies to
    * both eras: a tool it does not serve is left out of `tools/list`, and its `tools/call` is
    * refused before anything goes upstream.
-   * @returns the JSON-RPC `result` (always with `resultType`).
+   * @returns the JSON-RPC `result` (always with `resultType`), or a consent round's `input_required`
+   *   (src/router/consent.ts).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
    *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
    *   -32021 (400) missing client capability (`elicitation.url` for a consent round); -32603
    *   upstream failure (`upstream-authorization`: the user must authorize the upstream first, a
    *   token endpoint failed, or the upstream refused the user's token).
-   * @returns besides the upstream's answers, a consent round (`input_required`, see src/router/consent.ts).
    */
   async handle(
     name: string,
@@ -191,27 +191,35 @@ export class Router {
       const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
       if (refused) throw refused;
     }
-    if (ctx.credential || this.gate.applies(name)) {
-      if (!this.gate.applies(name)) ctx = { ...ctx, credential: undefined };
-      else {
-        const admitted = await this.gate.admit(name, req, ctx);
-        if (admitted.answer) return admitted.answer;
-        ({ req, ctx } = admitted);
-        // A consent round's retry runs as a fresh call, which the drain does not admit.
-        if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
-      }
-    }
+    if (this.gate.applies(name)) {
+      const admitted = await this.gate.admit(name, req, ctx);
+      if (admitted.answer) return admitted.answer;
+      ({ req, ctx } = admitted);
+      // A consent round's retry runs as a fresh call, which the drain does not admit.
+      if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
+    } else if (ctx.credential) ctx = { ...ctx, credential: undefined };
     try {
       const result = await this.route(up, req, ctx);
       if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
       return result;
     } catch (e) {
-      if (e instanceof GatewayError && ctx.credential && (e.upstreamStatus === 401 || e.upstreamStatus === 403) && this.gate.owns(name))
-        throw await this.gate.refusal(name, ctx.principal, e.upstreamStatus);
-      // An upstream that failed this way may come back as another era.
-      if (e instanceof GatewayError) up.noteFailure(e.reason);
-      throw e;
+      throw await this.refusedOr(up, ctx, e);
     }
+  }
+
+  /**
+   * What a failed request of `up` answers: -32603 `upstream-authorization` when the upstream refused
+   * (HTTP 401/403) a credential the gateway obtained for the caller, which is then dropped
+   * ({@link CredentialGate.refusal}); else `e` itself, noted as the upstream's failure.
+   */
+  private async refusedOr(up: Upstream, ctx: { principal: string; credential?: UpstreamCredential }, e: unknown): Promise<unknown> {
+    if (!(e instanceof GatewayError)) return e;
+    const status = e.upstreamStatus;
+    if (ctx.credential && (status === 401 || status === 403) && this.gate.owns(up.name))
+      return this.gate.refusal(up.name, ctx.principal, status);
+    // An upstream that failed this way may come back as another era.
+    up.noteFailure(e.reason);
+    return e;
   }
 
   /** Serves one request of upstream `up` by the cell of the era it speaks. */
@@ -279,20 +287,9 @@ export class Router {
         })
       : undefined;
     const filter = (req.params.notifications ?? {}) as ListenFilter;
-    const sub =
-      (await this.upstreamEra(up, credential?.headers)) === 'modern'
-        ? await openModernSubscription(
-            { name, modern: up.modern! },
-            filter,
-            {
-              ...req.meta,
-              [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
-            },
-            { declaresTasks: declaresTasks(req), credential },
-            { wrap: (id) => this.taskIds.wrap(name, ctx.principal, id), unwrap: (id) => this.taskIds.unwrap(name, ctx.principal, id) },
-            up.cfg.timeouts.requestMs,
-          )
-        : await this.legacySubscription(up, req, filter, { principal: ctx.principal, credential });
+    const sub = await this.subscribe(up, req, filter, { principal: ctx.principal, credential }).catch(async (e: unknown) => {
+      throw await this.refusedOr(up, { principal: ctx.principal, credential }, e);
+    });
     if (this.closing) {
       sub.end();
     } else {
@@ -300,6 +297,29 @@ export class Router {
       sub.onEnd(() => this.subscriptions.delete(sub));
     }
     return sub;
+  }
+
+  /** Opens a subscription of `up` for the caller `who` on the upstream's era. */
+  private async subscribe(
+    up: Upstream,
+    req: ValidatedRequest,
+    filter: ListenFilter,
+    who: { principal: string; credential?: UpstreamCredential },
+  ): Promise<Subscription> {
+    const { name } = up;
+    return (await this.upstreamEra(up, who.credential?.headers)) === 'modern'
+      ? await openModernSubscription(
+          { name, modern: up.modern! },
+          filter,
+          {
+            ...req.meta,
+            [META_CLIENT_CAPABILITIES]: allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow),
+          },
+          { declaresTasks: declaresTasks(req), credential: who.credential },
+          { wrap: (id) => this.taskIds.wrap(name, who.principal, id), unwrap: (id) => this.taskIds.unwrap(name, who.principal, id) },
+          up.cfg.timeouts.requestMs,
+        )
+      : await this.legacySubscription(up, req, filter, who);
   }
 
   private legacySubscription(

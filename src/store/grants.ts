@@ -41,6 +41,13 @@ export interface GrantStore {
    * race). @throws StoreUnavailable
    */
   putClient(upstream: string, sealed: string, replace?: boolean): Promise<string>;
+  /**
+   * Takes the refresh lock of a grant for `ttlMs` (across replicas: of two at once, one gets it),
+   * so one replica refreshes while the others wait for its result (a refresh token used twice may
+   * make the server revoke the grant). Resolves with the release, or undefined when another holds it.
+   * @throws StoreUnavailable
+   */
+  lock(upstream: string, principal: string, ttlMs: number): Promise<(() => Promise<void>) | undefined>;
 }
 
 /** The field of a grant under which stores keep it: upstream and principal, unambiguously. */
@@ -50,6 +57,8 @@ export const grantField = (upstream: string, principal: string): string => JSON.
 export class MemoryGrantStore implements GrantStore {
   private readonly grants = new Map<string, StoredGrant>();
   private readonly clients = new Map<string, string>();
+  /** Refresh locks: until when each is held (ms since the epoch). */
+  private readonly locks = new Map<string, number>();
 
   async get(upstream: string, principal: string): Promise<StoredGrant | undefined> {
     const g = this.grants.get(grantField(upstream, principal));
@@ -75,5 +84,14 @@ export class MemoryGrantStore implements GrantStore {
   async putClient(upstream: string, sealed: string, replace = false): Promise<string> {
     if (replace || !this.clients.has(upstream)) this.clients.set(upstream, sealed);
     return this.clients.get(upstream)!;
+  }
+
+  async lock(upstream: string, principal: string, ttlMs: number): Promise<(() => Promise<void>) | undefined> {
+    const field = grantField(upstream, principal);
+    const now = Date.now();
+    if ((this.locks.get(field) ?? 0) > now) return undefined;
+    const until = now + ttlMs;
+    this.locks.set(field, until);
+    return async () => void (this.locks.get(field) === until && this.locks.delete(field));
   }
 }

@@ -8,7 +8,7 @@
  *   expiry, so a replica that stops is gone once its last heartbeat expires;
  * - per-user grants: the hash `<prefix>grants`, one field per upstream and principal (JSON, the
  *   tokens sealed by the caller); registered OAuth clients: the hash `<prefix>oauth-clients`, one
- *   field per upstream (sealed);
+ *   field per upstream (sealed); a grant's refresh lock: `<prefix>grants-lock:<field>`, `SET NX PX`;
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
  * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
  *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
@@ -123,6 +123,15 @@ export class RedisStore implements SharedStore {
         if (replace) await this.run(() => this.client.hSet(clientsKey, upstream, sealed));
         else await this.run(() => this.client.hSetNX(clientsKey, upstream, sealed));
         return (await this.run(() => this.client.hGet(clientsKey, upstream))) ?? sealed;
+      },
+      lock: async (upstream, principal, ttlMs) => {
+        const key = `${grantsKey}-lock:${grantField(upstream, principal)}`;
+        const holder = randomUUID();
+        if ((await this.run(() => this.client.set(key, holder, { NX: true, PX: ttlMs }))) !== 'OK') return undefined;
+        return async () => {
+          // Released only by its holder (an expired lock may be another's by now).
+          if ((await this.run(() => this.client.get(key))) === holder) await this.run(() => this.client.del(key));
+        };
       },
     };
   }

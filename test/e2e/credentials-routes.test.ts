@@ -8,6 +8,7 @@
 import { decodeJwt } from 'jose';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import type { HeldToken } from '../../src/credentials/types.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
@@ -80,7 +81,12 @@ const principalOf = (sub: string) => `${idp.issuer}#${sub}`;
 describe('token exchange (RFC 8693)', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startGateway(config());
+    const cfg = config();
+    // The same upstream with an audience and scope asked, and the gateway's own token as actor_token.
+    const tx = (cfg.upstreams as Record<string, any>).tx;
+    const actorToken = await idp.mint('the-gateway', { ttlSec: 3600 });
+    const txa = { ...tx, credentials: { ...tx.credentials, audience: upstream.url, scope: 'mcp', actorToken } };
+    gw = await startGateway({ ...cfg, upstreams: { ...(cfg.upstreams as object), txa } });
   });
   afterAll(async () => gw?.close());
 
@@ -99,6 +105,15 @@ describe('token exchange (RFC 8693)', () => {
     expect(decodeJwt(a1.accessToken)).toMatchObject({ sub: 'alice', aud: upstream.url });
     expect(await upstreamSees(a1.accessToken)).toMatchObject({ sub: 'alice' });
     expect(await upstreamSees(b.accessToken)).toMatchObject({ sub: 'bob' });
+  });
+
+  it('sends the configured audience, scope and actor_token', async () => {
+    as.clearRecords();
+    const t = await gw.gateway.exchanger.token('txa', { principal: principalOf('alice'), token: await idp.mint('alice') });
+    expect(as.records.exchanges).toEqual([
+      expect.objectContaining({ subject: 'alice', audience: upstream.url, actor: 'the-gateway', scope: 'mcp' }),
+    ]);
+    expect(await upstreamSees(t.accessToken)).toMatchObject({ sub: 'alice' });
   });
 
   it('gives -32603 upstream-authorization naming the endpoint while it is down, and works once it is back', async () => {
@@ -204,7 +219,9 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
     const store = gw.gateway.store.grants;
     const before = (await store.get('up', alice))!;
     await store.put({ ...before, expiresAtMs: Date.now() - 1000 });
-    const refreshed = (await grants.accessToken('up', alice))!;
+    // Two calls at once share one refresh.
+    const [refreshed, same] = (await Promise.all([grants.accessToken('up', alice), grants.accessToken('up', alice)])) as HeldToken[];
+    expect(same).toEqual(refreshed);
     expect(as.records.refreshes).toHaveLength(1);
     expect(refreshed.accessToken).not.toBe(held.accessToken);
     expect(await upstreamSees(refreshed.accessToken)).toMatchObject({ sub: 'alice' });
@@ -228,6 +245,15 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
     const store = gw.gateway.store.grants;
     const first = (await store.get('up', dave))!;
     await store.put({ ...first, expiresAtMs: Date.now() - 1000 });
+    // The token endpoint down: a clear error, and the grant is kept for later.
+    await as.down();
+    const err = (await grants
+      .accessToken('up', dave)
+      .catch((e) => e)
+      .finally(() => as.up())) as GatewayError;
+    expect(err).toBeInstanceOf(GatewayError);
+    expect(err.data).toEqual({ upstream: 'up', reason: 'upstream-authorization' });
+    expect(err.message).toContain('cannot be reached');
     expect(await grants.accessToken('up', dave)).toBeDefined();
     // The first refresh token was rotated away: using it again is refused (invalid_grant).
     await store.put({ ...first, expiresAtMs: Date.now() - 1000 });
@@ -239,7 +265,14 @@ describeWith(['chromium'], 'consent, refresh and revocation of a per-user grant 
 describe('callback checks: nothing is stored', () => {
   let gw: TestGateway;
   beforeAll(async () => {
-    gw = await startGateway(config());
+    const cfg = config();
+    // The authorization server, resource and scopes configured: nothing to discover from the upstream.
+    const up2 = {
+      transport: 'streamable-http',
+      url: upstream.url,
+      credentials: { mode: 'oauth', authorizationServer: as.issuer, resource: upstream.url, scopes: ['mcp'] },
+    };
+    gw = await startGateway({ ...cfg, upstreams: { ...(cfg.upstreams as object), up2 } });
   });
   afterAll(async () => gw?.close());
   const nothingStored = async () => expect(await gw.gateway.store.grants.list()).toEqual([]);
@@ -254,6 +287,17 @@ describe('callback checks: nothing is stored', () => {
       code_challenge: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
       resource: upstream.url,
     });
+  });
+
+  it('uses a configured authorization server, resource and scopes without asking the upstream', async () => {
+    upstream.clear();
+    const { url } = await gw.gateway.userGrants.consentLink('up2', principalOf('erin'));
+    const res = await fetch(url, { redirect: 'manual' });
+    expect(res.status).toBe(302);
+    const location = new URL(res.headers.get('location')!);
+    expect(location.origin).toBe(as.issuer);
+    expect(Object.fromEntries(location.searchParams)).toMatchObject({ resource: upstream.url, scope: 'mcp' });
+    expect(upstream.refusals).toEqual([]);
   });
 
   it('refuses a forged or missing state with a 400 page', async () => {
@@ -352,6 +396,20 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
     expect(await upstreamSees(held.accessToken)).toMatchObject({ sub: 'frank' });
     expect(await (await grantsRoute(b, 'frank')).json()).toMatchObject({ grants: [{ upstream: 'up', principal: frank }] });
 
+    // Expired, and asked on both replicas at once: one refresh, both get its token.
+    as.clearRecords();
+    const stored = (await a.gateway.store.grants.get('up', frank))!;
+    await a.gateway.store.grants.put({ ...stored, expiresAtMs: Date.now() - 1000 });
+    const [onA, onB] = (await Promise.all([
+      a.gateway.userGrants.accessToken('up', frank),
+      b.gateway.userGrants.accessToken('up', frank),
+    ])) as HeldToken[];
+    expect(as.records.refreshes).toHaveLength(1);
+    // The other replica did not use the refresh token too (the server may then revoke the grant).
+    expect(as.records.tokenErrors).toEqual([]);
+    expect(onB).toEqual(onA);
+    expect(await upstreamSees(onA.accessToken)).toMatchObject({ sub: 'frank' });
+
     const client = createClient({ url: redis.url });
     await client.connect();
     try {
@@ -364,8 +422,10 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
         }
       }
       expect(values.length).toBeGreaterThan(0);
-      expect(values.join('\n')).not.toContain(held.accessToken);
-      expect(values.join('\n')).not.toContain(held.accessToken.split('.')[2]!);
+      for (const token of [held.accessToken, onA.accessToken]) {
+        expect(values.join('\n')).not.toContain(token);
+        expect(values.join('\n')).not.toContain(token.split('.')[2]!);
+      }
     } finally {
       await client.quit();
     }

@@ -71,8 +71,11 @@ describe('authorization server and protected upstream', () => {
     expect(a).toEqual(b);
     expect(a).toMatchObject({
       issuer: as.issuer,
-      registration_endpoint: `${as.issuer}/reg`,
-      revocation_endpoint: `${as.issuer}/token/revocation`,
+      authorization_endpoint: as.authorizationEndpoint,
+      token_endpoint: as.tokenEndpoint,
+      registration_endpoint: as.registrationEndpoint,
+      revocation_endpoint: as.revocationEndpoint,
+      jwks_uri: as.jwksUri,
       code_challenge_methods_supported: ['S256'],
     });
     expect(a.grant_types_supported).toEqual(expect.arrayContaining(['authorization_code', 'refresh_token', TOKEN_EXCHANGE]));

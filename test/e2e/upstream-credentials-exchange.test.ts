@@ -73,7 +73,13 @@ beforeAll(async () => {
     auth: idp.auth,
     upstreams: {
       modern: { transport: 'streamable-http', url: modern.url, protocol: 'auto', credentials: exchange },
-      api: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', credentials: exchange },
+      api: {
+        transport: 'streamable-http',
+        url: upstream.url,
+        protocol: 'legacy',
+        credentials: exchange,
+        cache: { scope: 'public', ttlMs: 1000 },
+      },
       local: {
         ...protectedStdio('UPSTREAM_TOKEN'),
         protocol: 'legacy',
@@ -110,6 +116,14 @@ describe('token exchange (RFC 8693)', () => {
     expect(new Set(upstream.requests.map((r) => r.sub))).toEqual(new Set(['bob', 'carol']));
     const exchanges = as.records.exchanges.filter((e) => e.audience === upstream.resource);
     expect(exchanges.map((e) => e.subject).sort()).toEqual(['bob', 'carol']);
+  });
+
+  it('answers of an upstream that got the caller token are private to the caller, whatever cache.scope says', async () => {
+    const auth = { authorization: `Bearer ${await idp.mint('bob')}` };
+    for (const method of ['tools/list', 'server/discover']) {
+      const r = await rpc(gw.url('api'), method, {}, { headers: auth });
+      expect(r.body.result).toMatchObject({ resultType: 'complete', cacheScope: 'private' });
+    }
   });
 
   it('the token endpoint down: -32603 upstream-authorization, never a token; back: the call works', async () => {

@@ -6,6 +6,7 @@
  * browser; the retry runs with the user's own token; refresh without a round; revocation, a wrong
  * audience and bad consent states; federation.
  */
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually } from '../helpers/fixture.js';
@@ -133,6 +134,36 @@ describeWith(['chromium'], 'per-user OAuth grants for a 2026-07-28 client (Debia
     scaled(60_000),
   );
 
+  it(
+    'the official 2026-07-28 client connects, is asked through its elicitation handler, and its retry gets the result',
+    async () => {
+      const kim = await idp.mint('kim');
+      const asked: Record<string, unknown>[] = [];
+      const client = new Client(
+        { name: 'consent-e2e', version: '1.0.0' },
+        { capabilities: URL_CAPS as never, versionNegotiation: { mode: { pin: '2026-07-28' } } },
+      );
+      client.setRequestHandler('elicitation/create', async (req) => {
+        asked.push(req.params as Record<string, unknown>);
+        const outcome = await consentInBrowser(String((req.params as { url: string }).url), { login: 'kim' });
+        return { action: outcome.status === 200 ? 'accept' : 'cancel' } as never;
+      });
+      const transport = new StreamableHTTPClientTransport(new URL(gw.url('gh')), {
+        requestInit: { headers: { authorization: `Bearer ${kim}` } },
+      });
+      await client.connect(transport);
+      try {
+        const r = (await client.callTool({ name: 'whoami', arguments: {} })) as { content: { text: string }[] };
+        expect(JSON.parse(r.content[0]!.text)).toEqual({ sub: 'kim', aud: upstream.resource });
+        expect(asked).toHaveLength(1);
+        expect(asked[0]).toMatchObject({ mode: 'url' });
+      } finally {
+        await client.close();
+      }
+    },
+    scaled(60_000),
+  );
+
   it('subscriptions/listen holds a session with the user token; without a grant: -32603 with the consent link', async () => {
     const bob = await idp.mint('bob');
     upstream.clear();
@@ -164,9 +195,17 @@ describeWith(['chromium'], 'per-user OAuth grants for a 2026-07-28 client (Debia
       expect(JSON.stringify(retry.body)).not.toMatch(/eyJ/);
       expect(strict.refusals.length).toBeGreaterThan(0);
 
-      const after = await (await fetch(`${gw.base}/oauth/grants`, { headers: { authorization: `Bearer ${carol}` } })).json();
-      expect(after.grants).toEqual([]);
-      consentRound((await call(gw.url('strict'), carol, 'whoami')).body);
+      const grantsOf = async () =>
+        (await (await fetch(`${gw.base}/oauth/grants`, { headers: { authorization: `Bearer ${carol}` } })).json()).grants;
+      expect(await grantsOf()).toEqual([]);
+      const again = consentRound((await call(gw.url('strict'), carol, 'whoami')).body);
+
+      // The same on subscriptions/listen.
+      expect((await consentInBrowser(again.url, { login: 'carol' })).status).toBe(200);
+      expect(await grantsOf()).toHaveLength(1);
+      const sub = await listen(gw.url('strict'), { toolsListChanged: true }, { headers: { authorization: `Bearer ${carol}` } });
+      expect(sub.messages[0].error).toMatchObject({ code: -32603, data: { upstream: 'strict', reason: 'upstream-authorization' } });
+      expect(await grantsOf()).toEqual([]);
     },
     scaled(60_000),
   );
@@ -179,12 +218,17 @@ it('a client without elicitation.url gets -32021 naming the capability (HTTP 400
   expect(r.body.error).toMatchObject({ code: -32021, data: { requiredCapabilities: { elicitation: { url: {} } } } });
 });
 
-it('a list without a grant: -32603 upstream-authorization with the consent link, saying to call a tool', async () => {
+it('a list without a grant: -32603 upstream-authorization with the consent link, saying to call a tool; discover is answered', async () => {
   const erin = await idp.mint('erin');
   const r = await rpc(gw.url('gh'), 'tools/list', {}, { headers: { authorization: `Bearer ${erin}` } });
   expect(r.body.error).toMatchObject({ code: -32603, data: { upstream: 'gh', reason: 'upstream-authorization' } });
   expect(r.body.error.message).toContain('call one of its tools to be asked');
   expect(r.body.error.data.url.startsWith(`${gw.base}/oauth/start?`)).toBe(true);
+
+  // server/discover, which clients ask when they connect, is answered: with tools, and how to be asked.
+  const d = await rpc(gw.url('gh'), 'server/discover', {}, { headers: { authorization: `Bearer ${erin}` } });
+  expect(d.body.result).toMatchObject({ resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, ttlMs: 0 });
+  expect(d.body.result.instructions).toContain(`${gw.base}/oauth/start?`);
 });
 
 it('a consent state that is forged, of another principal, for other arguments, or declined is refused or answered', async () => {

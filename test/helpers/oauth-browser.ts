@@ -88,12 +88,18 @@ export async function consentInBrowser(url: string, opts: ConsentOptions): Promi
 
 /** Acts on a login or consent page (resolving with the response it navigated to), or undefined on any other page. */
 async function interact(page: Page, opts: ConsentOptions): Promise<Response | null | undefined> {
+  const kind = await page.evaluate(() =>
+    document.querySelector('form input[name=login]')
+      ? 'login'
+      : document.querySelector('form input[name=prompt][value=consent]')
+        ? 'consent'
+        : 'other',
+  );
+  if (kind === 'other') return undefined;
   let press = page.locator('form button[type=submit]').first();
-  if (await page.locator('form input[name=login]').count()) {
+  if (kind === 'login') {
     await page.fill('form input[name=login]', opts.login);
     await page.fill('form input[name=password]', opts.password ?? 'pw');
-  } else if (!(await page.locator('form input[name=prompt][value=consent]').count())) {
-    return undefined;
   } else if (opts.deny) {
     press = page.locator('a', { hasText: '[ Cancel ]' }).first();
   }

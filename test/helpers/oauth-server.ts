@@ -58,7 +58,7 @@ export interface IssuedGrant {
   atMs: number;
 }
 
-/** One revocation request that found a token to revoke. */
+/** One revocation request that revoked a token (of the requesting client). */
 export interface Revocation {
   clientId: string;
   kind: 'AccessToken' | 'RefreshToken' | 'ClientCredentials';
@@ -88,6 +88,12 @@ export interface AuthServer {
   jwksUri: string;
   /** `<issuer>/token`. */
   tokenEndpoint: string;
+  /** `<issuer>/auth`. */
+  authorizationEndpoint: string;
+  /** `<issuer>/reg` (RFC 7591, open registration). */
+  registrationEndpoint: string;
+  /** `<issuer>/token/revocation` (RFC 7009). */
+  revocationEndpoint: string;
   /** The public keys (what `jwksUri` serves). */
   jwks: JSONWebKeySet;
   /** The confidential client allowed to use the token exchange. */
@@ -98,7 +104,7 @@ export interface AuthServer {
    * `invalid_grant` (as after the user revoked the grant at the server); `false` undoes it.
    */
   refuseRefresh(sub: string, refuse?: boolean): void;
-  /** Empties every list of {@link records}. */
+  /** Empties every list of {@link records} (in place: references to the lists stay valid). */
   clearRecords(): void;
   /** Stops listening and drops open connections: the server is unreachable until {@link up}. */
   down(): Promise<void>;
@@ -161,11 +167,16 @@ export async function startAuthServer(opts: AuthServerOptions = {}): Promise<Aut
     issuer,
     jwksUri: `${issuer}/jwks`,
     tokenEndpoint: `${issuer}/token`,
+    authorizationEndpoint: `${issuer}/auth`,
+    registrationEndpoint: `${issuer}/reg`,
+    revocationEndpoint: `${issuer}/token/revocation`,
     jwks,
     exchangeClient,
     records,
     refuseRefresh: (sub, refuse = true) => void (refuse ? refused.add(sub) : refused.delete(sub)),
-    clearRecords: () => Object.assign(records, emptyRecords()),
+    clearRecords: () => {
+      for (const list of Object.values(records)) list.length = 0;
+    },
     down: () => stop(server, sockets),
     up: () => listen(server, port),
     close: () => (server.listening ? stop(server, sockets) : Promise.resolve()),
@@ -316,6 +327,7 @@ function recordEvents(provider: Provider, records: AuthServerRecords): void {
     if (ctx.oidc?.route !== 'revocation' || ctx.status !== 200) return;
     const e = ctx.oidc.entities;
     const token = e.RefreshToken ?? e.AccessToken ?? e.ClientCredentials;
-    if (token) records.revocations.push({ clientId: ctx.oidc.client.clientId, kind: token.kind, sub: token.accountId, atMs: now() });
+    if (token && token.clientId === ctx.oidc.client.clientId)
+      records.revocations.push({ clientId: ctx.oidc.client.clientId, kind: token.kind, sub: token.accountId, atMs: now() });
   });
 }

@@ -2,7 +2,8 @@
  * Real OAuth peers for the per-user upstream credentials tests (docs/security.md, "Upstream
  * credentials"), all on 127.0.0.1:
  * - {@link startAuthServer}: an oidc-provider authorization server (code + PKCE, DCR, RFC 8414,
- *   resource indicators, revocation, RFC 8693 token exchange), test/helpers/oauth-server.ts;
+ *   resource indicators, revocation, RFC 8693 token exchange), test/helpers/oauth-server.ts and
+ *   test/helpers/oauth-exchange.ts;
  * - {@link startProtectedUpstream}: a v1 SDK MCP server that verifies that server's tokens, and
  *   {@link protectedStdio}, its stdio counterpart, test/helpers/oauth-upstream.ts;
  * - {@link consentInBrowser}: a user signing in and consenting in headless chromium,

@@ -80,6 +80,7 @@ function hostilePage(): PageData {
       entries: [{ upstream: 'up', tool: EVIL, feature: 'elicitation_form', calls: 1, firstSeen: now, lastSeen: now }],
     },
     dropped: [{ upstream: 'up', kind: 'tool', name: EVIL, reason: 'conflict', detail: EVIL, count: 2, firstSeen: now, lastSeen: now }],
+    grants: [{ upstream: 'up', principal: EVIL, refreshable: true, createdAtMs: 0, scope: EVIL }],
   };
 }
 
@@ -91,8 +92,8 @@ describe('admin page rendering', () => {
     expect(page).not.toContain('onerror="');
     // The parked call's tool; the task's tool and status message; the census's tool; the upstream's
     // and the session's revision; the failure's message and its two stderr lines; the name and the
-    // detail of an entry left out of a list.
-    expect(page.split(ESCAPED).length - 1).toBe(11);
+    // detail of an entry left out of a list; a grant's principal (shown and in its revoke form) and scope.
+    expect(page.split(ESCAPED).length - 1).toBe(14);
   });
 
   it('shows durations for people', () => {

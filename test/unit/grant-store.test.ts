@@ -76,6 +76,21 @@ function storeContract(store: () => Promise<GrantStore>): void {
     expect(await s.putClient('up', 'third', true)).toBe('third');
     expect(await s.client('up')).toBe('third');
   });
+
+  it('gives a grant’s refresh lock to one holder at a time, until released or expired', async () => {
+    const s = await store();
+    const release = await s.lock('up', 'iss#alice', 60_000);
+    expect(release).toBeTypeOf('function');
+    expect(await s.lock('up', 'iss#alice', 60_000)).toBeUndefined();
+    expect(await s.lock('up', 'iss#bob', 60_000)).toBeTypeOf('function');
+    await release!();
+    const short = await s.lock('up', 'iss#alice', 50);
+    expect(short).toBeTypeOf('function');
+    expect(await eventually(async () => (await s.lock('up', 'iss#alice', 60_000)) !== undefined)).toBe(true);
+    // A release after expiry leaves the new holder's lock alone.
+    await short!();
+    expect(await s.lock('up', 'iss#alice', 60_000)).toBeUndefined();
+  });
 }
 
 describe('MemoryGrantStore', () => {

@@ -173,7 +173,7 @@ export class BridgeServer {
           capabilities: discoverCapabilities(info.capabilities),
           ...(info.instructions ? { instructions: info.instructions } : {}),
           ttlMs: up.cfg.cache.ttlMs,
-          cacheScope: up.cfg.cache.scope,
+          cacheScope: cacheScopeFor(up, ctx),
           _meta: { [META_SERVER_INFO]: info.serverInfo },
         };
       }
@@ -214,7 +214,7 @@ export class BridgeServer {
       }
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
         out.ttlMs = up.cfg.cache.ttlMs;
-        out.cacheScope = up.cfg.cache.scope;
+        out.cacheScope = cacheScopeFor(up, ctx);
       }
       return out;
     } catch (e) {
@@ -369,7 +369,7 @@ export class BridgeServer {
       if (this.draining() && claims.rp) throw shuttingDown(up.name);
       noteInputRound(claims.rnd);
       if (claims.rp) replay = { entries: await this.bridge.replayAnswers(claims, inputResponses), round: claims.rnd };
-      else return this.completed(up, method, true, await this.bridge.resume(claims, binding, inputResponses, ctx, window, escalation));
+      else return this.completed(up, method, true, await this.bridge.resume(claims, binding, inputResponses, ctx, window, escalation), ctx);
     } else if (BridgeServer.replays(up, method, name, tool)) {
       replay = { entries: [], round: 0 };
     }
@@ -406,7 +406,7 @@ export class BridgeServer {
       escalation,
       replay ? { round: replay.round, maxBytes: up.cfg.input.maxReplayStateBytes } : undefined,
     );
-    return this.completed(up, method, requestState !== undefined, result);
+    return this.completed(up, method, requestState !== undefined, result, ctx);
   }
 
   /**
@@ -452,6 +452,7 @@ export class BridgeServer {
     method: ExchangeMethod,
     retried: boolean,
     result: Record<string, unknown>,
+    ctx: LegacyContext,
   ): Record<string, unknown> {
     if (result.resultType === 'task') return result;
     if (result.resultType === 'input_required') return result;
@@ -459,8 +460,13 @@ export class BridgeServer {
     if (method === 'resources/read') {
       // Results of requests that carried requestState must not be cached (SEP-2549).
       out.ttlMs = retried ? 0 : up.cfg.cache.ttlMs;
-      out.cacheScope = retried ? 'private' : up.cfg.cache.scope;
+      out.cacheScope = retried ? 'private' : cacheScopeFor(up, ctx);
     }
     return out;
   }
+}
+
+/** The `cacheScope` of an answer: the upstream's `cache.scope`, but `private` when the upstream got the caller's own credential. */
+function cacheScopeFor(up: BridgeUpstream, ctx: LegacyContext): 'public' | 'private' {
+  return ctx.credential ? 'private' : up.cfg.cache.scope;
 }
