@@ -9,6 +9,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitationCompleteNotificationSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -171,6 +172,24 @@ describe('the consent gate of legacy sessions, on the fixture over Streamable HT
     expect((first as McpError).code).toBe(-32042);
     const [elicitation] = ((first as McpError).data as { elicitations: any[] }).elicitations;
     expect(elicitation).toEqual({ mode: 'url', message: expect.any(String), url: creds.links.at(-1), elicitationId: expect.any(String) });
+    const token = creds.grant('apikey:bob');
+    expect(textOf(await client.callTool({ name: 'env_token', arguments: {} }))).toBe('(unset)');
+    expect(callTokens().at(-1)).toBe(`Bearer ${token}`);
+    await client.close();
+  });
+
+  it('an HTTP+SSE client (2024-11-05) gets -32042 too; its retry after the consent goes through with its token', async () => {
+    creds.held.delete('apikey:bob');
+    const client = new Client({ name: 'consent-sse', version: '1.0.0' });
+    const headers = keyOf('bob');
+    await client.connect(
+      new SSEClientTransport(new URL(`${gw.url('oauth')}/sse`), {
+        requestInit: { headers },
+        eventSourceInit: { fetch: (u, init) => fetch(u, { ...init, headers: { ...(init?.headers as object), ...headers } }) },
+      }),
+    );
+    const first = (await client.callTool({ name: 'env_token', arguments: {} }).catch((e: unknown) => e)) as McpError;
+    expect(first.code).toBe(-32042);
     const token = creds.grant('apikey:bob');
     expect(textOf(await client.callTool({ name: 'env_token', arguments: {} }))).toBe('(unset)');
     expect(callTokens().at(-1)).toBe(`Bearer ${token}`);
