@@ -8,10 +8,20 @@
  * the federation layer, which routes it to its upstream through the router. `input_required`
  * results (with the gateway's sealed `requestState`) go back to the bridge, which asks the client
  * with real server-initiated requests and retries, exactly as with a 2026-07-28 upstream.
+ *
+ * Members with per-user credentials get the credential of the session's caller (the router
+ * resolves it from the principal and token the hop carries). A member that needs the user's
+ * consent (`oauth`) answers a call with a consent round (url-mode `elicitation/create`), which the
+ * bridge asks the client with an `elicitationId`; when the client did not declare url mode, the
+ * hop declares it for the client on `tools/call`, `prompts/get` and `resources/read`, so that the
+ * round comes back and the bridge answers -32042 (URLElicitationRequired) with the consent URL.
+ * After the client accepted, the retry waits for the user's grant (`credentials.consentWaitMs`)
+ * and the client gets `notifications/elicitation/complete`.
+ * The lists leave such a member out until the user consented (logged by the federation layer).
  */
 import { validateRequest } from '../protocol/envelope.js';
 import { ErrorCode, GatewayError } from '../protocol/errors.js';
-import { META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
+import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
 import type { Federation } from './federation.js';
@@ -44,6 +54,20 @@ function headersOf(method: string, params: Record<string, unknown>): Headers {
   return headers;
 }
 
+/**
+ * `params` whose envelope declares url-mode elicitation: the reverse bridge answers a url-mode
+ * request for a client without it with -32042 (src/cells/reverse/reverse.ts).
+ */
+function withUrlElicitation(params: Record<string, unknown>): Record<string, unknown> {
+  const meta = (params._meta ?? {}) as Record<string, unknown>;
+  const caps = (meta[META_CLIENT_CAPABILITIES] ?? {}) as { elicitation?: Record<string, unknown> };
+  if (caps.elicitation?.url !== undefined) return params;
+  // An empty `elicitation` declares form mode (2025-11-25): it stays declared.
+  const declared = caps.elicitation && Object.keys(caps.elicitation).length > 0 ? caps.elicitation : caps.elicitation && { form: {} };
+  const elicitation = { ...declared, url: {} };
+  return { ...params, _meta: { ...meta, [META_CLIENT_CAPABILITIES]: { ...caps, elicitation } } };
+}
+
 /** The federated endpoint as the reverse bridge's 2026-07-28 upstream, for one caller. */
 export class FederatedHop implements ModernUpstream {
   /**
@@ -53,7 +77,12 @@ export class FederatedHop implements ModernUpstream {
     private readonly federation: Federation,
     private readonly caller: { principal: string; token?: string },
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.consent = federation.members.some((m) => m.cfg.credentials.mode === 'oauth');
+  }
+
+  /** Whether a member may ask for the user's consent (an `oauth` member). */
+  private readonly consent: boolean;
 
   /**
    * Serves one 2026-07-28 request (`params` with its `_meta` envelope) on the federated endpoint.
@@ -65,6 +94,7 @@ export class FederatedHop implements ModernUpstream {
    */
   async request(method: string, params: Record<string, unknown>, opts: ModernCallOptions = {}): Promise<ModernResponse> {
     const notify = opts.onNotification;
+    if (this.consent && (EXCHANGE_METHODS as readonly string[]).includes(method)) params = withUrlElicitation(params);
     try {
       const req = validateRequest({ jsonrpc: '2.0', id: `fed-hop-${nextId++}`, method, params }, headersOf(method, params));
       const token = req.progressToken;
@@ -106,6 +136,7 @@ export function federatedRelay(federation: Federation, upstream: string, who: Re
     upstream,
     inputAllow: INPUT_KINDS,
     modern: new FederatedHop(federation, who, hooks.log.child({ component: 'federation' })),
+    urlAccepted: (state, signal) => federation.consentGranted(state, who.principal, signal),
     downstream: hooks.downstream,
     log: hooks.log.child({ component: 'reverse' }),
     onRequest: hooks.onRequest,

@@ -426,6 +426,16 @@ export class Federation {
     throw unknownName(kind, exposed);
   }
 
+  /**
+   * Whether `principal` holds a grant for the upstream of consent round `state` (a sealed
+   * `requestState`), waiting at most `credentials.consentWaitMs` ms; false for another state.
+   */
+  async consentGranted(state: unknown, principal: string, signal?: AbortSignal): Promise<boolean> {
+    const claims = await this.router.sealer.open(state).catch(() => undefined);
+    if (!claims?.cs) return false;
+    return this.router.credentials.waitForGrant(claims.up, principal, this.router.cfg.credentials.consentWaitMs, signal);
+  }
+
   /** The upstream a sealed `requestState` names (its `up` claim). @throws GatewayError -32602 INVALID_STATE. */
   private async stateUpstream(state: unknown): Promise<string> {
     return (await this.router.sealer.open(state)).up;

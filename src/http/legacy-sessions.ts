@@ -161,7 +161,7 @@ const idBeyondSafe = () => jsonRpcError(400, ErrorCode.InvalidRequest, `Invalid 
 /** What the legacy sessions are built from. */
 export interface LegacySessionDeps {
   /** The router: the upstreams (their era) and the relay of a session to one of them. */
-  router: Pick<McpRouter, 'upstreams' | 'openRelay'>;
+  router: Pick<McpRouter, 'upstreams' | 'openRelay' | 'relayEra'>;
   cfg: GatewayConfig['legacySessions'];
   log: Logger;
   /** Records one relayed request (request log line and metrics). */
@@ -254,7 +254,7 @@ export class LegacySessions implements LegacySessionList {
     if (refused) return refused;
     let session: LegacySession | undefined;
     try {
-      const upstreamEra = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.upstreamEraOf(upstream);
+      const upstreamEra = upstream === FEDERATED_LABEL && this.federation ? 'federated' : await this.upstreamEraOf(upstream, who);
       if (upstreamEra instanceof Response) return upstreamEra;
       const transport = new DownstreamHttpTransport({
         sessionIdGenerator: () => randomBytes(24).toString('base64url'),
@@ -291,7 +291,7 @@ export class LegacySessions implements LegacySessionList {
     };
     res.once('close', onGone);
     try {
-      const upstreamEra = await this.upstreamEraOf(upstream);
+      const upstreamEra = await this.upstreamEraOf(upstream, who);
       if (upstreamEra instanceof Response) return upstreamEra;
       if (gone || res.destroyed) return undefined;
       const transport = new DownstreamSseTransport(`/mcp/${upstream}/message`, res);
@@ -410,10 +410,10 @@ export class LegacySessions implements LegacySessionList {
     );
   }
 
-  /** The upstream's era, or the error response when it cannot be reached to ask. */
-  private async upstreamEraOf(upstream: string): Promise<UpstreamEra | Response> {
+  /** The upstream's era (probed with `who`'s credential, see `McpRouter.relayEra`), or the error response when it cannot be reached to ask. */
+  private async upstreamEraOf(upstream: string, who: SessionCaller): Promise<UpstreamEra | Response> {
     try {
-      return await this.deps.router.upstreams.get(upstream)!.era();
+      return await this.deps.router.relayEra(upstream, who);
     } catch (e) {
       const g = e instanceof GatewayError ? e : new GatewayError(ErrorCode.InternalError, (e as Error).message);
       return jsonRpcError(502, g.code, g.message, g.data);

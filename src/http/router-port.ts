@@ -45,4 +45,10 @@ export interface McpRouter {
    * the legacy pass-through (legacy upstream) or the reverse bridge (2026-07-28 upstream).
    */
   openRelay(name: string, upstreamEra: UpstreamEra, who: RelayCaller, hooks: RelayHooks): LegacyRelay;
+  /**
+   * The era of upstream `name` for a legacy session of `who`: learned once, its probe carrying the
+   * caller's credential when the upstream wants each user's own (none yet: the probe goes without).
+   * @throws GatewayError -32603 `unreachable` when the upstream cannot be asked.
+   */
+  relayEra(name: string, who: RelayCaller): Promise<UpstreamEra>;
 }

@@ -259,6 +259,18 @@ export class Router {
   }
 
   /**
+   * The era of upstream `name` for a legacy session of `who` (see `McpRouter.relayEra`).
+   * @throws GatewayError -32603 `unreachable`.
+   */
+  async relayEra(name: string, who: RelayCaller): Promise<UpstreamEra> {
+    const up = this.upstreams.get(name)!;
+    const settled = up.settledEra();
+    if (settled || !this.credentials.perCaller(name)) return settled ?? this.upstreamEra(up);
+    const credential = await this.credentials.resolve(name, who).catch(() => undefined);
+    return this.upstreamEra(up, credential?.headers);
+  }
+
+  /**
    * Opens a `subscriptions/listen` subscription (MCP 2026-07-28 §Subscriptions) for upstream
    * `name`, with the filter of `req.params.notifications` (see src/router/subscriptions.ts for what is
    * honored and how). The caller acknowledges `honored`, then attaches its sink.

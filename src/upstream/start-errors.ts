@@ -113,3 +113,17 @@ export function startTimeoutMessage(
 ): string {
   return `Upstream '${upstream}' did not start within ${setting}=${budgetMs} ms (${detail}); check that it starts and answers ${answers}, or raise ${setting}`;
 }
+
+/**
+ * `p`, or a rejection with `${what} took longer than connectMs=${ms} ms` once `ms` (milliseconds)
+ * pass first.
+ */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    p.finally(() => clearTimeout(timer)),
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} took longer than connectMs=${ms} ms`)), ms);
+    }),
+  ]);
+}

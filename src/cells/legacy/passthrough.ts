@@ -57,7 +57,7 @@ import { featureOf, toolLabel, UNKNOWN_TOOL, type CallTally, type Census, type D
 import { secretFields } from '../../security/secrets.js';
 import type { HttpHop } from '../../upstream/http.js';
 import { createLegacyTransport, isSessionNotFound } from '../../upstream/legacy-transport.js';
-import { startFailureText, stderrSummary } from '../../upstream/start-errors.js';
+import { refusalStatus, startFailureText, stderrSummary, withTimeout } from '../../upstream/start-errors.js';
 import { HttpClientTransport } from '../../upstream/http-transport.js';
 import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
@@ -79,8 +79,10 @@ export interface PassThroughInit {
   downstream: DownstreamTransport;
   log: Logger;
   http?: HttpHop;
-  /** Extra headers for the upstream hop (the caller's token, with `forwardAuthorization`). */
+  /** Extra headers for the upstream hop (the caller's credential, src/router/relays.ts). */
   extraHeaders?: Record<string, string>;
+  /** The upstream refused the caller's credential (HTTP 401/403) on request `id`: true if the callee answers it. Unset: a failure. */
+  onRefused?: (id: RequestId, method: string, status: number) => boolean;
   /** The upstream connection ended: the downstream session must end too. */
   onUpstreamEnd: (reason: string) => void;
   /** Called for each relayed request when its response went back. */
@@ -119,6 +121,8 @@ interface InFlight {
   census?: CallTally;
 }
 
+/** 401 or 403 when `e` is the upstream refusing the hop's credential. */
+const refusedCredential = (e: unknown) => (refusalStatus(e) === 401 || refusalStatus(e) === 403 ? refusalStatus(e) : undefined);
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
 
 /** The relay of one legacy session. Feed it the client's messages with {@link PassThroughRelay.fromClient}. */
@@ -251,8 +255,8 @@ export class PassThroughRelay implements LegacyRelay {
     try {
       await withTimeout(up.start(), cfg.timeouts.connectMs, 'starting the upstream');
     } catch (e) {
-      await this.failStart(m.id!, e as Error);
-      return;
+      if (this.init.onRefused && refusedCredential(e)) return this.refused(m, refusedCredential(e)!);
+      return this.failStart(m.id!, e as Error);
     }
     this.pid = (up as { pid?: number | null }).pid ?? undefined;
     await this.toUpstream({ ...m, params });
@@ -318,6 +322,7 @@ export class PassThroughRelay implements LegacyRelay {
       await this.up.send(m as JSONRPCMessage);
     } catch (e) {
       const err = e as Error;
+      if (kindOf(m) === 'request' && this.init.onRefused && refusedCredential(err)) return this.refused(m, refusedCredential(err)!);
       if (kindOf(m) === 'request') {
         if (isSessionNotFound(err)) {
           await this.answerError(m.id!, ErrorCode.InternalError, `Upstream '${this.init.upstream}' lost the session; initialize again`, {
@@ -338,6 +343,14 @@ export class PassThroughRelay implements LegacyRelay {
       }
       if (isSessionNotFound(err)) this.end('the upstream forgot the session');
     }
+  }
+
+  /** The upstream refused the caller's credential on client request `m`: -32603 `upstream-authorization`, unless `onRefused` answers it. */
+  private async refused(m: Message, status: number): Promise<void> {
+    if (this.init.onRefused!(m.id!, m.method!, status)) return this.forget(m.id!);
+    const why = `Upstream '${this.init.upstream}' refused the caller's credential (HTTP ${status})`;
+    await this.answerError(m.id!, ErrorCode.InternalError, why, { upstream: this.init.upstream, reason: 'upstream-authorization' });
+    if (m.method === 'initialize') this.end(why);
   }
 
   private async fromUpstream(m: Message): Promise<void> {
@@ -584,14 +597,4 @@ export class PassThroughRelay implements LegacyRelay {
       /* already closed */
     }
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    p.finally(() => clearTimeout(timer)),
-    new Promise<T>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} took longer than connectMs=${ms} ms`)), ms);
-    }),
-  ]);
 }

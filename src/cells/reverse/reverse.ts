@@ -20,7 +20,9 @@
  * subscriptions are not relayed: the `initialize` result offers neither, and `resources/subscribe`
  * gets -32601.
  */
+import { randomUUID } from 'node:crypto';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import { LEGACY_REVISIONS, type UpstreamConfig } from '../../config/schema.js';
 import { ErrorCode, reasonOf } from '../../protocol/errors.js';
 import {
@@ -35,7 +37,7 @@ import {
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
 import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
-import { ModernHopError, type ModernUpstream } from '../../upstream/modern.js';
+import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
@@ -64,26 +66,35 @@ export interface ReverseInit {
   onToolDropped?: (name: string, problem: string) => void;
   /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
   idleMs?: number;
-  /** Headers of the hop on every request (a forwarded `Authorization`); ignored on stdio. */
+  /** Headers of the hop on every request (the caller's credential, src/router/relays.ts); ignored on stdio. */
   hopHeaders?: Record<string, string>;
+  /**
+   * The upstream refused the caller's credential (HTTP 401 or 403) while serving client request `id`
+   * (its `method`): return true to answer it yourself. Unset: such a refusal is an upstream failure.
+   */
+  onRefused?: (id: RequestId, method: string, status: number) => boolean;
+  /**
+   * The client accepted the url-mode elicitations of a round whose `requestState` is `state`:
+   * resolves true once what the URL was for is done (the user's consent stored), and the client
+   * then gets `notifications/elicitation/complete`; false: the retry goes on at once.
+   */
+  urlAccepted?: (state: unknown, signal: AbortSignal) => Promise<boolean>;
   modern: ModernUpstream;
   downstream: DownstreamTransport;
   log: Logger;
   onRequest?: (r: RelayedRequest) => void;
 }
 
-/** The reverse bridge's settings of upstream `cfg` for a caller with bearer token `token` (forwarded with `forwardAuthorization`). */
-export function reverseSettings(
-  cfg: UpstreamConfig,
-  token: string | undefined,
-): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs' | 'hopHeaders'> {
-  const forward = cfg.transport !== 'stdio' && cfg.forwardAuthorization && token ? token : undefined;
-  return {
-    inputAllow: cfg.input.allow,
-    tools: cfg.tools,
-    idleMs: cfg.timeouts.requestMs,
-    ...(forward ? { hopHeaders: { authorization: `Bearer ${forward}` } } : {}),
-  };
+/** The reverse bridge's settings of upstream `cfg` (the caller's credential goes in `hopHeaders`, src/router/relays.ts). */
+export function reverseSettings(cfg: UpstreamConfig): Pick<ReverseInit, 'inputAllow' | 'tools' | 'idleMs'> {
+  return { inputAllow: cfg.input.allow, tools: cfg.tools, idleMs: cfg.timeouts.requestMs };
+}
+
+/** The upstream refused the hop's credential (HTTP `status`, 401 or 403). */
+class CredentialRefused extends Error {
+  constructor(readonly status: number) {
+    super(`HTTP ${status}`);
+  }
 }
 
 interface InFlight {
@@ -161,13 +172,20 @@ export class ReverseRelay implements LegacyRelay {
     } catch (e) {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
-      answer = {
-        error: {
-          code: ErrorCode.InternalError,
-          message: `Upstream '${this.init.upstream}' failed: ${err.message}`,
-          data: { upstream: this.init.upstream, reason },
-        },
-      };
+      if (e instanceof CredentialRefused && this.init.onRefused!(m.id!, m.method!, e.status)) {
+        this.inflight.delete(m.id!);
+        return endSpan(trace, { failed: 'upstream-authorization', message: err.message });
+      }
+      answer =
+        e instanceof CredentialRefused
+          ? { error: this.refusedError(e.status) }
+          : {
+              error: {
+                code: ErrorCode.InternalError,
+                message: `Upstream '${this.init.upstream}' failed: ${err.message}`,
+                data: { upstream: this.init.upstream, reason },
+              },
+            };
     }
     this.inflight.delete(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
@@ -274,7 +292,9 @@ export class ReverseRelay implements LegacyRelay {
             data: { upstream: this.init.upstream, reason: 'protocol' },
           },
         };
-      const requests = (r.result.inputRequests ?? {}) as Record<string, InputRequest>;
+      const requests = withElicitationIds((r.result.inputRequests ?? {}) as Record<string, InputRequest>);
+      const urlRequired = this.urlRequired(requests);
+      if (urlRequired) return { error: urlRequired };
       const answers: Record<string, unknown> = {};
       try {
         await Promise.all(
@@ -291,6 +311,7 @@ export class ReverseRelay implements LegacyRelay {
           },
         };
       }
+      await this.afterUrlAccepted(requests, answers, r.result.requestState, m.id!, entry.abort.signal);
       params = {
         ...base,
         ...(Object.keys(answers).length ? { inputResponses: answers } : {}),
@@ -325,7 +346,7 @@ export class ReverseRelay implements LegacyRelay {
           else resolve((answer.result ?? {}) as Record<string, unknown>);
         },
       });
-      const params = request.method === 'roots/list' ? {} : request.params;
+      const params = request.method === 'roots/list' ? {} : urlMode(request) ? withElicitationId(request.params) : request.params;
       this.init.downstream
         .send({ jsonrpc: '2.0', id, method: request.method, params } as JSONRPCMessage, { relatedRequestId: related })
         .catch((e: Error) => {
@@ -333,6 +354,36 @@ export class ReverseRelay implements LegacyRelay {
           reject(new Error(`The client could not be asked: ${e.message}`));
         });
     });
+  }
+
+  /** After the client accepted url-mode elicitations: waits for {@link ReverseInit.urlAccepted}, then tells the client they completed. */
+  private async afterUrlAccepted(
+    requests: Record<string, InputRequest>,
+    answers: Record<string, unknown>,
+    state: unknown,
+    related: RequestId,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const accepted = Object.entries(requests).filter(([k, r]) => urlMode(r) && (answers[k] as { action?: unknown })?.action === 'accept');
+    if (accepted.length === 0 || !this.init.urlAccepted || !(await this.init.urlAccepted(state, signal))) return;
+    for (const [, r] of accepted) {
+      const note = { jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId: r.params.elicitationId } };
+      await this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+    }
+  }
+
+  /**
+   * -32042 (URLElicitationRequired, 2025-11-25) with the URLs in `data.elicitations` when the
+   * upstream asks url-mode elicitation of a client that did not declare url mode; undefined otherwise.
+   */
+  private urlRequired(requests: Record<string, InputRequest>): Message['error'] {
+    const urls = Object.values(requests).filter(urlMode);
+    if (urls.length === 0 || (this.declared.elicitation as { url?: unknown } | undefined)?.url !== undefined) return undefined;
+    return {
+      code: URL_ELICITATION_REQUIRED,
+      message: `Upstream '${this.init.upstream}' needs the user to open a URL first (${String(urls[0]!.params.message ?? '')}); retry after that`,
+      data: { elicitations: urls.map((r) => withElicitationId(r.params)) },
+    };
   }
 
   /** One stateless request upstream with the session's envelope; notifications go to request `related`. */
@@ -346,25 +397,53 @@ export class ReverseRelay implements LegacyRelay {
       ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
       ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
     };
-    return this.init.modern.request(
-      method,
-      { ...rest, _meta: meta },
-      {
-        signal: entry?.abort.signal,
-        idleMs: this.init.idleMs,
-        ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
-        onNotification: (n) => {
-          if (related === undefined) return;
-          let note: Message | undefined;
-          if (n.method === 'notifications/progress' && clientToken !== undefined) {
-            note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
-          } else if (n.method === 'notifications/message') {
-            note = { jsonrpc: '2.0', method: n.method, params: n.params };
-          }
-          if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+    return this.refusing(
+      this.init.modern.request(
+        method,
+        { ...rest, _meta: meta },
+        {
+          signal: entry?.abort.signal,
+          idleMs: this.init.idleMs,
+          ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
+          onNotification: (n) => {
+            if (related === undefined) return;
+            let note: Message | undefined;
+            if (n.method === 'notifications/progress' && clientToken !== undefined) {
+              note = { jsonrpc: '2.0', method: n.method, params: { ...n.params, progressToken: clientToken } };
+            } else if (n.method === 'notifications/message') {
+              note = { jsonrpc: '2.0', method: n.method, params: n.params };
+            }
+            if (note) void this.init.downstream.send(note as JSONRPCMessage, { relatedRequestId: related }).catch(() => {});
+          },
         },
-      },
+      ),
     );
+  }
+
+  /**
+   * `answer`, unless it says the upstream refused the hop's credential (HTTP 401 or 403) and an
+   * `onRefused` hook is set: then it rejects with {@link CredentialRefused}.
+   */
+  private async refusing(answer: Promise<ModernResponse>): Promise<ModernResponse> {
+    if (!this.init.onRefused) return answer;
+    let r: ModernResponse;
+    try {
+      r = await answer;
+    } catch (e) {
+      const status = e instanceof ModernHopError ? e.status : undefined;
+      throw status === 401 || status === 403 ? new CredentialRefused(status) : e;
+    }
+    if ('error' in r && (r.httpStatus === 401 || r.httpStatus === 403)) throw new CredentialRefused(r.httpStatus);
+    return r;
+  }
+
+  /** -32603 `upstream-authorization`: the upstream refused the caller's credential. */
+  private refusedError(status: number): NonNullable<Message['error']> {
+    return {
+      code: ErrorCode.InternalError,
+      message: `Upstream '${this.init.upstream}' refused the caller's credential (HTTP ${status})`,
+      data: { upstream: this.init.upstream, reason: 'upstream-authorization' },
+    };
   }
 
   async close(): Promise<void> {
@@ -373,6 +452,21 @@ export class ReverseRelay implements LegacyRelay {
     for (const a of this.asks.values()) a.resolve({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'session closed' } });
     this.asks.clear();
   }
+}
+
+/** Whether `r` is a url-mode `elicitation/create`. */
+const urlMode = (r: InputRequest) => r.method === 'elicitation/create' && (r.params as { mode?: unknown } | undefined)?.mode === 'url';
+
+/** `requests` whose url-mode elicitations carry an `elicitationId`. */
+function withElicitationIds(requests: Record<string, InputRequest>): Record<string, InputRequest> {
+  const out: Record<string, InputRequest> = {};
+  for (const [k, r] of Object.entries(requests)) out[k] = urlMode(r) ? ({ ...r, params: withElicitationId(r.params) } as InputRequest) : r;
+  return out;
+}
+
+/** The params of a url-mode elicitation with the `elicitationId` 2025-11-25 requires (2026-07-28 input requests carry none). */
+function withElicitationId(params: Record<string, unknown>): Record<string, unknown> {
+  return typeof params.elicitationId === 'string' ? params : { ...params, elicitationId: `gw-elicitation-${randomUUID()}` };
 }
 
 /** A 2026-07-28 result as a legacy client expects it: without `resultType` and the caching hints. */
