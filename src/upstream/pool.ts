@@ -467,7 +467,8 @@ export class SessionPool implements LeaseEnds {
       }
       turn = true;
       if (this.closedPool) throw shutdownFailure(this.name);
-      const adopt = this.cfg.transport === 'stdio' ? this.takeAdopted() : undefined;
+      // The era probe's child has the configured environment only: never a caller's credential.
+      const adopt = this.cfg.transport === 'stdio' && Object.keys(env).length === 0 ? this.takeAdopted() : undefined;
       // A handed-over child keeps the budget it was spawned with.
       budget = adopt ? adopt.budgetMs : this.firstStart.budgetMs();
       setting = adopt ? (adopt.installing ? 'timeouts.firstStartMs' : 'timeouts.connectMs') : this.firstStart.setting();

@@ -86,6 +86,11 @@ beforeAll(async () => {
         idleSessionMs: 1500,
         credentials: { ...exchange, audience: STDIO_AUDIENCE, env: 'UPSTREAM_TOKEN' },
       },
+      probed: {
+        ...protectedStdio('UPSTREAM_TOKEN'),
+        protocol: 'auto',
+        credentials: { ...exchange, audience: STDIO_AUDIENCE, env: 'UPSTREAM_TOKEN' },
+      },
     },
   });
 }, scaled(60_000));
@@ -164,6 +169,12 @@ describe('stdio upstream with per-user credentials', () => {
       }
     };
     expect(await eventually(() => seen.every((s) => !running(s.pid)), 10_000)).toBe(true);
+  });
+
+  it('with protocol auto, the era probe child (configured env only) is not the first caller child', async () => {
+    const got = (await whoami('probed', await idp.mint('gina'))).result!;
+    expect(got.sub).toBe('gina');
+    expect(decodeJwt(got.token)).toMatchObject({ sub: 'gina', aud: STDIO_AUDIENCE });
   });
 });
 
