@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { chromium, type Browser, type BrowserContext } from 'playwright-core';
+import { type Browser, type BrowserContext } from 'playwright-core';
+import { launchChromium } from '../helpers/chromium.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { principalHash } from '../../src/security/auth.js';
 import { fixtureStdio } from '../helpers/fixture.js';
@@ -18,9 +19,8 @@ import { createApp } from '../../src/http/app.js';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { ROOT } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
-import { describeWith, PROGRAMS } from '../helpers/installed.js';
+import { describeWith } from '../helpers/installed.js';
 
-const CHROMIUM = PROGRAMS.chromium;
 const ARTIFACTS = join(ROOT, 'test-artifacts');
 
 const OPS_KEY = 'ops-key-0123456789abcdef';
@@ -330,19 +330,7 @@ describeWith(['chromium'], 'admin page in a real browser (Debian chromium)', () 
     );
     expect(hostile.body.error).toMatchObject({ code: -32602, data: { reason: 'invalid-tool-name', name: HOSTILE_TOOL } });
     expect((await rpc(gw.url('broken'), 'tools/list', {}, { headers: dev })).body.error.data.reason).toBe('unreachable');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   }, scaled(60_000));
 
   afterAll(async () => {

@@ -7,15 +7,14 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser } from 'playwright-core';
+import { type Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/chromium.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLogger } from '../../src/observability/log.js';
 import { fixtureStdio } from '../helpers/fixture.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
-import { describeWith, PROGRAMS } from '../helpers/installed.js';
+import { describeWith } from '../helpers/installed.js';
 import { scaled } from '../helpers/budget.js';
-
-const CHROMIUM = PROGRAMS.chromium;
 
 /** The page: on load, POSTs server/discover to the gateway URL in `?gw=` and stores the outcome in `window.result`. */
 const PAGE = `<!doctype html>
@@ -65,19 +64,7 @@ describeWith(['chromium'], 'CORS in a real browser (Debian chromium)', () => {
     otherHost = await servePage('127.0.0.2');
     const log = createLogger('info', { write: (line: string) => void logs.push(JSON.parse(line)) });
     gw = await startGateway({ http: { allowedOrigins: [allowed.origin] }, upstreams: { f: fixtureStdio() } }, { log });
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchChromium();
   }, scaled(60_000));
 
   afterAll(async () => {

@@ -15,54 +15,30 @@ import { startRedis, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
 import {
   callerIdp,
-  closeBrowser,
   connectWithToken,
   consentInBrowser,
-  startAuthServer,
-  startProtectedUpstream,
+  startOAuthPeers,
   whoami,
   type AuthServer,
   type CallerIdp,
+  type OAuthPeers,
   type ProtectedUpstream,
 } from '../helpers/oauth.js';
 
-const KEYS = [{ kid: 'k1', secret: 'credentials-secret-of-at-least-32-characters' }];
-
+let peers: OAuthPeers;
 let as: AuthServer;
 let upstream: ProtectedUpstream;
 let idp: CallerIdp;
 
 beforeAll(async () => {
-  idp = await callerIdp();
-  as = await startAuthServer({ subjectIssuer: idp, accessTokenTtlSec: 300 });
-  upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  peers = await startOAuthPeers({ accessTokenTtlSec: 300 });
+  ({ idp, as, upstream } = peers);
 });
-afterAll(async () => {
-  await closeBrowser();
-  await upstream?.close();
-  await as?.close();
-});
+afterAll(async () => peers?.close());
 
 /** A gateway config with an `oauth` upstream `up` (client registered dynamically) and a `tokenExchange` upstream `tx`. */
 function config(extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return {
-    auth: idp.auth,
-    credentials: { keys: KEYS },
-    upstreams: {
-      up: { transport: 'streamable-http', url: upstream.url, credentials: { mode: 'oauth' } },
-      tx: {
-        transport: 'streamable-http',
-        url: upstream.url,
-        credentials: {
-          mode: 'tokenExchange',
-          tokenEndpoint: as.tokenEndpoint,
-          clientId: as.exchangeClient.clientId,
-          clientSecret: as.exchangeClient.clientSecret,
-        },
-      },
-    },
-    ...extra,
-  };
+  return peers.gatewayConfig({ up: peers.upstreamConfig('oauth'), tx: peers.upstreamConfig('tokenExchange') }, extra);
 }
 
 /** What the upstream says about `token` (its `sub` and `aud`), through a real MCP session. */

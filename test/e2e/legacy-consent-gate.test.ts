@@ -10,12 +10,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitationCompleteNotificationSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsentRequired, type CredentialCaller, type UpstreamCredentials } from '../../src/credentials/types.js';
 import type { UpstreamCredential } from '../../src/upstream/credential.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { elicitingClient } from '../helpers/v1client.js';
 import { fixtureStdio, FixtureLog, startFixtureHttp, startModernHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 
@@ -80,15 +80,7 @@ const keyOf = (principal: string) => ({
 
 /** A v1 SDK client of `principal`; `url` mode declared or not; its elicitation handler is `onElicit`. */
 async function v1Client(url: string, principal: string, urlMode: boolean, onElicit: (p: any) => Promise<Record<string, unknown>>) {
-  const completed: string[] = [];
-  const client = new Client(
-    { name: 'consent-e2e', version: '1.0.0' },
-    { capabilities: { elicitation: urlMode ? { form: {}, url: {} } : { form: {} } } },
-  );
-  client.setRequestHandler(ElicitRequestSchema, async (r) => (await onElicit(r.params)) as never);
-  client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => void completed.push(n.params.elicitationId));
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: keyOf(principal) } }));
-  return { client, completed };
+  return elicitingClient(url, keyOf(principal), urlMode, onElicit);
 }
 
 const textOf = (r: any) => (r.content as { text: string }[]).map((c) => c.text).join('');

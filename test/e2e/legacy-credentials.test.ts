@@ -6,60 +6,47 @@
  * `tokenExchange` upstream gets each caller's own exchanged token.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ElicitationCompleteNotificationSchema, ElicitRequestSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { elicitingClient } from '../helpers/v1client.js';
 import { describeWith } from '../helpers/installed.js';
 import {
-  callerIdp,
-  closeBrowser,
   consentInBrowser,
   protectedStdio,
-  startAuthServer,
-  startProtectedUpstream,
-  type AuthServer,
+  startOAuthPeers,
   type CallerIdp,
+  type OAuthPeers,
   type ProtectedUpstream,
 } from '../helpers/oauth.js';
 
-const KEYS = [{ kid: 'k1', secret: 'credentials-secret-of-at-least-32-characters' }];
-
-let as: AuthServer;
+let peers: OAuthPeers;
 let upstream: ProtectedUpstream;
 let idp: CallerIdp;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  idp = await callerIdp();
-  as = await startAuthServer({ subjectIssuer: idp, accessTokenTtlSec: 300 });
-  upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
-  const exchange = {
-    mode: 'tokenExchange',
-    tokenEndpoint: as.tokenEndpoint,
-    clientId: as.exchangeClient.clientId,
-    clientSecret: as.exchangeClient.clientSecret,
-  };
-  gw = await startGateway({
-    auth: idp.auth,
-    credentials: { keys: KEYS, consentWaitMs: 30_000 },
-    federation: { enabled: true },
-    upstreams: {
-      up: { transport: 'streamable-http', url: upstream.url, credentials: { mode: 'oauth' } },
-      tx: { transport: 'streamable-http', url: upstream.url, credentials: exchange },
-      local: {
-        ...protectedStdio('UPSTREAM_TOKEN'),
-        protocol: 'legacy',
-        credentials: { ...exchange, audience: 'urn:test:stdio-upstream', env: 'UPSTREAM_TOKEN' },
+  peers = await startOAuthPeers({ accessTokenTtlSec: 300 });
+  ({ idp, upstream } = peers);
+  const exchange = peers.credentials('tokenExchange');
+  gw = await startGateway(
+    peers.gatewayConfig(
+      {
+        up: peers.upstreamConfig('oauth'),
+        tx: peers.upstreamConfig('tokenExchange'),
+        local: {
+          ...protectedStdio('UPSTREAM_TOKEN'),
+          protocol: 'legacy',
+          credentials: { ...exchange, audience: 'urn:test:stdio-upstream', env: 'UPSTREAM_TOKEN' },
+        },
       },
-    },
-  });
+      { credentials: { consentWaitMs: 30_000 }, federation: { enabled: true } },
+    ),
+  );
 });
 afterAll(async () => {
-  await closeBrowser();
   await gw?.close();
-  await upstream?.close();
-  await as?.close();
+  await peers?.close();
 });
 
 /**
@@ -67,17 +54,8 @@ afterAll(async () => {
  * elicitation or not; `onElicit` answers the gateway's `elicitation/create`.
  */
 async function legacyClient(sub: string, upstreamName: string, urlMode: boolean, onElicit: (p: any) => Promise<Record<string, unknown>>) {
-  const completed: string[] = [];
-  const client = new Client(
-    { name: 'legacy-credentials', version: '1.0.0' },
-    { capabilities: { elicitation: urlMode ? { form: {}, url: {} } : { form: {} } } },
-  );
-  client.setRequestHandler(ElicitRequestSchema, async (r) => (await onElicit(r.params)) as never);
-  client.setNotificationHandler(ElicitationCompleteNotificationSchema, (n) => void completed.push(n.params.elicitationId));
-  const headers = { authorization: `Bearer ${await idp.mint(sub)}` };
   const url = upstreamName === '*' ? `${gw.base}/mcp` : gw.url(upstreamName);
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
-  return { client, completed };
+  return elicitingClient(url, { authorization: `Bearer ${await idp.mint(sub)}` }, urlMode, onElicit);
 }
 
 /** What the upstream's `whoami` tool says about the token it got. */

@@ -19,31 +19,28 @@ import {
   connectWithToken,
   consentInBrowser,
   protectedStdio,
-  startAuthServer,
-  startProtectedUpstream,
+  startOAuthPeers,
   JWT_TOKEN_TYPE,
   TOKEN_EXCHANGE,
   whoami,
   type AuthServer,
   type CallerIdp,
+  type OAuthPeers,
   type ProtectedUpstream,
 } from '../helpers/oauth.js';
 
 const loopback = { [oauth.allowInsecureRequests]: true };
 
+let peers: OAuthPeers;
 let as: AuthServer;
 let upstream: ProtectedUpstream;
 let idp: CallerIdp;
 
 beforeAll(async () => {
-  idp = await callerIdp();
-  as = await startAuthServer({ subjectIssuer: idp, accessTokenTtlSec: 120 });
-  upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  peers = await startOAuthPeers({ accessTokenTtlSec: 120 });
+  ({ idp, as, upstream } = peers);
 });
-afterAll(async () => {
-  await upstream?.close();
-  await as?.close();
-});
+afterAll(async () => peers?.close());
 
 /** The token endpoint's RFC 8693 answer for `subjectToken` and `audience`. */
 async function exchange(subjectToken: string, audience: string, metadata: oauth.AuthorizationServer, extra: Record<string, string> = {}) {

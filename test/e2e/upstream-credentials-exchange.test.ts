@@ -18,17 +18,17 @@ import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
 import { eventually } from '../helpers/fixture.js';
 import {
-  callerIdp,
   protectedStdio,
-  startAuthServer,
-  startProtectedUpstream,
+  startOAuthPeers,
   type AuthServer,
   type CallerIdp,
+  type OAuthPeers,
   type ProtectedUpstream,
 } from '../helpers/oauth.js';
 
 const STDIO_AUDIENCE = 'urn:test:stdio-upstream';
 
+let peers: OAuthPeers;
 let idp: CallerIdp;
 let as: AuthServer;
 let upstream: ProtectedUpstream;
@@ -64,11 +64,10 @@ async function startModernProtected(): Promise<typeof modern> {
 }
 
 beforeAll(async () => {
-  idp = await callerIdp();
-  as = await startAuthServer({ subjectIssuer: idp });
-  upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  peers = await startOAuthPeers();
+  ({ idp, as, upstream } = peers);
   modern = await startModernProtected();
-  const exchange = { mode: 'tokenExchange', tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient };
+  const exchange = peers.credentials('tokenExchange');
   gw = await startGateway({
     auth: idp.auth,
     upstreams: {
@@ -98,8 +97,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gw?.close();
   modern?.server.close();
-  await upstream?.close();
-  await as?.close();
+  await peers?.close();
 });
 
 /** `whoami` of upstream `name` as `jwt`: the parsed JSON text, or the error. */
@@ -212,7 +210,7 @@ describe('an HTTP+SSE upstream that refuses the exchanged token', () => {
     const g = await startGateway({
       auth: idp.auth,
       upstreams: {
-        old: { transport: 'sse', url, credentials: { mode: 'tokenExchange', tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient } },
+        old: { transport: 'sse', url, credentials: peers.credentials('tokenExchange') },
       },
     });
     try {

@@ -8,45 +8,34 @@ import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startRedis, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
 import { scaled } from '../helpers/budget.js';
-import {
-  callerIdp,
-  closeBrowser,
-  consentInBrowser,
-  startAuthServer,
-  startProtectedUpstream,
-  type AuthServer,
-  type CallerIdp,
-  type ProtectedUpstream,
-} from '../helpers/oauth.js';
+import { consentInBrowser, startOAuthPeers, type CallerIdp, type OAuthPeers, type ProtectedUpstream } from '../helpers/oauth.js';
 
 describeWith(['redis-server', 'chromium'], 'per-user OAuth grants on two replicas (Redis, Debian chromium)', () => {
   let redis: TestRedis;
+  let peers: OAuthPeers;
   let idp: CallerIdp;
-  let as: AuthServer;
   let upstream: ProtectedUpstream;
   const replicas: TestGateway[] = [];
 
   beforeAll(async () => {
     redis = await startRedis();
-    idp = await callerIdp();
-    as = await startAuthServer({ subjectIssuer: idp });
-    upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
-    const config = {
-      auth: idp.auth,
-      store: { kind: 'redis', url: redis.url },
-      replicas: { secret: 'replica-secret-0123456789abcdefghij', heartbeatMs: 200, deadAfterMs: 1000 },
-      requestState: { keys: [{ kid: 'shared', secret: 'a-requestState-secret-both-replicas-share' }] },
-      credentials: { keys: [{ kid: 'grants', secret: 'a-credentials-secret-both-replicas-share' }] },
-      upstreams: { gh: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', credentials: { mode: 'oauth' } } },
-    };
+    peers = await startOAuthPeers();
+    ({ idp, upstream } = peers);
+    const config = peers.gatewayConfig(
+      { gh: peers.upstreamConfig('oauth', { protocol: 'legacy' }) },
+      {
+        store: { kind: 'redis', url: redis.url },
+        replicas: { secret: 'replica-secret-0123456789abcdefghij', heartbeatMs: 200, deadAfterMs: 1000 },
+        requestState: { keys: [{ kid: 'shared', secret: 'a-requestState-secret-both-replicas-share' }] },
+        credentials: { keys: [{ kid: 'grants', secret: 'a-credentials-secret-both-replicas-share' }] },
+      },
+    );
     replicas.push(await startGateway(config), await startGateway(config));
   }, scaled(60_000));
 
   afterAll(async () => {
-    await closeBrowser();
     for (const g of replicas) await g.close();
-    await upstream?.close();
-    await as?.close();
+    await peers?.close();
     await redis?.stop();
   });
 

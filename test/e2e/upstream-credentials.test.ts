@@ -13,13 +13,12 @@ import { eventually } from '../helpers/fixture.js';
 import { describeWith } from '../helpers/installed.js';
 import { scaled } from '../helpers/budget.js';
 import {
-  callerIdp,
-  closeBrowser,
   consentInBrowser,
-  startAuthServer,
   startProtectedUpstream,
+  startOAuthPeers,
   type AuthServer,
   type CallerIdp,
+  type OAuthPeers,
   type ProtectedUpstream,
 } from '../helpers/oauth.js';
 
@@ -27,6 +26,7 @@ const URL_CAPS = { elicitation: { url: {} } };
 /** Access token lifetime: a token is refreshed this long minus 30 s (the early refresh) after it was issued. */
 const TTL_SEC = 40;
 
+let peers: OAuthPeers;
 let idp: CallerIdp;
 let as: AuthServer;
 let upstream: ProtectedUpstream;
@@ -35,26 +35,23 @@ let strict: ProtectedUpstream;
 let gw: TestGateway;
 
 beforeAll(async () => {
-  idp = await callerIdp();
-  as = await startAuthServer({ subjectIssuer: idp, accessTokenTtlSec: TTL_SEC });
-  upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  peers = await startOAuthPeers({ accessTokenTtlSec: TTL_SEC });
+  ({ idp, as, upstream } = peers);
   strict = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri, audience: 'https://someone-else.example/mcp' });
   gw = await startGateway({
     auth: idp.auth,
     federation: { enabled: true, prefixes: { gh: 'gh_' } },
     upstreams: {
-      gh: { transport: 'streamable-http', url: upstream.url, protocol: 'legacy', credentials: { mode: 'oauth' } },
-      strict: { transport: 'streamable-http', url: strict.url, protocol: 'legacy', credentials: { mode: 'oauth' } },
+      gh: peers.upstreamConfig('oauth', { protocol: 'legacy' }),
+      strict: { ...peers.upstreamConfig('oauth', { protocol: 'legacy' }), url: strict.url },
     },
   });
 }, scaled(60_000));
 
 afterAll(async () => {
-  await closeBrowser();
   await gw?.close();
-  await upstream?.close();
   await strict?.close();
-  await as?.close();
+  await peers?.close();
 });
 
 /** A call of `tool` on `url` as `who` (a JWT), with the caller's clientCapabilities `caps`. */

@@ -4,9 +4,9 @@
  * it wrap themselves in `describeWith(['chromium'], …)` (test/helpers/installed.ts), so they skip
  * cleanly without chromium.
  */
-import { chromium, type Browser, type Page, type Response } from 'playwright-core';
+import type { Browser, Page, Response } from 'playwright-core';
 import { scaled } from './budget.js';
-import { PROGRAMS } from './installed.js';
+import { launchChromium } from './chromium.js';
 
 /** Where the browser landed once the authorization server let it go. */
 export interface ConsentOutcome {
@@ -32,22 +32,6 @@ export interface ConsentOptions {
 
 let browser: Promise<Browser> | undefined;
 
-function launch(): Promise<Browser> {
-  return chromium.launch({
-    executablePath: PROGRAMS.chromium,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
-}
-
 function isLoopback(url: string): boolean {
   const host = new URL(url).hostname;
   return host === '127.0.0.1' || host === 'localhost' || host === '[::1]';
@@ -62,7 +46,7 @@ function isLoopback(url: string): boolean {
  * `afterAll`. Rejects when a page does not load within the budget.
  */
 export async function consentInBrowser(url: string, opts: ConsentOptions): Promise<ConsentOutcome> {
-  const b = await (browser ??= launch());
+  const b = await (browser ??= launchChromium());
   const context = await b.newContext();
   const timeout = opts.timeoutMs ?? scaled(20_000);
   context.setDefaultTimeout(timeout);

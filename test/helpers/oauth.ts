@@ -9,13 +9,17 @@
  * - {@link consentInBrowser}: a user signing in and consenting in headless chromium,
  *   test/helpers/oauth-browser.ts;
  * - {@link callerIdp}: the identity provider of the gateway's callers (JWTs the gateway's `jwt`
- *   auth accepts and the token exchange takes as subject tokens).
+ *   auth accepts and the token exchange takes as subject tokens);
+ * - {@link startOAuthPeers}: the three together, with the gateway config of an upstream per mode.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair, type JSONWebKeySet } from 'jose';
+import { closeBrowser } from './oauth-browser.js';
+import { startAuthServer, type AuthServer } from './oauth-server.js';
+import { startProtectedUpstream, type ProtectedUpstream } from './oauth-upstream.js';
 
 export * from './oauth-server.js';
 export * from './oauth-upstream.js';
@@ -77,6 +81,59 @@ export async function callerIdp(opts: { issuer?: string; audience?: string } = {
         .setJti(randomBytes(8).toString('hex'))
         .setExpirationTime(now + (m.ttlSec ?? 300))
         .sign(privateKey);
+    },
+  };
+}
+
+/** The `credentials.keys` of the test gateways (one key; the grants' and consent links' sealing). */
+export const CREDENTIAL_KEYS = [{ kid: 'k1', secret: 'credentials-secret-of-at-least-32-characters' }];
+
+/** The peers of a per-user credentials test, started by {@link startOAuthPeers}. */
+export interface OAuthPeers {
+  idp: CallerIdp;
+  /** The authorization server; it accepts {@link idp}'s JWTs as token exchange subject tokens. */
+  as: AuthServer;
+  /** The protected upstream (v1 SDK over Streamable HTTP) that verifies {@link as}'s tokens. */
+  upstream: ProtectedUpstream;
+  /** The `credentials` of an upstream in `mode`: `{mode: "oauth"}`, or token exchange at {@link as} with its client. */
+  credentials(mode: 'oauth' | 'tokenExchange'): Record<string, unknown>;
+  /** The config of upstream {@link upstream} in `mode`, `extra` merged on top. */
+  upstreamConfig(mode: 'oauth' | 'tokenExchange', extra?: Record<string, unknown>): Record<string, unknown>;
+  /**
+   * A gateway config: `auth` of {@link idp}, `credentials.keys` {@link CREDENTIAL_KEYS}, and
+   * `upstreams`, `extra` merged on top (its `credentials` merged into the keys).
+   */
+  gatewayConfig(upstreams: Record<string, unknown>, extra?: Record<string, unknown>): Record<string, unknown>;
+  /** Closes the browser of {@link consentInBrowser}, the upstream and the authorization server. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a caller IdP, an authorization server trusting it (access tokens valid
+ * `accessTokenTtlSec`, default the server's) and a protected upstream of that server.
+ */
+export async function startOAuthPeers(opts: { accessTokenTtlSec?: number } = {}): Promise<OAuthPeers> {
+  const idp = await callerIdp();
+  const as = await startAuthServer({ subjectIssuer: idp, ...opts });
+  const upstream = await startProtectedUpstream({ issuer: as.issuer, jwksUri: as.jwksUri });
+  const credentials = (mode: 'oauth' | 'tokenExchange') =>
+    mode === 'oauth' ? { mode } : { mode, tokenEndpoint: as.tokenEndpoint, ...as.exchangeClient };
+  return {
+    idp,
+    as,
+    upstream,
+    credentials,
+    upstreamConfig: (mode, extra = {}) => ({ transport: 'streamable-http', url: upstream.url, credentials: credentials(mode), ...extra }),
+    gatewayConfig: (upstreams, extra = {}) => ({
+      auth: idp.auth,
+      ...extra,
+      credentials: { keys: CREDENTIAL_KEYS, ...(extra.credentials as Record<string, unknown> | undefined) },
+      upstreams,
+    }),
+    close: async () => {
+      await closeBrowser();
+      await upstream.close();
+      await as.close();
     },
   };
 }
