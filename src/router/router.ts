@@ -18,7 +18,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { MrtrBridge } from '../cells/bridge/mrtr.js';
 import { BridgeServer, type LegacyContext } from '../cells/bridge/serve.js';
 import type { StateSealer, TaskIdBinder } from '../security/seal.js';
-import type { ModernPassThrough } from '../cells/modern/passthrough.js';
+import { sharedChildRefusal, type ModernPassThrough } from '../cells/modern/passthrough.js';
 import { GatewayError, methodNotFound, quoted, shutdownFailure, shuttingDown, upstreamFailed } from '../protocol/errors.js';
 import type { ReplicaInfo, SharedStore } from '../store/shared.js';
 import type { TaskManager } from '../cells/bridge/tasks/manager.js';
@@ -307,7 +307,9 @@ export class Router {
     who: { principal: string; credential?: UpstreamCredential },
   ): Promise<Subscription> {
     const { name } = up;
-    return (await this.upstreamEra(up, who.credential?.headers)) === 'modern'
+    const modern = (await this.upstreamEra(up, who.credential?.headers)) === 'modern';
+    if (modern && who.credential && up.cfg.transport === 'stdio') throw sharedChildRefusal(name);
+    return modern
       ? await openModernSubscription(
           { name, modern: up.modern! },
           filter,

@@ -14,9 +14,9 @@ import { serve, type ServerType } from '@hono/node-server';
 import { McpServer, createMcpHandler } from '@modelcontextprotocol/server';
 import { createLocalJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
-import { eventually } from '../helpers/fixture.js';
+import { eventually, modernStdio } from '../helpers/fixture.js';
 import {
   protectedStdio,
   startOAuthPeers,
@@ -83,6 +83,11 @@ beforeAll(async () => {
         ...protectedStdio('UPSTREAM_TOKEN'),
         protocol: 'legacy',
         idleSessionMs: 1500,
+        credentials: { ...exchange, audience: STDIO_AUDIENCE, env: 'UPSTREAM_TOKEN' },
+      },
+      modernLocal: {
+        ...modernStdio(),
+        protocol: '2026-07-28',
         credentials: { ...exchange, audience: STDIO_AUDIENCE, env: 'UPSTREAM_TOKEN' },
       },
       probed: {
@@ -167,6 +172,16 @@ describe('stdio upstream with per-user credentials', () => {
       }
     };
     expect(await eventually(() => seen.every((s) => !running(s.pid)), 10_000)).toBe(true);
+  });
+
+  it('a 2026-07-28 stdio upstream (one child for every caller) refuses calls and subscriptions alike', async () => {
+    const headers = { authorization: `Bearer ${await idp.mint('hank')}` };
+    const refusal = { code: -32603, data: { upstream: 'modernLocal', reason: 'upstream-authorization' } };
+    const r = await rpc(gw.url('modernLocal'), 'tools/call', { name: 'echo', arguments: { text: 'x' } }, { headers });
+    expect(r.body.error).toMatchObject(refusal);
+    const sub = await listen(gw.url('modernLocal'), { toolsListChanged: true }, { headers });
+    sub.close();
+    expect(sub.messages[0]?.error).toMatchObject(refusal);
   });
 
   it('with protocol auto, the era probe child (configured env only) is not the first caller child', async () => {

@@ -70,6 +70,18 @@ function paramHeadersOnWire(params: Record<string, string> | undefined): Record<
   return Object.fromEntries(Object.entries(params).map(([name, value]) => [PARAM_HEADER_PREFIX + name, value]));
 }
 
+/**
+ * What a request of a 2026-07-28 stdio upstream with a per-caller credential gets (a call, or a
+ * `subscriptions/listen`): -32603 `upstream-authorization`, since its one child serves every caller.
+ */
+export function sharedChildRefusal(upstream: string): GatewayError {
+  return upstreamFailed(
+    upstream,
+    'upstream-authorization',
+    `Upstream '${upstream}' is a 2026-07-28 stdio server with one child for every caller: it cannot carry each user's own credential`,
+  );
+}
+
 /** Relays 2026-07-28 requests to 2026-07-28 upstreams. */
 export class ModernPassThrough {
   constructor(
@@ -194,12 +206,7 @@ export class ModernPassThrough {
     meta[META_CLIENT_CAPABILITIES] = allowedCapabilities(req.clientCapabilities as Record<string, unknown>, up.cfg.input.allow);
     if (req.progressToken !== undefined) meta.progressToken = `gw-progress-${nextToken++}`;
     const credential = ctx.credential;
-    if (credential && up.cfg.transport === 'stdio')
-      throw upstreamFailed(
-        up.name,
-        'upstream-authorization',
-        `Upstream '${up.name}' is a 2026-07-28 stdio server with one child for every caller: it cannot carry each user's own credential`,
-      );
+    if (credential && up.cfg.transport === 'stdio') throw sharedChildRefusal(up.name);
     const started = performance.now();
     try {
       return await up.modern!.request(
