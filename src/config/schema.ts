@@ -407,7 +407,7 @@ const upstreamCommon = {
     .enum(['auto', 'legacy', '2026-07-28'])
     .default('auto')
     .describe(
-      "The era the upstream speaks. auto: ask server/discover at first use and fall back to initialize on a JSON-RPC error (over HTTP also on an HTTP 4xx or 5 s of silence; a stdio server that never answers unknown requests needs legacy), remember the answer (logged as upstream era detected), and ask again after a call failed unreachable (initialize refused included), crashed, or, taken for 2026-07-28, protocol (a session-based legacy server's HTTP 4xx). HTTP+SSE upstreams are always legacy.",
+      "The era the upstream speaks. auto: ask server/discover at first use and fall back to initialize on a JSON-RPC error (over HTTP also on an HTTP 4xx or 5 s of silence; a stdio server that never answers unknown requests needs legacy), remember the answer (logged as upstream era detected; not an HTTP 401/403), and ask again after a call failed unreachable (initialize refused included), crashed, or, taken for 2026-07-28, protocol (a session-based legacy server's HTTP 4xx). HTTP+SSE upstreams are always legacy.",
     ),
   protocolVersion: z
     .enum(LEGACY_REVISIONS)

@@ -198,7 +198,8 @@ export class Upstream {
    *   start budget;
    *   `protocol` when it broke the protocol.
    * @param hopHeaders the asking caller's credential headers (HTTP), sent with the probe of an
-   *   upstream that wants each user's own token.
+   *   upstream that wants each user's own token. A probe refused with HTTP 401/403 gives legacy
+   *   without remembering it.
    */
   era(hopHeaders?: Readonly<Record<string, string>>): Promise<UpstreamEra> {
     if (!this.modern) return Promise.resolve('legacy');
@@ -240,6 +241,9 @@ export class Upstream {
       },
       (e: Error) => {
         this.eraKnown = undefined;
+        // Refused (HTTP 401/403: this caller's credential, or none yet): legacy for this caller, as
+        // any 4xx, but not remembered, so a caller with a credential the upstream takes learns the era.
+        if (e instanceof ModernHopError && (e.status === 401 || e.status === 403)) return 'legacy' as const;
         // A stdio child that did not answer in time is stopped (the next call starts another),
         // unless it is still in its first start: the next call waits on it (see keepStarting).
         if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.())

@@ -47,7 +47,8 @@ export async function startModern(up: ModernUpstream, timeoutMs: number): Promis
  * With `silenceIsLegacy` (HTTP), no answer within `timeoutMs` counts as legacy too; without it
  * (stdio, where `timeoutMs` is the whole start budget of the child) it is a start `timeout`.
  * @throws ModernHopError `timeout` when no answer came within `timeoutMs` and silence does not
- *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked.
+ *   count as legacy; `unreachable`, `crashed` or `protocol` when the upstream cannot be asked
+ *   (`unreachable` with `status` 401 or 403 when it refused the credential sent, or its absence).
  * `hopHeaders`: the first caller's credential headers, for an upstream that wants each user's own token.
  */
 export async function probeModern(
@@ -58,12 +59,18 @@ export async function probeModern(
 ): Promise<Record<string, unknown> | undefined> {
   try {
     const r = await discoverWithin(up, timeoutMs, hopHeaders);
-    if ('error' in r) return undefined;
+    if ('error' in r) {
+      if (r.httpStatus === 401 || r.httpStatus === 403)
+        throw new ModernHopError('unreachable', `HTTP ${r.httpStatus} from the upstream`, [], r.httpStatus);
+      return undefined;
+    }
     const versions = r.result.supportedVersions;
     return Array.isArray(versions) && versions.includes(PROTOCOL_VERSION) ? r.result : undefined;
   } catch (e) {
     // A legacy HTTP server may leave an unknown method unanswered: there, silence means legacy.
     if (silenceIsLegacy && e instanceof ModernHopError && (e.reason === 'cancelled' || e.reason === 'timeout')) return undefined;
+    // HTTP 401/403 refuses the credential (or its absence), and says nothing of the era.
+    if (e instanceof ModernHopError && (e.status === 401 || e.status === 403)) throw e;
     if (e instanceof ModernHopError && e.reason === 'unreachable' && /HTTP 4\d\d/.test(e.message)) return undefined;
     throw e;
   }

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
 import { eventually, modernStdio } from '../helpers/fixture.js';
+import { elicitingClient } from '../helpers/v1client.js';
 import {
   protectedStdio,
   startOAuthPeers,
@@ -72,6 +73,12 @@ beforeAll(async () => {
     auth: idp.auth,
     upstreams: {
       modern: { transport: 'streamable-http', url: modern.url, protocol: 'auto', credentials: exchange },
+      modernGranted: {
+        transport: 'streamable-http',
+        url: modern.url,
+        protocol: 'auto',
+        credentials: { mode: 'oauth', authorizationServer: as.issuer, resource: modern.url },
+      },
       api: {
         transport: 'streamable-http',
         url: upstream.url,
@@ -188,6 +195,19 @@ describe('stdio upstream with per-user credentials', () => {
     const got = (await whoami('probed', await idp.mint('gina'))).result!;
     expect(got.sub).toBe('gina');
     expect(decodeJwt(got.token)).toMatchObject({ sub: 'gina', aud: STDIO_AUDIENCE });
+  });
+});
+
+describe('the era of an upstream probed without the caller credential', () => {
+  it('a 401 to a legacy session of a caller without a grant is not remembered as the legacy era', async () => {
+    const { client } = await elicitingClient(
+      gw.url('modernGranted'),
+      { authorization: `Bearer ${await idp.mint('ida')}` },
+      false,
+      async () => ({ action: 'cancel' }),
+    );
+    await client.close();
+    expect(gw.gateway.upstreams.get('modernGranted')!.settledEra()).toBeUndefined();
   });
 });
 
