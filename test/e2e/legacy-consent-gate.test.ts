@@ -83,6 +83,13 @@ async function v1Client(url: string, principal: string, urlMode: boolean, onElic
   return elicitingClient(url, keyOf(principal), urlMode, onElicit);
 }
 
+/** A gateway of `upstreams` whose per-user credentials are `creds`, waiting 5 s for a grant. */
+async function gatedGateway(upstreams: Record<string, unknown>, creds: UpstreamCredentials): Promise<TestGateway> {
+  const gw = await startGateway({ auth, upstreams, credentials: { consentWaitMs: 5000 } });
+  (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+  return gw;
+}
+
 const textOf = (r: any) => (r.content as { text: string }[]).map((c) => c.text).join('');
 
 describe('the consent gate of legacy sessions, on the fixture over Streamable HTTP', () => {
@@ -100,12 +107,7 @@ describe('the consent gate of legacy sessions, on the fixture over Streamable HT
 
   beforeAll(async () => {
     upstream = await startFixtureHttp('http', log, { FIXTURE_REFUSED_FILE: refusedFile });
-    gw = await startGateway({
-      auth,
-      upstreams: { oauth: upstream.config, exchange: upstream.config },
-      credentials: { consentWaitMs: 5000 },
-    });
-    (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+    gw = await gatedGateway({ oauth: upstream.config, exchange: upstream.config }, creds);
   });
   afterAll(async () => {
     await gw?.close();
@@ -262,12 +264,7 @@ describe('the consent gate in front of the reverse bridge (a 2026-07-28 upstream
 
   beforeAll(async () => {
     upstream = await startModernHttp(log, { FIXTURE_REFUSED_FILE: refusedFile, FIXTURE_EXTRA_TOOLS: '["plain"]' });
-    gw = await startGateway({
-      auth,
-      upstreams: { modern: { ...upstream.config, protocol: '2026-07-28' } },
-      credentials: { consentWaitMs: 5000 },
-    });
-    (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+    gw = await gatedGateway({ modern: { ...upstream.config, protocol: '2026-07-28' } }, creds);
   });
   afterAll(async () => {
     await gw?.close();
@@ -325,8 +322,7 @@ describe('the consent gate on a stdio upstream', () => {
   let gw: TestGateway;
   const creds = new TestCredentials(new Set(['oauth']));
   beforeAll(async () => {
-    gw = await startGateway({ auth, upstreams: { oauth: fixtureStdio() }, credentials: { consentWaitMs: 5000 } });
-    (gw.gateway.router as { credentials?: UpstreamCredentials }).credentials = creds;
+    gw = await gatedGateway({ oauth: fixtureStdio() }, creds);
   });
   afterAll(async () => {
     await gw?.close();

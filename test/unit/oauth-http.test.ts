@@ -23,22 +23,23 @@ describe('requestOptions', () => {
   });
 });
 
+/** A gateway config with one `tokenExchange` upstream `tx` whose token endpoint is `tokenEndpoint`. */
+function exchangeConfig(tokenEndpoint: string) {
+  return parseConfig(
+    {
+      auth: { mode: 'jwt', issuer: 'https://idp.test', audience: 'gw', jwksUrl: 'https://idp.test/jwks' },
+      upstreams: {
+        tx: { transport: 'streamable-http', url: 'https://api.example/mcp', credentials: { mode: 'tokenExchange', tokenEndpoint } },
+      },
+    },
+    {},
+    ROOT,
+  );
+}
+
 describe('TokenExchange', () => {
   it('refuses a plain-http token endpoint on another host before sending anything, naming why', async () => {
-    const cfg = parseConfig(
-      {
-        auth: { mode: 'jwt', issuer: 'https://idp.test', audience: 'gw', jwksUrl: 'https://idp.test/jwks' },
-        upstreams: {
-          tx: {
-            transport: 'streamable-http',
-            url: 'https://api.example/mcp',
-            credentials: { mode: 'tokenExchange', tokenEndpoint: 'http://as.example/token' },
-          },
-        },
-      },
-      {},
-      ROOT,
-    );
+    const cfg = exchangeConfig('http://as.example/token');
     const err = await new TokenExchange(cfg, silentLogger).token('tx', { principal: 'p', token: 'subject-jwt' }).catch((e) => e);
     expect(err).toBeInstanceOf(GatewayError);
     expect(err.code).toBe(-32603);
@@ -50,20 +51,7 @@ describe('TokenExchange', () => {
   });
 
   it('asks for the caller’s token when none was presented', async () => {
-    const cfg = parseConfig(
-      {
-        auth: { mode: 'jwt', issuer: 'https://idp.test', audience: 'gw', jwksUrl: 'https://idp.test/jwks' },
-        upstreams: {
-          tx: {
-            transport: 'streamable-http',
-            url: 'https://api.example/mcp',
-            credentials: { mode: 'tokenExchange', tokenEndpoint: 'https://as.example/token' },
-          },
-        },
-      },
-      {},
-      ROOT,
-    );
+    const cfg = exchangeConfig('https://as.example/token');
     const err = await new TokenExchange(cfg, silentLogger).token('tx', { principal: 'p' }).catch((e) => e);
     expect(err.data).toEqual({ upstream: 'tx', reason: 'upstream-authorization' });
     expect(err.message).toMatch(/needs the caller's access token/);
