@@ -90,10 +90,10 @@ export class Credentials implements UpstreamCredentials {
     }
   }
 
-  async refused(upstream: string, principal: string): Promise<void> {
+  async refused(upstream: string, principal: string, credential: UpstreamCredential): Promise<void> {
     const mode = this.cfg.upstreams[upstream]?.credentials.mode;
     if (mode === 'tokenExchange') this.exchanger.forget(upstream, principal);
-    else if (mode === 'oauth') await this.userGrants.forget(upstream, principal);
+    else if (mode === 'oauth') await this.userGrants.forget(upstream, principal, (token) => digest(principal, token) === credential.key);
   }
 
   waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean> {

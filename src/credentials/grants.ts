@@ -236,8 +236,17 @@ export class OAuthGrants implements UserGrants {
     return { url: this.consent.link(upstream, principal, elicitationId), elicitationId };
   }
 
-  /** Drops the stored grant (the upstream refused its token), without revoking it at the server. */
-  async forget(upstream: string, principal: string): Promise<void> {
+  /**
+   * Drops the stored grant (the upstream refused its token), without revoking it at the server;
+   * with `refused`, only when it matches the stored access token, so a grant another request
+   * refreshed meanwhile is kept.
+   */
+  async forget(upstream: string, principal: string, refused?: (accessToken: string) => boolean): Promise<void> {
+    if (refused) {
+      const g = await this.deps.store.get(upstream, principal);
+      const t = g && this.deps.box.open<GrantTokens>(g.sealed, sealContext(upstream, principal));
+      if (t && !refused(t.accessToken)) return;
+    }
     await this.deps.store.delete(upstream, principal);
   }
 

@@ -64,11 +64,12 @@ export interface UpstreamCredentials {
    */
   resolve(upstream: string, caller: CredentialCaller): Promise<UpstreamCredential | undefined>;
   /**
-   * The upstream refused the credential of `principal` (HTTP 401 or 403: expired, revoked, wrong
-   * audience): the cached token or the grant is dropped, so the next {@link resolve} exchanges
-   * again or asks for consent again.
+   * The upstream refused `credential`, the credential of `principal` (HTTP 401 or 403: expired,
+   * revoked, wrong audience): the cached token or the grant is dropped, so the next {@link resolve}
+   * exchanges again or asks for consent again. A grant whose token changed since `credential` was
+   * resolved (another request refreshed it) is kept.
    */
-  refused(upstream: string, principal: string): Promise<void>;
+  refused(upstream: string, principal: string, credential: UpstreamCredential): Promise<void>;
   /**
    * Resolves true once `principal` holds a grant for `upstream` (its consent completed on any
    * replica), false after `ms` or when `signal` aborts.
@@ -116,8 +117,11 @@ export interface UserGrants {
   accessToken(upstream: string, principal: string): Promise<HeldToken | undefined>;
   /** A consent link for `principal` at `upstream`: the gateway's start route, valid `credentials.consentTtlMs`. */
   consentLink(upstream: string, principal: string): Promise<{ url: string; elicitationId: string }>;
-  /** Drops the stored grant (the upstream refused its token). */
-  forget(upstream: string, principal: string): Promise<void>;
+  /**
+   * Drops the stored grant (the upstream refused its token); with `refused`, only when the stored
+   * access token is one it matches (a grant refreshed since is kept).
+   */
+  forget(upstream: string, principal: string, refused?: (accessToken: string) => boolean): Promise<void>;
   waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean>;
   grants(upstream?: string): Promise<GrantInfo[]>;
   revoke(upstream: string, principal: string): Promise<boolean>;

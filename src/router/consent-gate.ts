@@ -328,7 +328,9 @@ export class ConsentGate implements LegacyRelay {
   /** The real relay with `credential`, its refusals reported to {@link onRefused}. */
   private open(credential: UpstreamCredential | undefined): LegacyRelay {
     const opened: { relay?: LegacyRelay } = {};
-    opened.relay = this.init.open(credential, this.proxy, (id, method, status) => this.onRefused(opened.relay, id, method, status));
+    opened.relay = this.init.open(credential, this.proxy, (id, method, status) =>
+      this.onRefused(opened.relay, credential, id, method, status),
+    );
     return opened.relay;
   }
 
@@ -336,25 +338,38 @@ export class ConsentGate implements LegacyRelay {
    * `relay` reports that the upstream refused the credential on client request `id` (see the file
    * header); true: the gate answers it (an `initialize`). A relay already given up answers its own.
    */
-  private onRefused(relay: LegacyRelay | undefined, id: RequestId, method: string, status: number): boolean {
+  private onRefused(
+    relay: LegacyRelay | undefined,
+    credential: UpstreamCredential | undefined,
+    id: RequestId,
+    method: string,
+    status: number,
+  ): boolean {
     if (!relay || relay !== this.relay) return false;
     this.relay = undefined;
     const initialize = method === 'initialize';
-    this.settling = this.refused(relay, id, status, initialize);
+    this.settling = this.refused(relay, credential, id, status, initialize);
     return initialize;
   }
 
   /** After a refusal: the token or grant is dropped, the upstream side closes, and an `initialize` is answered. */
-  private async refused(relay: LegacyRelay, id: RequestId, status: number, initialize: boolean): Promise<void> {
+  private async refused(
+    relay: LegacyRelay,
+    credential: UpstreamCredential | undefined,
+    id: RequestId,
+    status: number,
+    initialize: boolean,
+  ): Promise<void> {
     const { upstream, caller, log } = this.init;
     log.info({ status }, 'legacy session: the upstream refused the credential; its upstream side closes');
     // The refused request is answered by the relay first (or, for an initialize, below).
     await Promise.resolve();
     const orphaned = [...this.forwarded].filter(([f]) => f !== id);
     this.forwarded.clear();
-    await this.init.credentials.refused(upstream, caller.principal).catch((e: unknown) => {
-      log.warn({ err: errorText(e) }, 'legacy session: the refused credential could not be dropped');
-    });
+    if (credential)
+      await this.init.credentials.refused(upstream, caller.principal, credential).catch((e: unknown) => {
+        log.warn({ err: errorText(e) }, 'legacy session: the refused credential could not be dropped');
+      });
     const error = upstreamFailed(
       upstream,
       'upstream-authorization',

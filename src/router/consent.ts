@@ -28,7 +28,7 @@
  * the credentials raise. An upstream that refuses the credential (HTTP 401/403) has it dropped
  * ({@link CredentialGate.refusal}): the next call exchanges again, or asks for consent again.
  */
-import { ConsentRequired, type UpstreamCredentials } from '../credentials/types.js';
+import { ConsentRequired, type UpstreamCredential, type UpstreamCredentials } from '../credentials/types.js';
 import type { CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { GatewayError, invalidParams, missingCapability, upstreamFailed } from '../protocol/errors.js';
@@ -123,8 +123,8 @@ export class CredentialGate {
    * The upstream refused the credential of `principal` (HTTP 401/403): the gateway's token or
    * grant is dropped, and the caller gets -32603 `upstream-authorization`.
    */
-  async refusal(upstream: string, principal: string, status: number): Promise<GatewayError> {
-    await this.credentials.refused(upstream, principal);
+  async refusal(upstream: string, principal: string, credential: UpstreamCredential, status: number): Promise<GatewayError> {
+    await this.credentials.refused(upstream, principal, credential);
     const again = this.credentials.needsConsent(upstream)
       ? 'the next call asks for your authorization again'
       : 'the next call gets a new token';

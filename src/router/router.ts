@@ -216,7 +216,7 @@ export class Router {
     if (!(e instanceof GatewayError)) return e;
     const status = e.upstreamStatus;
     if (ctx.credential && (status === 401 || status === 403) && this.gate.owns(up.name))
-      return this.gate.refusal(up.name, ctx.principal, status);
+      return this.gate.refusal(up.name, ctx.principal, ctx.credential, status);
     // An upstream that failed this way may come back as another era.
     up.noteFailure(e.reason);
     return e;

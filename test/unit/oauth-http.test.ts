@@ -1,12 +1,17 @@
 /**
  * The OAuth client side's transport rule: plain http only for loopback hosts (oauth4webapi's
- * `allowInsecureRequests`), and its failures as -32603 upstream-authorization.
+ * `allowInsecureRequests`), its failures as -32603 upstream-authorization, and which grant a
+ * refused token drops.
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { OAuthClients } from '../../src/credentials/oauth-client.js';
 import { requestOptions } from '../../src/credentials/oauth-http.js';
 import { TokenExchange } from '../../src/credentials/token-exchange.js';
+import { Credentials } from '../../src/credentials/credentials.js';
+import { OAuthGrants } from '../../src/credentials/grants.js';
+import { ConsentRequired } from '../../src/credentials/types.js';
+import { MemorySpentStates } from '../../src/store/shared.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { GatewayError } from '../../src/protocol/errors.js';
 import { SealedBox } from '../../src/security/sealed-box.js';
@@ -85,5 +90,61 @@ describe('OAuthClients', () => {
       client_id: 'gw',
       client_secret: 's',
     });
+  });
+});
+
+describe('Credentials.refused on an oauth upstream', () => {
+  const KEY = { kid: 'k', secret: 'a-credentials-secret-of-at-least-32-chars' };
+  const cfg = parseConfig(
+    {
+      auth: { mode: 'apiKeys', keys: [{ key: 'an-api-key-of-16-chars-or-more', principal: 'alice' }] },
+      upstreams: { gh: { transport: 'streamable-http', url: 'https://api.example/mcp', credentials: { mode: 'oauth', clientId: 'c' } } },
+    },
+    {},
+    ROOT,
+  );
+  const box = new SealedBox([KEY]);
+  const store = new MemoryGrantStore();
+  const grants = new OAuthGrants({
+    cfg,
+    store,
+    spent: new MemorySpentStates(),
+    box,
+    log: silentLogger,
+    listenUrl: () => 'http://127.0.0.1:1',
+  });
+  const credentials = new Credentials(cfg, new TokenExchange(cfg, silentLogger), grants);
+  /** Stores `accessToken` as apikey:alice's grant for gh, valid for an hour. */
+  const hold = (accessToken: string) =>
+    store.put({
+      upstream: 'gh',
+      principal: 'apikey:alice',
+      createdAtMs: Date.now(),
+      expiresAtMs: Date.now() + 3_600_000,
+      refreshable: false,
+      sealed: box.seal(
+        {
+          accessToken,
+          issuer: 'https://as.example',
+          tokenEndpoint: 'https://as.example/token',
+          clientId: 'c',
+          resource: 'https://api.example/mcp',
+        },
+        'grant\ngh\napikey:alice',
+      ),
+    });
+
+  it('drops the grant whose token the upstream refused, and keeps one refreshed since', async () => {
+    await hold('token-1');
+    const first = (await credentials.resolve('gh', { principal: 'apikey:alice' }))!;
+    expect(first.headers.authorization).toBe('Bearer token-1');
+    // Another request refreshed the grant before this refusal arrived: the new token stays.
+    await hold('token-2');
+    await credentials.refused('gh', 'apikey:alice', first);
+    const second = (await credentials.resolve('gh', { principal: 'apikey:alice' }))!;
+    expect(second.headers.authorization).toBe('Bearer token-2');
+    // The refused token is the one held: the grant goes, and the caller is asked for consent.
+    await credentials.refused('gh', 'apikey:alice', second);
+    await expect(credentials.resolve('gh', { principal: 'apikey:alice' })).rejects.toBeInstanceOf(ConsentRequired);
   });
 });
