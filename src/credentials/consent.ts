@@ -233,7 +233,13 @@ export class ConsentFlow {
       if (!client)
         throw problem("The gateway's client at the authorization server changed during this sign-in. Start again from your MCP client.");
       const { as } = target;
-      const checked = oauth.validateAuthResponse(as, client, params, params.get('state')!);
+      let checked: URLSearchParams;
+      try {
+        checked = oauth.validateAuthResponse(as, client, params, params.get('state')!);
+        if (params.getAll('code').length !== 1) throw new Error('it must carry exactly one "code"');
+      } catch (e) {
+        throw problem(`The sign-in response is not valid: ${(e as Error).message}. Nothing was stored; start again from your MCP client.`);
+      }
       const res = await oauth.authorizationCodeGrantRequest(as, client, clientAuth(client), checked, s.r, s.v, {
         additionalParameters: { resource: target.resource },
         ...requestOptions(as.token_endpoint ?? as.issuer),

@@ -335,6 +335,19 @@ describe('callback checks: nothing is stored', () => {
     await nothingStored();
   });
 
+  it('refuses a callback without a code, or with its state or code repeated, naming the sign-in response, not the token endpoint', async () => {
+    for (const extra of ['', '&code=x&code=y', '&code=x&state=again']) {
+      const { state, cookie } = await startFlow(gw, 'erin');
+      const q = `state=${encodeURIComponent(state)}&iss=${encodeURIComponent(as.issuer)}${extra.replace('again', encodeURIComponent(state))}`;
+      const res = await fetch(`${gw.base}/oauth/callback?${q}`, { headers: { cookie } });
+      expect(res.status).toBe(400);
+      const body = await res.text();
+      expect(body).toContain('The sign-in response is not valid');
+      expect(body).not.toContain('token endpoint');
+    }
+    await nothingStored();
+  });
+
   it('refuses an expired state', async () => {
     const { state, cookie } = await startFlow(gw, 'erin');
     vi.useFakeTimers({ toFake: ['Date'] });
