@@ -348,6 +348,19 @@ describe('callback checks: nothing is stored', () => {
     await nothingStored();
   });
 
+  it('answers 502 naming the token endpoint when it cannot be reached at the callback', async () => {
+    const { state, cookie } = await startFlow(gw, 'erin');
+    await as.down();
+    let res: { status: number; body: string };
+    try {
+      res = await callback(gw, { code: 'x', state, iss: as.issuer }, cookie);
+    } finally {
+      await as.up();
+    }
+    expect(res).toMatchObject({ status: 502, body: expect.stringContaining(`${as.tokenEndpoint} cannot be reached`) });
+    await nothingStored();
+  });
+
   it('refuses an expired state', async () => {
     const { state, cookie } = await startFlow(gw, 'erin');
     vi.useFakeTimers({ toFake: ['Date'] });
