@@ -390,6 +390,15 @@ describe('callback checks: nothing is stored', () => {
     }
   });
 
+  it('answers DELETE /oauth/grants/NAME with a 404 naming an unknown upstream as such, and 401 without authentication', async () => {
+    const unknown = await grantsRoute(gw, 'erin', 'DELETE', 'nope');
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: "This gateway has no upstream 'nope'" });
+    const none = await grantsRoute(gw, 'erin', 'DELETE', 'up');
+    expect(await none.json()).toEqual({ error: "You hold no grant for upstream 'up'" });
+    expect((await fetch(`${gw.base}/oauth/grants/up`, { method: 'DELETE' })).status).toBe(401);
+  });
+
   it('answers GET /oauth/grants only to an authenticated caller', async () => {
     const res = await fetch(`${gw.base}/oauth/grants`);
     expect(res.status).toBe(401);
