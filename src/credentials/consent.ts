@@ -178,8 +178,9 @@ export class ConsentFlow {
    * @param params the callback's query parameters.
    * @param cookies the request's cookies by name.
    * @returns the upstream and the cookie to clear.
-   * @throws ConsentProblem 400 naming the failed check (nothing is stored); 503 when the shared
-   *   store cannot be reached.
+   * @throws ConsentProblem 400 naming the failed check or the code the server refused (nothing is
+   *   stored); 502 when the token endpoint cannot be reached or answers unusably; 503 when the
+   *   shared store cannot be reached.
    */
   async callback(
     params: URLSearchParams,
@@ -233,7 +234,13 @@ export class ConsentFlow {
       if (!client)
         throw problem("The gateway's client at the authorization server changed during this sign-in. Start again from your MCP client.");
       const { as } = target;
-      const checked = oauth.validateAuthResponse(as, client, params, params.get('state')!);
+      let checked: URLSearchParams;
+      try {
+        checked = oauth.validateAuthResponse(as, client, params, params.get('state')!);
+        if (params.getAll('code').length !== 1) throw new Error('it must carry exactly one "code"');
+      } catch (e) {
+        throw problem(`The sign-in response is not valid: ${(e as Error).message}. Nothing was stored; start again from your MCP client.`);
+      }
       const res = await oauth.authorizationCodeGrantRequest(as, client, clientAuth(client), checked, s.r, s.v, {
         additionalParameters: { resource: target.resource },
         ...requestOptions(as.token_endpoint ?? as.issuer),
@@ -243,7 +250,9 @@ export class ConsentFlow {
       if (e instanceof ConsentProblem) throw e;
       const where = target?.as.token_endpoint ? `The token endpoint ${target.as.token_endpoint}` : `The authorization server of ${s.u}`;
       this.deps.log.warn({ upstream: s.u, principal: principalHash(s.p), err: describeFailure(where, e) }, 'consent code exchange failed');
-      throw problem(`${describeFailure(where, e)}. Nothing was stored; start again from your MCP client.`);
+      // The server refusing the code (4xx) is this sign-in's fault; a server down or answering garbage is a bad gateway.
+      const status = e instanceof oauth.ResponseBodyError && e.status < 500 ? 400 : 502;
+      throw new ConsentProblem(status, `${describeFailure(where, e)}. Nothing was stored; start again from your MCP client.`, cookie);
     }
     const { as, resource } = target;
     await this.deps.save(

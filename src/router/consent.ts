@@ -28,6 +28,7 @@
  * the credentials raise. An upstream that refuses the credential (HTTP 401/403) has it dropped
  * ({@link CredentialGate.refusal}): the next call exchanges again, or asks for consent again.
  */
+import { ElicitResultSchema } from '@modelcontextprotocol/core';
 import { ConsentRequired, type UpstreamCredential, type UpstreamCredentials } from '../credentials/types.js';
 import type { CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
@@ -71,8 +72,9 @@ export class CredentialGate {
     if (exchange && req.params.requestState !== undefined) {
       const claims = await this.sealer.open(req.params.requestState);
       if (claims.cs) {
+        const action = consentAction(req.params.inputResponses);
         await this.spend(claims, upstream, req, ctx.principal);
-        declined = this.declined(req.params.inputResponses);
+        declined = action === 'decline' || action === 'cancel' ? action : undefined;
         const { requestState: _s, inputResponses: _i, ...params } = req.params;
         req = { ...req, params };
       }
@@ -158,12 +160,6 @@ export class CredentialGate {
     if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
   }
 
-  /** `decline` or `cancel` when the retry's answer to the consent round says so. */
-  private declined(answers: unknown): string | undefined {
-    const a = (answers as Record<string, { action?: unknown } | undefined> | undefined)?.[CONSENT_KEY]?.action;
-    return a === 'decline' || a === 'cancel' ? a : undefined;
-  }
-
   /** The answer when the user declined or cancelled the consent round. */
   private declinedAnswer(upstream: string, req: ValidatedRequest, action: string): Record<string, unknown> {
     const text = `The user ${action === 'decline' ? 'declined' : 'cancelled'} authorizing upstream '${upstream}'; call again to be asked again`;
@@ -189,4 +185,24 @@ function discoverWithoutGrant(upstream: string, e: ConsentRequired): Record<stri
     cacheScope: 'private',
     _meta: { [META_SERVER_INFO]: { name: upstream, version: 'unknown' } },
   };
+}
+
+/**
+ * The `action` of a retry's answer to the consent round (`inputResponses.authorization`), or
+ * undefined when it is not answered (the round is asked again).
+ * @throws GatewayError -32602 naming the key when the answer is not an `ElicitResult`.
+ */
+function consentAction(answers: unknown): string | undefined {
+  if (!answers || typeof answers !== 'object' || !(CONSENT_KEY in answers)) return undefined;
+  const r = ElicitResultSchema.safeParse((answers as Record<string, unknown>)[CONSENT_KEY]);
+  if (!r.success) {
+    const i = r.error.issues[0]!;
+    throw invalidParams(
+      `inputResponses["${CONSENT_KEY}"] is not a valid ElicitResult: ${i.path.length ? i.path.join('.') + ': ' : ''}${i.message}`,
+      {
+        key: CONSENT_KEY,
+      },
+    );
+  }
+  return r.data.action;
 }

@@ -311,6 +311,32 @@ describe('callback checks: nothing is stored', () => {
     await nothingStored();
   });
 
+  it('refuses a callback without a code, or with its state or code repeated, naming the sign-in response, not the token endpoint', async () => {
+    for (const extra of ['', '&code=x&code=y', '&code=x&state=again']) {
+      const { state, cookie } = await startFlow(gw, 'erin');
+      const q = `state=${encodeURIComponent(state)}&iss=${encodeURIComponent(as.issuer)}${extra.replace('again', encodeURIComponent(state))}`;
+      const res = await fetch(`${gw.base}/oauth/callback?${q}`, { headers: { cookie } });
+      expect(res.status).toBe(400);
+      const body = await res.text();
+      expect(body).toContain('The sign-in response is not valid');
+      expect(body).not.toContain('token endpoint');
+    }
+    await nothingStored();
+  });
+
+  it('answers 502 naming the token endpoint when it cannot be reached at the callback', async () => {
+    const { state, cookie } = await startFlow(gw, 'erin');
+    await as.down();
+    let res: { status: number; body: string };
+    try {
+      res = await callback(gw, { code: 'x', state, iss: as.issuer }, cookie);
+    } finally {
+      await as.up();
+    }
+    expect(res).toMatchObject({ status: 502, body: expect.stringContaining(`${as.tokenEndpoint} cannot be reached`) });
+    await nothingStored();
+  });
+
   it('refuses an expired state', async () => {
     const { state, cookie } = await startFlow(gw, 'erin');
     vi.useFakeTimers({ toFake: ['Date'] });
@@ -338,6 +364,15 @@ describe('callback checks: nothing is stored', () => {
     } finally {
       vi.useRealTimers();
     }
+  });
+
+  it('answers DELETE /oauth/grants/NAME with a 404 naming an unknown upstream as such, and 401 without authentication', async () => {
+    const unknown = await grantsRoute(gw, 'erin', 'DELETE', 'nope');
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toEqual({ error: "This gateway has no upstream 'nope'" });
+    const none = await grantsRoute(gw, 'erin', 'DELETE', 'up');
+    expect(await none.json()).toEqual({ error: "You hold no grant for upstream 'up'" });
+    expect((await fetch(`${gw.base}/oauth/grants/up`, { method: 'DELETE' })).status).toBe(401);
   });
 
   it('answers GET /oauth/grants only to an authenticated caller', async () => {

@@ -228,6 +228,20 @@ it('a list without a grant: -32603 upstream-authorization with the consent link,
   expect(d.body.result.instructions).toContain(`${gw.base}/oauth/start?`);
 });
 
+it('a malformed answer to the consent round gets -32602 naming its key, and leaves the state usable', async () => {
+  const heidi = await idp.mint('heidi');
+  const round = consentRound((await call(gw.url('gh'), heidi, 'whoami')).body);
+  for (const answer of ['x', { action: 'maybe' }]) {
+    const bad = await call(gw.url('gh'), heidi, 'whoami', { inputResponses: { authorization: answer }, requestState: round.requestState });
+    expect(bad.body.error).toMatchObject({ code: -32602, message: expect.stringContaining('inputResponses["authorization"]') });
+  }
+  const declined = await call(gw.url('gh'), heidi, 'whoami', {
+    inputResponses: { authorization: { action: 'decline' } },
+    requestState: round.requestState,
+  });
+  expect(declined.body.result).toMatchObject({ resultType: 'complete', isError: true });
+});
+
 it('a consent state that is forged, of another principal, for other arguments, or declined is refused or answered', async () => {
   const frank = await idp.mint('frank');
   const grace = await idp.mint('grace');

@@ -10,7 +10,7 @@
  *   a 400 page naming it, and nothing is stored.
  * - `GET /oauth/grants`: the caller's own grants as JSON (`{"grants": [GrantInfo…]}`, no token).
  * - `DELETE /oauth/grants/NAME`: the caller revokes their grant for upstream NAME: 204, or 404 JSON
- *   `{"error": …}` when they hold none.
+ *   `{"error": …}` when they hold none (naming an upstream the gateway does not have as such).
  *
  * The two browser routes check Host (403 for one not allowed; a top-level navigation carries no
  * Origin, and the callback comes from the authorization server's page); the principal comes from
@@ -22,6 +22,7 @@ import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
 import { html } from 'hono/html';
 import { ConsentProblem, type ConsentStart } from '../../credentials/consent.js';
 import type { GrantInfo } from '../../credentials/types.js';
+import { quoted } from '../../protocol/errors.js';
 import { principalHash } from '../../security/auth.js';
 import { StoreUnavailable } from '../../store/shared.js';
 import { admission } from '../admission.js';
@@ -138,7 +139,11 @@ export function credentialRoutes(app: Hono<AppEnv>, door: Door, port: Credential
     const principal = c.get('caller').principal;
     const name = c.req.param('name');
     c.header('cache-control', 'no-store');
-    if (!(await port.revoke(name, principal))) return c.json({ error: `You hold no grant for upstream '${name.slice(0, 200)}'` }, 404);
+    if (!(await port.revoke(name, principal))) {
+      const known = Object.hasOwn(door.cfg.upstreams, name);
+      const error = known ? `You hold no grant for upstream '${quoted(name)}'` : `This gateway has no upstream '${quoted(name)}'`;
+      return c.json({ error }, 404);
+    }
     log.info({ upstream: name, principal: principalHash(principal) }, 'grant revoked by its principal');
     return c.body(null, 204);
   });
