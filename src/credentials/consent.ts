@@ -81,6 +81,8 @@ export interface ConsentDeps {
     tokens: Omit<GrantTokens, 'accessToken'>,
     response: oauth.TokenEndpointResponse,
   ): Promise<unknown>;
+  /** Records a consent whose callback failed after its state passed (so a session waiting for the grant stops waiting). */
+  failed(upstream: string, principal: string, why: string): Promise<void>;
 }
 
 const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest('base64url');
@@ -208,16 +210,22 @@ export class ConsentFlow {
       throw problem(503, `The gateway cannot record the sign-in now: ${(e as Error).message}. Start again shortly.`);
     }
     if (!fresh) throw problem(400, 'This sign-in response was used already. Start again from your MCP client.');
-    const error = params.get('error');
-    if (error !== null) {
-      const desc = params.get('error_description');
-      const why = error === 'access_denied' ? 'access was denied' : `error ${error}`;
-      throw problem(
-        400,
-        `The authorization server of ${s.u} did not grant access: ${why}${desc ? ` (${desc.slice(0, 200)})` : ''}. Nothing was stored.`,
-      );
+    try {
+      const error = params.get('error');
+      if (error !== null) {
+        const desc = params.get('error_description');
+        const why = error === 'access_denied' ? 'access was denied' : `error ${error}`;
+        throw problem(
+          400,
+          `The authorization server of ${s.u} did not grant access: ${why}${desc ? ` (${desc.slice(0, 200)})` : ''}. Nothing was stored.`,
+        );
+      }
+      await this.exchange(s, params, cookie);
+    } catch (e) {
+      // This browser's own sign-in failed: a session waiting for the grant learns it at once.
+      if (e instanceof ConsentProblem) await this.deps.failed(s.u, s.p, e.message);
+      throw e;
     }
-    await this.exchange(s, params, cookie);
     this.deps.log.info({ upstream: s.u, principal: principalHash(s.p) }, 'consent completed: grant stored');
     return { upstream: s.u, principal: s.p, cookie };
   }

@@ -21,6 +21,7 @@ import {
   ConsentRequired,
   type CredentialCaller,
   type GrantInfo,
+  type GrantWait,
   type TokenExchanger,
   type UpstreamCredentials,
   type UserGrants,
@@ -96,8 +97,8 @@ export class Credentials implements UpstreamCredentials {
     else if (mode === 'oauth') await this.userGrants.forget(upstream, principal, (token) => digest(principal, token) === credential.key);
   }
 
-  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean> {
-    return this.userGrants.waitForGrant(upstream, principal, ms, signal);
+  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal, sinceMs?: number): Promise<GrantWait> {
+    return this.userGrants.waitForGrant(upstream, principal, ms, signal, sinceMs);
   }
 
   grants(upstream?: string): Promise<GrantInfo[]> {

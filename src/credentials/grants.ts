@@ -19,7 +19,7 @@ import { ConsentFlow } from './consent.js';
 import { clientAuth, OAuthClients } from './oauth-client.js';
 import { OAuthDiscovery, oauthConfigOf } from './oauth-discovery.js';
 import { authorizationFailed, describeFailure, requestOptions } from './oauth-http.js';
-import type { GrantInfo, HeldToken, UserGrants } from './types.js';
+import type { GrantInfo, GrantWait, HeldToken, UserGrants } from './types.js';
 
 /** An access token is refreshed when it expires within this, in ms. */
 export const REFRESH_BEFORE_MS = 30_000;
@@ -78,6 +78,7 @@ export class OAuthGrants implements UserGrants {
       log: deps.log,
       baseUrl: () => this.baseUrl(),
       save: (upstream, principal, tokens, response) => this.save(upstream, principal, tokens, response),
+      failed: (upstream, principal, why) => this.failed(upstream, principal, why),
     });
   }
 
@@ -251,20 +252,24 @@ export class OAuthGrants implements UserGrants {
   }
 
   /**
-   * Resolves true once `principal` holds a grant for `upstream` (stored by any replica: the store
-   * is read every {@link WAIT_POLL_MS}), false after `ms` or when `signal` aborts.
+   * Waits until `principal` holds a grant for `upstream` (stored by any replica: the store is read
+   * every {@link WAIT_POLL_MS}); not granted once a consent begun at or after `sinceMs` failed at
+   * the callback (recorded by any replica), after `ms`, or when `signal` aborts.
    */
-  async waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean> {
+  async waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal, sinceMs = Date.now()): Promise<GrantWait> {
+    const since = sinceMs;
     const deadline = Date.now() + ms;
     for (;;) {
-      if (signal?.aborted) return false;
+      if (signal?.aborted) return { granted: false, why: 'the client went away' };
       try {
-        if (await this.deps.store.get(upstream, principal)) return true;
+        if (await this.deps.store.get(upstream, principal)) return { granted: true };
+        const failed = await this.deps.store.failure(upstream, principal);
+        if (failed && failed.atMs >= since) return { granted: false, why: failed.why };
       } catch {
         /* the store is unreachable for now: read again */
       }
       const left = deadline - Date.now();
-      if (left <= 0) return false;
+      if (left <= 0) return { granted: false, why: `no grant within credentials.consentWaitMs=${ms} ms` };
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
@@ -275,6 +280,13 @@ export class OAuthGrants implements UserGrants {
         signal?.addEventListener('abort', done, { once: true });
       });
     }
+  }
+
+  /** Records a consent that failed at the callback, so waits for the grant end ({@link waitForGrant}). */
+  private async failed(upstream: string, principal: string, why: string): Promise<void> {
+    await this.deps.store.fail(upstream, principal, why, this.deps.cfg.credentials.consentTtlMs).catch((e: unknown) => {
+      this.deps.log.warn({ upstream, principal: principalHash(principal), err: (e as Error).message }, 'consent failure not recorded');
+    });
   }
 
   /** The grants held (of `upstream` only, when given), without their tokens. */

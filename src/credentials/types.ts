@@ -35,6 +35,9 @@ export class ConsentRequired extends Error {
   }
 }
 
+/** How a wait for a user's grant ended: granted, or not and why (a sentence for the user). */
+export type GrantWait = { granted: true } | { granted: false; why: string };
+
 /** One stored grant as the admin page and the revoke route see it: never a token. */
 export interface GrantInfo {
   upstream: string;
@@ -71,10 +74,12 @@ export interface UpstreamCredentials {
    */
   refused(upstream: string, principal: string, credential: UpstreamCredential): Promise<void>;
   /**
-   * Resolves true once `principal` holds a grant for `upstream` (its consent completed on any
-   * replica), false after `ms` or when `signal` aborts.
+   * Waits until `principal` holds a grant for `upstream` (its consent completed on any replica):
+   * `{granted: false, why}` once a consent begun at or after `sinceMs` (ms since the epoch; default:
+   * now) failed at the callback (the user denied access, the code was refused), after `ms`, or when
+   * `signal` aborts.
    */
-  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean>;
+  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal, sinceMs?: number): Promise<GrantWait>;
   /** The grants held, for the admin page (`upstream` narrows it). */
   grants(upstream?: string): Promise<GrantInfo[]>;
   /** Removes `principal`'s grant for `upstream` (and revokes it at the server when it offers revocation); false when there was none. */
@@ -122,7 +127,7 @@ export interface UserGrants {
    * access token is one it matches (a grant refreshed since is kept).
    */
   forget(upstream: string, principal: string, refused?: (accessToken: string) => boolean): Promise<void>;
-  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean>;
+  waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal, sinceMs?: number): Promise<GrantWait>;
   grants(upstream?: string): Promise<GrantInfo[]>;
   revoke(upstream: string, principal: string): Promise<boolean>;
 }

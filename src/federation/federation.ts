@@ -433,7 +433,9 @@ export class Federation {
   async consentGranted(state: unknown, principal: string, signal?: AbortSignal): Promise<boolean> {
     const claims = await this.router.sealer.open(state).catch(() => undefined);
     if (!claims?.cs) return false;
-    return this.router.credentials.waitForGrant(claims.up, principal, this.router.cfg.credentials.consentWaitMs, signal);
+    const { consentWaitMs } = this.router.cfg.credentials;
+    const sinceMs = (claims.iat ?? 0) * 1000;
+    return (await this.router.credentials.waitForGrant(claims.up, principal, consentWaitMs, signal, sinceMs)).granted;
   }
 
   /** The upstream a sealed `requestState` names (its `up` claim). @throws GatewayError -32602 INVALID_STATE. */

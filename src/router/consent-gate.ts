@@ -13,7 +13,8 @@
  * - The next request resolves again. On `ConsentRequired`, a client that declared
  *   `elicitation.url` gets `elicitation/create` `{mode: "url", message, url, elicitationId}` on
  *   that request's stream; on `accept` the gate waits for the grant (at most
- *   `credentials.consentWaitMs`), sends `notifications/elicitation/complete`, opens the real relay
+ *   `credentials.consentWaitMs`, or until the consent fails at the callback), sends
+ *   `notifications/elicitation/complete`, opens the real relay
  *   with the credential, replays the client's `initialize` upstream (its answer is not relayed; then
  *   `notifications/initialized`) and relays the request. `decline`, `cancel`, an error or no grant
  *   in time: the request gets -32603 `upstream-authorization`, and the next request asks again. A
@@ -246,10 +247,11 @@ export class ConsentGate implements LegacyRelay {
       return { error: new GatewayError(URL_ELICITATION_REQUIRED, c.message, { elicitations: [elicitation] }) };
     }
     this.init.log.info('legacy session: consent needed; asking the client (url-mode elicitation)');
+    const asked = Date.now();
     const action = await this.ask(m.id!, elicitation, signal);
     if (action !== 'accept') return { error: this.notGiven(action ? `the user chose ${action}` : 'no answer from the client') };
-    if (!(await credentials.waitForGrant(upstream, caller.principal, consentWaitMs, signal)))
-      return { error: this.notGiven(`no grant within credentials.consentWaitMs=${consentWaitMs} ms`) };
+    const waited = await credentials.waitForGrant(upstream, caller.principal, consentWaitMs, signal, asked);
+    if (!waited.granted) return { error: this.notGiven(waited.why) };
     const complete = { jsonrpc: '2.0', method: 'notifications/elicitation/complete', params: { elicitationId: c.elicitationId } };
     await this.init.downstream.send(complete as JSONRPCMessage, { relatedRequestId: m.id }).catch(() => {});
     const r = await this.resolve();

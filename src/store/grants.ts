@@ -48,6 +48,20 @@ export interface GrantStore {
    * @throws StoreUnavailable
    */
   lock(upstream: string, principal: string, ttlMs: number): Promise<(() => Promise<void>) | undefined>;
+  /**
+   * Records that `principal`'s consent for `upstream` failed at the callback (`why`, a sentence for
+   * the user; never a token), for `ttlMs`, so a session waiting for the grant on any replica stops
+   * waiting. @throws StoreUnavailable
+   */
+  fail(upstream: string, principal: string, why: string, ttlMs: number): Promise<void>;
+  /** The last recorded consent failure of `principal` at `upstream`, while it lasts. @throws StoreUnavailable */
+  failure(upstream: string, principal: string): Promise<ConsentFailure | undefined>;
+}
+
+/** A consent that failed at the callback: why (for the user), and when (ms since the epoch). */
+export interface ConsentFailure {
+  why: string;
+  atMs: number;
 }
 
 /** The field of a grant under which stores keep it: upstream and principal, unambiguously. */
@@ -59,6 +73,8 @@ export class MemoryGrantStore implements GrantStore {
   private readonly clients = new Map<string, string>();
   /** Refresh locks: until when each is held (ms since the epoch). */
   private readonly locks = new Map<string, number>();
+  /** Consent failures, each with until when it lasts (ms since the epoch). */
+  private readonly failures = new Map<string, ConsentFailure & { untilMs: number }>();
 
   async get(upstream: string, principal: string): Promise<StoredGrant | undefined> {
     const g = this.grants.get(grantField(upstream, principal));
@@ -93,5 +109,17 @@ export class MemoryGrantStore implements GrantStore {
     const until = now + ttlMs;
     this.locks.set(field, until);
     return async () => void (this.locks.get(field) === until && this.locks.delete(field));
+  }
+
+  async fail(upstream: string, principal: string, why: string, ttlMs: number): Promise<void> {
+    const now = Date.now();
+    this.failures.set(grantField(upstream, principal), { why, atMs: now, untilMs: now + ttlMs });
+  }
+
+  async failure(upstream: string, principal: string): Promise<ConsentFailure | undefined> {
+    const field = grantField(upstream, principal);
+    const f = this.failures.get(field);
+    if (f && f.untilMs <= Date.now()) this.failures.delete(field);
+    return f && f.untilMs > Date.now() ? { why: f.why, atMs: f.atMs } : undefined;
   }
 }

@@ -8,7 +8,8 @@
  *   expiry, so a replica that stops is gone once its last heartbeat expires;
  * - per-user grants: the hash `<prefix>grants`, one field per upstream and principal (JSON, the
  *   tokens sealed by the caller); registered OAuth clients: the hash `<prefix>oauth-clients`, one
- *   field per upstream (sealed); a grant's refresh lock: `<prefix>grants-lock:<field>`, `SET NX PX`;
+ *   field per upstream (sealed); a grant's refresh lock: `<prefix>grants-lock:<field>`, `SET NX PX`; a consent that failed at
+ *   the callback: `<prefix>grants-failed:<field>`, `SET PX`;
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
  * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
  *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
@@ -20,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
 import type { Logger } from '../observability/log.js';
-import { grantField, type GrantStore, type StoredGrant } from './grants.js';
+import { grantField, type ConsentFailure, type GrantStore, type StoredGrant } from './grants.js';
 import type { TaskRecord, TaskStore } from './tasks.js';
 import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
 
@@ -132,6 +133,14 @@ export class RedisStore implements SharedStore {
           // Released only by its holder (an expired lock may be another's by now).
           if ((await this.run(() => this.client.get(key))) === holder) await this.run(() => this.client.del(key));
         };
+      },
+      fail: async (upstream, principal, why, ttlMs) => {
+        const key = `${grantsKey}-failed:${grantField(upstream, principal)}`;
+        await this.run(() => this.client.set(key, JSON.stringify({ why, atMs: Date.now() }), { PX: ttlMs }));
+      },
+      failure: async (upstream, principal) => {
+        const raw = await this.run(() => this.client.get(`${grantsKey}-failed:${grantField(upstream, principal)}`));
+        return raw ? (JSON.parse(raw) as ConsentFailure) : undefined;
       },
     };
   }

@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConsentRequired, type CredentialCaller, type UpstreamCredentials } from '../../src/credentials/types.js';
+import { ConsentRequired, type CredentialCaller, type GrantWait, type UpstreamCredentials } from '../../src/credentials/types.js';
 import type { UpstreamCredential } from '../../src/upstream/credential.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.js';
 import { elicitingClient } from '../helpers/v1client.js';
@@ -54,10 +54,10 @@ class TestCredentials implements UpstreamCredentials {
     this.refusedFor.push(principal);
     this.held.delete(principal);
   }
-  async waitForGrant(_upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<boolean> {
+  async waitForGrant(_upstream: string, principal: string, ms: number, signal?: AbortSignal): Promise<GrantWait> {
     const end = Date.now() + ms;
     while (!this.held.has(principal) && Date.now() < end && !signal?.aborted) await new Promise((r) => setTimeout(r, 10));
-    return this.held.has(principal);
+    return this.held.has(principal) ? { granted: true } : { granted: false, why: 'no grant in time' };
   }
   async grants() {
     return [];

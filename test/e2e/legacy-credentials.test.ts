@@ -98,6 +98,23 @@ describeWith(['chromium'], 'a legacy client on an oauth upstream (Debian chromiu
     await client.close();
   });
 
+  it('the user denies access at the authorization server: the call ends at once with the reason, not after consentWaitMs', async () => {
+    const { client } = await legacyClient('dora', 'up', true, async (params) => {
+      const landed = await consentInBrowser(params.url, { login: 'dora', deny: true });
+      expect(landed.status).toBe(400);
+      return { action: 'accept' };
+    });
+    const started = Date.now();
+    const err = await client.callTool({ name: 'whoami', arguments: {} }).catch((e: unknown) => e);
+    // consentWaitMs is 30 s in this file: the denial recorded at the callback ends the wait.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(err).toBeInstanceOf(McpError);
+    expect((err as McpError).code).toBe(-32603);
+    expect((err as McpError).message).toMatch(/access was denied/);
+    expect((err as McpError).data).toMatchObject({ upstream: 'up', reason: 'upstream-authorization' });
+    await client.close();
+  });
+
   it('without url mode: -32042 with the consent URL; after the consent in the browser the retry goes through', async () => {
     const { client } = await legacyClient('bob', 'up', false, async () => ({ action: 'decline' }));
     const first = (await client.callTool({ name: 'whoami', arguments: {} }).catch((e: unknown) => e)) as McpError;

@@ -36,7 +36,8 @@ describe('SealedBox', () => {
   it('refuses anything altered or malformed', () => {
     const box = new SealedBox([NEW]);
     const [kid, iv, ct, tag] = box.seal({ a: 1 }, 'c').split('.') as [string, string, string, string];
-    const flipped = `${ct.slice(0, -1)}${ct.endsWith('A') ? 'B' : 'A'}`;
+    // The first character's six bits all belong to the first byte (a last character may carry unused bits).
+    const flipped = `${ct.startsWith('A') ? 'B' : 'A'}${ct.slice(1)}`;
     for (const bad of [`${kid}.${iv}.${flipped}.${tag}`, `${kid}.${iv}.${ct}`, 'x', '', 42, undefined, `${kid}.${iv}.${ct}.${tag}.x`])
       expect(box.open(bad, 'c')).toBeUndefined();
   });
@@ -90,6 +91,18 @@ function storeContract(store: () => Promise<GrantStore>): void {
     // A release after expiry leaves the new holder's lock alone.
     await short!();
     expect(await s.lock('up', 'iss#alice', 60_000)).toBeUndefined();
+  });
+
+  it('keeps a consent failure for its time, per principal and upstream', async () => {
+    const s = await store();
+    const before = Date.now();
+    await s.fail('up', 'iss#alice', 'access was denied', 150);
+    const f = await s.failure('up', 'iss#alice');
+    expect(f?.why).toBe('access was denied');
+    expect(f!.atMs).toBeGreaterThanOrEqual(before);
+    expect(await s.failure('up', 'iss#bob')).toBeUndefined();
+    expect(await s.failure('other', 'iss#alice')).toBeUndefined();
+    expect(await eventually(async () => (await s.failure('up', 'iss#alice')) === undefined)).toBe(true);
   });
 }
 
