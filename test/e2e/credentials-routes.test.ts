@@ -402,7 +402,7 @@ describeWith(['redis-server', 'chromium'], 'grants shared by two replicas on Red
     const frank = principalOf('frank');
     const outcome = await consentInBrowser((await a.gateway.userGrants.consentLink('up', frank)).url, { login: 'frank' });
     expect(outcome.status).toBe(200);
-    expect(await b.gateway.userGrants.waitForGrant('up', frank, 5000)).toBe(true);
+    expect(await b.gateway.userGrants.waitForGrant('up', frank, 5000)).toEqual({ granted: true });
     const held = (await b.gateway.userGrants.accessToken('up', frank))!;
     expect(await upstreamSees(held.accessToken)).toMatchObject({ sub: 'frank' });
     expect(await (await grantsRoute(b, 'frank')).json()).toMatchObject({ grants: [{ upstream: 'up', principal: frank }] });
