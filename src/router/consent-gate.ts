@@ -42,16 +42,9 @@ import type { RequestId } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { UpstreamCredential } from '../upstream/credential.js';
 import { URL_ELICITATION_REQUIRED } from '../upstream/failures.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../upstream/legacy-relay.js';
 
-type Message = {
-  jsonrpc: '2.0';
-  id?: RequestId;
-  method?: string;
-  params?: Record<string, unknown>;
-  result?: Record<string, unknown>;
-  error?: JsonRpcErrorObject;
-};
+type Message = RelayMessage;
 
 /** Called by the real relay when the upstream refused the credential on client request `id`; true: the gate answers it. */
 export type RefusalHook = (id: RequestId, method: string, status: number) => boolean;

@@ -6,6 +6,18 @@
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { PlainHeaders } from '../observability/tracing.js';
+import type { JsonRpcErrorObject } from '../protocol/errors.js';
+import type { RequestId } from '../protocol/wire.js';
+
+/** A JSON-RPC message of a legacy session as a relay reads it: a request, a notification or a response. */
+export type RelayMessage = {
+  jsonrpc: '2.0';
+  id?: RequestId;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: Record<string, unknown>;
+  error?: JsonRpcErrorObject;
+};
 
 /** The downstream side: a legacy server transport (Streamable HTTP or HTTP+SSE). */
 export interface DownstreamTransport extends Transport {

@@ -40,16 +40,9 @@ import { allowedCapabilities, capabilityError, missingFor } from '../../protocol
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../../upstream/legacy-relay.js';
 
-type Message = {
-  jsonrpc: '2.0';
-  id?: RequestId;
-  method?: string;
-  params?: Record<string, unknown>;
-  result?: Record<string, unknown>;
-  error?: { code: number; message: string; data?: unknown };
-};
+type Message = RelayMessage;
 
 /** Most input rounds of one request before the gateway gives up (the v2 SDK client's default). */
 const MAX_ROUNDS = 10;
