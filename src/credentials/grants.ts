@@ -257,14 +257,13 @@ export class OAuthGrants implements UserGrants {
    * the callback (recorded by any replica), after `ms`, or when `signal` aborts.
    */
   async waitForGrant(upstream: string, principal: string, ms: number, signal?: AbortSignal, sinceMs = Date.now()): Promise<GrantWait> {
-    const since = sinceMs;
     const deadline = Date.now() + ms;
     for (;;) {
       if (signal?.aborted) return { granted: false, why: 'the client went away' };
       try {
         if (await this.deps.store.get(upstream, principal)) return { granted: true };
         const failed = await this.deps.store.failure(upstream, principal);
-        if (failed && failed.atMs >= since) return { granted: false, why: failed.why };
+        if (failed && failed.atMs >= sinceMs) return { granted: false, why: failed.why };
       } catch {
         /* the store is unreachable for now: read again */
       }
