@@ -79,4 +79,17 @@ export interface CallContext {
   credential?: { readonly key: string; readonly headers: Readonly<Record<string, string>>; readonly env: Readonly<Record<string, string>> };
   /** Filled in by the gateway: time spent waiting on the upstream, in ms. */
   timing?: { upstreamMs: number };
+  /**
+   * Filled in while the request is served, for its audit line (src/observability/audit.ts): what the
+   * gateway's approval policy did (docs/approvals.md). Created by the router; gates only write it.
+   */
+  audit?: AuditNote;
+}
+
+/** How the gateway's approval policy treated one call (docs/approvals.md): asked the user (`asked`), the user's answer, or a remembered approval. */
+export type ApprovalAudit = 'asked' | 'accepted' | 'declined' | 'cancelled' | 'remembered';
+
+/** What the layers below the front door note about a request for its audit line. */
+export interface AuditNote {
+  approval?: ApprovalAudit;
 }

@@ -8,6 +8,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { PlainHeaders } from '../observability/tracing.js';
 import type { JsonRpcErrorObject } from '../protocol/errors.js';
 import type { RequestId } from '../protocol/wire.js';
+import type { ApprovalAudit } from '../protocol/connection.js';
 
 /** A JSON-RPC message of a legacy session as a relay reads it: a request, a notification or a response. */
 export type RelayMessage = {
@@ -54,6 +55,8 @@ export interface RelayedRequest {
   code?: number;
   /** `data.reason` of an error the gateway answered for the upstream (`unreachable`, `crashed`, …). */
   reason?: string;
+  /** What the gateway's approval policy did for this request (`tools/call` only). */
+  approval?: ApprovalAudit;
 }
 
 /** What the downstream transport offers with one client message. */
