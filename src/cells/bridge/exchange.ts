@@ -1,6 +1,6 @@
 /**
  * The Exchange: one legacy request (`tools/call`, `prompts/get` or `resources/read`) running on one
- * leased upstream session (docs/architecture.md, "The one idea: an Exchange").
+ * leased upstream session (docs/architecture.md, "The one idea: the Exchange").
  *
  * It turns the upstream's server-initiated `elicitation/create`, `sampling/createMessage` and
  * `roots/list` into outstanding input requests keyed for `inputRequests`, takes answers for them,
