@@ -2,8 +2,8 @@
  * Approvals (docs/approvals.md) for 2026-07-28 clients: the gateway asks the user through a form of
  * its own before a tool call reaches its upstream. Against the real server-filesystem over stdio
  * (its `write_file` is annotated `destructiveHint: true`), the 2026-07-28 fixture server (the
- * pass-through cell), and the federated `/mcp` with a 2026-07-28 client and a legacy (v1 SDK)
- * client, whose session the reverse bridge serves over the router.
+ * pass-through cell), the federated `/mcp` with a 2026-07-28 client and a legacy (v1 SDK)
+ * client, whose session the reverse bridge serves over the router, and two replicas on one Redis.
  */
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,8 @@ import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 import { eventually, FixtureLog, modernStdio } from '../helpers/fixture.js';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
+import { startRedis, type TestRedis } from '../helpers/infra.js';
+import { describeWith } from '../helpers/installed.js';
 
 const FS_SERVER = fileURLToPath(new URL('../../node_modules/@modelcontextprotocol/server-filesystem/dist/index.js', import.meta.url));
 const FORM = { elicitation: { form: {} } };
@@ -239,5 +241,54 @@ describe('the federated /mcp', () => {
     } finally {
       await client.close();
     }
+  });
+});
+
+describeWith(['redis-server'], 'two replicas on one Redis', () => {
+  let redis: TestRedis;
+  const replicas: TestGateway[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    const config = {
+      store: { kind: 'redis', url: redis.url },
+      replicas: { secret: 'replica-secret-0123456789abcdefghij' },
+      requestState: { keys: [{ kid: 'shared', secret: 'a-requestState-secret-both-replicas-share' }] },
+      upstreams: {
+        fs: {
+          transport: 'stdio',
+          command: process.execPath,
+          args: [FS_SERVER, dir],
+          approvals: { destructive: true, rememberMs: 600_000 },
+        },
+      },
+    };
+    replicas.push(await startGateway(config), await startGateway(config));
+  }, scaled(60_000));
+  afterAll(async () => {
+    await Promise.all(replicas.map((r) => r.close()));
+    await redis?.stop();
+  });
+
+  it('a round asked by one replica is answered on the other, and what one remembered the other honours', async () => {
+    const [a, b] = replicas as [TestGateway, TestGateway];
+    const first = await rpc(a.url('fs'), 'tools/call', write('replicas.txt', 'r'), { caps: FORM });
+    expect(first.body.result.resultType).toBe('input_required');
+    const answered = await rpc(
+      b.url('fs'),
+      'tools/call',
+      {
+        ...write('replicas.txt', 'r'),
+        inputResponses: { approval: { action: 'accept', content: { remember: true } } },
+        requestState: first.body.result.requestState,
+      },
+      { caps: FORM },
+    );
+    expect(answered.body.result.isError).toBeFalsy();
+    expect(contentOf('replicas.txt')).toBe('r');
+    rmSync(file('replicas.txt'));
+    // Remembered through b, honoured by a (no form capability needed for a remembered approval).
+    const again = await rpc(a.url('fs'), 'tools/call', write('replicas.txt', 'r'), { caps: {} });
+    expect(again.body.result.resultType).toBe('complete');
+    expect(contentOf('replicas.txt')).toBe('r');
   });
 });
