@@ -40,6 +40,7 @@ import type { CallContext } from '../protocol/connection.js';
 import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
 import { CredentialGate } from './consent.js';
 import { Approvals, listThrough } from './approvals.js';
+import { approvalInTask } from './approval-task.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -208,6 +209,8 @@ export class Router {
       if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
     } else if (ctx.credential) ctx = { ...ctx, credential: undefined };
     try {
+      // The approval of a call that becomes a task at once is asked in its task (src/router/approval-task.ts).
+      if (req.method === 'tools/call') ctx = (await approvalInTask(this.approvals, up, req, ctx, this.log)) ?? ctx;
       const result = await this.route(up, req, ctx);
       if (req.method === 'tools/list' && result.tools !== undefined) {
         result.tools = up.servedList(result.tools);
