@@ -13,10 +13,9 @@ import { approvesInTask } from '../cells/bridge/serve.js';
 import type { AuditNote, CallApproval, CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { missingCapability } from '../protocol/errors.js';
-import { missingFor } from '../protocol/capabilities.js';
 import type { Logger } from '../observability/log.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
-import type { ApprovalCall, Approvals } from './approvals.js';
+import { answersForms, type ApprovalCall, type Approvals } from './approvals.js';
 import type { Upstream } from './upstream.js';
 
 /**
@@ -64,14 +63,12 @@ export async function approvalInTask(
   if ((up.settledEra() ?? (await up.era(ctx.credential?.headers))) !== 'legacy') return undefined;
   const call: ApprovalCall = { principal: ctx.principal, upstream: up.name, tool: String(req.params.name), args: req.params.arguments };
   if (!(await approvals.needs(up.name, call.tool, ctx))) return undefined;
-  const form = approvalRequest(up.name, call.tool, call.args, 0);
-  const missing = missingFor(req.clientCapabilities, form);
-  if (missing) {
+  if (!answersForms(req.clientCapabilities as Record<string, unknown>)) {
     throw missingCapability(
       { elicitation: { form: {} } },
       'elicitation.form',
       undefined,
-      `Tool '${call.tool}' needs the user's approval, asked in a form: that needs`,
+      `Tool '${call.tool}' of upstream '${up.name}' needs the user's approval, asked through a form: that needs`,
     );
   }
   if (await approvals.remembered(call)) {
