@@ -46,7 +46,7 @@ export function taskApproval(approvals: Approvals, call: ApprovalCall, audit: Au
 /**
  * The context to route a call of `up` with when its approval is asked in its task: with
  * `approval` set (audit `asked`), or without when an approval of exactly this call is remembered
- * (audit `remembered`). Undefined when the call is not one whose approval goes into a task (not
+ * (audit `remembered`, asked of no one). Undefined when the call is not one whose approval goes into a task (not
  * `approvesInTask`, a 2026-07-28 upstream, or a tool that needs no approval): the router's round
  * applies, if any.
  * @throws GatewayError -32021 (HTTP 400) with `requiredCapabilities: {elicitation: {form: {}}}` when
@@ -63,6 +63,10 @@ export async function approvalInTask(
   if ((up.settledEra() ?? (await up.era(ctx.credential?.headers))) !== 'legacy') return undefined;
   const call: ApprovalCall = { principal: ctx.principal, upstream: up.name, tool: String(req.params.name), args: req.params.arguments };
   if (!(await approvals.needs(up.name, call.tool, ctx))) return undefined;
+  if (await approvals.remembered(call)) {
+    if (ctx.audit) ctx.audit.approval = 'remembered';
+    return ctx;
+  }
   if (!answersForms(req.clientCapabilities as Record<string, unknown>)) {
     throw missingCapability(
       { elicitation: { form: {} } },
@@ -70,10 +74,6 @@ export async function approvalInTask(
       undefined,
       `Tool '${call.tool}' of upstream '${up.name}' needs the user's approval, asked through a form: that needs`,
     );
-  }
-  if (await approvals.remembered(call)) {
-    if (ctx.audit) ctx.audit.approval = 'remembered';
-    return ctx;
   }
   if (ctx.audit) ctx.audit.approval = 'asked';
   return { ...ctx, approval: taskApproval(approvals, call, ctx.audit, log) };
