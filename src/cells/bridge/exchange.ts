@@ -10,7 +10,9 @@
  * {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}. Beside it in this
  * folder: when a batch of input requests is complete (batching.ts), input keys and replay
  * matching (questions.ts), the `requestMs`/`totalMs` budgets (timeouts.ts), its change signal
- * (changes.ts) and the legacy message shapes it translates (legacy-messages.ts).
+ * (changes.ts), the legacy message shapes it translates (legacy-messages.ts) and its session
+ * (call-lease.ts). A call that needs the gateway's approval (`CallContext.approval`) asks it as its
+ * first input request and leases its session only once accepted.
  */
 import { uniqueId } from '../../observability/ids.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
