@@ -62,7 +62,8 @@ export async function approvalInTask(
   if (!approvesInTask(up.cfg, req) || !approvals.applies(up.name)) return undefined;
   if ((up.settledEra() ?? (await up.era(ctx.credential?.headers))) !== 'legacy') return undefined;
   const call: ApprovalCall = { principal: ctx.principal, upstream: up.name, tool: String(req.params.name), args: req.params.arguments };
-  if (!(await approvals.needs(up.name, call.tool, ctx))) return undefined;
+  const who = { principal: ctx.principal, token: ctx.token, clientCapabilities: req.clientCapabilities as Record<string, unknown> };
+  if (!(await approvals.needs(up.name, call.tool, who))) return undefined;
   if (await approvals.remembered(call)) {
     if (ctx.audit) ctx.audit.approval = 'remembered';
     return ctx;
