@@ -8,6 +8,8 @@
  * the AbortSignal that some consumers need (an HTTP hop, a wait in the session pool) is made only
  * when one asks for it.
  */
+import type { InputRequest } from './wire.js';
+
 export class ClientConnection {
   private listeners: Set<() => void> | undefined;
   private controller: AbortController | undefined;
@@ -84,6 +86,30 @@ export interface CallContext {
    * gateway's approval policy did (docs/approvals.md). Created by the router; gates only write it.
    */
   audit?: AuditNote;
+  /**
+   * An approval the gateway's policy needs before this call reaches its upstream, handed down by the
+   * router for the cell to ask as the call's first input request (a task's `inputRequests`;
+   * docs/approvals.md, "Tasks"). Absent: the call needs none, or the router asked it itself.
+   */
+  approval?: CallApproval;
+}
+
+/**
+ * The gateway's approval question for one call, as plain data and a callback (the router's policy
+ * decides; the cell only asks). The cell leases no upstream session before {@link decide} lets the call run.
+ */
+export interface CallApproval {
+  /** The input key of the question (`approval`). */
+  key: string;
+  /** The approval form: `elicitation/create` in form mode. */
+  request: InputRequest;
+  /**
+   * Takes the user's answer to {@link request} (an ElicitResult, already checked against the form):
+   * resolves to undefined when the call may run (accepted, and remembered when the user asked for
+   * it), or to the tool result (`content`, `isError: true`) the call ends with (declined, cancelled).
+   * @throws GatewayError -32602 for an answer that is not an ElicitResult.
+   */
+  decide(answer: Record<string, unknown>): Promise<Record<string, unknown> | undefined>;
 }
 
 /** How the gateway's approval policy treated one call (docs/approvals.md): asked the user (`asked`), the user's answer, or a remembered approval. */

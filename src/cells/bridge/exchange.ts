@@ -10,10 +10,12 @@
  * {@link Exchange.settle}, {@link Exchange.answer} and {@link Exchange.cancel}. Beside it in this
  * folder: when a batch of input requests is complete (batching.ts), input keys and replay
  * matching (questions.ts), the `requestMs`/`totalMs` budgets (timeouts.ts), its change signal
- * (changes.ts) and the legacy message shapes it translates (legacy-messages.ts).
+ * (changes.ts), the legacy message shapes it translates (legacy-messages.ts) and its session
+ * (call-lease.ts). A call that needs the gateway's approval (`CallContext.approval`) asks it as its
+ * first input request and leases its session only once accepted.
  */
 import { uniqueId } from '../../observability/ids.js';
-import { CancelTaskResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../../config/schema.js';
 import { ErrorCode, GatewayError, missingCapability, upstreamFailed } from '../../protocol/errors.js';
 import type { ClientCapabilities, ExchangeMethod, InputRequest } from '../../protocol/wire.js';
@@ -30,22 +32,14 @@ import { Changes } from './changes.js';
 import { sampleByProvider, samplingByProvider } from './provider-sampling.js';
 import { digestOf, type ReplayEntry } from '../../security/seal.js';
 import type { SessionPool } from '../../upstream/pool.js';
-import type { ClientConnection, ProgressParams } from '../../protocol/connection.js';
+import type { CallApproval, ClientConnection, ProgressParams } from '../../protocol/connection.js';
 import { INPUT_KIND_OF, missingFor } from '../../protocol/capabilities.js';
 import { downstreamError, keepsSession, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import type { Sampler } from '../../sampling/sampler.js';
 import type { CallHandlers, ServerInitiatedRequest, ServerRequestExtra } from '../../upstream/session-calls.js';
 import { LooseResult, NO_TIMEOUT } from '../../upstream/session-connection.js';
 import type { SessionLease } from '../../upstream/pool-lease.js';
-
-/**
- * Longest wait, after `notifications/cancelled`, for the upstream's answer to the cancelled request,
- * in ms: an answer shows the call ended, and its session is reused; without one it is closed.
- */
-const CANCEL_ANSWER_WAIT_MS = 1000;
-
-/** Longest wait for an upstream `tasks/cancel` answer before the cancelled call's session is closed, in ms. */
-const CANCEL_TASK_WAIT_MS = 2000;
+import { CallLease } from './call-lease.js';
 
 /** Most re-sends of one request after URL elicitations. */
 const MAX_URL_ATTEMPTS = 3;
@@ -70,7 +64,15 @@ export interface ExchangeInit {
   params: Record<string, unknown>;
   clientCapabilities: ClientCapabilities;
   pool: SessionPool;
-  lease: SessionLease;
+  /** The call's session; none while it waits for the gateway's {@link approval}, which leases one once accepted. */
+  lease?: SessionLease;
+  /**
+   * The gateway's approval (docs/approvals.md, "Tasks"): asked as the call's first input request
+   * (key `ask.key`) before any session is leased; on accept `acquire` leases the session (and says
+   * whether the call runs as an upstream task) and the call starts; a refusal ends it with the
+   * policy's tool result, and nothing reaches the upstream.
+   */
+  approval?: { ask: CallApproval; acquire: () => Promise<{ lease: SessionLease; legacyTask?: { ttlMs: number } }> };
   log: Logger;
   /**
    * `inputResponses` sent with the first request (no requestState): an input request whose key
@@ -117,15 +119,10 @@ export class Exchange implements CallHandlers {
   private readonly changes = new Changes();
   /** Latest human-readable status from the upstream (progress message or upstream task status). */
   statusMessage: string | undefined;
-  /** The upstream's own task id when the call runs as a 2025-11-25 task upstream. */
-  upstreamTaskId: string | undefined;
-  /** Aborted when the call is cancelled, for the requests of a 2025-11-25 task upstream (made for those only). */
-  private taskAbort: AbortController | undefined;
   /** The call's `requestMs` and `totalMs` budgets. */
   private readonly timeouts: CallTimeouts;
-  private released = false;
-  private cancelled = false;
-  private cancelSent = false;
+  /** The session the call runs on (none while it waits for the gateway's approval) and how it is given back. */
+  private readonly call: CallLease;
   /** The keys given to this run's input requests, and in replay mode the recorded questions they match. */
   private readonly questions: Questions;
   /** Provider-answered sampling requests in flight: the call waits on the provider, not the upstream. */
@@ -136,6 +133,7 @@ export class Exchange implements CallHandlers {
   constructor(private readonly init: ExchangeInit) {
     this.timeouts = new CallTimeouts(init.upstream, init.cfg.timeouts, (error) => this.cancel(error));
     this.questions = new Questions(init.replay);
+    this.call = new CallLease(this.id, this, init.lease, init.legacyTask);
   }
 
   get upstream(): string {
@@ -147,7 +145,7 @@ export class Exchange implements CallHandlers {
   }
   /** True when the call holds an upstream session of its own (an exclusive lease), not a place on a shared one. */
   get holdsSession(): boolean {
-    return !this.init.lease.shared;
+    return this.call.lease !== undefined && !this.call.lease.shared;
   }
   get method(): ExchangeMethod {
     return this.init.method;
@@ -161,13 +159,14 @@ export class Exchange implements CallHandlers {
    * requests). Returns whether the call now shares its session.
    */
   shareSession(): boolean {
-    if (this.outcome || this.cancelled || this.init.legacyTask || !this.holdsSession) return false;
-    return this.init.pool.share(this.init.lease);
+    if (this.outcome || this.call.cancelled || this.call.legacyTask || !this.holdsSession) return false;
+    return this.init.pool.share(this.call.lease!);
   }
 
-  /** Starts the upstream request (its span a child of the active one). Call once. */
+  /** Starts the upstream request (its span a child of the active one), or first asks the gateway's approval. Call once. */
   start(): void {
-    const { lease } = this.init;
+    const lease = this.call.lease;
+    if (!lease) return void this.approveThenStart(this.init.approval!);
     if (tracingActive()) {
       this.trace = startClientSpan({
         method: this.method,
@@ -190,13 +189,34 @@ export class Exchange implements CallHandlers {
   }
 
   /**
+   * Asks the gateway's approval ({@link ExchangeInit.approval}) as the call's first input request,
+   * then leases the session and starts the call, or ends it with the policy's refusal.
+   */
+  private async approveThenStart(step: NonNullable<ExchangeInit['approval']>): Promise<void> {
+    try {
+      const answer = await this.addPending(step.ask.key, step.ask.request, false);
+      if (this.outcome) return;
+      const refusal = await step.ask.decide(answer);
+      if (this.outcome) return;
+      if (refusal) return this.finish({ result: refusal }, true);
+      const { lease, legacyTask } = await step.acquire();
+      if (this.outcome) return lease.release(true);
+      this.call.take(lease, legacyTask);
+      this.start();
+    } catch (e) {
+      if (!this.outcome) this.finish({ error: e instanceof GatewayError ? e : downstreamError(this.upstream, e) }, true);
+    }
+  }
+
+  /**
    * Whether the server must be given this call's roots before the call goes upstream: it uses roots
    * and holds another call's client's, or this call's client declared roots it may be asked for
    * (`input.allow` has `roots`). Not on a session shared with other calls (a session whose server
    * uses roots takes no more calls, `UpstreamSession.shareable`).
    */
   private needsRoots(): boolean {
-    const { lease, cfg, clientCapabilities } = this.init;
+    const { cfg, clientCapabilities } = this.init;
+    const lease = this.call.lease!;
     if (lease.shared) return false;
     return lease.session.needsRoots(Boolean(clientCapabilities.roots) && cfg.input.allow.includes('roots'));
   }
@@ -221,9 +241,10 @@ export class Exchange implements CallHandlers {
 
   /** Sends the upstream request; `attempt` counts re-sends after URL elicitation (2025-11-25 -32042). */
   private attempt(attempt: number): void {
-    const { lease, method, params } = this.init;
+    const { method, params } = this.init;
+    const lease = this.call.lease!;
     this.armTimers();
-    if (this.init.legacyTask) return void within(this.trace, () => this.runLegacyTask());
+    if (this.call.legacyTask) return void within(this.trace, () => this.runLegacyTask());
     within(this.trace, () =>
       // The upstream span's context goes in `_meta` too (read there on stdio), while tracing.
       // Timed by the Exchange (armTimers) and given up by cancel().
@@ -249,7 +270,8 @@ export class Exchange implements CallHandlers {
    * `tasks/get` and `tasks/result` (the v1 SDK's requestStream).
    */
   private async runLegacyTask(): Promise<void> {
-    const { lease, params } = this.init;
+    const { params } = this.init;
+    const lease = this.call.lease!;
     this.init.census?.note('legacy_tasks');
     try {
       const stream = lease.session.callToolAsTask(
@@ -258,13 +280,13 @@ export class Exchange implements CallHandlers {
           arguments: params.arguments as Record<string, unknown> | undefined,
           _meta: traceMeta({ progressToken: this.id }),
         },
-        this.init.legacyTask!.ttlMs,
-        { signal: (this.taskAbort = new AbortController()).signal, timeout: NO_TIMEOUT },
+        this.call.legacyTask!.ttlMs,
+        { signal: (this.call.taskAbort = new AbortController()).signal, timeout: NO_TIMEOUT },
       );
       for await (const message of stream) {
         if (this.outcome) return;
         if (message.type === 'taskCreated' || message.type === 'taskStatus') {
-          this.upstreamTaskId = message.task.taskId;
+          this.call.upstreamTaskId = message.task.taskId;
           if (message.task.statusMessage) this.statusMessage = message.task.statusMessage;
           this.armTimers();
           this.changes.notify();
@@ -374,7 +396,7 @@ export class Exchange implements CallHandlers {
       if (this.pending.size > 0) {
         if (
           this.lastInputAt + batchWindowMs - now <= 0 ||
-          (await upstreamQuiet(this.init.lease.session, this.init.cfg.input.batchQuietMs, this.init.batching, () => this.lastInputAt))
+          (await upstreamQuiet(this.call.lease!.session, this.init.cfg.input.batchQuietMs, this.init.batching, () => this.lastInputAt))
         ) {
           if (this.pending.size === 0 || this.outcome) continue;
           this.batchClosed = true;
@@ -422,26 +444,9 @@ export class Exchange implements CallHandlers {
       else p.reject(new McpError(ErrorCode.InternalError, `The client request was cancelled: ${error.message}`));
     }
     this.pending.clear();
-    this.cancelled = true;
+    // Told upstream after the answers above have been written, so the upstream sees them first.
+    this.call.cancel(error.message);
     this.finish({ error }, false);
-    // After the answers above have been written, so the upstream sees them first.
-    setImmediate(() => {
-      this.init.lease.session.cancel(this.id, error.message);
-      this.taskAbort?.abort(error.message);
-      const cancelTask = this.upstreamTaskId
-        ? this.init.lease.session.request({ method: 'tasks/cancel', params: { taskId: this.upstreamTaskId } }, CancelTaskResultSchema).then(
-            () => {},
-            () => {},
-          )
-        : Promise.resolve();
-      // A legacy server sends nothing once a request is cancelled, so the call may still run on this
-      // session and ask something later: the session goes back to no one, unless the upstream
-      // answered the request anyway (it had finished), which shows the call is over.
-      void Promise.race([cancelTask, new Promise((r) => setTimeout(r, CANCEL_TASK_WAIT_MS))]).then(() => {
-        this.cancelSent = true;
-        this.releaseLease(false);
-      });
-    });
   }
 
   /**
@@ -533,8 +538,11 @@ export class Exchange implements CallHandlers {
     return this.method === 'tools/call' && typeof this.init.params.name === 'string' ? this.init.params.name : undefined;
   }
 
-  /** Adds an outstanding input request; resolves with the client's answer. */
-  private addPending(key: string, request: InputRequest): Promise<Record<string, unknown>> {
+  /**
+   * Adds an outstanding input request; resolves with the client's answer. The gateway's own question
+   * (not `fromUpstream`) is complete at once: it is no part of an upstream batch.
+   */
+  private addPending(key: string, request: InputRequest, fromUpstream = true): Promise<Record<string, unknown>> {
     const gapMs = Date.now() - this.lastInputAt;
     // Concurrent with requests whose round already went out: the upstream sent one batch in pieces.
     if (this.batchClosed && this.pending.size > 0 && gapMs < this.init.cfg.input.batchWindowMs)
@@ -543,7 +551,7 @@ export class Exchange implements CallHandlers {
       if (this.pending === NO_PENDING) this.pending = new Map();
       this.pending.set(key, { key, request, resolve, reject });
       spanEvent(this.trace, 'mcp.input.request', { [ATTR.MCP_METHOD_NAME]: request.method, [ATTR.MCP_INPUT_KEY]: key });
-      this.lastInputAt = Date.now();
+      if (fromUpstream) this.lastInputAt = Date.now();
       this.armTimers();
       this.changes.notify();
     });
@@ -551,7 +559,7 @@ export class Exchange implements CallHandlers {
 
   private finish(outcome: Outcome, reusable: boolean): void {
     if (this.outcome) {
-      this.releaseLease(reusable);
+      this.call.release(reusable);
       return;
     }
     this.outcome = outcome;
@@ -560,33 +568,11 @@ export class Exchange implements CallHandlers {
     for (const p of this.pending.values()) p.reject(new McpError(ErrorCode.InternalError, 'The client request ended'));
     this.pending.clear();
     for (const c of this.providerCalls ?? []) c.abort();
-    if ('result' in outcome) this.init.pool.noteSuccess();
-    else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
-    this.releaseLease(reusable);
+    if ('result' in outcome) {
+      if (this.call.lease) this.init.pool.noteSuccess();
+    } else this.init.log.debug({ exchange: this.id, code: outcome.error.code, err: outcome.error.message }, 'exchange failed');
+    this.call.release(reusable);
     this.changes.notify();
-  }
-
-  /**
-   * Gives the session back: warm when `reusable`, closed otherwise. A cancelled call is detached at
-   * once (nothing it asks later reaches a client) and its session is given back once the
-   * cancellation went out, never to be reused by another call of its own (a shared session goes on
-   * carrying the calls it has).
-   */
-  private releaseLease(reusable: boolean): void {
-    if (this.released) return;
-    if (this.cancelled) {
-      this.init.lease.session.detach(this.id, this);
-      if (!this.cancelSent) return;
-    }
-    this.released = true;
-    this.init.lease.session.detach(this.id, this);
-    if (!this.cancelled) return this.init.lease.release(reusable);
-    // The call is over upstream only if the upstream answers the cancelled request anyway.
-    const answered =
-      this.upstreamTaskId || this.init.legacyTask
-        ? Promise.resolve(false)
-        : this.init.lease.session.whenAnswered(this.id, CANCEL_ANSWER_WAIT_MS);
-    this.init.lease.releaseWhen(answered);
   }
 
   /**

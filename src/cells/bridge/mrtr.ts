@@ -188,15 +188,7 @@ export class MrtrBridge {
       exchange.setProgressSink(undefined);
       if (ctx.timing) ctx.timing.upstreamMs += performance.now() - waitStart;
     }
-    if (state === 'deadline') {
-      try {
-        return await task!.create(exchange);
-      } catch (e) {
-        // No task record: nobody could follow the call, so it does not run on.
-        exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', `The call could not become a task: ${(e as Error).message}`));
-        throw e;
-      }
-    }
+    if (state === 'deadline') return this.toTask(exchange, binding, task!);
     if (state === 'aborted') {
       const err = upstreamFailed(binding.upstream, 'cancelled', 'The client closed the request; the upstream call was cancelled');
       exchange.cancel(err);
@@ -254,6 +246,20 @@ export class MrtrBridge {
     });
     const result: InputRequiredResult = { resultType: 'input_required', inputRequests, requestState };
     return result;
+  }
+
+  /**
+   * Turns `exchange` into a task and returns its CreateTaskResult (`task.create`). A call that
+   * cannot become one is cancelled: with no task record nobody could follow it.
+   * @throws what `task.create` throws (-32603 `busy` for a full task quota, a store failure).
+   */
+  async toTask(exchange: Exchange, binding: RetryBinding, task: TaskEscalation): Promise<Record<string, unknown>> {
+    try {
+      return await task.create(exchange);
+    } catch (e) {
+      exchange.cancel(upstreamFailed(binding.upstream, 'cancelled', `The call could not become a task: ${(e as Error).message}`));
+      throw e;
+    }
   }
 
   /**

@@ -35,7 +35,7 @@ import { indexTools, type ListedTool, type ToolCatalog, type ToolHeaders } from 
 import { unknownTool } from '../../upstream/tool-policy.js';
 import type { Sampler } from '../../sampling/sampler.js';
 import { TASKS_EXTENSION, declaresTasks, tasksExtensionRequired } from '../../protocol/tasks.js';
-import type { CallContext } from '../../protocol/connection.js';
+import { ClientConnection, type CallContext } from '../../protocol/connection.js';
 import type { BatchLearning } from './batching.js';
 import { downstreamError, keepsSession } from '../../upstream/failures.js';
 import { LooseResult } from '../../upstream/session-connection.js';
@@ -68,6 +68,18 @@ function withoutTaskSupport(tool: ListedTool): ListedTool {
   const { taskSupport: _dropped, ...rest } = execution as Record<string, unknown>;
   const { execution: _old, ...others } = tool as ListedTool & { execution?: unknown };
   return (Object.keys(rest).length ? { ...others, execution: rest } : others) as ListedTool;
+}
+
+/**
+ * Whether a request to a legacy upstream with config `cfg` is a `tools/call` that becomes a task at
+ * once, so that the gateway's approval is asked in the task (`CallContext.approval`, docs/approvals.md
+ * "Tasks"): a new call (no `requestState`) of a client that declared the tasks extension, for a tool
+ * whose effective `taskAfterMs` is 0 or that runs only as a task (`tasks.tools.NAME.required`).
+ */
+export function approvesInTask(cfg: UpstreamConfig, req: ValidatedRequest): boolean {
+  if (req.method !== 'tools/call' || req.params.requestState !== undefined || !declaresTasks(req)) return false;
+  const tool = cfg.tasks.tools[String(req.params.name)];
+  return tool?.required === true || (tool?.taskAfterMs ?? cfg.tasks.taskAfterMs) === 0;
 }
 
 /** A request to a legacy upstream: what is left of `timeouts.connectMs` for a session it opens, in ms. */
@@ -362,6 +374,10 @@ export class BridgeServer {
               ),
           }
         : undefined;
+    if (ctx.approval) {
+      if (!approvesInTask(up.cfg, req)) throw new Error('The gateway approval reached a call that does not become a task at once');
+      if (!escalation) throw taskRoom ? shuttingDown(up.name) : this.tasks.recordsFull(up.name);
+    }
     let result: Record<string, unknown>;
     let replay: { entries: ReplayEntry[]; round: number } | undefined;
     if (claims) {
@@ -374,7 +390,13 @@ export class BridgeServer {
       replay = { entries: [], round: 0 };
     }
     const caps = up.mirrored(req.clientCapabilities);
-    const { lease, legacyTask } = await this.callLease(up, method, name, caps, ctx, tasksDeclared && taskAfterMs === 0);
+    // With the gateway's approval to ask, the session is leased once the user accepted (this request has ended by then).
+    const approval = ctx.approval && {
+      ask: ctx.approval,
+      acquire: () =>
+        this.callLease(up, method, name, caps, { ...ctx, connection: new ClientConnection(), timing: undefined, startMs: undefined }, true),
+    };
+    const { lease, legacyTask } = approval ? {} : await this.callLease(up, method, name, caps, ctx, tasksDeclared && taskAfterMs === 0);
     const census = this.census.call(up.name, toolLabel(method, name));
     const ex = new Exchange({
       upstream: up.name,
@@ -385,6 +407,7 @@ export class BridgeServer {
       clientCapabilities: req.clientCapabilities,
       pool: up.pool,
       lease,
+      approval,
       log: up.callLog,
       prefilled:
         requestState === undefined && inputResponses && typeof inputResponses === 'object' && !Array.isArray(inputResponses)
@@ -398,6 +421,8 @@ export class BridgeServer {
       census,
     });
     ex.start();
+    // The approval is the task's first input request: the call is a task at once.
+    if (approval) return this.bridge.toTask(ex, binding, escalation!);
     result = await this.bridge.drive(
       ex,
       binding,
