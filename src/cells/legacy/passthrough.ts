@@ -375,6 +375,7 @@ export class PassThroughRelay implements LegacyRelay {
       if (req) {
         const error = m.error as { code?: number } | undefined;
         this.init.onRequest?.({
+          id: m.id,
           method: req.method,
           name: req.name,
           durationMs: performance.now() - req.startedAt,
@@ -532,6 +533,7 @@ export class PassThroughRelay implements LegacyRelay {
     const reason = reasonOf(data);
     if (req)
       this.init.onRequest?.({
+        id,
         method: req.method,
         name: req.name,
         durationMs: performance.now() - req.startedAt,
