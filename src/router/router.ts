@@ -39,6 +39,7 @@ import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { CallContext } from '../protocol/connection.js';
 import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
 import { CredentialGate } from './consent.js';
+import { Approvals, listThrough } from './approvals.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -122,6 +123,8 @@ export class Router {
   readonly credentials: UpstreamCredentials;
   /** Resolves per-caller credentials and runs consent rounds (src/router/consent.ts). */
   private readonly gate: CredentialGate;
+  /** Which tool calls the user must approve first, and the remembered approvals (src/router/approvals.ts). */
+  readonly approvals: Approvals;
 
   constructor(parts: RouterParts) {
     this.cfg = parts.cfg;
@@ -148,6 +151,12 @@ export class Router {
       parts.cfg.credentials.consentTtlMs,
       (name) => (parts.cfg.upstreams[name]?.credentials.mode ?? 'static') !== 'static',
     );
+    this.approvals = new Approvals(
+      (name) => parts.cfg.upstreams[name]?.approvals,
+      parts.store.approvals,
+      listThrough((name, req, ctx) => this.handle(name, req, ctx)),
+    );
+    for (const [name, up] of parts.upstreams) up.tools.onInvalidate(() => this.approvals.forget(name));
   }
 
   /** True once the gateway drains: only work already held here is routed. */
@@ -200,7 +209,12 @@ export class Router {
     } else if (ctx.credential) ctx = { ...ctx, credential: undefined };
     try {
       const result = await this.route(up, req, ctx);
-      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
+      if (req.method === 'tools/list' && result.tools !== undefined) {
+        result.tools = up.servedList(result.tools);
+        // A complete listing tells the approval policy the tools' annotations.
+        if (req.params.cursor === undefined && result.nextCursor === undefined && Array.isArray(result.tools))
+          this.approvals.saw(name, result.tools as unknown[]);
+      }
       return result;
     } catch (e) {
       throw await this.refusedOr(up, ctx, e);
