@@ -28,53 +28,41 @@
  * call that then cannot run, and this relay is opened again with each relay the gate opens.
  */
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ErrorCode, GatewayError, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
+import type { ToolPolicyConfig } from '../config/globs.js';
+import { ErrorCode, errorText, GatewayError, invalidParams, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
 import type { ApprovalAudit } from '../protocol/connection.js';
 import type { RequestId } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
-import type { InputRequest } from '../protocol/wire.js';
+import { approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
+import { StoreUnavailable } from '../store/shared.js';
+import { toolCallRefusal } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../upstream/legacy-relay.js';
+import type { Approvals } from './approvals.js';
+import type { RelayCaller } from './relays.js';
 
 type Message = RelayMessage;
 
-/** The user's answer to an approval form, as `approvalAnswer` reads it. */
-export interface ApprovalChoice {
-  action: 'accept' | 'decline' | 'cancel';
-  remember: boolean;
-}
-
-/** The approval policy of one upstream for one caller, as this relay uses it (built on `Approvals`, src/router/approvals.ts). */
-export interface ApprovalPort {
-  /** Whether a `tools/call` of `tool` needs the user's approval. @throws GatewayError when that cannot be known (the call is answered with it). */
-  needs(tool: string): Promise<boolean>;
-  /** Whether the caller's accept of `tool` with exactly `args` is remembered. */
-  remembered(tool: string, args: unknown): Promise<boolean>;
-  /** Remembers the caller's accept of `tool` with exactly `args` for `rememberMs`. */
-  remember(tool: string, args: unknown): Promise<void>;
-  /** The form to send (`{method: 'elicitation/create', params: {mode: 'form', message, requestedSchema}}`). */
-  request(tool: string, args: unknown): InputRequest;
-  /** The client's answer read. @throws GatewayError -32602 when `result` is not an ElicitResult. */
-  answer(result: unknown): ApprovalChoice;
-  /** The `isError` tool result of a call the user declined or cancelled. */
-  refusal(action: 'decline' | 'cancel', tool: string): Record<string, unknown>;
-}
-
 /** What an approval relay needs. */
 export interface ApprovalRelayInit {
-  /** The upstream's name, in messages. */
+  /** The upstream's name (the policy's, and in the form and messages). */
   upstream: string;
-  policy: ApprovalPort;
-  /** Whether the gateway serves `tool` at all: the real relay answers a call of one it does not (-32602) without asking. */
-  served(tool: string): boolean;
+  /** The session's caller: whose approvals are remembered, and who lists the upstream's tools when the policy must. */
+  caller: RelayCaller;
+  approvals: Pick<Approvals, 'needs' | 'remembered' | 'remember' | 'rememberMs' | 'saw'>;
+  /** The upstream's `tools` policy: a call of a tool the gateway does not serve goes to the real relay unasked (it answers -32602). */
+  tools?: ToolPolicyConfig;
   /** Longest wait for the client's answer to a form, in ms (`requestState.ttlMs`); then the call is answered as cancelled. */
   waitMs: number;
   /** The client's transport. */
   downstream: DownstreamTransport;
   log: Logger;
-  /** Called once per request this relay answers itself, and (annotated) for each the real relay answers. */
+  /** Called once per request this relay answers itself, and (with its approval) for each the real relay answers. */
   onRequest?: (r: RelayedRequest) => void;
-  /** Opens the real relay, which reports each request it answered to `onRequest` (with the request's `id`). */
-  open(onRequest: (r: RelayedRequest) => void): LegacyRelay;
+  /**
+   * Opens the real relay, which sends to the client through `downstream` and reports each request it
+   * answered to `onRequest` (with the request's `id`).
+   */
+  open(downstream: DownstreamTransport, onRequest: (r: RelayedRequest) => void): LegacyRelay;
 }
 
 /** A client `tools/call` the relay holds: its approval is being looked up or asked. */
@@ -84,9 +72,7 @@ interface Held {
 
 /** What becomes of a held call: relayed (with what its approval was, if it needed one), or answered here. */
 type Decision =
-  | { relay: true; approval?: ApprovalAudit }
-  | { result: Record<string, unknown>; approval: ApprovalAudit }
-  | { error: JsonRpcErrorObject };
+  { relay: true; approval?: ApprovalAudit } | { result: Record<string, unknown>; approval: ApprovalAudit } | { error: JsonRpcErrorObject };
 
 let nextId = 1;
 
@@ -104,10 +90,22 @@ export class ApprovalRelay implements LegacyRelay {
   private readonly asks = new Map<RequestId, (m: Message | undefined) => void>();
   /** What the approval did for a call handed to the real relay, until its record comes. */
   private readonly approved = new Map<RequestId, ApprovalAudit>();
+  /** Client `tools/list` requests without a cursor, whose complete answers tell the policy the tools' annotations. */
+  private readonly listings = new Set<RequestId>();
   private closed = false;
 
   constructor(private readonly init: ApprovalRelayInit) {
-    this.inner = init.open((r) => this.annotated(r));
+    const down = init.downstream;
+    const proxy: DownstreamTransport = {
+      start: async () => {},
+      close: async () => {},
+      send: (message, options) => {
+        this.toClient(message as Message);
+        return down.send(message, options);
+      },
+      ...(down.hasStandaloneStream ? { hasStandaloneStream: () => down.hasStandaloneStream!() } : {}),
+    };
+    this.inner = init.open(proxy, (r) => this.annotated(r));
     this.kind = this.inner.kind;
   }
 
@@ -139,12 +137,21 @@ export class ApprovalRelay implements LegacyRelay {
       if (held) return held.abort.abort();
       if (cancelled !== undefined) this.approved.delete(cancelled);
     }
-    if (m.method === 'initialize' && m.id !== undefined) this.initialize = m.params ?? {};
-    const name = m.params?.name;
-    if (m.method === 'tools/call' && m.id !== undefined && typeof name === 'string' && this.init.served(name) && !this.held.has(m.id)) {
-      return this.gated(m, name, extra);
+    if (m.id !== undefined) {
+      if (m.method === 'initialize') this.initialize = m.params ?? {};
+      if (m.method === 'tools/list' && m.params?.cursor === undefined) this.listings.add(m.id);
+      const tool = m.params?.name;
+      if (m.method === 'tools/call' && typeof tool === 'string' && !toolCallRefusal(this.init.tools, tool) && !this.held.has(m.id))
+        return this.gated(m, tool, extra);
     }
     return this.inner.fromClient(raw, extra);
+  }
+
+  /** A message of the real relay for the client: a complete `tools/list` answer tells the policy the annotations. */
+  private toClient(m: Message): void {
+    if (m.method !== undefined || m.id === undefined || !this.listings.delete(m.id)) return;
+    const tools = m.result?.tools;
+    if (Array.isArray(tools) && m.result?.nextCursor === undefined) this.init.approvals.saw(this.init.upstream, tools);
   }
 
   /** A `tools/call` of `tool`: looked up, asked if need be, then relayed or answered. */
@@ -153,12 +160,11 @@ export class ApprovalRelay implements LegacyRelay {
     const startedAt = performance.now();
     const abort = new AbortController();
     this.held.set(id, { abort });
-    const args = m.params?.arguments ?? {};
     let outcome: Decision;
     try {
-      outcome = await this.decide(m, tool, args, abort.signal);
+      outcome = await this.decide(m, tool, abort.signal);
     } catch (e) {
-      outcome = { error: asGatewayError(e).toJSON() };
+      outcome = { error: this.failed(e) };
     } finally {
       this.held.delete(id);
     }
@@ -169,16 +175,12 @@ export class ApprovalRelay implements LegacyRelay {
     return this.inner.fromClient(m as JSONRPCMessage, extra);
   }
 
-  /** What happens to call `m` of `tool` with `args`: relayed (with its approval), answered with a result, or an error. */
-  private async decide(
-    m: Message,
-    tool: string,
-    args: unknown,
-    signal: AbortSignal,
-  ): Promise<Decision> {
-    const { policy, upstream, log } = this.init;
-    if (!(await policy.needs(tool))) return { relay: true };
-    if (await policy.remembered(tool, args)) return { relay: true, approval: 'remembered' };
+  /** What becomes of call `m` of `tool`: relayed (with its approval), answered with a result, or an error. */
+  private async decide(m: Message, tool: string, signal: AbortSignal): Promise<Decision> {
+    const { approvals, upstream, caller, log } = this.init;
+    const call = { principal: caller.principal, upstream, tool, args: m.params?.arguments };
+    if (!(await approvals.needs(upstream, tool, caller))) return { relay: true };
+    if (await approvals.remembered(call)) return { relay: true, approval: 'remembered' };
     if (!this.declaresForm()) {
       log.info({ tool }, 'legacy session: approval needed; the client has no form-mode elicitation: -32021');
       return {
@@ -186,40 +188,53 @@ export class ApprovalRelay implements LegacyRelay {
           { elicitation: { form: {} } },
           'elicitation (form mode)',
           "this session's initialize capabilities",
-          `Tool '${tool}' of upstream '${upstream}' needs the user's approval: the gateway asks it with`,
+          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through`,
         ).toJSON(),
       };
     }
-    const answer = await this.ask(m.id!, this.form(tool, args), signal);
-    // Withdrawn or closed: the caller answers nothing.
+    const answer = await this.ask(m.id!, this.form(tool, call.args), signal);
+    // Withdrawn or closed: nothing is answered.
     if (signal.aborted || this.closed) return { relay: true };
-    const choice: ApprovalChoice = answer?.result ? policy.answer(answer.result) : { action: 'cancel', remember: false };
+    const choice = answer?.result ? this.read(answer.result) : { action: 'cancel' as const, remember: false };
     if (choice.action === 'accept') {
-      if (choice.remember) await policy.remember(tool, args);
+      if (choice.remember) await approvals.remember(call);
       return { relay: true, approval: 'accepted' };
     }
     log.info({ tool, action: choice.action, answered: answer !== undefined }, 'legacy session: the call was not approved');
-    return { result: policy.refusal(choice.action, tool), approval: choice.action === 'decline' ? 'declined' : 'cancelled' };
+    const approval: ApprovalAudit = choice.action === 'decline' ? 'declined' : 'cancelled';
+    return { result: approvalRefusal(choice.action, upstream, tool), approval };
+  }
+
+  /** The client's answer to a form. @throws GatewayError -32602 when it is not an ElicitResult. */
+  private read(result: unknown): ReturnType<typeof approvalAnswer> {
+    try {
+      return approvalAnswer(result);
+    } catch (e) {
+      const why = errorText(e).replace(/^inputResponses\["approval"\] is not a valid ElicitResult: /, '');
+      throw invalidParams(`The answer to the gateway's approval form (elicitation/create) is not a valid ElicitResult: ${why}`);
+    }
   }
 
   /** The approval form's params for this session's revision: no `mode` before 2025-11-25. */
   private form(tool: string, args: unknown): Record<string, unknown> {
-    const params = { ...this.init.policy.request(tool, args).params };
+    const { upstream, approvals } = this.init;
+    const params = { ...approvalRequest(upstream, tool, args, approvals.rememberMs(upstream)).params };
     if (MODELESS.has(this.negotiated ?? String(this.initialize?.protocolVersion ?? ''))) delete params.mode;
     return params;
   }
 
   /** Whether the client declared form-mode elicitation in `initialize` (plain `elicitation: {}`, or `elicitation.form`). */
   private declaresForm(): boolean {
-    const caps = this.initialize?.capabilities as { elicitation?: { form?: unknown; url?: unknown } } | undefined;
-    const e = caps?.elicitation;
-    return e !== undefined && e !== null && typeof e === 'object' && (e.form !== undefined || e.url === undefined);
+    const e = (this.initialize?.capabilities as { elicitation?: unknown } | undefined)?.elicitation;
+    if (!e || typeof e !== 'object') return false;
+    const modes = e as { form?: unknown; url?: unknown };
+    return modes.form !== undefined || modes.url === undefined;
   }
 
   /**
    * Sends `elicitation/create` with `params` on the stream of request `related`: the client's
    * response, or undefined (no answer within `waitMs`, withdrawn, the session closed). A form
-   * that is given up is withdrawn from the client with `notifications/cancelled`.
+   * given up while the session lives is withdrawn from the client with `notifications/cancelled`.
    */
   private ask(related: RequestId, params: Record<string, unknown>, signal: AbortSignal): Promise<Message | undefined> {
     const id = `gw-approval-${nextId++}`;
@@ -244,6 +259,20 @@ export class ApprovalRelay implements LegacyRelay {
     });
   }
 
+  /** The error answered for a call whose approval could not be decided (the listing, or the shared store, failed). */
+  private failed(e: unknown): JsonRpcErrorObject {
+    if (e instanceof GatewayError) return e.toJSON();
+    const { log } = this.init;
+    log.warn({ err: errorText(e) }, 'legacy session: the approval could not be decided; the call does not run');
+    if (e instanceof StoreUnavailable)
+      return {
+        code: ErrorCode.InternalError,
+        message: 'The shared store of the gateway cannot be reached; retry shortly',
+        data: { reason: 'store-unavailable' },
+      };
+    return { code: ErrorCode.InternalError, message: 'Internal gateway error: the approval could not be decided; the call did not run' };
+  }
+
   /** The real relay's record of a request, with the approval of a call this relay let through. */
   private annotated(r: RelayedRequest): void {
     const approval = r.id !== undefined ? this.approved.get(r.id) : undefined;
@@ -260,6 +289,7 @@ export class ApprovalRelay implements LegacyRelay {
   ): Promise<void> {
     const error = 'error' in answer ? answer.error : undefined;
     this.init.onRequest?.({
+      id: m.id,
       method: m.method!,
       name: typeof m.params?.name === 'string' ? m.params.name : undefined,
       durationMs: performance.now() - startedAt,
@@ -270,17 +300,11 @@ export class ApprovalRelay implements LegacyRelay {
     await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
   }
 
-  /** Ends the relay: waits for approvals end unanswered, and the real relay closes. Never throws. */
+  /** Ends the relay: calls waiting for their approval end unanswered, and the real relay closes. Never throws. */
   async close(): Promise<void> {
     this.closed = true;
     for (const h of this.held.values()) h.abort.abort();
     for (const ask of [...this.asks.values()]) ask(undefined);
     await this.inner.close();
   }
-}
-
-/** `e` as a GatewayError (-32603 for anything else). */
-function asGatewayError(e: unknown): GatewayError {
-  if (e instanceof GatewayError) return e;
-  return new GatewayError(ErrorCode.InternalError, `The approval could not be decided: ${(e as Error)?.message ?? String(e)}`);
 }
