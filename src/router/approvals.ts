@@ -10,14 +10,27 @@
  * it: a complete listing the gateway served to anyone ({@link Approvals.saw}), or, when none is
  * known, one listing made through the router for the caller; kept per upstream until its tools
  * change ({@link Approvals.forget}) or for {@link ANNOTATIONS_TTL_MS}.
+ *
+ * {@link ApprovalGate} asks 2026-07-28 clients (bridge and pass-through cells alike; the router runs
+ * it for `tools/call` after the credential gate, before routing): a call that needs approval and is
+ * not remembered gets `{resultType: "input_required", inputRequests: {"approval": <the form>},
+ * requestState}`, the state sealed with the approval marker `ap`, bound to principal, upstream,
+ * method, tool and argument digest, valid `requestState.ttlMs`, single use. The retry with the
+ * answer: accept runs the call as a fresh call (remembered when the user ticked `remember`);
+ * decline or cancel is `{resultType: "complete", content, isError: true}` and nothing runs; no
+ * answer, or arguments other than the ones approved, a new round. A client that cannot answer a
+ * form gets -32021 (HTTP 400) `requiredCapabilities: {elicitation: {form: {}}}`.
  */
 import { globToRegExp } from '../config/globs.js';
 import type { UpstreamApprovalsConfig } from '../config/approvals-schema.js';
-import { ClientConnection, type CallContext } from '../protocol/connection.js';
+import { ClientConnection, type ApprovalAudit, type CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
+import { invalidParams, missingCapability } from '../protocol/errors.js';
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION } from '../protocol/wire.js';
-import { digestOf } from '../security/seal.js';
+import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
+import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from '../security/seal.js';
 import type { RememberedApprovals } from '../store/approvals.js';
+import { predatesLedger, type SpentStates } from '../store/shared.js';
 import type { RelayCaller } from './relays.js';
 
 /** How long the annotations of a listing are trusted without a list change, in ms. */
@@ -208,4 +221,112 @@ export function listThrough(
     }
     return tools;
   };
+}
+
+/** What {@link ApprovalGate.admit} decided: route `req`, or answer `answer` at once. */
+export type ApprovalAdmission = { req: ValidatedRequest; answer?: undefined } | { answer: Record<string, unknown> };
+
+/** Whether `caps` can answer a form: `elicitation: {}` (form implied) or `elicitation.form`. */
+export function answersForms(caps: Record<string, unknown>): boolean {
+  const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
+  return !!e && typeof e === 'object' && (!!e.form || !e.url);
+}
+
+/** The approval rounds of 2026-07-28 `tools/call` requests (see the file header). */
+export class ApprovalGate {
+  constructor(
+    private readonly approvals: Approvals,
+    private readonly sealer: StateSealer,
+    private readonly ledger: SpentStates,
+    /** How long an approval round's state is valid, in ms (`requestState.ttlMs`). */
+    private readonly ttlMs: number,
+  ) {}
+
+  /**
+   * The `tools/call` `req` to route (its approval state and answer taken out once accepted), or
+   * the answer: an approval round, or the refusal the user chose. Writes `ctx.audit.approval`.
+   * A `requestState` that is not an approval state belongs to a later round of a call that passed
+   * this gate, and is left to the cell.
+   * @throws GatewayError -32602 a bad, expired, foreign or replayed approval state, or an answer that
+   *   is not an ElicitResult; -32021 (HTTP 400) the call needs approval and the client cannot answer
+   *   a form; -32603 when the upstream's tools cannot be listed (annotation rules).
+   */
+  async admit(upstream: string, req: ValidatedRequest, ctx: CallContext): Promise<ApprovalAdmission> {
+    const call: ApprovalCall = { principal: ctx.principal, upstream, tool: String(req.params.name), args: req.params.arguments };
+    const note = (approval: ApprovalAudit) => void (ctx.audit && (ctx.audit.approval = approval));
+    if (req.params.requestState !== undefined) {
+      const claims = await this.sealer.open(req.params.requestState);
+      if (!claims.ap) return { req };
+      const answered = await this.answered(claims, call, req);
+      if (answered) {
+        const { requestState: _s, inputResponses: _i, ...params } = req.params;
+        if (answered.action !== 'accept') {
+          note(answered.action === 'decline' ? 'declined' : 'cancelled');
+          return { answer: { resultType: 'complete', ...approvalRefusal(answered.action, upstream, call.tool) } };
+        }
+        if (answered.remember) await this.approvals.remember(call);
+        note('accepted');
+        return { req: { ...req, params } };
+      }
+    } else {
+      if (!(await this.approvals.needs(upstream, call.tool, ctx))) return { req };
+      if (await this.approvals.remembered(call)) {
+        note('remembered');
+        return { req };
+      }
+    }
+    if (!answersForms(req.clientCapabilities as Record<string, unknown>)) {
+      throw missingCapability(
+        { elicitation: { form: {} } },
+        'elicitation.form',
+        undefined,
+        `Tool '${call.tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
+      );
+    }
+    note('asked');
+    return { answer: await this.round(call) };
+  }
+
+  /**
+   * The answer of a retry with approval state `claims`, the state spent; undefined when the round
+   * must be asked again (no answer given, or other arguments than the ones it asked about).
+   * @throws GatewayError -32602 a foreign or replayed state, or an answer that is not an ElicitResult.
+   */
+  private async answered(
+    claims: StateClaims,
+    call: ApprovalCall,
+    req: ValidatedRequest,
+  ): Promise<ReturnType<typeof approvalAnswer> | undefined> {
+    if (claims.up !== call.upstream || claims.sub !== call.principal || claims.m !== req.method || claims.n !== call.tool)
+      throw invalidParams(INVALID_STATE);
+    const answers = req.params.inputResponses as Record<string, unknown> | undefined;
+    const given = !!answers && typeof answers === 'object' && APPROVAL_KEY in answers;
+    const answer = given ? approvalAnswer(answers[APPROVAL_KEY]) : undefined;
+    if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
+    // Arguments other than the approved ones: the user is asked about these.
+    return claims.d === digestOf(call.args) ? answer : undefined;
+  }
+
+  /** An approval round for `call`. */
+  private async round(call: ApprovalCall): Promise<Record<string, unknown>> {
+    const claims: StateClaims = {
+      up: call.upstream,
+      sub: call.principal,
+      m: 'tools/call',
+      n: call.tool,
+      d: digestOf(call.args),
+      ex: '',
+      rep: '',
+      rnd: 1,
+      keys: [APPROVAL_KEY],
+      jti: crypto.randomUUID(),
+      expMs: Date.now() + this.ttlMs,
+      ap: true,
+    };
+    return {
+      resultType: 'input_required',
+      inputRequests: { [APPROVAL_KEY]: approvalRequest(call.upstream, call.tool, call.args, this.approvals.rememberMs(call.upstream)) },
+      requestState: await this.sealer.seal(claims),
+    };
+  }
 }

@@ -7,7 +7,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { UpstreamApprovalsSchema } from '../../src/config/approvals-schema.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { GatewayError } from '../../src/protocol/errors.js';
-import { Approvals } from '../../src/router/approvals.js';
+import { ClientConnection, type AuditNote } from '../../src/protocol/connection.js';
+import type { ValidatedRequest } from '../../src/protocol/envelope.js';
+import { ApprovalGate, Approvals } from '../../src/router/approvals.js';
+import { generatedKey, StateSealer } from '../../src/security/seal.js';
+import { MemorySpentStates } from '../../src/store/shared.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest, MAX_SHOWN_CHARS } from '../../src/security/approval-form.js';
 import { MemoryRememberedApprovals, type RememberedApprovals } from '../../src/store/approvals.js';
 import { RedisStore } from '../../src/store/redis.js';
@@ -179,5 +183,75 @@ describe('Approvals policy', () => {
     const never = policy({ tools: ['*'] }).approvals;
     await never.remember(call);
     expect(await never.remembered(call)).toBe(false);
+  });
+});
+
+describe('ApprovalGate', () => {
+  const approvals = new Approvals(
+    () => UpstreamApprovalsSchema.parse({ tools: ['write_*'], rememberMs: 60_000 }),
+    new MemoryRememberedApprovals(),
+    async () => [],
+  );
+  const gate = new ApprovalGate(approvals, new StateSealer([generatedKey()]), new MemorySpentStates(), 60_000);
+  const req = (params: Record<string, unknown>, caps: Record<string, unknown> = { elicitation: {} }): ValidatedRequest => ({
+    id: 1,
+    method: 'tools/call',
+    params,
+    meta: {},
+    protocolVersion: '2026-07-28',
+    clientCapabilities: caps,
+    paramHeaders: {},
+  });
+  const ctx = (principal = 'alice') => ({ principal, connection: new ClientConnection(), audit: {} as AuditNote });
+  const asked = async (args: unknown, principal = 'alice') => {
+    const c = ctx(principal);
+    const r = await gate.admit('fs', req({ name: 'write_file', arguments: args }), c);
+    expect(c.audit.approval).toBe('asked');
+    return (r.answer as { requestState: string }).requestState;
+  };
+
+  it('notes what it did in ctx.audit: asked, then the answer, then remembered', async () => {
+    const args = { path: 'a' };
+    for (const [action, note] of [
+      ['decline', 'declined'],
+      ['cancel', 'cancelled'],
+      ['accept', 'accepted'],
+    ] as const) {
+      const state = await asked(args);
+      const c = ctx();
+      const r = await gate.admit(
+        'fs',
+        req({
+          name: 'write_file',
+          arguments: args,
+          requestState: state,
+          inputResponses: { approval: { action, content: { remember: true } } },
+        }),
+        c,
+      );
+      expect(c.audit.approval).toBe(note);
+      if (action === 'accept') expect(r.req?.params).toEqual({ name: 'write_file', arguments: args });
+      else expect(r.answer).toMatchObject({ resultType: 'complete', isError: true });
+    }
+    const c = ctx();
+    expect((await gate.admit('fs', req({ name: 'write_file', arguments: args }, {}), c)).req).toBeDefined();
+    expect(c.audit.approval).toBe('remembered');
+    const other = ctx();
+    expect((await gate.admit('fs', req({ name: 'read_file', arguments: args }), other)).req).toBeDefined();
+    expect(other.audit.approval).toBeUndefined();
+  });
+
+  it("refuses another principal's or another tool's approval state with -32602", async () => {
+    const state = await asked({ path: 'b' });
+    const answer = { approval: { action: 'accept' } };
+    await expect(
+      gate.admit('fs', req({ name: 'write_file', arguments: { path: 'b' }, requestState: state, inputResponses: answer }), ctx('bob')),
+    ).rejects.toMatchObject({ code: -32602 });
+    await expect(
+      gate.admit('fs', req({ name: 'write_x', arguments: { path: 'b' }, requestState: state, inputResponses: answer }), ctx()),
+    ).rejects.toMatchObject({ code: -32602 });
+    await expect(
+      gate.admit('other', req({ name: 'write_file', arguments: { path: 'b' }, requestState: state, inputResponses: answer }), ctx()),
+    ).rejects.toMatchObject({ code: -32602 });
   });
 });
