@@ -186,9 +186,9 @@ export class ApprovalRelay implements LegacyRelay {
       return {
         error: missingCapability(
           { elicitation: { form: {} } },
-          'elicitation (form mode)',
+          'elicitation.form',
           "this session's initialize capabilities",
-          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through`,
+          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
         ).toJSON(),
       };
     }
