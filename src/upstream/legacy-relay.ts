@@ -48,6 +48,8 @@ export interface LegacyRelay {
 
 /** What one relayed request did, for the request log and metrics. */
 export interface RelayedRequest {
+  /** The client's request id (for a wrapper that adds to the record; not logged). */
+  id?: RequestId;
   method: string;
   name?: string;
   durationMs: number;
