@@ -29,6 +29,7 @@ import type { Readiness } from './http/door.js';
 import { legacyRecorder } from './http/request-log.js';
 import { CallerLimiter, OriginGuard, callerLimits } from './http/frontdoor.js';
 import { LegacySessions } from './http/legacy-sessions.js';
+import { UpstreamLimits } from './http/upstream-limits.js';
 import { Census, NO_CALL } from './observability/census.js';
 import { DroppedEntries } from './observability/dropped.js';
 import type { Logger } from './observability/log.js';
@@ -266,6 +267,7 @@ export class Wiring {
       limiter: new CallerLimiter(limits, this.store, this.limitsFallback),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new LocalSlots(cfg.limits.maxListensPerPrincipal),
+      upstreamLimits: new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback),
       legacy,
       credentials: usesOAuth(cfg)
         ? {

@@ -329,8 +329,41 @@ const ToolPolicySchema = z
     'Which of the upstream tools the gateway serves. A tool not served is left out of tools/list and its tools/call gets -32602 "Unknown tool", on /mcp/NAME, on the federated /mcp and in legacy client sessions',
   );
 
+const UpstreamRateSchema = z
+  .object({
+    requestsPerSecond: z
+      .number()
+      .positive()
+      .describe(
+        'Requests per second per caller (keyed like the top-level limits) on /mcp/NAME, not the federated /mcp; see docs/protocol.md#limits',
+      ),
+    burst: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('Requests at once, as the top-level limits.rateLimit.burst; default requestsPerSecond rounded up'),
+  })
+  .strict();
+
+const UpstreamLimitsSchema = z
+  .object({
+    rateLimit: UpstreamRateSchema.optional().describe(
+      "Rate of each caller's requests to this upstream (every method), in fixed windows like limits.rateLimit",
+    ),
+    tools: z
+      .record(z.string(), UpstreamRateSchema)
+      .default({})
+      .describe("Rate of each caller's tools/call of a tool, by tool name (exact)"),
+  })
+  .strict()
+  .describe(
+    'Per-caller rate limits of this upstream and its tools, on top of limits.rateLimit, on /mcp/NAME and its legacy sessions (not the federated /mcp); fleet-wide with store redis; beyond one a request gets 429 with Retry-After',
+  );
+
 const upstreamCommon = {
   tools: ToolPolicySchema.prefault({}),
+  limits: UpstreamLimitsSchema.prefault({}),
   credentials: UpstreamCredentialsSchema,
   required: z
     .boolean()

@@ -29,6 +29,7 @@ import { corsMiddleware } from './cors.js';
 import { clientAddress, type AppEnv, type Door, type Readiness } from './door.js';
 import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, CallerLimits, OriginGuard } from './frontdoor.js';
+import type { UpstreamLimits } from './upstream-limits.js';
 import { headerOf } from './headers.js';
 import type { LegacySessions } from './legacy-sessions.js';
 import { asGatewayError } from './refusals.js';
@@ -76,6 +77,8 @@ export interface AppDeps {
   limiter: CallerLimiter;
   /** Open `subscriptions/listen` streams per caller (`limits.maxListensPerPrincipal`), per replica. */
   listens: LocalSlots;
+  /** Per-caller rate limits of each upstream and its tools (`upstreams.NAME.limits`). */
+  upstreamLimits: UpstreamLimits;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
   /** The consent routes and the callers' own grants: given when an upstream uses `credentials.mode: "oauth"`. */
@@ -115,6 +118,7 @@ function doorOf(deps: AppDeps): Door {
     hop: deps.hop,
     limiter: deps.limiter,
     listens: deps.listens,
+    upstreamLimits: deps.upstreamLimits,
     inflight: new Set(),
     draining: deps.draining,
     readiness: deps.readiness,

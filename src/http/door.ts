@@ -15,6 +15,7 @@ import type { Metrics } from '../observability/metrics.js';
 import type { Authenticator, Caller } from '../security/auth.js';
 import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, OriginGuard } from './frontdoor.js';
+import type { UpstreamLimits } from './upstream-limits.js';
 import type { LegacySessions, SessionCaller } from './legacy-sessions.js';
 import type { HopHolder } from './replicas.js';
 import type { McpRouter } from './router-port.js';
@@ -66,6 +67,8 @@ export interface Door {
   /** Rate and concurrency limits per caller, and the caller's open `subscriptions/listen` streams (per replica). */
   limiter: CallerLimiter;
   listens: LocalSlots;
+  /** Per-caller rate limits of each upstream and its tools (`upstreams.NAME.limits`). */
+  upstreamLimits: UpstreamLimits;
   /** Requests (and written-out answers) in flight: the drain and the settle before the connections close wait for them. */
   inflight: Set<Promise<unknown>>;
   /** True once the drain began: only what may resume work held here goes on. */

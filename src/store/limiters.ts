@@ -81,8 +81,9 @@ export class WindowLimiter {
   private readonly local: RateLimiterMemory;
 
   /**
-   * @param name the limit's name: the keys' namespace in the store, and the `limit` label of the fallback metric.
+   * @param name the limit's name: the keys' namespace in the store.
    * @param durationSec whole seconds, at least 1.
+   * @param label the `limit` label of the fallback metric (default `name`).
    */
   constructor(
     source: LimiterSource,
@@ -90,6 +91,7 @@ export class WindowLimiter {
     readonly points: number,
     readonly durationSec: number,
     private readonly fallback: StoreFallback,
+    private readonly label = name,
   ) {
     this.shared = source.windowLimiter(name, points, durationSec);
     this.local = new RateLimiterMemory({ keyPrefix: name, points, duration: durationSec });
@@ -103,7 +105,7 @@ export class WindowLimiter {
       return { allowed: true };
     } catch (e) {
       if (e instanceof RateLimiterRes) return { allowed: false, retryAfterMs: e.msBeforeNext };
-      this.fallback.fellBack(this.name, e);
+      this.fallback.fellBack(this.label, e);
     }
     try {
       await this.local.consume(key, points);

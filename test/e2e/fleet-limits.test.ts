@@ -5,6 +5,8 @@
  * with Redis stopped each replica counts alone again (one warning, the fallback metric), and once
  * Redis is back the fleet counts together again.
  */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
@@ -15,8 +17,8 @@ import { scaled } from '../helpers/budget.js';
 
 const INFRA = ['redis-server', 'haproxy'] as const;
 /** The rate limit: N requests per second, burst N (one-second windows). */
-const N = 5;
-const PRINCIPALS = ['rate', 'slots', 'down', 'back', 'down-slots'] as const;
+const N = 10;
+const PRINCIPALS = ['rate', 'slots', 'down', 'back', 'down-slots', 'tool', 'legacy-tool'] as const;
 const keyOf = (principal: string) => `key-of-${principal}-0123456789abcdef`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const FALLBACK_WARNING = 'shared store unreachable: limits counted per replica in memory until it is back';
@@ -41,7 +43,15 @@ async function startPair(redisUrl?: string): Promise<Pair> {
       : {}),
     auth: { mode: 'apiKeys', keys: PRINCIPALS.map((p) => ({ principal: p, key: keyOf(p) })) },
     limits: { rateLimit: { requestsPerSecond: N, burst: N }, maxConcurrentPerPrincipal: 2 },
-    upstreams: { f: { ...fixtureStdio(log), maxSessions: 8, maxSessionsPerPrincipal: 8 } },
+    upstreams: {
+      f: {
+        ...fixtureStdio(log),
+        maxSessions: 8,
+        maxSessionsPerPrincipal: 8,
+        // Two calls of env_token per caller every ten seconds.
+        limits: { tools: { env_token: { requestsPerSecond: 0.2, burst: 2 } } },
+      },
+    },
   };
   const [a, b] = await Promise.all([startCli(cfg), startCli(cfg)]);
   const lb = await startHaproxy([a.port, b.port]);
@@ -63,7 +73,7 @@ async function startPair(redisUrl?: string): Promise<Pair> {
  * the previous answer): how many were admitted (202) and refused (429), and the seconds from the
  * first sent to the last answered.
  */
-async function paced(base: string, principal: string, ms = 2000, everyMs = 50) {
+async function paced(base: string, principal: string, ms = 2000, everyMs = 250 / N) {
   const started = performance.now();
   const sent: Promise<{ status: number; retryAfter: string | null }>[] = [];
   for (let i = 0; i * everyMs < ms; i++) {
@@ -114,6 +124,10 @@ async function thirdOnOtherReplica(pair: Pair, principal: string) {
   return third;
 }
 
+/** A call of the fixture's `env_token` tool by `principal` to one replica. */
+const tokenCall = (g: CliGateway, principal: string) =>
+  rpc(`${g.base}/mcp/f`, 'tools/call', { name: 'env_token', arguments: {} }, { headers: { authorization: `Bearer ${keyOf(principal)}` } });
+
 /** The sum of metric `name` with `labels` on replica `g`. */
 async function metric(g: CliGateway, name: string, labels: Record<string, string>): Promise<number> {
   const text = await (await fetch(`${g.base}/metrics`)).text();
@@ -163,6 +177,67 @@ describeWith(INFRA, 'limits of two replicas behind haproxy', () => {
 
       const served = await thirdOnOtherReplica(alone, 'slots');
       expect(served.body.result.content[0].text).toBe('slept 10ms');
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'a tool limit (2 per 10 s) holds per caller across replicas on Redis, for 2026-07-28 and legacy clients; other tools are not counted',
+    async () => {
+      const { a, b } = shared;
+      // Other tools are not counted; these open the caller's upstream sessions, so the counted calls below are quick.
+      for (const g of [a, b]) expect((await slowCall(g, 'tool', 5)).body.result.content[0].text).toBe('slept 5ms');
+      const fleet = [await tokenCall(a, 'tool'), await tokenCall(b, 'tool'), await tokenCall(a, 'tool')];
+      expect(fleet.slice(0, 2).map((r) => r.body.result?.content?.[0]?.text)).toEqual(['(unset)', '(unset)']);
+      expect(fleet[2]!.status).toBe(429);
+      expect(fleet[2]!.body.error).toMatchObject({
+        code: -32600,
+        message: expect.stringMatching(/Rate limit of tool env_token on upstream f/),
+      });
+      expect(Number(fleet[2]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(await metric(a, 'mrtr_rate_limited_total', { limit: 'tool' })).toBe(1);
+
+      // A legacy client (the v1 SDK over Streamable HTTP) of the same replicas, waiting out the caller's rate limit when it meets it.
+      const patient: typeof fetch = async (url, init) => {
+        for (;;) {
+          const r = await fetch(url, init);
+          if (r.status !== 429 || !/^Rate limit exceeded/.test((await r.clone().json()).error.message)) return r;
+          await sleep(Number(r.headers.get('retry-after')) * 1000);
+        }
+      };
+      const legacy = async (g: CliGateway) => {
+        const client = new Client({ name: 'legacy', version: '1.0.0' });
+        await client.connect(
+          new StreamableHTTPClientTransport(new URL(`${g.base}/mcp/f`), {
+            requestInit: { headers: { authorization: `Bearer ${keyOf('legacy-tool')}` } },
+            fetch: patient,
+          }),
+        );
+        return client;
+      };
+      const [onA, onB] = [await legacy(a), await legacy(b)];
+      try {
+        for (const client of [onA, onB])
+          expect(await client.callTool({ name: 'slow', arguments: { ms: 5, steps: 1 } })).toMatchObject({
+            content: [{ text: 'slept 5ms' }],
+          });
+        expect(await onA.callTool({ name: 'env_token', arguments: {} })).toMatchObject({ content: [{ text: '(unset)' }] });
+        expect(await onB.callTool({ name: 'env_token', arguments: {} })).toMatchObject({ content: [{ text: '(unset)' }] });
+        await expect(onA.callTool({ name: 'env_token', arguments: {} })).rejects.toThrow(
+          /Rate limit of tool env_token on upstream f exceeded/,
+        );
+      } finally {
+        await Promise.all([onA.close(), onB.close()]);
+      }
+
+      // On memory stores each replica counts alone: two calls on each.
+      const alone4 = [
+        await tokenCall(alone.a, 'tool'),
+        await tokenCall(alone.b, 'tool'),
+        await tokenCall(alone.a, 'tool'),
+        await tokenCall(alone.b, 'tool'),
+      ];
+      expect(alone4.map((r) => r.status)).toEqual([200, 200, 200, 200]);
     },
     scaled(60_000),
   );

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CallerLimiter, rateWindow } from '../../src/http/frontdoor.js';
+import { UpstreamLimits } from '../../src/http/upstream-limits.js';
 import { LocalSlots, StoreFallback } from '../../src/store/limiters.js';
 import { RedisStore } from '../../src/store/redis.js';
 import { MemoryStore } from '../../src/store/shared.js';
@@ -97,5 +98,34 @@ describe('Redis unreachable', () => {
       // Not awaited: node-redis's QUIT waits for a connection that never comes.
       void store.close();
     }
+  });
+});
+
+describe('UpstreamLimits on the memory store', () => {
+  const upstreams = {
+    f: { limits: { rateLimit: { requestsPerSecond: 1, burst: 3 }, tools: { write: { requestsPerSecond: 1, burst: 1 } } } },
+    g: { limits: { tools: {} } },
+  } as unknown as ConstructorParameters<typeof UpstreamLimits>[0];
+  const call = (id: number, name: string) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: {} } });
+
+  it("counts a caller's requests to an upstream, and its tools/call of a limited tool; notifications and responses count nothing", async () => {
+    const limits = new UpstreamLimits(upstreams, new MemoryStore(10), quiet());
+    expect(await limits.check('f', call(1, 'write'), 'alice')).toBeUndefined();
+    const tool = await limits.check('f', call(2, 'write'), 'alice');
+    expect(tool).toMatchObject({ limit: 'tool', message: expect.stringMatching(/^Rate limit of tool write on upstream f exceeded/) });
+    expect(tool!.retryAfterSec).toBeGreaterThanOrEqual(1);
+    // Not counted: a notification, a response; another caller; an upstream without limits.
+    for (let i = 0; i < 5; i++) {
+      expect(await limits.check('f', { jsonrpc: '2.0', method: 'notifications/initialized' }, 'alice')).toBeUndefined();
+      expect(await limits.check('f', { jsonrpc: '2.0', id: i, result: {} }, 'alice')).toBeUndefined();
+      expect(await limits.check('g', call(i, 'write'), 'alice')).toBeUndefined();
+    }
+    expect(await limits.check('f', call(3, 'write'), 'bob')).toBeUndefined();
+    // The upstream's window (3 requests per 3 s) took the two calls above and takes a batch as one request.
+    expect(await limits.check('f', [call(4, 'read'), call(5, 'read')], 'alice')).toBeUndefined();
+    expect(await limits.check('f', call(6, 'read'), 'alice')).toMatchObject({
+      limit: 'upstream',
+      message: expect.stringMatching(/^Rate limit of upstream f exceeded/),
+    });
   });
 });
