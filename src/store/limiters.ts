@@ -14,8 +14,17 @@
  * counts it (`mrtr_limits_store_fallback_total`) and logs one warning when the fallback begins (and
  * at most one a minute while it lasts), and one info line when the store counts again.
  */
-import { RateLimiterMemory, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { createRequire } from 'node:module';
+import type * as Rlf from 'rate-limiter-flexible';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from '../observability/log.js';
+
+// The library's index loads every store it supports (a tenth of a second at every start): only these two.
+const load = createRequire(import.meta.url);
+/** rate-limiter-flexible's `RateLimiterMemory`. */
+export const RateLimiterMemory = load('rate-limiter-flexible/lib/RateLimiterMemory.js') as typeof Rlf.RateLimiterMemory;
+/** rate-limiter-flexible's `RateLimiterRes`: what a consume over the limit rejects with. */
+export const RateLimiterRes = load('rate-limiter-flexible/lib/RateLimiterRes.js') as typeof Rlf.RateLimiterRes;
 
 /** How long a fleet-wide in-flight counter lives before it starts again from 0, in seconds. */
 export const SLOT_WINDOW_S = 60;
@@ -78,7 +87,7 @@ export type Taken = { allowed: true } | { allowed: false; retryAfterMs: number }
 /** At most `points` per fixed window of `durationSec` per key, in the store; in memory while the store fails. */
 export class WindowLimiter {
   private readonly shared: RateLimiterAbstract;
-  private readonly local: RateLimiterMemory;
+  private readonly local: Rlf.RateLimiterMemory;
 
   /**
    * @param name the limit's name: the keys' namespace in the store.

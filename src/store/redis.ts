@@ -22,7 +22,8 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
-import { RateLimiterRedis, RLWrapperTimeouts, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type * as Rlf from 'rate-limiter-flexible';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from '../observability/log.js';
 import { grantField, type ConsentFailure, type GrantStore, type StoredGrant } from './grants.js';
 import type { TaskRecord, TaskStore } from './tasks.js';
@@ -229,6 +230,10 @@ export class RedisStore implements SharedStore {
    * `connectTimeoutMs`.
    */
   windowLimiter(name: string, points: number, durationSec: number): RateLimiterAbstract {
+    // Loaded here, like the client library, not with the module: only the Redis store needs them.
+    const load = createRequire(import.meta.url);
+    const RateLimiterRedis = load('rate-limiter-flexible/lib/RateLimiterRedis.js') as typeof Rlf.RateLimiterRedis;
+    const RLWrapperTimeouts = load('rate-limiter-flexible/lib/RLWrapperTimeouts.js') as typeof Rlf.RLWrapperTimeouts;
     const limiter = new RateLimiterRedis({
       storeClient: this.client,
       useRedisPackage: true,

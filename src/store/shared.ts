@@ -10,8 +10,8 @@
  * (src/store/limiters.ts): per replica in memory, fleet-wide on Redis.
  */
 import { LRUCache } from 'lru-cache';
-import { RateLimiterMemory, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { LimiterSource } from './limiters.js';
+import type { RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterMemory, type LimiterSource } from './limiters.js';
 import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
