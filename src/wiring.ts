@@ -29,6 +29,7 @@ import type { Readiness } from './http/door.js';
 import { legacyRecorder } from './http/request-log.js';
 import { CallerLimiter, OriginGuard, callerLimits } from './http/frontdoor.js';
 import { LegacySessions } from './http/legacy-sessions.js';
+import { UpstreamLimits } from './http/upstream-limits.js';
 import { Census, NO_CALL } from './observability/census.js';
 import { DroppedEntries } from './observability/dropped.js';
 import type { Logger } from './observability/log.js';
@@ -43,6 +44,7 @@ import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
+import { LocalSlots, StoreFallback } from './store/limiters.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
 
@@ -116,6 +118,8 @@ export class Wiring {
   readonly modern: ModernPassThrough;
   readonly bridge: MrtrBridge;
   readonly metrics: Metrics;
+  /** Notes limits counted per replica because the shared store failed (one warning, `mrtr_limits_store_fallback_total`). */
+  readonly limitsFallback: StoreFallback;
   /** Entries left out of list answers (invalid tool names and annotations, federation conflicts). */
   readonly dropped: DroppedEntries;
   /** Answers legacy upstreams' sampling through the configured LLM providers. */
@@ -180,6 +184,7 @@ export class Wiring {
       samplingInFlight: () => this.sampler.inFlight(),
       census: () => this.census.snapshot(),
     });
+    this.limitsFallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
     this.dropped = new DroppedEntries(log, (upstream, kind, reason) => this.metrics.droppedEntries.inc({ upstream, kind, reason }));
     this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
     this.census = new Census({
@@ -259,9 +264,10 @@ export class Wiring {
       auth: new Authenticator(cfg.auth),
       guard: new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins),
       limits,
-      limiter: new CallerLimiter(limits),
+      limiter: new CallerLimiter(limits, this.store, this.limitsFallback),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
-      listens: new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal }),
+      listens: new LocalSlots(cfg.limits.maxListensPerPrincipal),
+      upstreamLimits: new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback),
       legacy,
       credentials: usesOAuth(cfg)
         ? {

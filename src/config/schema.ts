@@ -330,8 +330,41 @@ const ToolPolicySchema = z
     'Which of the upstream tools the gateway serves. A tool not served is left out of tools/list and its tools/call gets -32602 "Unknown tool", on /mcp/NAME, on the federated /mcp and in legacy client sessions',
   );
 
+const UpstreamRateSchema = z
+  .object({
+    requestsPerSecond: z
+      .number()
+      .positive()
+      .describe(
+        'Requests per second per caller (keyed like the top-level limits) on /mcp/NAME, not the federated /mcp; see docs/protocol.md#limits',
+      ),
+    burst: z
+      .number()
+      .int()
+      .positive()
+      .optional()
+      .describe('Requests at once, as the top-level limits.rateLimit.burst; default requestsPerSecond rounded up'),
+  })
+  .strict();
+
+const UpstreamLimitsSchema = z
+  .object({
+    rateLimit: UpstreamRateSchema.optional().describe(
+      "Rate of each caller's requests to this upstream (every method), in fixed windows like limits.rateLimit",
+    ),
+    tools: z
+      .record(z.string(), UpstreamRateSchema)
+      .default({})
+      .describe("Rate of each caller's tools/call of a tool, by tool name (exact)"),
+  })
+  .strict()
+  .describe(
+    'Per-caller rate limits of this upstream and its tools, on top of limits.rateLimit, on /mcp/NAME and its legacy sessions (not the federated /mcp); fleet-wide with store redis; beyond one a request gets 429 with Retry-After',
+  );
+
 const upstreamCommon = {
   tools: ToolPolicySchema.prefault({}),
+  limits: UpstreamLimitsSchema.prefault({}),
   credentials: UpstreamCredentialsSchema,
   approvals: UpstreamApprovalsSchema.prefault({}),
   required: z
@@ -684,9 +717,16 @@ export const GatewayConfigSchema = z
               .positive()
               .optional()
               .describe(
-                'Token bucket refill rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit)',
+                'Long-run rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit). Counted in fixed windows (see burst); fleet-wide with store redis, else per replica',
               ),
-            burst: z.number().int().positive().default(100).describe('Token bucket size per caller, in requests'),
+            burst: z
+              .number()
+              .int()
+              .positive()
+              .default(100)
+              .describe(
+                'Requests a caller may send at once: each window lasts burst / requestsPerSecond seconds (rounded, at least 1) and admits requestsPerSecond × that many requests',
+              ),
           })
           .strict()
           .prefault({})
@@ -697,7 +737,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64)
           .describe(
-            'Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429',
+            'Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429. Fleet-wide with store redis, else per replica',
           ),
         maxListensPerPrincipal: z
           .number()
@@ -705,7 +745,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64)
           .describe(
-            'Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal); beyond it a listen gets 429',
+            'Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal), per replica; beyond it a listen gets 429',
           ),
       })
       .strict()

@@ -27,7 +27,9 @@ import type { Federation } from '../federation/federation.js';
 import { admission } from './admission.js';
 import { corsMiddleware } from './cors.js';
 import { clientAddress, type AppEnv, type Door, type Readiness } from './door.js';
+import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, CallerLimits, OriginGuard } from './frontdoor.js';
+import type { UpstreamLimits } from './upstream-limits.js';
 import { headerOf } from './headers.js';
 import type { LegacySessions } from './legacy-sessions.js';
 import { asGatewayError } from './refusals.js';
@@ -73,8 +75,10 @@ export interface AppDeps {
   limits: CallerLimits;
   /** Rate and concurrency limits per caller (`limits.rateLimit`, `maxConcurrentPerPrincipal`). */
   limiter: CallerLimiter;
-  /** Open `subscriptions/listen` streams per caller (`limits.maxListensPerPrincipal`). */
-  listens: CallerLimiter;
+  /** Open `subscriptions/listen` streams per caller (`limits.maxListensPerPrincipal`), per replica. */
+  listens: LocalSlots;
+  /** Per-caller rate limits of each upstream and its tools (`upstreams.NAME.limits`). */
+  upstreamLimits: UpstreamLimits;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
   /** The consent routes and the callers' own grants: given when an upstream uses `credentials.mode: "oauth"`. */
@@ -114,6 +118,7 @@ function doorOf(deps: AppDeps): Door {
     hop: deps.hop,
     limiter: deps.limiter,
     listens: deps.listens,
+    upstreamLimits: deps.upstreamLimits,
     inflight: new Set(),
     draining: deps.draining,
     readiness: deps.readiness,

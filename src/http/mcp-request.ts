@@ -29,6 +29,7 @@ import { serveListen } from './listen.js';
 import { bodyNotRead, jsonBody, mediaRefused } from './post-checks.js';
 import { asGatewayError, CLOSE, refuseDraining, unknownUpstream } from './refusals.js';
 import { forwardToReplica } from './replicas.js';
+import { upstreamLimited } from './upstream-limits.js';
 import { record, type RequestLog } from './request-log.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 import type { ProgressParams } from '../protocol/connection.js';
@@ -100,6 +101,9 @@ export async function handleMcp(req: McpRequest): Promise<Response> {
   const parsed = await checkedBody(req, target, name);
   if (parsed instanceof Response) return parsed;
   const { body, text } = parsed;
+  // The internal hop counts nothing: the replica the client reached did.
+  const limited = name !== undefined && !req.hop ? await upstreamLimited(door, c, name, body) : undefined;
+  if (limited) return limited;
   const clientEra = clientEraOf(body, headerOf(c, 'mcp-session-id'));
   if (clientEra !== 'modern' && door.draining()) return refuseDraining(requestId, idOf(body));
   if (clientEra !== 'modern') return req.legacy(clientEra, body);

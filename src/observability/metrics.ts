@@ -130,6 +130,13 @@ export class Metrics {
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
+  /** Requests a limit counted per replica in memory because the shared store (Redis) failed. */
+  readonly limitsStoreFallback = new Counter({
+    name: 'mrtr_limits_store_fallback_total',
+    help: 'Requests counted by a limit in this replica only, because the shared store could not be reached, by limit',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
 
   /** Sampling requests the gateway answered (or failed to) through a provider, by outcome (`complete` or the failure reason). */
   readonly samplingRequests = new Counter({

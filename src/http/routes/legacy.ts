@@ -19,6 +19,7 @@ import { withMcpAccept } from '../media.js';
 import { bodyNotRead, jsonBody, mediaRefused } from '../post-checks.js';
 import { methodNotAllowed, unknownUpstream } from '../refusals.js';
 import { errorResponse } from '../sse.js';
+import { upstreamLimited } from '../upstream-limits.js';
 
 /**
  * The server of a legacy client's POST on the MCP endpoint of `upstream` (an upstream's name, or
@@ -77,6 +78,8 @@ export function legacyRoutes(app: Hono<AppEnv>, door: Door): void {
     if (refused) return refused;
     const parsed = jsonBody(read, cfg.limits.maxJsonDepth);
     if (parsed instanceof Response) return parsed;
+    const limited = await upstreamLimited(door, c, c.req.param('name'), parsed.body);
+    if (limited) return limited;
     return legacy.postSse(c.req.param('name'), sessionCaller(c), c.req.query('sessionId') ?? '', c.env.incoming.headers, parsed.body);
   });
   /** Any other method on an HTTP+SSE path of a configured upstream: 405 with `Allow: allow`. */

@@ -1,0 +1,101 @@
+/**
+ * Per-caller rate limits of one upstream (`upstreams.NAME.limits.rateLimit`) and of its tools
+ * (`upstreams.NAME.limits.tools.TOOL`), on top of the front door's `limits.rateLimit`. They apply
+ * on `/mcp/NAME` once the body is read, for 2026-07-28 and legacy clients alike (the tool is
+ * `params.name` of a `tools/call`), and not on the internal hop (the replica the client reached
+ * counted the request). Counted like the caller limits (src/store/limiters.ts): fleet-wide on
+ * Redis, per replica in memory, keyed by caller and upstream (and tool).
+ */
+import type { Context } from 'hono';
+import type { GatewayConfig } from '../config/schema.js';
+import { idOf } from '../protocol/envelope.js';
+import { ErrorCode } from '../protocol/errors.js';
+import { WindowLimiter, type LimiterSource, type StoreFallback } from '../store/limiters.js';
+import type { AppEnv, Door } from './door.js';
+import { rateWindow } from './frontdoor.js';
+import { errorResponse } from './sse.js';
+
+/** A request refused by an upstream or tool limit: 429 with `Retry-After: retryAfterSec`. */
+export interface LimitRefusal {
+  /** Whole seconds until the caller's window ends, at least 1. */
+  retryAfterSec: number;
+  /** What the client reads: which limit, of which upstream (and tool). */
+  message: string;
+  /** The `limit` label of `mrtr_rate_limited_total`. */
+  limit: 'upstream' | 'tool';
+}
+
+type Rate = { requestsPerSecond: number; burst?: number | undefined };
+
+/** The configured upstream and tool rate limits. */
+export class UpstreamLimits {
+  private readonly upstreams = new Map<string, WindowLimiter>();
+  private readonly tools = new Map<string, Map<string, WindowLimiter>>();
+
+  constructor(upstreams: GatewayConfig['upstreams'], source: LimiterSource, fallback: StoreFallback) {
+    const limiter = (name: string, rate: Rate, label: string) => {
+      const { points, durationSec } = rateWindow(rate.requestsPerSecond, rate.burst ?? Math.ceil(rate.requestsPerSecond));
+      return new WindowLimiter(source, name, points, durationSec, fallback, label);
+    };
+    for (const [name, up] of Object.entries(upstreams)) {
+      if (up.limits.rateLimit) this.upstreams.set(name, limiter(`upstream:${name}`, up.limits.rateLimit, 'upstream'));
+      const tools = Object.entries(up.limits.tools);
+      if (tools.length) this.tools.set(name, new Map(tools.map(([tool, rate]) => [tool, limiter(`tool:${name}:${tool}`, rate, 'tool')])));
+    }
+  }
+
+  /**
+   * Counts the requests of `body` (a JSON-RPC message or a batch) from caller `key` to `upstream`:
+   * one for the upstream's limit when the body holds a request, then one per `tools/call` for its
+   * tool's limit. Responses and notifications count nothing.
+   * @returns undefined when allowed, else the first refusal.
+   */
+  async check(upstream: string, body: unknown, key: string): Promise<LimitRefusal | undefined> {
+    const messages = (Array.isArray(body) ? body : [body]).filter(isRequest);
+    if (!messages.length) return undefined;
+    const whole = this.upstreams.get(upstream);
+    if (whole) {
+      const taken = await whole.take(key);
+      if (!taken.allowed) return refusal(taken.retryAfterMs, `Rate limit of upstream ${upstream} exceeded for this caller`, 'upstream');
+    }
+    const tools = this.tools.get(upstream);
+    if (!tools) return undefined;
+    for (const m of messages) {
+      const name = m.method === 'tools/call' ? (m.params as { name?: unknown } | undefined)?.name : undefined;
+      const limit = typeof name === 'string' ? tools.get(name) : undefined;
+      if (!limit) continue;
+      const taken = await limit.take(key);
+      if (!taken.allowed)
+        return refusal(taken.retryAfterMs, `Rate limit of tool ${name} on upstream ${upstream} exceeded for this caller`, 'tool');
+    }
+    return undefined;
+  }
+}
+
+/**
+ * The 429 (`-32600`, `Retry-After` in seconds) for `body` (a JSON-RPC message or batch) of the
+ * request `c` to `upstream` when an upstream or tool limit refuses it (counted in
+ * `mrtr_rate_limited_total{limit}`), else undefined.
+ */
+export async function upstreamLimited(
+  door: Pick<Door, 'upstreamLimits' | 'metrics' | 'limitKey'>,
+  c: Context<AppEnv>,
+  upstream: string,
+  body: unknown,
+): Promise<Response | undefined> {
+  const refused = await door.upstreamLimits.check(upstream, body, door.limitKey(c, c.get('caller')));
+  if (!refused) return undefined;
+  door.metrics.rateLimited.inc({ limit: refused.limit });
+  return errorResponse(Array.isArray(body) ? null : idOf(body), { code: ErrorCode.InvalidRequest, message: refused.message }, 429, {
+    'retry-after': String(refused.retryAfterSec),
+  });
+}
+
+function refusal(retryAfterMs: number, what: string, limit: LimitRefusal['limit']): LimitRefusal {
+  const retryAfterSec = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return { retryAfterSec, message: `${what}; retry after ${retryAfterSec} s`, limit };
+}
+
+function isRequest(m: unknown): m is { method: string; id: unknown; params?: unknown } {
+  return typeof m === 'object' && m !== null && typeof (m as { method?: unknown }).method === 'string' && 'id' in m;
+}
