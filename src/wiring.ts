@@ -39,6 +39,7 @@ import { shutdownFailure } from './protocol/errors.js';
 import { Router } from './router/router.js';
 import { Upstream, parkedSessionLimits } from './router/upstream.js';
 import { Sampler } from './sampling/sampler.js';
+import { StoreFallback } from './observability/store-fallback.js';
 import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { SealedBox } from './security/sealed-box.js';
@@ -147,7 +148,11 @@ export class Wiring {
   ) {
     const draining = () => this.draining;
     this.store = storeOf(cfg, log);
-    this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks));
+    // Fleet-wide limits that fall back to this replica's memory count while Redis is unreachable.
+    const fallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
+    const counters = this.store.counters;
+    const quota = new TaskQuota(cfg.tasks, counters && { quota: counters.taskQuota, fallback: (e) => fallback.report('task-quota', e) });
+    this.tasks = new TaskManager(this.store, log, this.replica, quota);
     this.upstreams = upstreamsOf(cfg, log, draining);
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
@@ -181,7 +186,12 @@ export class Wiring {
       census: () => this.census.snapshot(),
     });
     this.dropped = new DroppedEntries(log, (upstream, kind, reason) => this.metrics.droppedEntries.inc({ upstream, kind, reason }));
-    this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
+    this.sampler = new Sampler(
+      cfg.sampling,
+      this.metrics,
+      log.child({ component: 'sampling' }),
+      counters && { windows: counters.tokens, fallback: (e) => fallback.report('sampling-budget', e) },
+    );
     this.census = new Census({
       upstreams: [...this.upstreams.keys()],
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),

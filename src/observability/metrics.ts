@@ -130,6 +130,16 @@ export class Metrics {
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
+  /**
+   * Checks of a fleet-wide limit counted in this replica's memory because the shared store (Redis)
+   * could not be reached, by limit (`rate`, `concurrency`, `sampling-budget`, `task-quota`).
+   */
+  readonly limitsStoreFallback = new Counter({
+    name: 'mrtr_limits_store_fallback_total',
+    help: 'Limit checks counted per replica (in memory) because the shared store was unreachable, by limit',
+    labelNames: ['limit'] as const,
+    registers: [this.registry],
+  });
 
   /** Sampling requests the gateway answered (or failed to) through a provider, by outcome (`complete` or the failure reason). */
   readonly samplingRequests = new Counter({

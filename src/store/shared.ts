@@ -6,9 +6,11 @@
  * the same (src/store/redis.ts).
  *
  * Per replica, whatever the store: parked calls and their upstream sessions, running tasks' calls,
- * legacy sessions, rate and concurrency limits.
+ * legacy sessions, rate and concurrency limits. On Redis, sampling budgets and task quotas are
+ * counted fleet-wide ({@link SharedStore.counters}).
  */
 import { LRUCache } from 'lru-cache';
+import type { SharedCounters } from './counters.js';
 import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
@@ -68,6 +70,11 @@ export interface SharedStore {
   readonly replicas: ReplicaRegistry;
   /** Per-user upstream grants and registered OAuth clients (their secrets sealed by the caller). */
   readonly grants: GrantStore;
+  /**
+   * Counters of the limits counted fleet-wide (sampling budgets, task quotas): on Redis only; with
+   * the in-memory store each limit counts in its own memory (src/store/counters.ts).
+   */
+  readonly counters?: SharedCounters;
   /** Tells every replica about a task record whose status changed (for `subscriptions/listen`). */
   publishTask(record: TaskRecord): Promise<void>;
   /** Calls `listener` with task records other replicas published. */
