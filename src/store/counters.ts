@@ -59,12 +59,14 @@ export interface SharedCounters {
 /**
  * The increment of a token window (rate-limiter-flexible's ARGV: points to add, whole seconds,
  * the limiter's points, its duration in seconds): opens the window for duration·1000 ms if none is
- * open; refuses (counting nothing) an increment that takes it past the points; never goes below 0.
+ * open (a give-back opens none); refuses (counting nothing) an increment that takes it past the
+ * points; never goes below 0.
  */
 export const WINDOW_SCRIPT = `
+local add = tonumber(ARGV[1])
+if add <= 0 and redis.call('exists', KEYS[1]) == 0 then return {0, 0} end
 local ms = math.max(1, math.floor(tonumber(ARGV[4]) * 1000))
 redis.call('set', KEYS[1], 0, 'PX', ms, 'NX')
-local add = tonumber(ARGV[1])
 local cur = tonumber(redis.call('get', KEYS[1]))
 local ttl = redis.call('pttl', KEYS[1])
 if add > 0 and cur + add > tonumber(ARGV[3]) then return {cur + add, ttl} end
@@ -89,7 +91,7 @@ local function drop(id)
   redis.call('hdel', KEYS[2], id)
   redis.call('hdel', KEYS[3], id)
   if redis.call('hincrby', KEYS[4], who, -1) <= 0 then redis.call('hdel', KEYS[4], who) end
-  if redis.call('hincrby', KEYS[5], who, -b) <= 0 then redis.call('hdel', KEYS[5], who) end
+  if redis.call('hincrby', KEYS[5], who, 0 - b) <= 0 then redis.call('hdel', KEYS[5], who) end
   redis.call('decrby', KEYS[6], b)
 end
 local function keep()
@@ -137,8 +139,6 @@ return redis.error_reply('unknown quota operation ' .. tostring(op))
 /** A bound for {@link QUOTA_SCRIPT}: -1 for none. */
 const bound = (n: number) => String(Number.isFinite(n) ? Math.floor(n) : -1);
 
-type RateLimiterModule = typeof import('rate-limiter-flexible');
-
 /**
  * The counters on Redis, over the store's command client. `run` wraps each command (it fails fast
  * with StoreUnavailable while Redis is unreachable).
@@ -148,8 +148,12 @@ export function redisCounters(
   keyPrefix: string,
   run: <T>(command: () => Promise<T>) => Promise<T>,
 ): SharedCounters {
-  // Loaded with the Redis store only: a gateway on the in-memory store never needs it.
-  const rlf = createRequire(import.meta.url)('rate-limiter-flexible') as RateLimiterModule;
+  // Loaded with the Redis store only, and only the two modules used (the package's index loads every back end).
+  const load = createRequire(import.meta.url);
+  const rlf = {
+    RateLimiterRedis: load('rate-limiter-flexible/lib/RateLimiterRedis.js') as typeof RateLimiterRedis,
+    RateLimiterRes: load('rate-limiter-flexible/lib/RateLimiterRes.js') as typeof RateLimiterRes,
+  };
   const limiters = new Map<string, RateLimiterRedis>();
   /** The limiter of `points` per `windowMs` (Infinity: the one that adds without refusing). */
   const limiter = (points: number, windowMs: number) => {

@@ -11,7 +11,11 @@ import { startRedis, type TestRedis } from '../helpers/infra.js';
 import { describeWith } from '../helpers/installed.js';
 import { openaiCompletion, startFakeLlm, type FakeLlm } from '../helpers/llm.js';
 import { textOf } from '../helpers/v2client.js';
-import type { Logger } from '../../src/observability/log.js';
+import { silentLogger, type Logger } from '../../src/observability/log.js';
+import { TaskQuota } from '../../src/cells/bridge/tasks/quota.js';
+import { TokenBudgets } from '../../src/sampling/budget.js';
+import { SamplingError } from '../../src/sampling/errors.js';
+import { RedisStore } from '../../src/store/redis.js';
 
 process.env.TEST_FLEET_OPENAI_KEY = 'sk-test-fleet-key-0123456789abcdef';
 const TASKS = { extensions: { 'io.modelcontextprotocol/tasks': {} } };
@@ -154,5 +158,75 @@ describeWith(['redis-server'], 'limits counted by all replicas on Redis', () => 
     } finally {
       await redis.start();
     }
+  });
+});
+
+describeWith(['redis-server'], 'the shared counters, two replicas built as the gateway builds them', () => {
+  const stores: RedisStore[] = [];
+  afterAll(async () => void (await Promise.all(stores.map((s) => s.close()))));
+  /** Two stores on the test's Redis under one fresh prefix, once both are reachable. */
+  async function twoStores(): Promise<[RedisStore, RedisStore]> {
+    const keyPrefix = `counters-${stores.length}-`;
+    const made = [0, 1].map(() => RedisStore.create({ url: redis.url, keyPrefix, connectTimeoutMs: 2000, log: silentLogger }));
+    stores.push(...made);
+    expect(await eventually(async () => (await Promise.all(made.map((s) => s.unavailable()))).every((u) => u === undefined), 5000)).toBe(
+      true,
+    );
+    return made as [RedisStore, RedisStore];
+  }
+  const refusal = async (p: Promise<unknown>) => {
+    const e = await p.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(e).toBeInstanceOf(SamplingError);
+    return e as SamplingError;
+  };
+
+  it('token windows: fixed, shared, a hold settles to what was spent, a refused request counts nothing, and the window ends at retryAfterMs', async () => {
+    const [a, b] = await twoStores();
+    const fellBack: unknown[] = [];
+    const budgets = (s: RedisStore) => new TokenBudgets({ windows: s.counters.tokens, fallback: (e) => fellBack.push(e) });
+    const one = budgets(a);
+    const two = budgets(b);
+    const limit = [{ scope: 'upstream' as const, key: 'u', limit: 100, windowMs: 1500 }];
+    const held = await one.acquire(limit, 60);
+    // 60 held on replica 1: 60 more do not fit on replica 2, and the refusal leaves nothing behind.
+    const err = await refusal(two.acquire(limit, 60));
+    expect(err.message).toContain('60 of 100 tokens spent or held by requests in flight, on all replicas');
+    expect(await refusal(two.acquire(limit, 60))).toMatchObject({ message: expect.stringContaining('60 of 100') });
+    held.commit(30);
+    // 30 spent: 60 fit now, and then 10 do not.
+    (await two.acquire(limit, 60)).commit(60);
+    const full = await refusal(one.acquire(limit, 20));
+    expect(full.message).toContain('90 of 100');
+    expect(full.data.retryAfterMs).toBeGreaterThan(0);
+    expect(full.data.retryAfterMs).toBeLessThanOrEqual(1500);
+    // Everything the window counted goes when it ends.
+    await new Promise((r) => setTimeout(r, (full.data.retryAfterMs as number) + 50));
+    (await one.acquire(limit, 100)).release();
+    (await two.acquire(limit, 100)).release();
+    expect(fellBack).toEqual([]);
+  });
+
+  it('task quota: records held on replica 1 count on replica 2, result bytes are shared, and a record leaves the counts when its ttl ends', async () => {
+    const [a, b] = await twoStores();
+    const limits = { maxRecordsPerPrincipal: 2, maxResultBytesPerPrincipal: 100, maxResultBytes: 150 };
+    const quota = (s: RedisStore) => new TaskQuota(limits, { quota: s.counters.taskQuota, fallback: (e) => expect.fail(String(e)) });
+    const one = quota(a);
+    const two = quota(b);
+    expect(await one.hold('t1', 'alice', 60_000)).toBe(true);
+    expect(await one.hold('t2', 'alice', 800)).toBe(true);
+    expect(await two.admits('alice')).toBe(false);
+    expect(await two.hold('t3', 'alice', 60_000)).toBe(false);
+    expect(await two.hold('t4', 'bob', 60_000)).toBe(true);
+    expect(await one.charge('t1', 80)).toBeUndefined();
+    expect(await one.charge('t2', 30)).toBe('maxResultBytesPerPrincipal');
+    expect(await two.charge('t4', 80)).toBe('maxResultBytes');
+    expect(await two.charge('t4', 70)).toBeUndefined();
+    // t2's ttl ends: alice has room again on either replica.
+    expect(await eventually(() => two.admits('alice'), 5000)).toBe(true);
+    one.drop('t1');
+    expect(await eventually(async () => (await two.charge('t4', 100)) === undefined, 5000)).toBe(true);
   });
 });
