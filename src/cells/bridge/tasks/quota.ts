@@ -91,6 +91,7 @@ class LocalQuota {
   }
 }
 
+/** The task bounds of `tasks.*` (see the file header): per replica, or fleet-wide with `shared`. */
 export class TaskQuota {
   private readonly local: LocalQuota;
 
