@@ -39,11 +39,11 @@ import { shutdownFailure } from './protocol/errors.js';
 import { Router } from './router/router.js';
 import { Upstream, parkedSessionLimits } from './router/upstream.js';
 import { Sampler } from './sampling/sampler.js';
-import { StoreFallback } from './observability/store-fallback.js';
 import { Authenticator } from './security/auth.js';
 import { StateSealer, TaskIdBinder, generatedKey } from './security/seal.js';
 import { SealedBox } from './security/sealed-box.js';
 import { RedisStore } from './store/redis.js';
+import { LocalSlots, StoreFallback } from './store/limiters.js';
 import { MemoryStore, type ReplicaInfo, type SharedStore } from './store/shared.js';
 import { endChildrenBy } from './upstream/stdio-child.js';
 
@@ -117,6 +117,8 @@ export class Wiring {
   readonly modern: ModernPassThrough;
   readonly bridge: MrtrBridge;
   readonly metrics: Metrics;
+  /** Notes limits counted per replica because the shared store failed (one warning, `mrtr_limits_store_fallback_total`). */
+  readonly limitsFallback: StoreFallback;
   /** Entries left out of list answers (invalid tool names and annotations, federation conflicts). */
   readonly dropped: DroppedEntries;
   /** Answers legacy upstreams' sampling through the configured LLM providers. */
@@ -149,9 +151,9 @@ export class Wiring {
     const draining = () => this.draining;
     this.store = storeOf(cfg, log);
     // Fleet-wide limits that fall back to this replica's memory count while Redis is unreachable.
-    const fallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
+    this.limitsFallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
     const counters = this.store.counters;
-    const quota = new TaskQuota(cfg.tasks, counters && { quota: counters.taskQuota, fallback: (e) => fallback.report('task-quota', e) });
+    const quota = new TaskQuota(cfg.tasks, counters && { quota: counters.taskQuota, fallback: this.limitsFallback });
     this.tasks = new TaskManager(this.store, log, this.replica, quota);
     this.upstreams = upstreamsOf(cfg, log, draining);
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
@@ -190,7 +192,7 @@ export class Wiring {
       cfg.sampling,
       this.metrics,
       log.child({ component: 'sampling' }),
-      counters && { windows: counters.tokens, fallback: (e) => fallback.report('sampling-budget', e) },
+      counters && { windows: counters.tokens, fallback: this.limitsFallback },
     );
     this.census = new Census({
       upstreams: [...this.upstreams.keys()],
@@ -269,9 +271,9 @@ export class Wiring {
       auth: new Authenticator(cfg.auth),
       guard: new OriginGuard(cfg.listen.host, cfg.http.allowedHosts, cfg.http.allowedOrigins),
       limits,
-      limiter: new CallerLimiter(limits),
+      limiter: new CallerLimiter(limits, this.store, this.limitsFallback),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
-      listens: new CallerLimiter({ requestsPerSecond: undefined, burst: 0, maxConcurrent: cfg.limits.maxListensPerPrincipal }),
+      listens: new LocalSlots(cfg.limits.maxListensPerPrincipal),
       legacy,
       credentials: usesOAuth(cfg)
         ? {

@@ -682,9 +682,16 @@ export const GatewayConfigSchema = z
               .positive()
               .optional()
               .describe(
-                'Token bucket refill rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit)',
+                'Long-run rate, in requests per second, per caller: per principal with auth apiKeys or jwt (default 50), per client address with auth none (default: no rate limit). Counted in fixed windows (see burst); fleet-wide with store redis, else per replica',
               ),
-            burst: z.number().int().positive().default(100).describe('Token bucket size per caller, in requests'),
+            burst: z
+              .number()
+              .int()
+              .positive()
+              .default(100)
+              .describe(
+                'Requests a caller may send at once: each window lasts burst / requestsPerSecond seconds (rounded, at least 1) and admits requestsPerSecond × that many requests',
+              ),
           })
           .strict()
           .prefault({})
@@ -695,7 +702,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64)
           .describe(
-            'Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429',
+            'Most requests of one caller in flight at once: per principal with auth apiKeys or jwt, per client address with auth none; beyond it a request gets 429. Fleet-wide with store redis, else per replica',
           ),
         maxListensPerPrincipal: z
           .number()
@@ -703,7 +710,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64)
           .describe(
-            'Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal); beyond it a listen gets 429',
+            'Most subscriptions/listen streams one caller holds open at once (keyed like maxConcurrentPerPrincipal), per replica; beyond it a listen gets 429',
           ),
       })
       .strict()

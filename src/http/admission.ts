@@ -30,7 +30,7 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
     const caller = await authenticated(door, c, requestId);
     if (caller instanceof Response) return caller;
     const key = door.limitKey(c, caller);
-    const wait = limiter.take(key);
+    const wait = await limiter.take(key);
     if (wait > 0) {
       door.metrics.rateLimited.inc({ limit: 'rate' });
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, {
@@ -38,7 +38,7 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
         'x-request-id': requestId,
       });
     }
-    const leave = limiter.enter(key);
+    const leave = await limiter.enter(key);
     if (!leave) {
       door.metrics.rateLimited.inc({ limit: 'concurrency' });
       return errorResponse(

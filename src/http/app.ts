@@ -27,6 +27,7 @@ import type { Federation } from '../federation/federation.js';
 import { admission } from './admission.js';
 import { corsMiddleware } from './cors.js';
 import { clientAddress, type AppEnv, type Door, type Readiness } from './door.js';
+import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, CallerLimits, OriginGuard } from './frontdoor.js';
 import { headerOf } from './headers.js';
 import type { LegacySessions } from './legacy-sessions.js';
@@ -73,8 +74,8 @@ export interface AppDeps {
   limits: CallerLimits;
   /** Rate and concurrency limits per caller (`limits.rateLimit`, `maxConcurrentPerPrincipal`). */
   limiter: CallerLimiter;
-  /** Open `subscriptions/listen` streams per caller (`limits.maxListensPerPrincipal`). */
-  listens: CallerLimiter;
+  /** Open `subscriptions/listen` streams per caller (`limits.maxListensPerPrincipal`), per replica. */
+  listens: LocalSlots;
   /** The sessions of legacy clients. */
   legacy: LegacySessions;
   /** The consent routes and the callers' own grants: given when an upstream uses `credentials.mode: "oauth"`. */

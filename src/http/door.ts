@@ -13,6 +13,7 @@ import type { Federation } from '../federation/federation.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Authenticator, Caller } from '../security/auth.js';
+import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, OriginGuard } from './frontdoor.js';
 import type { LegacySessions, SessionCaller } from './legacy-sessions.js';
 import type { HopHolder } from './replicas.js';
@@ -62,9 +63,9 @@ export interface Door {
   legacy: LegacySessions;
   /** What the internal hop checks a forwarded request against (see `hopRefusal`). */
   hop: HopHolder;
-  /** Rate and concurrency limits per caller, and the caller's open `subscriptions/listen` streams. */
+  /** Rate and concurrency limits per caller, and the caller's open `subscriptions/listen` streams (per replica). */
   limiter: CallerLimiter;
-  listens: CallerLimiter;
+  listens: LocalSlots;
   /** Requests (and written-out answers) in flight: the drain and the settle before the connections close wait for them. */
   inflight: Set<Promise<unknown>>;
   /** True once the drain began: only what may resume work held here goes on. */

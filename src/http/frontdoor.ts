@@ -1,10 +1,10 @@
 /**
- * DNS-rebinding protection (Host and Origin checks) and per-caller limits: a token-bucket rate
- * limit and a concurrency limit, keyed by principal when auth identifies callers and by client
- * address when it does not (`auth.mode: "none"`).
+ * DNS-rebinding protection (Host and Origin checks) and per-caller limits: a rate limit and a
+ * concurrency limit, keyed by principal when auth identifies callers and by client address when it
+ * does not (`auth.mode: "none"`), counted per replica or fleet-wide (src/store/limiters.ts).
  */
-import { LRUCache } from 'lru-cache';
 import { DEFAULT_REQUESTS_PER_SECOND, type GatewayConfig } from '../config/schema.js';
+import { FleetSlots, WindowLimiter, type LimiterSource, type Release, type StoreFallback } from '../store/limiters.js';
 
 const LOOPBACK_HOSTS = ['localhost', '127.0.0.1', '[::1]'];
 
@@ -70,25 +70,20 @@ export class OriginGuard {
   }
 }
 
-interface Bucket {
-  tokens: number;
-  at: number;
-}
-
 /** The per-caller limits in effect for a configuration. */
 export interface CallerLimits {
   /** What a caller is: the authenticated principal, or the client's address (auth `none`). */
   keyedBy: 'principal' | 'address';
-  /** Token bucket refill rate in requests per second; undefined when there is no rate limit. */
+  /** Long-run rate in requests per second; undefined when there is no rate limit. */
   requestsPerSecond: number | undefined;
-  /** Token bucket size, in requests. */
+  /** Requests allowed at once within the rate (see {@link rateWindow}). */
   burst: number;
   /** Most requests of one caller in flight at once. */
   maxConcurrent: number;
 }
 
 /**
- * The rate and concurrency limits that apply under `cfg.auth`:
+ * The rate limits that apply under `cfg.auth`:
  * - `apiKeys`, `jwt`: keyed by principal; rate `limits.rateLimit.requestsPerSecond`, default
  *   {@link DEFAULT_REQUESTS_PER_SECOND}.
  * - `none`: every caller is the one principal `anonymous`, so the limits are keyed by client
@@ -108,53 +103,49 @@ export function callerLimits(cfg: Pick<GatewayConfig, 'auth' | 'limits'>): Calle
 }
 
 /**
- * Per-caller token bucket (`requestsPerSecond` refill, `burst` size; no rate limit when
- * `requestsPerSecond` is undefined) and in-flight limit (`maxConcurrent`). A caller is any string
- * key: a principal or a client address (see {@link callerLimits}). Buckets of up to 100000 keys
- * are kept (least recently used dropped).
+ * The fixed window a rate of `requestsPerSecond` with `burst` is counted in: `durationSec` is
+ * `burst / requestsPerSecond` rounded to whole seconds (at least 1), and `points`, the requests
+ * allowed per window, `requestsPerSecond × durationSec` rounded (at least 1). So the long-run rate
+ * is `requestsPerSecond`, about `burst` requests may come at once, and over any T seconds a caller
+ * gets at most `points × (⌈T / durationSec⌉ + 1)`.
+ */
+export function rateWindow(requestsPerSecond: number, burst: number): { points: number; durationSec: number } {
+  const durationSec = Math.max(1, Math.round(burst / requestsPerSecond));
+  return { points: Math.max(1, Math.round(requestsPerSecond * durationSec)), durationSec };
+}
+
+/**
+ * Per-caller rate limit (see {@link rateWindow}; none when `requestsPerSecond` is undefined) and
+ * in-flight limit (`maxConcurrent`), counted in the shared store: per replica on the memory
+ * store, for the whole fleet on Redis, per replica again while Redis fails (see
+ * src/store/limiters.ts). A caller is any string key: a principal or a client address (see
+ * {@link callerLimits}).
  */
 export class CallerLimiter {
-  // maxSize, not max: lru-cache allocates `max` slots up front, at every start.
-  private readonly buckets = new LRUCache<string, Bucket>({ maxSize: 100_000, sizeCalculation: () => 1 });
-  private readonly inFlight = new Map<string, number>();
-  private readonly requestsPerSecond: number | undefined;
-  private readonly burst: number;
-  private readonly maxConcurrent: number;
+  private readonly rate: WindowLimiter | undefined;
+  private readonly slots: FleetSlots;
 
-  constructor(limits: Omit<CallerLimits, 'keyedBy'>) {
-    ({ requestsPerSecond: this.requestsPerSecond, burst: this.burst, maxConcurrent: this.maxConcurrent } = limits);
+  constructor(limits: Omit<CallerLimits, 'keyedBy'>, store: LimiterSource & { kind: 'memory' | 'redis' }, fallback: StoreFallback) {
+    const { requestsPerSecond, burst, maxConcurrent } = limits;
+    if (requestsPerSecond !== undefined) {
+      const { points, durationSec } = rateWindow(requestsPerSecond, burst);
+      this.rate = new WindowLimiter(store, 'rate', points, durationSec, fallback);
+    }
+    this.slots = new FleetSlots(store, store.kind === 'redis', 'concurrency', maxConcurrent, fallback);
   }
 
   /**
-   * Takes one token for `key`. Returns 0 when allowed (always, without a rate limit), or the
-   * whole seconds to wait before a token is available (for `Retry-After`, at least 1).
+   * Counts one request of `key`. Resolves 0 when allowed (always, without a rate limit), or the
+   * whole seconds until the caller's window ends (for `Retry-After`, at least 1).
    */
-  take(key: string, now = Date.now()): number {
-    if (this.requestsPerSecond === undefined) return 0;
-    const b = this.buckets.get(key) ?? { tokens: this.burst, at: now };
-    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.requestsPerSecond);
-    b.at = now;
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
-      this.buckets.set(key, b);
-      return 0;
-    }
-    this.buckets.set(key, b);
-    return Math.max(1, Math.ceil((1 - b.tokens) / this.requestsPerSecond));
+  async take(key: string): Promise<number> {
+    if (!this.rate) return 0;
+    const taken = await this.rate.take(key);
+    return taken.allowed ? 0 : Math.max(1, Math.ceil(taken.retryAfterMs / 1000));
   }
 
-  /** Starts a request for `key`; returns a release function (idempotent), or undefined at the limit. */
-  enter(key: string): (() => void) | undefined {
-    const n = this.inFlight.get(key) ?? 0;
-    if (n >= this.maxConcurrent) return undefined;
-    this.inFlight.set(key, n + 1);
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
-      const left = (this.inFlight.get(key) ?? 1) - 1;
-      if (left <= 0) this.inFlight.delete(key);
-      else this.inFlight.set(key, left);
-    };
+  /** Starts a request for `key`; resolves its release function (idempotent), or undefined at the limit. */
+  enter(key: string): Promise<Release | undefined> {
+    return this.slots.enter(key);
   }
 }

@@ -25,7 +25,7 @@ export const LISTEN_KEEPALIVE_MS = 15_000;
  * @param recorded called once with the request's outcome (for the request log and metrics).
  * @param closed called when the stream ends, could not open, or its client went away while it
  *   opened (for the caller's count of open listens); it may be called more than once, so it must
- *   be idempotent (as a `CallerLimiter.enter` release is).
+ *   be idempotent (as a `LocalSlots.enter` release is).
  * @returns the SSE response, or a JSON-RPC error response when the subscription cannot be opened
  *   (400 / -32021 for `taskIds` without the tasks extension; -32603 when no upstream session can
  *   be had).

@@ -131,12 +131,12 @@ export class Metrics {
     registers: [this.registry],
   });
   /**
-   * Checks of a fleet-wide limit counted in this replica's memory because the shared store (Redis)
-   * could not be reached, by limit (`rate`, `concurrency`, `sampling-budget`, `task-quota`).
+   * Requests a limit counted per replica in memory because the shared store (Redis) failed, by limit
+   * (`rate`, `concurrency`, `sampling-budget`, `task-quota`).
    */
   readonly limitsStoreFallback = new Counter({
     name: 'mrtr_limits_store_fallback_total',
-    help: 'Limit checks counted per replica (in memory) because the shared store was unreachable, by limit',
+    help: 'Requests counted by a limit in this replica only, because the shared store could not be reached, by limit',
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });

@@ -5,6 +5,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { SharedTokenWindows } from '../store/counters.js';
+import type { StoreFallback } from '../store/limiters.js';
 import { SamplingError } from './errors.js';
 
 /** Slots a window is counted in: usage expires in steps of `windowMs / SLOTS`. */
@@ -80,8 +81,8 @@ export interface Reservation {
 export interface SharedBudgetOptions {
   /** The fleet-wide windows (src/store/counters.ts). */
   windows: SharedTokenWindows;
-  /** Called with the store's error each time a request is counted in memory instead. */
-  fallback: (err: unknown) => void;
+  /** Told of each request counted in memory instead (`sampling-budget`), and when Redis counts again. */
+  fallback: StoreFallback;
 }
 
 /** One window a shared reservation holds tokens in. */
@@ -124,10 +125,15 @@ export class TokenBudgets {
   async acquire(limits: BudgetLimit[], tokens: number): Promise<Reservation> {
     if (this.shared && limits.length) {
       try {
-        return await this.reserveShared(this.shared.windows, limits, tokens);
+        const held = await this.reserveShared(this.shared.windows, limits, tokens);
+        this.shared.fallback.counted();
+        return held;
       } catch (e) {
-        if (e instanceof SamplingError) throw e;
-        this.shared.fallback(e);
+        if (e instanceof SamplingError) {
+          this.shared.fallback.counted();
+          throw e;
+        }
+        this.shared.fallback.fellBack('sampling-budget', e);
       }
     }
     return this.reserve(limits, tokens);
@@ -165,7 +171,7 @@ export class TokenBudgets {
         // Still in the window it was held in: the hold becomes what was spent; else the hold left
         // with its window and what was spent counts in the one open now.
         const delta = at < h.endsAt ? spent - h.need : spent;
-        shared.add(h.id, Math.round(delta), h.windowMs).catch((err) => this.shared?.fallback(err));
+        shared.add(h.id, Math.round(delta), h.windowMs).catch((err) => this.shared?.fallback.fellBack('sampling-budget', err));
       }
     };
     return { commit: (n, at = Date.now()) => settle(n, at), release: () => settle(0, Date.now()) };

@@ -14,9 +14,8 @@
  *   expires, whichever replica (if any) is still running; a replica that sees a record go earlier
  *   (dropped) drops it at once. The keys expire a minute after the last record they hold.
  */
-import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
-import type { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 /** Token windows shared by all replicas (sampling budgets). Every call may throw StoreUnavailable. */
 export interface SharedTokenWindows {
@@ -148,19 +147,13 @@ export function redisCounters(
   keyPrefix: string,
   run: <T>(command: () => Promise<T>) => Promise<T>,
 ): SharedCounters {
-  // Loaded with the Redis store only, and only the two modules used (the package's index loads every back end).
-  const load = createRequire(import.meta.url);
-  const rlf = {
-    RateLimiterRedis: load('rate-limiter-flexible/lib/RateLimiterRedis.js') as typeof RateLimiterRedis,
-    RateLimiterRes: load('rate-limiter-flexible/lib/RateLimiterRes.js') as typeof RateLimiterRes,
-  };
   const limiters = new Map<string, RateLimiterRedis>();
   /** The limiter of `points` per `windowMs` (Infinity: the one that adds without refusing). */
   const limiter = (points: number, windowMs: number) => {
     const id = `${points}/${windowMs}`;
     let l = limiters.get(id);
     if (!l) {
-      l = new rlf.RateLimiterRedis({
+      l = new RateLimiterRedis({
         storeClient: client,
         useRedisPackage: true,
         keyPrefix: `${keyPrefix}budget`,
@@ -179,9 +172,8 @@ export function redisCounters(
           const r = await limiter(limit, windowMs).consume(id, n);
           return { admitted: true, used: r.consumedPoints - n, msLeft: r.msBeforeNext };
         } catch (e) {
-          if (!(e instanceof rlf.RateLimiterRes)) throw e;
-          const r = e as RateLimiterRes;
-          return { admitted: false, used: r.consumedPoints - n, msLeft: r.msBeforeNext };
+          if (!(e instanceof RateLimiterRes)) throw e;
+          return { admitted: false, used: e.consumedPoints - n, msLeft: e.msBeforeNext };
         }
       }),
     add: async (id, n, windowMs) => {

@@ -12,6 +12,8 @@
  *   the callback: `<prefix>grants-failed:<field>`, `SET PX`;
  * - sampling budgets and task quotas: `<prefix>budget:*`, `<prefix>quota:*` (src/store/counters.ts);
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
+ * - limits (src/store/limiters.ts): `<prefix>limit:<name>:<key>`, rate-limiter-flexible's counters
+ *   (`RateLimiterRedis`), each expiring at the end of its window;
  * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
  *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
  *
@@ -21,6 +23,7 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
+import { RateLimiterRedis, RLWrapperTimeouts, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from '../observability/log.js';
 import { redisCounters, type SharedCounters } from './counters.js';
 import { grantField, type ConsentFailure, type GrantStore, type StoredGrant } from './grants.js';
@@ -222,6 +225,23 @@ export class RedisStore implements SharedStore {
     } catch (e) {
       throw new StoreUnavailable(`the shared store (Redis) failed: ${(e as Error).message}`);
     }
+  }
+
+  /**
+   * A `RateLimiterRedis` on the command client under `<prefix>limit:<name>`. It fails at once while
+   * the client is not connected, and with "Operation timed out" when Redis does not answer within
+   * `connectTimeoutMs`.
+   */
+  windowLimiter(name: string, points: number, durationSec: number): RateLimiterAbstract {
+    const limiter = new RateLimiterRedis({
+      storeClient: this.client,
+      useRedisPackage: true,
+      rejectIfRedisNotReady: true,
+      keyPrefix: `${this.opts.keyPrefix}limit:${name}`,
+      points,
+      duration: durationSec,
+    });
+    return new RLWrapperTimeouts({ limiter, timeoutMs: this.opts.connectTimeoutMs });
   }
 
   async publishTask(record: TaskRecord): Promise<void> {

@@ -6,10 +6,13 @@
  * the same (src/store/redis.ts).
  *
  * Per replica, whatever the store: parked calls and their upstream sessions, running tasks' calls,
- * legacy sessions, rate and concurrency limits. On Redis, sampling budgets and task quotas are
- * counted fleet-wide ({@link SharedStore.counters}).
+ * legacy sessions. Rate and concurrency limits are counted through {@link SharedStore.windowLimiter}
+ * (src/store/limiters.ts): per replica in memory, fleet-wide on Redis; so are sampling budgets and task
+ * quotas ({@link SharedStore.counters}).
  */
 import { LRUCache } from 'lru-cache';
+import { RateLimiterMemory, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { LimiterSource } from './limiters.js';
 import type { SharedCounters } from './counters.js';
 import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
@@ -62,8 +65,8 @@ export interface ReplicaRegistry {
   leave(id: string): Promise<void>;
 }
 
-/** The shared store of a gateway. */
-export interface SharedStore {
+/** The shared store of a gateway; its `windowLimiter` counts limits (see src/store/limiters.ts). */
+export interface SharedStore extends LimiterSource {
   readonly kind: 'memory' | 'redis';
   readonly tasks: TaskStore;
   readonly spent: SpentStates;
@@ -146,6 +149,10 @@ export class MemoryStore implements SharedStore {
 
   constructor(maxTaskRecords: number) {
     this.tasks = new MemoryTaskStore(maxTaskRecords);
+  }
+
+  windowLimiter(name: string, points: number, durationSec: number): RateLimiterAbstract {
+    return new RateLimiterMemory({ keyPrefix: name, points, duration: durationSec });
   }
 
   async publishTask(): Promise<void> {}

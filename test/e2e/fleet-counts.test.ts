@@ -15,6 +15,7 @@ import { silentLogger, type Logger } from '../../src/observability/log.js';
 import { TaskQuota } from '../../src/cells/bridge/tasks/quota.js';
 import { TokenBudgets } from '../../src/sampling/budget.js';
 import { SamplingError } from '../../src/sampling/errors.js';
+import { StoreFallback } from '../../src/store/limiters.js';
 import { RedisStore } from '../../src/store/redis.js';
 
 process.env.TEST_FLEET_OPENAI_KEY = 'sk-test-fleet-key-0123456789abcdef';
@@ -132,7 +133,7 @@ describeWith(['redis-server'], 'limits counted by all replicas on Redis', () => 
     expect((await quick(two, 'alice')).body.result?.resultType).toBe('task');
   });
 
-  it('Redis stopped: budgets and quotas are counted in each replica, with one warning line per limit and mrtr_limits_store_fallback_total', async () => {
+  it('Redis stopped: budgets and quotas are counted in each replica, with one warning line and mrtr_limits_store_fallback_total by limit', async () => {
     const mem = memoryLogger('info');
     const g = await replica(
       { sampling: { mode: 'provider', provider: 'p', budget: { tokensPerPrincipal: 150, windowMs: 60_000 } }, tasks: { taskAfterMs: 0 } },
@@ -150,11 +151,10 @@ describeWith(['redis-server'], 'limits counted by all replicas on Redis', () => 
       await quick(g, 'alice');
       expect(await sample(g, 'mrtr_limits_store_fallback_total', 'limit="sampling-budget"')).toBe(2);
       expect(await sample(g, 'mrtr_limits_store_fallback_total', 'limit="task-quota"')).toBeGreaterThanOrEqual(2);
-      const warned = mem
-        .lines()
-        .filter((l) => l.msg === 'shared store unreachable: limit counted per replica (in memory) until it is back');
-      expect(warned.map((l) => l.limit).sort()).toEqual(['sampling-budget', 'task-quota']);
-      expect(warned.every((l) => l.level === 40 && typeof l.err === 'string')).toBe(true);
+      // One warning for the outage (not one per request), naming the first limit that fell back
+      // (the front door's, checked before any of these).
+      const warned = mem.lines().filter((l) => l.msg === 'shared store unreachable: limits counted per replica in memory until it is back');
+      expect(warned).toEqual([expect.objectContaining({ level: 40, limit: expect.any(String), err: expect.any(String) })]);
     } finally {
       await redis.start();
     }
@@ -185,8 +185,9 @@ describeWith(['redis-server'], 'the shared counters, two replicas built as the g
 
   it('token windows: fixed, shared, a hold settles to what was spent, a refused request counts nothing, and the window ends at retryAfterMs', async () => {
     const [a, b] = await twoStores();
-    const fellBack: unknown[] = [];
-    const budgets = (s: RedisStore) => new TokenBudgets({ windows: s.counters.tokens, fallback: (e) => fellBack.push(e) });
+    const fellBack: string[] = [];
+    const fallback = new StoreFallback(silentLogger, (limit) => fellBack.push(limit));
+    const budgets = (s: RedisStore) => new TokenBudgets({ windows: s.counters.tokens, fallback });
     const one = budgets(a);
     const two = budgets(b);
     const limit = [{ scope: 'upstream' as const, key: 'u', limit: 100, windowMs: 1500 }];
@@ -212,7 +213,9 @@ describeWith(['redis-server'], 'the shared counters, two replicas built as the g
   it('task quota: records held on replica 1 count on replica 2, result bytes are shared, and a record leaves the counts when its ttl ends', async () => {
     const [a, b] = await twoStores();
     const limits = { maxRecordsPerPrincipal: 2, maxResultBytesPerPrincipal: 100, maxResultBytes: 150 };
-    const quota = (s: RedisStore) => new TaskQuota(limits, { quota: s.counters.taskQuota, fallback: (e) => expect.fail(String(e)) });
+    const fellBack: string[] = [];
+    const fallback = new StoreFallback(silentLogger, (limit) => fellBack.push(limit));
+    const quota = (s: RedisStore) => new TaskQuota(limits, { quota: s.counters.taskQuota, fallback });
     const one = quota(a);
     const two = quota(b);
     expect(await one.hold('t1', 'alice', 60_000)).toBe(true);
@@ -228,5 +231,6 @@ describeWith(['redis-server'], 'the shared counters, two replicas built as the g
     expect(await eventually(() => two.admits('alice'), 5000)).toBe(true);
     one.drop('t1');
     expect(await eventually(async () => (await two.charge('t4', 100)) === undefined, 5000)).toBe(true);
+    expect(fellBack).toEqual([]);
   });
 });

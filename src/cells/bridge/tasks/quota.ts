@@ -13,6 +13,7 @@
  * this replica's memory count (fail open) and `fallback` is told.
  */
 import type { SharedRecordQuota } from '../../../store/counters.js';
+import type { StoreFallback } from '../../../store/limiters.js';
 
 /** What one principal holds. */
 interface Holding {
@@ -41,8 +42,8 @@ export type ResultBound = 'maxResultBytesPerPrincipal' | 'maxResultBytes';
 /** Where the counts are shared (the Redis store), and where a check counted in memory is reported. */
 export interface SharedQuotaOptions {
   quota: SharedRecordQuota;
-  /** Called with the store's error each time a check falls back to this replica's memory count. */
-  fallback: (err: unknown) => void;
+  /** Told of each check counted in memory instead (`task-quota`), and when Redis counts again. */
+  fallback: StoreFallback;
 }
 
 /** The records this replica created, in memory. */
@@ -107,9 +108,11 @@ export class TaskQuota {
   private async remote<T>(op: (q: SharedRecordQuota) => Promise<T>): Promise<T | undefined> {
     if (!this.shared) return undefined;
     try {
-      return await op(this.shared.quota);
+      const answer = await op(this.shared.quota);
+      this.shared.fallback.counted();
+      return answer;
     } catch (e) {
-      this.shared.fallback(e);
+      this.shared.fallback.fellBack('task-quota', e);
       return undefined;
     }
   }
