@@ -15,6 +15,7 @@
  *   (dropped) drops it at once. The keys expire a minute after the last record they hold.
  */
 import type { RedisClientType } from 'redis';
+import { StoreUnavailable } from './shared.js';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 /** Token windows shared by all replicas (sampling budgets). Every call may throw StoreUnavailable. */
@@ -140,13 +141,22 @@ const bound = (n: number) => String(Number.isFinite(n) ? Math.floor(n) : -1);
 
 /**
  * The counters on Redis, over the store's command client. `run` wraps each command (it fails fast
- * with StoreUnavailable while Redis is unreachable).
+ * with StoreUnavailable while Redis is unreachable); a command not answered within `timeoutMs`
+ * rejects with StoreUnavailable too (what it did, if it arrives, stays done).
  */
 export function redisCounters(
   client: RedisClientType,
   keyPrefix: string,
   run: <T>(command: () => Promise<T>) => Promise<T>,
+  timeoutMs: number,
 ): SharedCounters {
+  const timed = <T>(command: () => Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new StoreUnavailable(`the shared store (Redis) did not answer within ${timeoutMs} ms`)), timeoutMs);
+    });
+    return Promise.race([run(command), late]).finally(() => clearTimeout(timer));
+  };
   const limiters = new Map<string, RateLimiterRedis>();
   /** The limiter of `points` per `windowMs` (Infinity: the one that adds without refusing). */
   const limiter = (points: number, windowMs: number) => {
@@ -167,7 +177,7 @@ export function redisCounters(
   };
   const tokens: SharedTokenWindows = {
     take: (id, n, limit, windowMs) =>
-      run(async () => {
+      timed(async () => {
         try {
           const r = await limiter(limit, windowMs).consume(id, n);
           return { admitted: true, used: r.consumedPoints - n, msLeft: r.msBeforeNext };
@@ -179,11 +189,11 @@ export function redisCounters(
     add: async (id, n, windowMs) => {
       if (n === 0) return;
       const l = limiter(Infinity, windowMs);
-      await run(() => (n > 0 ? l.penalty(id, n) : l.reward(id, -n)));
+      await timed(() => (n > 0 ? l.penalty(id, n) : l.reward(id, -n)));
     },
   };
   const keys = ['exp', 'who', 'bytes', 'records', 'pbytes', 'total'].map((k) => `${keyPrefix}quota:${k}`);
-  const quota = (...args: string[]) => run(() => client.eval(QUOTA_SCRIPT, { keys, arguments: args }));
+  const quota = (...args: string[]) => timed(() => client.eval(QUOTA_SCRIPT, { keys, arguments: args }));
   const taskQuota: SharedRecordQuota = {
     admits: async (principal, max) => (await quota('admits', principal, bound(max))) === 1,
     hold: async (taskId, principal, ttlMs, max) => (await quota('hold', taskId, principal, String(Math.ceil(ttlMs)), bound(max))) === 1,

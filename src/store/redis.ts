@@ -109,7 +109,7 @@ export class RedisStore implements SharedStore {
       leave: async (id) => void (await this.run(() => this.client.del(k(`replica:${id}`)))),
     };
     this.grants = this.grantStore(k('grants'), k('oauth-clients'));
-    this.counters = redisCounters(client, opts.keyPrefix, (command) => this.run(command));
+    this.counters = redisCounters(client, opts.keyPrefix, (command) => this.run(command), opts.connectTimeoutMs);
   }
 
   /** The grants in the hash `grantsKey` and the registered clients in the hash `clientsKey`. */
