@@ -4,6 +4,7 @@
  * (test/helpers/llm.ts), the fixture upstream over stdio. And Redis stopped: each replica counts in
  * its own memory, with one warning line and a metric.
  */
+import { createClient } from 'redis';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
@@ -167,7 +168,7 @@ describeWith(['redis-server'], 'the shared counters, two replicas built as the g
   /** Two stores on the test's Redis under one fresh prefix, once both are reachable. */
   async function twoStores(): Promise<[RedisStore, RedisStore]> {
     const keyPrefix = `counters-${stores.length}-`;
-    const made = [0, 1].map(() => RedisStore.create({ url: redis.url, keyPrefix, connectTimeoutMs: 2000, log: silentLogger }));
+    const made = [0, 1].map(() => RedisStore.create({ url: redis.url, keyPrefix, connectTimeoutMs: 400, log: silentLogger }));
     stores.push(...made);
     expect(await eventually(async () => (await Promise.all(made.map((s) => s.unavailable()))).every((u) => u === undefined), 5000)).toBe(
       true,
@@ -232,5 +233,26 @@ describeWith(['redis-server'], 'the shared counters, two replicas built as the g
     one.drop('t1');
     expect(await eventually(async () => (await two.charge('t4', 100)) === undefined, 5000)).toBe(true);
     expect(fellBack).toEqual([]);
+  });
+
+  it('a Redis that does not answer within store.connectTimeoutMs counts as unreachable: the request is counted in memory', async () => {
+    const [a] = await twoStores();
+    const fellBack: string[] = [];
+    const budgets = new TokenBudgets({
+      windows: a.counters.tokens,
+      fallback: new StoreFallback(silentLogger, (limit) => fellBack.push(limit)),
+    });
+    const admin = createClient({ url: redis.url });
+    await admin.connect();
+    try {
+      await admin.sendCommand(['CLIENT', 'PAUSE', '2000', 'ALL']);
+      const started = Date.now();
+      (await budgets.acquire([{ scope: 'upstream', key: 'u', limit: 100, windowMs: 60_000 }], 10)).release();
+      expect(Date.now() - started).toBeLessThan(1500);
+      expect(fellBack).toEqual(['sampling-budget']);
+    } finally {
+      await admin.sendCommand(['CLIENT', 'UNPAUSE']);
+      await admin.quit();
+    }
   });
 });
