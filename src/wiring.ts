@@ -151,7 +151,11 @@ export class Wiring {
   ) {
     const draining = () => this.draining;
     this.store = storeOf(cfg, log);
-    this.tasks = new TaskManager(this.store, log, this.replica, new TaskQuota(cfg.tasks));
+    // Fleet-wide limits that fall back to this replica's memory count while Redis is unreachable.
+    this.limitsFallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
+    const counters = this.store.counters;
+    const quota = new TaskQuota(cfg.tasks, counters && { quota: counters.taskQuota, fallback: this.limitsFallback });
+    this.tasks = new TaskManager(this.store, log, this.replica, quota);
     this.upstreams = upstreamsOf(cfg, log, draining);
     const keys = cfg.requestState.keys.length ? cfg.requestState.keys : [generatedKey()];
     this.generatedStateKey = cfg.requestState.keys.length === 0;
@@ -184,9 +188,13 @@ export class Wiring {
       samplingInFlight: () => this.sampler.inFlight(),
       census: () => this.census.snapshot(),
     });
-    this.limitsFallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
     this.dropped = new DroppedEntries(log, (upstream, kind, reason) => this.metrics.droppedEntries.inc({ upstream, kind, reason }));
-    this.sampler = new Sampler(cfg.sampling, this.metrics, log.child({ component: 'sampling' }));
+    this.sampler = new Sampler(
+      cfg.sampling,
+      this.metrics,
+      log.child({ component: 'sampling' }),
+      counters && { windows: counters.tokens, fallback: this.limitsFallback },
+    );
     this.census = new Census({
       upstreams: [...this.upstreams.keys()],
       onCount: (upstream, tool, feature) => this.metrics.deprecatedFeatureCalls.inc({ upstream, tool, feature }),

@@ -286,7 +286,9 @@ const UpstreamSamplingSchema = z
       .describe("Cap on a request's maxTokens for this upstream (the provider's cap applies too)"),
     budget: z
       .object({
-        windowMs: positiveMs('Length of the sliding window the budgets count over').default(3_600_000),
+        windowMs: positiveMs(
+          'Length of the window the budgets count over: sliding, per replica, with the in-memory store; fixed (opened by the first tokens counted) and fleet-wide on Redis',
+        ).default(3_600_000),
         tokens: z
           .number()
           .int()
@@ -868,7 +870,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(10_000)
           .describe(
-            'Most task records one caller holds at once on this replica (running or finished, until their ttlMs ends); beyond it the caller gets no new task (its calls are answered in the request; a tool that runs only as a task gets -32603 busy)',
+            'Most task records one caller holds at once, per replica with the in-memory store, fleet-wide on Redis (running or finished, until their ttlMs ends); beyond it the caller gets no new task (its calls are answered in the request; a tool that runs only as a task gets -32603 busy)',
           ),
         maxResultBytesPerPrincipal: z
           .number()
@@ -876,7 +878,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(64 * 1024 * 1024)
           .describe(
-            "Most bytes of results (as JSON) one caller's task records keep on this replica; a task whose result would exceed it ends failed (-32603 busy, naming the setting)",
+            "Most bytes of results (as JSON) one caller's task records keep (per replica in memory, fleet-wide on Redis); a task whose result would exceed it ends failed (-32603 busy, naming the setting)",
           ),
         maxResultBytes: z
           .number()
@@ -884,7 +886,7 @@ export const GatewayConfigSchema = z
           .positive()
           .default(512 * 1024 * 1024)
           .describe(
-            'Most bytes of results (as JSON) all task records keep on this replica together; a task whose result would exceed it ends failed (-32603 busy)',
+            'Most bytes of results (as JSON) all task records keep together (per replica in memory, fleet-wide on Redis); a task whose result would exceed it ends failed (-32603 busy)',
           ),
       })
       .strict()

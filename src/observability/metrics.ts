@@ -130,7 +130,10 @@ export class Metrics {
     labelNames: ['limit'] as const,
     registers: [this.registry],
   });
-  /** Requests a limit counted per replica in memory because the shared store (Redis) failed. */
+  /**
+   * Requests a limit counted per replica in memory because the shared store (Redis) failed, by limit
+   * (`rate`, `concurrency`, `sampling-budget`, `task-quota`).
+   */
   readonly limitsStoreFallback = new Counter({
     name: 'mrtr_limits_store_fallback_total',
     help: 'Requests counted by a limit in this replica only, because the shared store could not be reached, by limit',

@@ -217,7 +217,7 @@ export class Router {
     if (req.method === 'tools/call' && this.approvals.applies(name)) {
       // A call that becomes a task at once on a legacy upstream is asked in its task (src/router/approval-task.ts),
       // unless the caller holds all the task records it may: the round below asks it then.
-      const inTask = this.tasks.admits(ctx.principal) ? await approvalInTask(this.approvals, up, req, ctx, this.log) : undefined;
+      const inTask = (await this.tasks.admits(ctx.principal)) ? await approvalInTask(this.approvals, up, req, ctx, this.log) : undefined;
       if (inTask) ctx = inTask;
       else {
         const approved = await this.approvalGate.admit(name, req, ctx);

@@ -11,7 +11,7 @@ import type { GatewayConfig, SamplingProviderConfig, UpstreamSamplingConfig } fr
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { principalHash } from '../security/auth.js';
-import { Slots, TokenBudgets, type BudgetLimit, type Reservation } from './budget.js';
+import { Slots, TokenBudgets, type BudgetLimit, type Reservation, type SharedBudgetOptions } from './budget.js';
 import { SamplingError } from './errors.js';
 import { estimateInputTokens, parseSamplingParams, selectModel } from './mapping.js';
 import type { ProviderAdapter } from './providers.js';
@@ -58,18 +58,24 @@ const BACKOFF_MAX_MS = 8000;
 export class Sampler {
   /** Per configured provider: its config, its adapter once made (on its first request) and its slots. */
   private readonly providers = new Map<string, { cfg: SamplingProviderConfig; adapter?: ProviderAdapter; slots: Slots }>();
-  private readonly budgets = new TokenBudgets();
+  private readonly budgets: TokenBudgets;
   /**
    * The adapters' module, which loads both provider SDKs (a third of a second or more): loaded in
    * the background when a provider is configured, never by a gateway without one.
    */
   private readonly sdk: Promise<typeof import('./providers.js')> | undefined;
 
+  /**
+   * @param shared the fleet-wide token windows (the Redis store), and where a request counted in
+   *   memory because Redis was unreachable is reported; without it, budgets count in this process.
+   */
   constructor(
     cfg: GatewayConfig['sampling'],
     private readonly metrics: Metrics,
     private readonly log: Logger,
+    shared?: SharedBudgetOptions,
   ) {
+    this.budgets = new TokenBudgets(shared);
     for (const [name, p] of Object.entries(cfg.providers))
       this.providers.set(name, { cfg: p, slots: new Slots(p.maxConcurrent, p.maxQueued) });
     if (this.providers.size) {
@@ -122,7 +128,7 @@ export class Sampler {
       const maxTokens = Math.min(params.maxTokens, providerCfg.maxTokens, req.cfg.maxTokens ?? Infinity);
       Object.assign(line, { modelAlias: choice.alias, modelBy: choice.by, maxTokens });
       const body = adapter.build(params, choice, maxTokens);
-      reservation = this.budgets.reserve(this.limits(req), maxTokens);
+      reservation = await this.budgets.acquire(this.limits(req), maxTokens);
       releaseSlot = await slots.acquire(deadline, signal).catch((e: SamplingError) => {
         throw e.reason === 'cancelled' ? stopped() : new SamplingError(e.reason, e.message, { ...e.data, provider: name });
       });

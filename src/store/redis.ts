@@ -11,6 +11,7 @@
  *   field per upstream (sealed); a grant's refresh lock: `<prefix>grants-lock:<field>`, `SET NX PX`; a consent that failed at
  *   the callback: `<prefix>grants-failed:<field>`, `SET PX`;
  * - remembered approvals: `<prefix>approval:<key>`, `SET PX` (src/store/approvals.ts);
+ * - sampling budgets and task quotas: `<prefix>budget:*`, `<prefix>quota:*` (src/store/counters.ts);
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
  * - limits (src/store/limiters.ts): `<prefix>limit:<name>:<key>`, rate-limiter-flexible's counters
  *   (`RateLimiterRedis`), each expiring at the end of its window;
@@ -27,6 +28,7 @@ import type * as Rlf from 'rate-limiter-flexible';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Logger } from '../observability/log.js';
 import { redisRememberedApprovals, type RememberedApprovals } from './approvals.js';
+import { redisCounters, type SharedCounters } from './counters.js';
 import { grantField, type ConsentFailure, type GrantStore, type StoredGrant } from './grants.js';
 import type { TaskRecord, TaskStore } from './tasks.js';
 import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
@@ -52,6 +54,7 @@ export class RedisStore implements SharedStore {
   readonly replicas: ReplicaRegistry;
   readonly grants: GrantStore;
   readonly approvals: RememberedApprovals;
+  readonly counters: SharedCounters;
   private readonly listeners: ((record: TaskRecord) => void)[] = [];
   private readonly expireListeners: ((taskId: string, why: 'expired') => void)[] = [];
   private readonly reachableListeners: (() => void)[] = [];
@@ -111,6 +114,7 @@ export class RedisStore implements SharedStore {
     };
     this.grants = this.grantStore(k('grants'), k('oauth-clients'));
     this.approvals = redisRememberedApprovals(this.client, opts.keyPrefix, (command) => this.run(command));
+    this.counters = redisCounters(client, opts.keyPrefix, (command) => this.run(command), opts.connectTimeoutMs);
   }
 
   /** The grants in the hash `grantsKey` and the registered clients in the hash `clientsKey`. */

@@ -8,12 +8,14 @@
  *
  * Per replica, whatever the store: parked calls and their upstream sessions, running tasks' calls,
  * legacy sessions. Rate and concurrency limits are counted through {@link SharedStore.windowLimiter}
- * (src/store/limiters.ts): per replica in memory, fleet-wide on Redis.
+ * (src/store/limiters.ts): per replica in memory, fleet-wide on Redis; so are sampling budgets and task
+ * quotas ({@link SharedStore.counters}).
  */
 import { LRUCache } from 'lru-cache';
 import { MemoryRememberedApprovals, type RememberedApprovals } from './approvals.js';
 import type { RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RateLimiterMemory, type LimiterSource } from './limiters.js';
+import type { SharedCounters } from './counters.js';
 import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
@@ -75,6 +77,11 @@ export interface SharedStore extends LimiterSource {
   readonly grants: GrantStore;
   /** Approvals users asked to remember (docs/approvals.md), by the approval policy's key. */
   readonly approvals: RememberedApprovals;
+  /**
+   * Counters of the limits counted fleet-wide (sampling budgets, task quotas): on Redis only; with
+   * the in-memory store each limit counts in its own memory (src/store/counters.ts).
+   */
+  readonly counters?: SharedCounters;
   /** Tells every replica about a task record whose status changed (for `subscriptions/listen`). */
   publishTask(record: TaskRecord): Promise<void>;
   /** Calls `listener` with task records other replicas published. */

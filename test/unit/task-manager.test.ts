@@ -151,10 +151,10 @@ describe('TaskManager', () => {
 
   it('tasks.maxRecordsPerPrincipal: a caller at the bound is not admitted and create is -32603 busy; another caller is', async () => {
     const { tasks } = setup({ maxRecordsPerPrincipal: 1 });
-    expect(tasks.admits('alice')).toBe(true);
+    expect(await tasks.admits('alice')).toBe(true);
     await startTask(tasks);
-    expect(tasks.admits('alice')).toBe(false);
-    expect(tasks.admits('bob')).toBe(true);
+    expect(await tasks.admits('alice')).toBe(false);
+    expect(await tasks.admits('bob')).toBe(true);
     await expect(startTask(tasks)).rejects.toMatchObject({
       code: -32603,
       data: { upstream: 'u', reason: 'busy' },

@@ -359,7 +359,7 @@ export class BridgeServer {
     const taskAfterMs = toolTasks?.taskAfterMs ?? up.cfg.tasks.taskAfterMs;
     // A caller holding tasks.maxRecordsPerPrincipal records gets no new task: its call is answered
     // in the request, or, for a tool that runs only as a task, refused before it reaches the upstream.
-    const taskRoom = !tasksDeclared || this.tasks.admits(ctx.principal);
+    const taskRoom = !tasksDeclared || (await this.tasks.admits(ctx.principal));
     if (!taskRoom && toolTasks?.required && requestState === undefined) throw this.tasks.recordsFull(up.name);
     // During the drain a resumed call is answered in this request; a task would be cancelled at the end.
     const escalation: TaskEscalation | undefined =

@@ -157,8 +157,8 @@ export class TaskManager {
     });
   }
 
-  /** True when `principal` may hold one more task record here (`tasks.maxRecordsPerPrincipal`). */
-  admits(principal: string): boolean {
+  /** True when `principal` may hold one more task record (`tasks.maxRecordsPerPrincipal`; fleet-wide on Redis). */
+  admits(principal: string): Promise<boolean> {
     return this.quota.admits(principal);
   }
 
@@ -213,8 +213,6 @@ export class TaskManager {
     caller: TaskCaller,
     opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string },
   ): Promise<Record<string, unknown>> {
-    // The router checked admits() before the call started; calls that became tasks meanwhile may have filled the place.
-    if (!this.quota.admits(caller.principal)) throw this.recordsFull(caller.upstream);
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -227,8 +225,9 @@ export class TaskManager {
       ttlMs: opts.ttlMs,
       pollIntervalMs: opts.pollIntervalMs,
     };
-    this.quota.hold(record.taskId, caller.principal);
-    this.apply(record, exchange, false, opts.batchWindowMs);
+    // The router checked admits() before the call started; calls that became tasks meanwhile may have filled the place.
+    if (!(await this.quota.hold(record.taskId, caller.principal, record.ttlMs))) throw this.recordsFull(caller.upstream);
+    await this.apply(record, exchange, false, opts.batchWindowMs);
     try {
       await this.store.create(record);
     } catch (e) {
@@ -269,7 +268,7 @@ export class TaskManager {
   }
 
   /** Computes the record's status from the Exchange; returns whether anything changed. */
-  private apply(record: TaskRecord, exchange: Exchange, cancelRequested: boolean, batchWindowMs: number): boolean {
+  private async apply(record: TaskRecord, exchange: Exchange, cancelRequested: boolean, batchWindowMs: number): Promise<boolean> {
     let status: TaskStatus;
     let result: Record<string, unknown> | undefined;
     let error: TaskRecord['error'];
@@ -287,7 +286,7 @@ export class TaskManager {
       }
       const kept = result ?? error;
       const bytes = kept ? Buffer.byteLength(JSON.stringify(kept)) : 0;
-      const over = kept ? this.quota.charge(record.taskId, bytes) : undefined;
+      const over = kept ? await this.quota.charge(record.taskId, bytes) : undefined;
       if (over) {
         const whose = over === 'maxResultBytes' ? "the gateway's task records" : "this caller's task records";
         const what = result ? 'result' : 'error';
@@ -365,7 +364,7 @@ export class TaskManager {
       clearTimeout(live.batchTimer);
       live.batchTimer = setTimeout(() => this.sync(taskId), wait);
     }
-    if (!this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs)) return;
+    if (!(await this.apply(record, live.exchange, live.cancelRequested, live.batchWindowMs))) return;
     if (!(await this.store.put(record))) {
       // The record went away between the read and the write.
       if (live.exchange.outcome) {
