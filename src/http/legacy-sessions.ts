@@ -35,6 +35,7 @@ import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
 import type { Logger } from '../observability/log.js';
+import { audited, auditOutcome, type AuditLog } from '../observability/audit.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from './events.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
@@ -168,6 +169,8 @@ export interface LegacySessionDeps {
   record: (upstream: string, principal: string, r: RelayedRequest) => void;
   /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
   federation?: Federation;
+  /** The audit trail: a line per relayed request (on `POST /mcp` the router writes one per member call). Default: none. */
+  audit?: AuditLog;
 }
 
 /** The legacy sessions of a gateway. */
@@ -434,9 +437,13 @@ export class LegacySessions implements LegacySessionList {
     const hooks: RelayHooks = {
       downstream: transport,
       log: this.log.child({ upstream, principal: principalHash(who.principal) }),
-      onRequest: (r) => this.record(upstream, who.principal, r),
+      onRequest: (r) => {
+        this.record(upstream, who.principal, r);
+        if (upstreamEra !== 'federated') this.auditLine(session!, r);
+      },
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
+      transport: transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http',
     };
     const relay =
       upstreamEra === 'federated'
@@ -444,6 +451,27 @@ export class LegacySessions implements LegacySessionList {
         : this.deps.router.openRelay(upstream, upstreamEra, who, hooks);
     session = this.session(upstream, who, transport, relay);
     return session;
+  }
+
+  /** The audit line of request `r` that session `s` relayed (src/observability/audit.ts). */
+  private auditLine(s: LegacySession, r: RelayedRequest): void {
+    const audit = this.deps.audit;
+    if (!audit?.enabled || !audited(r.method)) return;
+    audit.record({
+      principal: s.principal,
+      upstream: s.upstream,
+      method: r.method,
+      name: r.name,
+      argsDigest: r.argsDigest,
+      approval: r.approval,
+      outcome: auditOutcome({ error: r.code === undefined ? undefined : { code: r.code }, approval: r.approval, refused: r.refused }),
+      code: r.code,
+      reason: r.reason,
+      durationMs: r.durationMs,
+      rpcId: r.id ?? undefined,
+      era: s.relay.negotiated ?? 'legacy',
+      transport: s.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http',
+    });
   }
 
   /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
