@@ -7,6 +7,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { ENV_PASSTHROUGH_PATTERN } from './child-env.js';
+import { UpstreamApprovalsSchema } from './approvals-schema.js';
 import { checkCredentials, CredentialsSectionSchema, UpstreamCredentialsSchema } from './credentials-schema.js';
 import { federationMembers } from './federation-members.js';
 import { isGlob, toolAllowed } from './globs.js';
@@ -332,6 +333,7 @@ const ToolPolicySchema = z
 const upstreamCommon = {
   tools: ToolPolicySchema.prefault({}),
   credentials: UpstreamCredentialsSchema,
+  approvals: UpstreamApprovalsSchema.prefault({}),
   required: z
     .boolean()
     .default(false)

@@ -85,6 +85,7 @@ export function legacyRecorder(log: Logger, metrics: Metrics): (upstream: string
         outcome: r.outcome,
         code: r.code,
         reason: r.reason,
+        approval: r.approval,
         era: 'legacy',
       },
       'request',

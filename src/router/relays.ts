@@ -11,6 +11,9 @@
  * (src/router/consent-gate.ts): the caller's credential is resolved before the upstream side opens,
  * and goes on every upstream HTTP request as headers, or into the environment of the session's own
  * stdio child. Without the credentials layer, `forwardAuthorization` sends the caller's token as before.
+ *
+ * An upstream with `approvals` gets its relay behind an approval relay (src/router/approval-relay.ts),
+ * inside the consent gate when there is one: the user approves each such `tools/call` first.
  */
 import { PassThroughRelay } from '../cells/legacy/passthrough.js';
 import { ReverseRelay, reverseSettings } from '../cells/reverse/reverse.js';
@@ -24,6 +27,8 @@ import type { UpstreamCredential } from '../upstream/credential.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
 import { createModernUpstream, tracedModernUpstream } from '../upstream/modern.js';
 import type { RequestId } from '../protocol/wire.js';
+import { ApprovalRelay } from './approval-relay.js';
+import type { Approvals } from './approvals.js';
 import { ConsentGate } from './consent-gate.js';
 import type { Upstream, UpstreamEra } from './upstream.js';
 
@@ -58,7 +63,9 @@ export interface RelayParts {
   metrics: Pick<Metrics, 'secretDeclines'>;
   /** Per-user upstream credentials; undefined: every upstream static (forwardAuthorization as configured). */
   credentials?: UpstreamCredentials;
-  cfg: Pick<GatewayConfig, 'credentials'>;
+  cfg: Pick<GatewayConfig, 'credentials' | 'requestState'>;
+  /** The approval policy (src/router/approvals.ts); undefined: no call is asked about. */
+  approvals?: Approvals;
 }
 
 /**
@@ -102,8 +109,32 @@ export function relayTo(up: Upstream, upstreamEra: UpstreamEra, who: RelayCaller
   });
 }
 
-/** The relay of the era pair, its upstream side carrying `credential`. */
+/** The relay of the era pair, its upstream side carrying `credential`; behind an approval relay when the upstream has approvals. */
 function openRelay(
+  up: Upstream,
+  upstreamEra: UpstreamEra,
+  hooks: RelayHooks,
+  parts: RelayParts,
+  who: RelayCaller,
+  credential: RelayCredential,
+): LegacyRelay {
+  const approvals = parts.approvals;
+  if (!approvals?.applies(up.name)) return eraRelay(up, upstreamEra, hooks, parts, who, credential);
+  return new ApprovalRelay({
+    upstream: up.name,
+    caller: who,
+    approvals,
+    tools: up.cfg.tools,
+    waitMs: parts.cfg.requestState.ttlMs,
+    downstream: hooks.downstream,
+    log: hooks.log.child({ component: 'approvals' }),
+    onRequest: hooks.onRequest,
+    open: (downstream, onRequest) => eraRelay(up, upstreamEra, { ...hooks, downstream, onRequest }, parts, who, credential),
+  });
+}
+
+/** The relay of the era pair, its upstream side carrying `credential`. */
+function eraRelay(
   up: Upstream,
   upstreamEra: UpstreamEra,
   hooks: RelayHooks,

@@ -40,6 +40,7 @@ import type { AuditNote, CallContext } from '../protocol/connection.js';
 import { argumentsDigest, audited, auditOutcome, AuditLog, type CallEnd } from '../observability/audit.js';
 import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
 import { CredentialGate } from './consent.js';
+import { ApprovalGate, Approvals, listThrough } from './approvals.js';
 
 /**
  * `work`, or -32603 `cancelled` as soon as `signal` aborts (the client went away): the request is
@@ -127,6 +128,10 @@ export class Router {
   private readonly gate: CredentialGate;
   /** The audit trail (src/observability/audit.ts). */
   private readonly audit: AuditLog;
+  /** Which tool calls the user must approve first, and the remembered approvals (src/router/approvals.ts). */
+  readonly approvals: Approvals;
+  /** Asks 2026-07-28 clients to approve tool calls (src/router/approvals.ts). */
+  private readonly approvalGate: ApprovalGate;
 
   constructor(parts: RouterParts) {
     this.cfg = parts.cfg;
@@ -154,6 +159,13 @@ export class Router {
       parts.cfg.credentials.consentTtlMs,
       (name) => (parts.cfg.upstreams[name]?.credentials.mode ?? 'static') !== 'static',
     );
+    this.approvals = new Approvals(
+      (name) => parts.cfg.upstreams[name]?.approvals,
+      parts.store.approvals,
+      listThrough((name, req, ctx) => this.handle(name, req, ctx)),
+    );
+    for (const [name, up] of parts.upstreams) up.tools.onInvalidate(() => this.approvals.forget(name));
+    this.approvalGate = new ApprovalGate(this.approvals, parts.sealer, parts.store.spent, parts.cfg.requestState.ttlMs);
   }
 
   /** True once the gateway drains: only work already held here is routed. */
@@ -174,11 +186,14 @@ export class Router {
    * Serves one validated request for upstream `name`. The upstream's `tools` policy applies to
    * both eras: a tool it does not serve is left out of `tools/list`, and its `tools/call` is
    * refused before anything goes upstream.
+   * A `tools/call` of a tool the upstream's `approvals` name is asked of the user first, after the
+   * credential gate and before routing (src/router/approvals.ts).
    * @returns the JSON-RPC `result` (always with `resultType`), or a consent round's `input_required`
-   *   (src/router/consent.ts).
+   *   (src/router/consent.ts), or an approval round's, or the refusal the user chose (`isError`).
    * @throws GatewayError: -32601 (404) unknown upstream or capability the upstream lacks; -32602 bad
    *   requestState/inputResponses, or a tool the `tools` policy does not serve ("Unknown tool");
-   *   -32021 (400) missing client capability (`elicitation.url` for a consent round); -32603
+   *   -32021 (400) missing client capability (`elicitation.url` for a consent round,
+   *   `elicitation.form` for an approval round); -32603
    *   upstream failure (`upstream-authorization`: the user must authorize the upstream first, a
    *   token endpoint failed, or the upstream refused the user's token).
    * A request whose context has an `origin` (a client's request) gets its audit line here, once
@@ -251,9 +266,21 @@ export class Router {
       // A consent round's retry runs as a fresh call, which the drain does not admit.
       if (this.draining() && !Router.drainAdmits(req)) throw shuttingDown(name);
     } else if (ctx.credential) ctx = { ...ctx, credential: undefined };
+    if (req.method === 'tools/call' && this.approvals.applies(name)) {
+      const approved = await this.approvalGate.admit(name, req, ctx);
+      if (approved.answer) return approved.answer;
+      // An approval round's retry runs as a fresh call, which the drain does not admit.
+      if (approved.req !== req && this.draining() && !Router.drainAdmits(approved.req)) throw shuttingDown(name);
+      req = approved.req;
+    }
     try {
       const result = await this.route(up, req, ctx);
-      if (req.method === 'tools/list' && result.tools !== undefined) result.tools = up.servedList(result.tools);
+      if (req.method === 'tools/list' && result.tools !== undefined) {
+        result.tools = up.servedList(result.tools);
+        // A complete listing tells the approval policy the tools' annotations.
+        if (req.params.cursor === undefined && result.nextCursor === undefined && Array.isArray(result.tools))
+          this.approvals.saw(name, result.tools as unknown[]);
+      }
       return result;
     } catch (e) {
       throw await this.refusedOr(up, ctx, e);

@@ -64,6 +64,11 @@ export interface StateClaims {
    */
   cs?: true;
   /**
+   * Set on the states of the gateway's own approval rounds (src/router/approvals.ts: the user must
+   * approve the call first), which open neither a parked Exchange nor an upstream's state.
+   */
+  ap?: true;
+  /**
    * Replay mode: every question of the call so far, in order, with its answer once given; the
    * questions without an answer are those of `keys`. No Exchange is parked (`ex` and `rep` are empty).
    */

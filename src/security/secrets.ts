@@ -12,6 +12,14 @@ function normalize(name: string): string {
 }
 
 /**
+ * Whether a property or argument name says its value is a secret: password, passphrase, secret,
+ * token, api key, private key, credential (case and separator insensitive: "API_Key", "apiKey").
+ */
+export function secretName(name: string): boolean {
+  return SECRET_NAME.test(normalize(name));
+}
+
+/**
  * Names of the properties of a form elicitation's `requestedSchema` that ask for a secret:
  * `format: "password"`, or a name like password, passphrase, secret, token, api key, private key,
  * credential (case and separator insensitive). Empty when the form asks for none.
@@ -20,6 +28,6 @@ export function secretFields(requestedSchema: unknown): string[] {
   const props = (requestedSchema as { properties?: Record<string, unknown> } | undefined)?.properties;
   if (!props || typeof props !== 'object') return [];
   return Object.entries(props)
-    .filter(([name, def]) => (def as { format?: unknown } | null)?.format === 'password' || SECRET_NAME.test(normalize(name)))
+    .filter(([name, def]) => (def as { format?: unknown } | null)?.format === 'password' || secretName(name))
     .map(([name]) => name);
 }

@@ -10,6 +10,7 @@
  *   tokens sealed by the caller); registered OAuth clients: the hash `<prefix>oauth-clients`, one
  *   field per upstream (sealed); a grant's refresh lock: `<prefix>grants-lock:<field>`, `SET NX PX`; a consent that failed at
  *   the callback: `<prefix>grants-failed:<field>`, `SET PX`;
+ * - remembered approvals: `<prefix>approval:<key>`, `SET PX` (src/store/approvals.ts);
  * - task status changes: published on `<prefix>tasks` for the other replicas' listen streams;
  * - readiness probe: `<prefix>probe:<random id>`, written and read back (expiring after a minute),
  *   so that a Redis user whose ACL does not cover the prefix reads as not ready.
@@ -21,6 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { RedisClientType } from 'redis';
 import type { Logger } from '../observability/log.js';
+import { redisRememberedApprovals, type RememberedApprovals } from './approvals.js';
 import { grantField, type ConsentFailure, type GrantStore, type StoredGrant } from './grants.js';
 import type { TaskRecord, TaskStore } from './tasks.js';
 import { StoreUnavailable, type ReplicaInfo, type ReplicaRegistry, type SharedStore, type SpentStates } from './shared.js';
@@ -45,6 +47,7 @@ export class RedisStore implements SharedStore {
   readonly spent: SpentStates;
   readonly replicas: ReplicaRegistry;
   readonly grants: GrantStore;
+  readonly approvals: RememberedApprovals;
   private readonly listeners: ((record: TaskRecord) => void)[] = [];
   private readonly expireListeners: ((taskId: string, why: 'expired') => void)[] = [];
   private readonly reachableListeners: (() => void)[] = [];
@@ -103,6 +106,7 @@ export class RedisStore implements SharedStore {
       leave: async (id) => void (await this.run(() => this.client.del(k(`replica:${id}`)))),
     };
     this.grants = this.grantStore(k('grants'), k('oauth-clients'));
+    this.approvals = redisRememberedApprovals(this.client, opts.keyPrefix, (command) => this.run(command));
   }
 
   /** The grants in the hash `grantsKey` and the registered clients in the hash `clientsKey`. */

@@ -1,7 +1,8 @@
 /**
  * What several replicas of the gateway share, behind one interface: task records, the spent
  * requestState ids, the registry of live replicas, task status changes as they happen, and the
- * per-user upstream grants (src/store/grants.ts, their tokens sealed). In
+ * per-user upstream grants (src/store/grants.ts, their tokens sealed), the remembered approvals
+ * (src/store/approvals.ts). In
  * memory (the default) it serves one replica; on Redis (`store.kind: "redis"`) every replica sees
  * the same (src/store/redis.ts).
  *
@@ -9,6 +10,7 @@
  * legacy sessions, rate and concurrency limits.
  */
 import { LRUCache } from 'lru-cache';
+import { MemoryRememberedApprovals, type RememberedApprovals } from './approvals.js';
 import { MemoryGrantStore, type GrantStore } from './grants.js';
 import { MemoryTaskStore, type TaskRecord, type TaskStore } from './tasks.js';
 
@@ -68,6 +70,8 @@ export interface SharedStore {
   readonly replicas: ReplicaRegistry;
   /** Per-user upstream grants and registered OAuth clients (their secrets sealed by the caller). */
   readonly grants: GrantStore;
+  /** Approvals users asked to remember (docs/approvals.md), by the approval policy's key. */
+  readonly approvals: RememberedApprovals;
   /** Tells every replica about a task record whose status changed (for `subscriptions/listen`). */
   publishTask(record: TaskRecord): Promise<void>;
   /** Calls `listener` with task records other replicas published. */
@@ -130,6 +134,7 @@ export class MemoryStore implements SharedStore {
   readonly tasks: TaskStore;
   readonly spent = new MemorySpentStates();
   readonly grants: GrantStore = new MemoryGrantStore();
+  readonly approvals: RememberedApprovals = new MemoryRememberedApprovals();
   private self: ReplicaInfo | undefined;
   readonly replicas: ReplicaRegistry = {
     heartbeat: async (self) => void (this.self = self),

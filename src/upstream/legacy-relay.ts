@@ -48,6 +48,8 @@ export interface LegacyRelay {
 
 /** What one relayed request did, for the request log and metrics. */
 export interface RelayedRequest {
+  /** The client's JSON-RPC id of the request (for a wrapper that adds to the record, and the audit line's `rpcId`). */
+  id?: RequestId;
   method: string;
   name?: string;
   durationMs: number;
@@ -57,8 +59,6 @@ export interface RelayedRequest {
   reason?: string;
   /** What the gateway's approval policy did for this request (`tools/call` only). */
   approval?: ApprovalAudit;
-  /** The client's JSON-RPC id of the request. */
-  id?: RequestId;
   /** `argumentsDigest` of its params (src/observability/audit.ts): `tools/call` and `prompts/get`. */
   argsDigest?: string;
   /** True when the gateway refused it before anything went upstream (a tool its `tools` policy does not serve). */

@@ -49,6 +49,7 @@ export class ToolCatalog {
   private readonly watched = new WeakSet<UpstreamSession>();
   /** Bumped on every invalidation, so that a listing started before it is not stored after it. */
   private generation = 0;
+  private readonly invalidated: (() => void)[] = [];
 
   /**
    * @param max most views kept.
@@ -109,6 +110,12 @@ export class ToolCatalog {
     this.generation++;
     this.entries.clear();
     this.loading.clear();
+    for (const l of this.invalidated) l();
+  }
+
+  /** Calls `listener` on every {@link invalidate} (the upstream's tools changed). */
+  onInvalidate(listener: () => void): void {
+    this.invalidated.push(listener);
   }
 
   /** Invalidates the cache whenever `session` reports `notifications/tools/list_changed` (once per session). */

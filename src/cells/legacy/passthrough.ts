@@ -184,8 +184,7 @@ export class PassThroughRelay implements LegacyRelay {
       const refused =
         m.method === 'tools/call' && typeof params.name === 'string' ? toolCallRefusal(this.init.cfg.tools, params.name) : undefined;
       if (refused) {
-        // A tool the gateway does not serve is refused here too; nothing goes upstream
-        // (so no span says it did: the unended relay span is dropped).
+        // A tool the gateway does not serve is refused here too; nothing goes upstream (its relay span is dropped).
         if (trace) trace.client = undefined;
         return this.answerError(m.id!, refused.code, refused.message, refused.data, true);
       }
@@ -379,9 +378,9 @@ export class PassThroughRelay implements LegacyRelay {
       if (req) {
         const error = m.error as { code?: number } | undefined;
         this.init.onRequest?.({
+          id: m.id,
           method: req.method,
           name: req.name,
-          id: m.id,
           argsDigest: req.argsDigest,
           durationMs: performance.now() - req.startedAt,
           outcome: error ? 'error' : 'complete',
@@ -538,9 +537,9 @@ export class PassThroughRelay implements LegacyRelay {
     const reason = reasonOf(data);
     if (req)
       this.init.onRequest?.({
+        id,
         method: req.method,
         name: req.name,
-        id,
         argsDigest: req.argsDigest,
         durationMs: performance.now() - req.startedAt,
         outcome: 'error',
@@ -555,8 +554,7 @@ export class PassThroughRelay implements LegacyRelay {
 
   private forget(id: RequestId): void {
     const req = this.inflight.get(id);
-    // Still open here: the client cancelled the request.
-    this.endTrace(req, { failed: 'cancelled', message: 'The client cancelled the request' });
+    this.endTrace(req, { failed: 'cancelled', message: 'The client cancelled the request' }); // still open: the client cancelled it
     if (req?.progressToken !== undefined) this.progressOwner.delete(req.progressToken);
     clearTimeout(req?.poll);
     this.inflight.delete(id);

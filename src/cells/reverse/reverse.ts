@@ -190,9 +190,9 @@ export class ReverseRelay implements LegacyRelay {
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
     const reason = reasonOf(answer.error?.data);
     this.init.onRequest?.({
+      id: m.id,
       method: entry.method,
       name: entry.name,
-      id: m.id,
       argsDigest: entry.argsDigest,
       ...(entry.refused ? { refused: true } : {}),
       durationMs: performance.now() - entry.startedAt,
