@@ -128,7 +128,8 @@ export class AuditLog {
         level: 'info',
         base: undefined,
         messageKey: 'msg',
-        timestamp: pino.stdTimeFunctions.isoTime,
+        // No level on an audit line, so `time` opens it (pino's isoTime would start with a comma).
+        timestamp: () => `"time":"${new Date().toISOString()}"`,
         formatters: { level: () => ({}) },
       },
       stream,
