@@ -43,7 +43,6 @@ import type { Logger } from '../observability/log.js';
 import type { UpstreamCredential } from '../upstream/credential.js';
 import { URL_ELICITATION_REQUIRED } from '../upstream/failures.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../upstream/legacy-relay.js';
-import { argumentsDigest } from '../observability/audit.js';
 
 type Message = RelayMessage;
 
@@ -400,10 +399,9 @@ export class ConsentGate implements LegacyRelay {
     const error = 'error' in answer ? answer.error : undefined;
     const reason = reasonOf(error?.data);
     this.init.onRequest?.({
+      id: m.id,
       method: m.method!,
       name: typeof m.params?.name === 'string' ? m.params.name : typeof m.params?.uri === 'string' ? m.params.uri : undefined,
-      id: m.id,
-      argsDigest: argumentsDigest(m.method!, m.params),
       durationMs: performance.now() - startedAt,
       outcome: error ? 'error' : 'complete',
       ...(error ? { code: error.code } : {}),

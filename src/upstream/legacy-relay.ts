@@ -59,10 +59,6 @@ export interface RelayedRequest {
   reason?: string;
   /** What the gateway's approval policy did for this request (`tools/call` only). */
   approval?: ApprovalAudit;
-  /** `argumentsDigest` of its params (src/observability/audit.ts): `tools/call` and `prompts/get`. */
-  argsDigest?: string;
-  /** True when the gateway refused it before anything went upstream (a tool its `tools` policy does not serve). */
-  refused?: boolean;
 }
 
 /** What the downstream transport offers with one client message. */

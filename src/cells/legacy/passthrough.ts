@@ -69,7 +69,6 @@ import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
 import type { Sampler } from '../../sampling/sampler.js';
 import { secretRedactor } from '../../security/redact.js';
-import { argumentsDigest } from '../../observability/audit.js';
 
 type Message = { jsonrpc: '2.0'; id?: RequestId; method?: string; params?: Record<string, unknown>; result?: unknown; error?: unknown };
 
@@ -112,8 +111,6 @@ const SAMPLING_TOOLS_REVISION = '2025-11-25';
 interface InFlight {
   method: string;
   name?: string;
-  /** The audit line's digest of the arguments (`argumentsDigest`). */
-  argsDigest?: string;
   startedAt: number;
   progressToken?: RequestId;
   /** The timer that closes the request's SSE stream (SSE polling). */
@@ -172,7 +169,6 @@ export class PassThroughRelay implements LegacyRelay {
       this.inflight.set(m.id!, {
         method: m.method!,
         name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
-        argsDigest: argumentsDigest(m.method!, params),
         startedAt: performance.now(),
         progressToken: token,
         poll,
@@ -186,7 +182,7 @@ export class PassThroughRelay implements LegacyRelay {
       if (refused) {
         // A tool the gateway does not serve is refused here too; nothing goes upstream (its relay span is dropped).
         if (trace) trace.client = undefined;
-        return this.answerError(m.id!, refused.code, refused.message, refused.data, true);
+        return this.answerError(m.id!, refused.code, refused.message, refused.data);
       }
       return within(trace?.client, () => this.toUpstream(m));
     } else if (kind === 'notification' && m.method === 'notifications/cancelled') {
@@ -381,7 +377,6 @@ export class PassThroughRelay implements LegacyRelay {
           id: m.id,
           method: req.method,
           name: req.name,
-          argsDigest: req.argsDigest,
           durationMs: performance.now() - req.startedAt,
           outcome: error ? 'error' : 'complete',
           code: error?.code,
@@ -530,7 +525,7 @@ export class PassThroughRelay implements LegacyRelay {
     return (this.up?.send({ jsonrpc: '2.0', id, ...answer } as JSONRPCMessage) ?? Promise.resolve()).catch(() => {});
   }
 
-  private async answerError(id: RequestId, code: number, message: string, data?: unknown, refused = false): Promise<void> {
+  private async answerError(id: RequestId, code: number, message: string, data?: unknown): Promise<void> {
     const req = this.inflight.get(id);
     this.endTrace(req, { error: { code, message, data } });
     this.forget(id);
@@ -540,12 +535,10 @@ export class PassThroughRelay implements LegacyRelay {
         id,
         method: req.method,
         name: req.name,
-        argsDigest: req.argsDigest,
         durationMs: performance.now() - req.startedAt,
         outcome: 'error',
         code,
         ...(reason ? { reason } : {}),
-        ...(refused ? { refused } : {}),
       });
     await this.init.downstream
       .send({ jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } } as JSONRPCMessage)

@@ -41,7 +41,6 @@ import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../../upstream/legacy-relay.js';
-import { argumentsDigest } from '../../observability/audit.js';
 
 type Message = RelayMessage;
 
@@ -94,12 +93,8 @@ class CredentialRefused extends Error {
 interface InFlight {
   method: string;
   name?: string;
-  /** The audit line's digest of the arguments (`argumentsDigest`). */
-  argsDigest?: string;
   startedAt: number;
   abort: AbortController;
-  /** Set when the gateway refused the request itself (a tool its `tools` policy does not serve). */
-  refused?: boolean;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -149,7 +144,6 @@ export class ReverseRelay implements LegacyRelay {
     const entry: InFlight = {
       method: m.method!,
       name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
-      argsDigest: argumentsDigest(m.method!, params),
       startedAt: performance.now(),
       abort: new AbortController(),
     };
@@ -193,8 +187,6 @@ export class ReverseRelay implements LegacyRelay {
       id: m.id,
       method: entry.method,
       name: entry.name,
-      argsDigest: entry.argsDigest,
-      ...(entry.refused ? { refused: true } : {}),
       durationMs: performance.now() - entry.startedAt,
       outcome: answer.error ? 'error' : 'complete',
       code: answer.error?.code,
@@ -216,10 +208,7 @@ export class ReverseRelay implements LegacyRelay {
       case 'tools/call':
         if (typeof params.name === 'string') {
           const refused = toolCallRefusal(this.init.tools, params.name);
-          if (refused) {
-            entry.refused = true;
-            return { error: refused.toJSON() as NonNullable<Message['error']> };
-          }
+          if (refused) return { error: refused.toJSON() as NonNullable<Message['error']> };
         }
         return this.rounds(m, entry);
       case 'prompts/get':
