@@ -97,6 +97,11 @@ export function auditOutcome(end: CallEnd): AuditOutcome {
   return 'complete';
 }
 
+/** `audit.destination` names a file that cannot be opened for appending (the start stops, exit code 2). */
+export class AuditDestinationError extends Error {
+  override name = 'AuditDestinationError';
+}
+
 /** The audit trail's logger (see the file header). */
 export class AuditLog {
   /** An audit log that writes nothing (`audit.enabled` false, library use, unit tests). */
@@ -111,7 +116,7 @@ export class AuditLog {
   /**
    * The audit log `cfg` configures. A file is opened for appending now (never created with its
    * directory), so a destination that cannot be written stops the start.
-   * @throws Error naming `audit.destination` when the file cannot be opened.
+   * @throws AuditDestinationError when the file cannot be opened.
    */
   static open(cfg: GatewayConfig['audit'], log: Logger): AuditLog {
     if (!cfg.enabled) return AuditLog.off;
@@ -145,7 +150,9 @@ export class AuditLog {
     try {
       fd = openSync(destination, 'a');
     } catch (e) {
-      throw new Error(`audit.destination: cannot open '${destination}' for appending (${(e as Error).message})`);
+      throw new AuditDestinationError(
+        `audit.destination: cannot open '${destination}' for appending (${(e as Error).message}); its directory must exist`,
+      );
     }
     return pinoDestination({ dest: fd, sync: false, mkdir: false });
   }

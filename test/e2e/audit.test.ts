@@ -6,7 +6,7 @@
  * asked, accepted and declined, an upstream error, tool-policy refusals and a 429. No argument and
  * nothing typed into a form is in the file; the principal is hashed.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -16,6 +16,7 @@ import { principalHash } from '../../src/security/auth.js';
 import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { elicitingClient } from '../helpers/v1client.js';
 import { eventually, fixtureStdio, modernStdio } from '../helpers/fixture.js';
+import { runCli } from '../helpers/cli.js';
 
 const KEY = 'key-of-auditor-0123456789';
 /** The caller's principal as configured (auth apiKeys), and as the gateway names it. */
@@ -121,6 +122,11 @@ describe('audit trail', () => {
       105,
     );
     expect(declined.body.result.isError).toBe(true);
+    // 4b. No form capability: -32021; a requestState that is not a sealed state: -32602. Both refused.
+    const noForm = await rpc(gw.url('fx'), 'tools/call', { name: 'echo_after_ask', arguments: args }, { headers: AUTH, id: 121 });
+    expect(noForm.body.error.code).toBe(-32021);
+    const badState = await call('/fx', { name: 'echo_after_ask', arguments: args, inputResponses: {}, requestState: 'not-a-state' }, 122);
+    expect(badState.body.error.code).toBe(-32602);
     // 5. The upstream's error (a result its SDK refuses); 6. a tool the policy does not serve; 7. ping and server/discover: no line.
     const bad = await call('/fx', { name: 'bad_result', arguments: {} }, 106);
     const badCode = bad.body.error.code;
@@ -146,9 +152,30 @@ describe('audit trail', () => {
     // 10. A legacy call of a tool the policy does not serve.
     await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toThrow(/crash/);
 
-    const got = await linesSoon(11);
-    expect(got).toHaveLength(11);
+    const got = await linesSoon(13);
+    expect(got).toHaveLength(13);
     const of2026 = got.filter((l) => l.era === '2026-07-28');
+    expect(of2026.slice(5, 7)).toEqual([
+      expect.objectContaining({
+        ...modern,
+        upstream: 'fx',
+        name: 'echo_after_ask',
+        argsDigest: digestOf(args),
+        outcome: 'refused',
+        code: -32021,
+        rpcId: 121,
+      }),
+      expect.objectContaining({
+        ...modern,
+        upstream: 'fx',
+        name: 'echo_after_ask',
+        argsDigest: digestOf(args),
+        outcome: 'refused',
+        code: -32602,
+        rpcId: 122,
+      }),
+    ]);
+    of2026.splice(5, 2);
     expect(of2026.slice(0, 7)).toEqual([
       expect.objectContaining({
         ...modern,
@@ -263,6 +290,16 @@ describe('audit trail', () => {
     // Nothing typed, no argument, no raw principal, no key.
     const text = fileText();
     for (const secret of [TYPED, RAW_ARG, PRINCIPAL, KEY]) expect(text).not.toContain(secret);
+  });
+});
+
+describe('audit destination', () => {
+  it('a file whose directory does not exist stops the start with exit code 2, naming audit.destination', async () => {
+    const file = join(dir, 'gateway.config.json');
+    writeFileSync(file, JSON.stringify({ audit: { destination: join(dir, 'missing', 'audit.jsonl') }, upstreams: { fx: fixtureStdio() } }));
+    const r = await runCli(['--config', file, '--port', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^mrtr-gateway: audit\.destination: cannot open '.*missing\/audit\.jsonl' for appending/);
   });
 });
 
