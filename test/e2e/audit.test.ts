@@ -152,8 +152,13 @@ describe('audit trail', () => {
     // 10. A legacy call of a tool the policy does not serve.
     await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toThrow(/crash/);
 
-    const got = await linesSoon(13);
-    expect(got).toHaveLength(13);
+    // 11. A legacy client on the federated /mcp: one line per member call, from the router.
+    const fed = await elicitingClient(`${gw.base}/mcp`, AUTH, false, async () => ({ action: 'cancel' }));
+    clients.push(fed.client);
+    expect((await fed.client.listTools()).tools.length).toBeGreaterThan(0);
+
+    const got = await linesSoon(15);
+    expect(got).toHaveLength(15);
     const of2026 = got.filter((l) => l.era === '2026-07-28');
     expect(of2026.slice(5, 7)).toEqual([
       expect.objectContaining({
@@ -256,7 +261,17 @@ describe('audit trail', () => {
     for (const l of federated) expect(l).toMatchObject({ ...modern, method: 'tools/list', outcome: 'complete', rpcId: 110 });
     expect(federated[0].argsDigest).toBeUndefined();
 
-    const legacy = got.filter((l) => l.era !== '2026-07-28');
+    const federatedLegacy = got.filter((l) => l.era !== '2026-07-28' && l.upstream === '*');
+    expect(federatedLegacy.map((l) => l.member).sort()).toEqual(['fx', 'mod']);
+    for (const l of federatedLegacy)
+      expect(l).toMatchObject({
+        principal: hashed,
+        era: '2025-11-25',
+        transport: 'streamable-http',
+        method: 'tools/list',
+        outcome: 'complete',
+      });
+    const legacy = got.filter((l) => l.era !== '2026-07-28' && l.upstream === 'fx');
     expect(legacy).toEqual([
       expect.objectContaining({
         principal: hashed,
