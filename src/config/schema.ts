@@ -652,7 +652,9 @@ export const GatewayConfigSchema = z
           .describe(
             'Keys sealing requestState (see docs/security.md). The first key seals; every key opens, so to rotate put the new key first and keep the old one until its states expired. Empty: a key is generated at start (a warning is logged) and states die with the process.',
           ),
-        ttlMs: positiveMs('Lifetime of a sealed requestState and of the parked call behind it').default(600_000),
+        ttlMs: positiveMs(
+          "Lifetime of a sealed requestState and of the parked call behind it; also how long a legacy session's approval form waits for its answer",
+        ).default(600_000),
       })
       .strict()
       .prefault({}),

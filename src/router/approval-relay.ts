@@ -15,6 +15,9 @@
  * - A client that did not declare form-mode elicitation in `initialize` (`elicitation: {}` or
  *   `elicitation.form`): -32021 with `data.requiredCapabilities: {elicitation: {form: {}}}`, and
  *   nothing runs (fail closed).
+ * - A listing of the upstream's tools (for their annotations) that fails fails the call; so does a
+ *   shared store that cannot be reached (-32603 `store-unavailable`), except that an accept it
+ *   cannot remember still runs (logged).
  * - A call waiting for its approval holds nothing else up: other messages go on at once. The
  *   client's `notifications/cancelled` for it withdraws it (the client is told `notifications/cancelled`
  *   for the gateway's form); the session closing ends the wait with nothing answered.
@@ -37,7 +40,7 @@ import { approvalAnswer, approvalRefusal, approvalRequest } from '../security/ap
 import { StoreUnavailable } from '../store/shared.js';
 import { toolCallRefusal } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../upstream/legacy-relay.js';
-import type { Approvals } from './approvals.js';
+import { answersForms, type Approvals } from './approvals.js';
 import type { RelayCaller } from './relays.js';
 
 type Message = RelayMessage;
@@ -186,9 +189,9 @@ export class ApprovalRelay implements LegacyRelay {
       return {
         error: missingCapability(
           { elicitation: { form: {} } },
-          'elicitation (form mode)',
+          'elicitation.form',
           "this session's initialize capabilities",
-          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through`,
+          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
         ).toJSON(),
       };
     }
@@ -197,7 +200,11 @@ export class ApprovalRelay implements LegacyRelay {
     if (signal.aborted || this.closed) return { relay: true };
     const choice = answer?.result ? this.read(answer.result) : { action: 'cancel' as const, remember: false };
     if (choice.action === 'accept') {
-      if (choice.remember) await approvals.remember(call);
+      // An accept the store cannot remember still runs (as for 2026-07-28 requests).
+      if (choice.remember)
+        await approvals
+          .remember(call)
+          .catch((e: unknown) => log.warn({ tool, err: errorText(e) }, 'approval not remembered: the store failed'));
       return { relay: true, approval: 'accepted' };
     }
     log.info({ tool, action: choice.action, answered: answer !== undefined }, 'legacy session: the call was not approved');
@@ -225,10 +232,7 @@ export class ApprovalRelay implements LegacyRelay {
 
   /** Whether the client declared form-mode elicitation in `initialize` (plain `elicitation: {}`, or `elicitation.form`). */
   private declaresForm(): boolean {
-    const e = (this.initialize?.capabilities as { elicitation?: unknown } | undefined)?.elicitation;
-    if (!e || typeof e !== 'object') return false;
-    const modes = e as { form?: unknown; url?: unknown };
-    return modes.form !== undefined || modes.url === undefined;
+    return answersForms((this.initialize?.capabilities ?? {}) as Record<string, unknown>);
   }
 
   /**

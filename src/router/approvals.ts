@@ -19,13 +19,16 @@
  * answer: accept runs the call as a fresh call (remembered when the user ticked `remember`);
  * decline or cancel is `{resultType: "complete", content, isError: true}` and nothing runs; no
  * answer, or arguments other than the ones approved, a new round. A client that cannot answer a
- * form gets -32021 (HTTP 400) `requiredCapabilities: {elicitation: {form: {}}}`.
+ * form gets -32021 (HTTP 400) `requiredCapabilities: {elicitation: {form: {}}}`. A shared store
+ * that cannot be reached fails the call (-32603 `store-unavailable`, nothing runs), except that an
+ * accept it cannot remember still runs (logged).
  */
 import { globToRegExp } from '../config/globs.js';
 import type { UpstreamApprovalsConfig } from '../config/approvals-schema.js';
 import { ClientConnection, type ApprovalAudit, type CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { invalidParams, missingCapability } from '../protocol/errors.js';
+import type { Logger } from '../observability/log.js';
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION } from '../protocol/wire.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from '../security/seal.js';
@@ -38,6 +41,15 @@ export const ANNOTATIONS_TTL_MS = 60_000;
 
 /** Most pages read when the policy lists an upstream's tools itself. */
 const MAX_PAGES = 100;
+
+/**
+ * Who asks whether a call needs approval: the principal and token a listing of the upstream's tools
+ * runs as, and the client capabilities the call declares (the listing declares the same, so the
+ * upstream session it opens serves the call after it); none: a listing without capabilities.
+ */
+export interface ApprovalCaller extends RelayCaller {
+  clientCapabilities?: Record<string, unknown>;
+}
 
 /** One call as the policy sees it: who calls which tool of which upstream, with which arguments. */
 export interface ApprovalCall {
@@ -64,7 +76,7 @@ interface Listing {
  * Lists every tool of `upstream` as `who` sees it (all pages), through the router.
  * @throws whatever the listing throws (GatewayError -32603 when the upstream cannot be reached).
  */
-export type ToolLister = (upstream: string, who: RelayCaller) => Promise<unknown[]>;
+export type ToolLister = (upstream: string, who: ApprovalCaller) => Promise<unknown[]>;
 
 /** The hints of the tools of one listing. */
 function hintsOf(tools: readonly unknown[]): Map<string, ToolHints> {
@@ -118,7 +130,7 @@ export class Approvals {
    * @throws whatever that listing throws (GatewayError -32603 when the upstream cannot be reached):
    *   the call does not run unasked.
    */
-  async needs(upstream: string, tool: string, who: RelayCaller): Promise<boolean> {
+  async needs(upstream: string, tool: string, who: ApprovalCaller): Promise<boolean> {
     const cfg = this.config(upstream);
     if (!cfg) return false;
     if (matches(cfg.tools, tool)) return true;
@@ -165,7 +177,7 @@ export class Approvals {
   }
 
   /** The hints of `tool`, from the known listing when it is fresh and has the tool, else from a new one. */
-  private async hints(upstream: string, tool: string, who: RelayCaller): Promise<ToolHints | undefined> {
+  private async hints(upstream: string, tool: string, who: ApprovalCaller): Promise<ToolHints | undefined> {
     const known = this.listings.get(upstream);
     if (known && performance.now() - known.atMs < ANNOTATIONS_TTL_MS) {
       const hints = known.tools.get(tool);
@@ -175,7 +187,7 @@ export class Approvals {
   }
 
   /** One listing of `upstream` at a time, shared by the callers waiting for it. */
-  private load(upstream: string, who: RelayCaller): Promise<Listing> {
+  private load(upstream: string, who: ApprovalCaller): Promise<Listing> {
     let pending = this.loading.get(upstream);
     if (!pending) {
       const generation = this.generations.get(upstream) ?? 0;
@@ -196,7 +208,7 @@ export class Approvals {
 
 /**
  * A {@link ToolLister} over `handle` (the router's): `tools/list` as a 2026-07-28 request of the
- * caller without client capabilities, page after page (at most {@link MAX_PAGES}).
+ * caller with its client capabilities, page after page (at most {@link MAX_PAGES}).
  */
 export function listThrough(
   handle: (upstream: string, req: ValidatedRequest, ctx: CallContext) => Promise<Record<string, unknown>>,
@@ -209,9 +221,9 @@ export function listThrough(
         id: `approvals-${crypto.randomUUID()}`,
         method: 'tools/list',
         params: cursor === undefined ? {} : { cursor },
-        meta: { [META_PROTOCOL_VERSION]: PROTOCOL_VERSION, [META_CLIENT_CAPABILITIES]: {} },
+        meta: { [META_PROTOCOL_VERSION]: PROTOCOL_VERSION, [META_CLIENT_CAPABILITIES]: who.clientCapabilities ?? {} },
         protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: {},
+        clientCapabilities: who.clientCapabilities ?? {},
         paramHeaders: {},
       };
       const result = await handle(upstream, req, { principal: who.principal, token: who.token, connection: new ClientConnection() });
@@ -224,7 +236,7 @@ export function listThrough(
 }
 
 /** What {@link ApprovalGate.admit} decided: route `req`, or answer `answer` at once. */
-export type ApprovalAdmission = { req: ValidatedRequest; answer?: undefined } | { answer: Record<string, unknown> };
+export type ApprovalAdmission = { req: ValidatedRequest; answer?: undefined } | { req?: undefined; answer: Record<string, unknown> };
 
 /** Whether `caps` can answer a form: `elicitation: {}` (form implied) or `elicitation.form`. */
 export function answersForms(caps: Record<string, unknown>): boolean {
@@ -240,6 +252,7 @@ export class ApprovalGate {
     private readonly ledger: SpentStates,
     /** How long an approval round's state is valid, in ms (`requestState.ttlMs`). */
     private readonly ttlMs: number,
+    private readonly log: Logger,
   ) {}
 
   /**
@@ -264,12 +277,13 @@ export class ApprovalGate {
           note(answered.action === 'decline' ? 'declined' : 'cancelled');
           return { answer: { resultType: 'complete', ...approvalRefusal(answered.action, upstream, call.tool) } };
         }
-        if (answered.remember) await this.approvals.remember(call);
+        if (answered.remember) await this.approvals.remember(call).catch((e: unknown) => this.storeFailed(call, e));
         note('accepted');
         return { req: { ...req, params } };
       }
     } else {
-      if (!(await this.approvals.needs(upstream, call.tool, ctx))) return { req };
+      const who = { principal: ctx.principal, token: ctx.token, clientCapabilities: req.clientCapabilities as Record<string, unknown> };
+      if (!(await this.approvals.needs(upstream, call.tool, who))) return { req };
       if (await this.approvals.remembered(call)) {
         note('remembered');
         return { req };
@@ -305,6 +319,11 @@ export class ApprovalGate {
     if (predatesLedger(this.ledger, claims.iat) || !(await this.ledger.spend(claims.jti, claims.expMs))) throw invalidParams(INVALID_STATE);
     // Arguments other than the approved ones: the user is asked about these.
     return claims.d === digestOf(call.args) ? answer : undefined;
+  }
+
+  /** Logs that the approval of `call` could not be remembered (the store failed). */
+  private storeFailed(call: ApprovalCall, e: unknown): void {
+    this.log.warn({ upstream: call.upstream, tool: call.tool, err: (e as Error).message }, 'approval not remembered: the store failed');
   }
 
   /** An approval round for `call`. */

@@ -165,7 +165,7 @@ export class Router {
       listThrough((name, req, ctx) => this.handle(name, req, ctx)),
     );
     for (const [name, up] of parts.upstreams) up.tools.onInvalidate(() => this.approvals.forget(name));
-    this.approvalGate = new ApprovalGate(this.approvals, parts.sealer, parts.store.spent, parts.cfg.requestState.ttlMs);
+    this.approvalGate = new ApprovalGate(this.approvals, parts.sealer, parts.store.spent, parts.cfg.requestState.ttlMs, parts.log);
   }
 
   /** True once the gateway drains: only work already held here is routed. */

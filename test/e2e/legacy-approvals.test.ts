@@ -124,7 +124,7 @@ describe('a legacy client on a legacy upstream (server-filesystem, pass-through)
     expect(err).toBeInstanceOf(McpError);
     expect(err.code).toBe(-32021);
     expect(err.data).toEqual({ requiredCapabilities: { elicitation: { form: {} } } });
-    expect(err.message).toMatch(/write_file.*approval.*elicitation \(form mode\)/);
+    expect(err.message).toMatch(/write_file.*approval.*elicitation\.form.*initialize/);
     expect(existsSync(join(dir, 'refused.txt'))).toBe(false);
   });
 

@@ -295,6 +295,55 @@ describe('the consent gate in front of the reverse bridge (a 2026-07-28 upstream
   });
 });
 
+describe('the consent gate in front of approvals (src/router/approval-relay.ts), on the fixture over Streamable HTTP', () => {
+  let upstream: SpawnedServer & { config: Record<string, unknown> };
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  const refusedFile = join(mkdtempSync(join(tmpdir(), 'refused-')), 'tokens');
+  const creds = new TestCredentials(new Set(['approved']));
+  const callTokens = () =>
+    log
+      .of('http')
+      .filter((e) => e.rpcMethod === 'tools/call')
+      .map((e) => e.authorization);
+
+  beforeAll(async () => {
+    upstream = await startFixtureHttp('http', log, { FIXTURE_REFUSED_FILE: refusedFile });
+    gw = await gatedGateway({ approved: { ...upstream.config, approvals: { tools: ['env_token'] } } }, creds);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await upstream?.stop();
+  });
+
+  it('consent first, then the approval form; decline runs nothing, accept runs the call with the token; after a refused token both are asked again', async () => {
+    const asked: string[] = [];
+    const answers = ['decline', 'accept', 'accept', 'accept'];
+    const { client } = await v1Client(gw.url('approved'), 'alice', true, async (p) => {
+      asked.push(p.mode);
+      if (p.mode === 'url') creds.grant('apikey:alice');
+      return { action: p.mode === 'url' ? 'accept' : answers.shift()! };
+    });
+    const declined = await client.callTool({ name: 'env_token', arguments: {} });
+    expect(declined.isError).toBe(true);
+    expect(asked).toEqual(['url', 'form']);
+    expect(callTokens()).toEqual([]);
+    expect((await client.callTool({ name: 'env_token', arguments: {} })).isError).toBeFalsy();
+    expect(asked).toEqual(['url', 'form', 'form']);
+    const first = creds.held.get('apikey:alice')!;
+    expect(callTokens()).toEqual([`Bearer ${first}`]);
+    // The upstream refuses the token of an approved call: the gate closes the relay; the next call asks consent, then approval, again.
+    writeFileSync(refusedFile, `${first}\n`);
+    const refused = (await client.callTool({ name: 'env_token', arguments: {} }).catch((e: unknown) => e)) as McpError;
+    expect(refused.code).toBe(-32603);
+    expect(asked).toEqual(['url', 'form', 'form', 'form']);
+    expect((await client.callTool({ name: 'env_token', arguments: {} })).isError).toBeFalsy();
+    expect(asked).toEqual(['url', 'form', 'form', 'form', 'url', 'form']);
+    expect(callTokens().at(-1)).toBe(`Bearer ${creds.held.get('apikey:alice')}`);
+    await client.close();
+  });
+});
+
 describe('a legacy session first on a protected upstream of unknown era (protocol auto)', () => {
   let upstream: SpawnedServer & { config: Record<string, unknown> };
   let gw: TestGateway;

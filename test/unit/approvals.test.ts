@@ -192,7 +192,7 @@ describe('ApprovalGate', () => {
     new MemoryRememberedApprovals(),
     async () => [],
   );
-  const gate = new ApprovalGate(approvals, new StateSealer([generatedKey()]), new MemorySpentStates(), 60_000);
+  const gate = new ApprovalGate(approvals, new StateSealer([generatedKey()]), new MemorySpentStates(), 60_000, silentLogger);
   const req = (params: Record<string, unknown>, caps: Record<string, unknown> = { elicitation: {} }): ValidatedRequest => ({
     id: 1,
     method: 'tools/call',
