@@ -38,7 +38,12 @@ beforeAll(async () => {
     auth: { mode: 'apiKeys', keys: [{ principal: PRINCIPAL, key: KEY }] },
     audit: { destination: join(dir, 'audit.jsonl') },
     upstreams: {
-      fx: { ...fixtureStdio(), tools: { deny: ['crash'] }, approvals: { tools: ['echo_after_ask'] } },
+      fx: {
+        ...fixtureStdio(),
+        tools: { deny: ['crash'] },
+        approvals: { tools: ['echo_after_ask'] },
+        tasks: { tools: { env_token: { taskAfterMs: 0 } } },
+      },
       mod: modernStdio(),
     },
     federation: { enabled: true, upstreams: ['fx', 'mod'] },
@@ -152,13 +157,24 @@ describe('audit trail', () => {
     // 10. A legacy call of a tool the policy does not serve.
     await expect(client.callTool({ name: 'crash', arguments: {} })).rejects.toThrow(/crash/);
 
+    // 10b. A task: its line says so; polling it (tasks/get) has none.
+    const TASKS = { ...FORM, extensions: { 'io.modelcontextprotocol/tasks': {} } };
+    const task = await rpc(gw.url('fx'), 'tools/call', { name: 'env_token', arguments: {} }, { caps: TASKS, headers: AUTH, id: 131 });
+    expect(task.body.result.resultType).toBe('task');
+    const taskId = task.body.result.taskId ?? task.body.result.task?.taskId;
+    const polled = await rpc(gw.url('fx'), 'tasks/get', { taskId }, { caps: TASKS, headers: { ...AUTH, 'mcp-name': taskId }, id: 132 });
+    expect(polled.status).toBe(200);
     // 11. A legacy client on the federated /mcp: one line per member call, from the router.
     const fed = await elicitingClient(`${gw.base}/mcp`, AUTH, false, async () => ({ action: 'cancel' }));
     clients.push(fed.client);
     expect((await fed.client.listTools()).tools.length).toBeGreaterThan(0);
 
-    const got = await linesSoon(15);
-    expect(got).toHaveLength(15);
+    const got = await linesSoon(16);
+    expect(got).toHaveLength(16);
+    expect(got.filter((l) => l.method === 'tasks/get')).toEqual([]);
+    expect(got.filter((l) => l.rpcId === 131)).toEqual([
+      expect.objectContaining({ ...modern, upstream: 'fx', method: 'tools/call', name: 'env_token', outcome: 'task' }),
+    ]);
     const of2026 = got.filter((l) => l.era === '2026-07-28');
     expect(of2026.slice(5, 7)).toEqual([
       expect.objectContaining({
