@@ -248,5 +248,8 @@ function stopOnSignals(gw: Wiring, server: ServerType, log: Logger): void {
 
 const { cfg, log } = await loadConfig({ config: args.config!, port: args.port, host: args.host, logLevel: envLogLevel });
 const { wire } = await import('./wiring.js');
-const gw = await wire(cfg, log);
+const gw = await wire(cfg, log).catch((e: unknown) =>
+  // A destination of the audit trail that cannot be written is the configuration's problem.
+  e instanceof Error && e.name === 'AuditDestinationError' ? fail(e.message) : Promise.reject(e),
+);
 stopOnSignals(gw, await listen(gw, log), log);

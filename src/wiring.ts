@@ -33,6 +33,7 @@ import { UpstreamLimits } from './http/upstream-limits.js';
 import { Census, NO_CALL } from './observability/census.js';
 import { DroppedEntries } from './observability/dropped.js';
 import type { Logger } from './observability/log.js';
+import { AuditLog } from './observability/audit.js';
 import { Metrics } from './observability/metrics.js';
 import { describeTracing, startTracing, tracingActive, type Tracing } from './observability/tracing.js';
 import { INPUT_KIND_OF } from './protocol/capabilities.js';
@@ -127,6 +128,8 @@ export class Wiring {
   /** Uses of features 2026-07-28 deprecated or removed, by upstream, tool and feature. */
   readonly census: Census;
   readonly router: Router;
+  /** The audit trail (`audit`): written by the router, the legacy sessions and the front door's limits; flushed by {@link close}. */
+  readonly audit: AuditLog;
   /** Per-user upstream credentials: the router resolves them, the front door's consent routes and the admin page use them. */
   readonly credentials: Credentials;
   /** The front door's parts (`createApp` gets them as they are). */
@@ -150,6 +153,7 @@ export class Wiring {
     private readonly tracing?: Tracing,
   ) {
     const draining = () => this.draining;
+    this.audit = AuditLog.open(cfg.audit, log);
     this.store = storeOf(cfg, log);
     // Fleet-wide limits that fall back to this replica's memory count while Redis is unreachable.
     this.limitsFallback = new StoreFallback(log.child({ component: 'limits' }), (limit) => this.metrics.limitsStoreFallback.inc({ limit }));
@@ -221,6 +225,7 @@ export class Wiring {
       dropped: this.dropped,
       draining,
       credentials: this.credentials,
+      audit: this.audit,
     });
     if (this.generatedStateKey) {
       log.warn('no requestState key configured: generated one for this process; parked calls and their requestState die with it');
@@ -255,6 +260,7 @@ export class Wiring {
       log,
       record: legacyRecorder(log, this.metrics),
       federation,
+      audit: this.audit,
     });
     return {
       router,
@@ -286,6 +292,7 @@ export class Wiring {
         : undefined,
       draining: () => this.draining,
       readiness: () => this.readiness(),
+      audit: this.audit,
     };
   }
 
@@ -350,7 +357,8 @@ export class Wiring {
    * running tasks and parked calls; then every upstream session closes, and so does every
    * 2026-07-28 hop: its requests in flight are cancelled upstream and answered -32603 "gateway
    * shutting down" (`shutting-down`), and stdio children end (SIGTERM, then SIGKILL after
-   * `KILL_AFTER_MS`, 2 s). Last, this replica leaves the registry and the store closes.
+   * `KILL_AFTER_MS`, 2 s). Last, this replica leaves the registry, the store closes and the audit
+   * trail is flushed.
    */
   async close(): Promise<void> {
     this.closing = true;
@@ -365,6 +373,8 @@ export class Wiring {
     this.beatOnReachable = undefined;
     await this.store.replicas.leave(this.replica).catch(() => {});
     await this.store.close();
+    // The lines of the last calls are still buffered.
+    await this.audit.flush();
   }
 
   /**

@@ -126,7 +126,7 @@ function issueMessage(issue: z.core.$ZodIssue): string {
 /**
  * Validates a configuration object: a gateway config (top-level `upstreams`, validated against
  * {@link GatewayConfigSchema} after `${ENV}` substitution) or a server list (top-level
- * `mcpServers`, see `mcp-servers.ts`). Relative stdio `cwd` values and `auth.jwksFile` are
+ * `mcpServers`, see `mcp-servers.ts`). Relative stdio `cwd` values, `auth.jwksFile` and an `audit.destination` file are
  * resolved against `baseDir`. Each stdio upstream's `env` gets the variables of `env` its
  * `envPassthrough` names, below the configured values. With `checkCwd`, every stdio upstream's
  * `cwd` must be an existing directory (reported with the other problems).
@@ -201,6 +201,8 @@ export function interpretConfig(
     });
   }
   if (cfg.auth.mode === 'jwt' && cfg.auth.jwksFile) cfg.auth.jwksFile = resolve(baseDir, cfg.auth.jwksFile);
+  if (cfg.audit.destination !== 'stdout' && cfg.audit.destination !== 'stderr')
+    cfg.audit.destination = resolve(baseDir, cfg.audit.destination);
   return loaded;
 }
 

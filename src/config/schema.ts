@@ -911,6 +911,29 @@ export const GatewayConfigSchema = z
       .strict()
       .prefault({})
       .describe('The admin page: upstreams, parked calls, tasks, legacy sessions and the deprecation census'),
+    audit: z
+      .object({
+        enabled: z
+          .boolean()
+          .default(true)
+          .describe('Write the audit trail: one JSON line per call that reached an upstream or was refused before one (docs/approvals.md)'),
+        destination: z
+          .string()
+          .min(1)
+          .default('stdout')
+          .describe(
+            'Where audit lines go: stdout (with the process log, each line "msg":"audit"), stderr, or a file path (appended to; its directory must exist; relative paths are resolved against the config file)',
+          ),
+        principal: z
+          .enum(['hashed', 'plain'])
+          .default('hashed')
+          .describe(
+            'How callers are named in audit lines: hashed (sha256: and 16 hex digits, as in the request log) or plain (the principal itself)',
+          ),
+      })
+      .strict()
+      .prefault({})
+      .describe('The audit trail of calls, on its own logger'),
     upstreams: z
       .record(UpstreamNameSchema, UpstreamConfigSchema)
       .refine((u) => Object.keys(u).length > 0, 'at least one upstream is required')

@@ -24,8 +24,8 @@ import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
-import type { Federation } from './federation.js';
-import { ClientConnection } from '../protocol/connection.js';
+import { FEDERATED_LABEL, type Federation } from './federation.js';
+import { ClientConnection, type RequestOrigin } from '../protocol/connection.js';
 import { ReverseRelay } from '../cells/reverse/reverse.js';
 import { INPUT_KINDS } from '../config/schema.js';
 import type { LegacyRelay } from '../upstream/legacy-relay.js';
@@ -84,6 +84,9 @@ export class FederatedHop implements ModernUpstream {
   /** Whether a member may ask for the user's consent (an `oauth` member). */
   private readonly consent: boolean;
 
+  /** How the session's requests arrived (the router's audit lines); unset: no audit lines. */
+  origin: (() => RequestOrigin) | undefined;
+
   /**
    * Serves one 2026-07-28 request (`params` with its `_meta` envelope) on the federated endpoint.
    * Progress (when `_meta.progressToken` is set) and `notifications/message` reach
@@ -108,6 +111,7 @@ export class FederatedHop implements ModernUpstream {
             : undefined,
         onNotification: notify,
         paramHeaders: req.paramHeaders,
+        ...(this.origin ? { origin: this.origin() } : {}),
       });
       return { result };
     } catch (e) {
@@ -132,13 +136,17 @@ export class FederatedHop implements ModernUpstream {
  * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router.
  */
 export function federatedRelay(federation: Federation, upstream: string, who: RelayCaller, hooks: RelayHooks): LegacyRelay {
-  return new ReverseRelay({
+  const hop = new FederatedHop(federation, who, hooks.log.child({ component: 'federation' }));
+  const relay = new ReverseRelay({
     upstream,
     inputAllow: INPUT_KINDS,
-    modern: new FederatedHop(federation, who, hooks.log.child({ component: 'federation' })),
+    modern: hop,
     urlAccepted: (state, signal) => federation.consentGranted(state, who.principal, signal),
     downstream: hooks.downstream,
     log: hooks.log.child({ component: 'reverse' }),
     onRequest: hooks.onRequest,
   });
+  // Each member call gets its audit line from the router, as the session's client sent it.
+  hop.origin = () => ({ era: relay.negotiated ?? 'legacy', transport: hooks.transport ?? 'streamable-http', endpoint: FEDERATED_LABEL });
+  return relay;
 }

@@ -9,6 +9,8 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { ErrorCode } from '../protocol/errors.js';
 import { uniqueId } from '../observability/ids.js';
+import { audited } from '../observability/audit.js';
+import { decodeHeaderValue } from '../protocol/envelope.js';
 import { AuthError, AuthUnavailable, type Caller } from '../security/auth.js';
 import { FEDERATED_LABEL } from '../federation/federation.js';
 import type { AppEnv, Door } from './door.js';
@@ -20,6 +22,7 @@ import { errorResponse } from './sse.js';
 export function admission(door: Door): MiddlewareHandler<AppEnv> {
   const { guard, limiter, listens, cfg } = door;
   return async (c, next) => {
+    const started = performance.now();
     const given = headerOf(c, 'x-request-id');
     const requestId = given !== undefined && /^[\w.:-]{1,128}$/.test(given) ? given : uniqueId();
     // During the drain only what may resume work held here goes on (the router decides from the body).
@@ -33,6 +36,7 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
     const wait = await limiter.take(key);
     if (wait > 0) {
       door.metrics.rateLimited.inc({ limit: 'rate' });
+      auditLimited(door, c, requestId, caller.principal, started);
       return errorResponse(null, { code: ErrorCode.InvalidRequest, message: `Rate limit exceeded; retry after ${wait} s` }, 429, {
         'retry-after': String(wait),
         'x-request-id': requestId,
@@ -41,6 +45,7 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
     const leave = await limiter.enter(key);
     if (!leave) {
       door.metrics.rateLimited.inc({ limit: 'concurrency' });
+      auditLimited(door, c, requestId, caller.principal, started);
       return errorResponse(
         null,
         {
@@ -68,6 +73,34 @@ export function admission(door: Door): MiddlewareHandler<AppEnv> {
       else leave();
     }
   };
+}
+
+/**
+ * The audit line of a request a limit refused (429, code -32600) before its body was read, when its
+ * `Mcp-Method` header names a method that gets one (2026-07-28 clients send it; `Mcp-Name` gives the name).
+ */
+function auditLimited(door: Door, c: Context<AppEnv>, requestId: string, principal: string, started: number): void {
+  const method = headerOf(c, 'mcp-method')?.trim();
+  if (!door.audit.enabled || !method || !audited(method)) return;
+  const rawName = headerOf(c, 'mcp-name');
+  let name: string | undefined;
+  try {
+    name = rawName === undefined ? undefined : decodeHeaderValue(rawName.trim());
+  } catch {
+    // Not a usable header value: the line goes without a name.
+  }
+  door.audit.record({
+    principal,
+    upstream: c.req.param('name') ?? FEDERATED_LABEL,
+    method,
+    name,
+    outcome: 'refused',
+    code: ErrorCode.InvalidRequest,
+    durationMs: performance.now() - started,
+    requestId,
+    era: headerOf(c, 'mcp-protocol-version')?.trim() || '2026-07-28',
+    transport: 'streamable-http',
+  });
 }
 
 /**

@@ -26,6 +26,7 @@ import type { Authenticator, Caller } from '../security/auth.js';
 import type { Federation } from '../federation/federation.js';
 import { admission } from './admission.js';
 import { corsMiddleware } from './cors.js';
+import { AuditLog } from '../observability/audit.js';
 import { clientAddress, type AppEnv, type Door, type Readiness } from './door.js';
 import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, CallerLimits, OriginGuard } from './frontdoor.js';
@@ -87,6 +88,8 @@ export interface AppDeps {
   draining(): boolean;
   /** What `GET /readyz` reports (before the drain's own "shutting down"). */
   readiness(): Promise<Readiness>;
+  /** The audit trail: the front door writes the lines of requests a limit refused (429). Default: none. */
+  audit?: AuditLog;
 }
 
 /** The HTTP front door. */
@@ -111,6 +114,7 @@ function doorOf(deps: AppDeps): Door {
     cfg,
     log,
     metrics: deps.metrics,
+    audit: deps.audit ?? AuditLog.off,
     federation,
     auth: deps.auth,
     guard: deps.guard,

@@ -12,6 +12,7 @@ import type { GatewayConfig } from '../config/schema.js';
 import type { Federation } from '../federation/federation.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
+import type { AuditLog } from '../observability/audit.js';
 import type { Authenticator, Caller } from '../security/auth.js';
 import type { LocalSlots } from '../store/limiters.js';
 import type { CallerLimiter, OriginGuard } from './frontdoor.js';
@@ -56,6 +57,8 @@ export interface Door {
   cfg: GatewayConfig;
   log: Logger;
   metrics: Metrics;
+  /** The audit trail (src/observability/audit.ts). */
+  audit: AuditLog;
   /** The federation layer behind `POST /mcp` (undefined unless `federation.enabled`). */
   federation: Federation | undefined;
   auth: Authenticator;

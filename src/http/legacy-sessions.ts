@@ -35,6 +35,9 @@ import { ErrorCode } from '../protocol/errors.js';
 import { META_PROTOCOL_VERSION } from '../protocol/wire.js';
 import { hasIdBeyondSafe, ID_BEYOND_SAFE } from '../protocol/envelope.js';
 import type { Logger } from '../observability/log.js';
+import { argumentsDigest, audited, auditOutcome, type AuditLog } from '../observability/audit.js';
+import { toolCallRefusal } from '../upstream/tool-policy.js';
+import type { RequestId } from '../protocol/wire.js';
 import { principalHash, type Caller } from '../security/auth.js';
 import { SessionEventStore } from './events.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
@@ -132,6 +135,8 @@ interface LegacySession {
   closing: boolean;
   /** Whether the session holds its place in the bounds: from admission until it ends (or never registers). */
   counted: boolean;
+  /** Digests of the arguments of client requests in flight, by JSON-RPC id, for their audit lines. */
+  digests: Map<RequestId, string>;
 }
 
 /** Who opens or uses a session, as the front door identified them. */
@@ -168,6 +173,8 @@ export interface LegacySessionDeps {
   record: (upstream: string, principal: string, r: RelayedRequest) => void;
   /** The federation layer behind `POST /mcp`, whose legacy sessions have the upstream {@link FEDERATED_LABEL}. */
   federation?: Federation;
+  /** The audit trail: a line per relayed request (on `POST /mcp` the router writes one per member call). Default: none. */
+  audit?: AuditLog;
 }
 
 /** The legacy sessions of a gateway. */
@@ -434,9 +441,13 @@ export class LegacySessions implements LegacySessionList {
     const hooks: RelayHooks = {
       downstream: transport,
       log: this.log.child({ upstream, principal: principalHash(who.principal) }),
-      onRequest: (r) => this.record(upstream, who.principal, r),
+      onRequest: (r) => {
+        this.record(upstream, who.principal, r);
+        if (upstreamEra !== 'federated') this.auditLine(session!, r);
+      },
       onUpstreamEnd: () => void this.end(session!, 'upstream ended'),
       closeStreamAfterMs: this.cfg.closeStreamAfterMs,
+      transport: transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http',
     };
     const relay =
       upstreamEra === 'federated'
@@ -444,6 +455,47 @@ export class LegacySessions implements LegacySessionList {
         : this.deps.router.openRelay(upstream, upstreamEra, who, hooks);
     session = this.session(upstream, who, transport, relay);
     return session;
+  }
+
+  /**
+   * Keeps the audit line's digest of the arguments of a client request of `s` (`tools/call`,
+   * `prompts/get`) until its record comes; a cancelled request's is dropped.
+   */
+  private noteDigest(s: LegacySession, message: JSONRPCMessage): void {
+    // The router writes the lines of a session on the federated `/mcp`.
+    if (!this.deps.audit?.enabled || s.upstream === FEDERATED_LABEL || !('method' in message)) return;
+    const params = message.params as Record<string, unknown> | undefined;
+    if ('id' in message) {
+      const digest = argumentsDigest(message.method, params);
+      if (digest !== undefined) s.digests.set(message.id, digest);
+    } else if (message.method === 'notifications/cancelled') s.digests.delete(params?.requestId as RequestId);
+  }
+
+  /** The audit line of request `r` that session `s` relayed (src/observability/audit.ts). */
+  private auditLine(s: LegacySession, r: RelayedRequest): void {
+    const audit = this.deps.audit;
+    const argsDigest = r.id === undefined ? undefined : s.digests.get(r.id);
+    if (r.id !== undefined) s.digests.delete(r.id);
+    if (!audit?.enabled || !audited(r.method)) return;
+    // A tool the upstream's `tools` policy does not serve never reaches it: the relay refused the call.
+    const tools = this.deps.router.upstreams.get(s.upstream)?.cfg.tools;
+    const refused =
+      r.method === 'tools/call' && r.code !== undefined && r.name !== undefined && toolCallRefusal(tools, r.name) !== undefined;
+    audit.record({
+      principal: s.principal,
+      upstream: s.upstream,
+      method: r.method,
+      name: r.name,
+      argsDigest,
+      approval: r.approval,
+      outcome: auditOutcome({ error: r.code === undefined ? undefined : { code: r.code }, approval: r.approval, refused }),
+      code: r.code,
+      reason: r.reason,
+      durationMs: r.durationMs,
+      rpcId: r.id ?? undefined,
+      era: s.relay.negotiated ?? 'legacy',
+      transport: s.transport instanceof DownstreamSseTransport ? 'sse' : 'streamable-http',
+    });
   }
 
   /** The session record of `relay` over `transport`, wired: the client's messages go to the relay, the transport's end ends it. */
@@ -464,9 +516,11 @@ export class LegacySessions implements LegacySessionList {
       openedAt: Date.now(),
       closing: false,
       counted: true,
+      digests: new Map(),
     };
     transport.onmessage = (message: JSONRPCMessage, extra?: MessageExtraInfo) => {
       s.lastActive = Date.now();
+      this.noteDigest(s, message);
       void relay.fromClient(message, { closeSSEStream: extra?.closeSSEStream, headers: extra?.requestInfo?.headers });
     };
     transport.onclose = () => void this.end(s, 'closed');

@@ -253,6 +253,13 @@ function call(served: Served, text: string): Promise<Response> {
         : undefined,
       timing: rl.timing,
       paramHeaders: validated.paramHeaders,
+      origin: {
+        requestId: req.requestId,
+        rpcId: validated.id,
+        era: validated.protocolVersion,
+        transport: 'streamable-http',
+        ...(served.target.upstream === undefined ? { endpoint: FEDERATED_LABEL } : {}),
+      },
     });
     const ended = req.track(work);
     void work.then((done) => {

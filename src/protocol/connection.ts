@@ -92,6 +92,12 @@ export interface CallContext {
    * docs/approvals.md, "Tasks"). Absent: the call needs none, or the router asked it itself.
    */
   approval?: CallApproval;
+  /**
+   * How the client's request arrived, for its audit line (src/observability/audit.ts): set by the
+   * front door and the federated relay of legacy sessions. The router writes an audit line for
+   * requests that have it.
+   */
+  origin?: RequestOrigin;
 }
 
 /**
@@ -112,10 +118,26 @@ export interface CallApproval {
   decide(answer: Record<string, unknown>): Promise<Record<string, unknown> | undefined>;
 }
 
+/** How a client's request arrived at the gateway (its audit line's `requestId`, `rpcId`, `era` and `transport`). */
+export interface RequestOrigin {
+  /** The gateway's request id (`X-Request-Id`), when the request came in an HTTP request of its own. */
+  requestId?: string;
+  /** The JSON-RPC id of the client's request. */
+  rpcId?: string | number;
+  /** `2026-07-28`, or the legacy revision of the client's session. */
+  era: string;
+  /** `streamable-http`, or `sse` (the HTTP+SSE transport of 2024-11-05). */
+  transport: string;
+  /** `*` when the request came on the federated `/mcp` (the router's upstream is then the member). */
+  endpoint?: string;
+}
+
 /** How the gateway's approval policy treated one call (docs/approvals.md): asked the user (`asked`), the user's answer, or a remembered approval. */
 export type ApprovalAudit = 'asked' | 'accepted' | 'declined' | 'cancelled' | 'remembered';
 
 /** What the layers below the front door note about a request for its audit line. */
 export interface AuditNote {
   approval?: ApprovalAudit;
+  /** Set by the router when it refused the call itself (a tool its `tools` policy does not serve). */
+  refused?: boolean;
 }

@@ -399,7 +399,9 @@ export class ConsentGate implements LegacyRelay {
     const error = 'error' in answer ? answer.error : undefined;
     const reason = reasonOf(error?.data);
     this.init.onRequest?.({
+      id: m.id,
       method: m.method!,
+      name: typeof m.params?.name === 'string' ? m.params.name : typeof m.params?.uri === 'string' ? m.params.uri : undefined,
       durationMs: performance.now() - startedAt,
       outcome: error ? 'error' : 'complete',
       ...(error ? { code: error.code } : {}),

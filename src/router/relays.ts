@@ -43,6 +43,8 @@ export interface RelayHooks {
   onUpstreamEnd: () => void;
   /** `legacySessions.closeStreamAfterMs`: SSE polling on the legacy pass-through. */
   closeStreamAfterMs?: number;
+  /** The client's transport (audit lines): Streamable HTTP, or HTTP+SSE (2024-11-05). */
+  transport?: 'streamable-http' | 'sse';
 }
 
 /** The caller of the session: its principal, and its bearer token (forwardAuthorization, token exchange). */

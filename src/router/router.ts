@@ -19,8 +19,8 @@ import type { MrtrBridge } from '../cells/bridge/mrtr.js';
 import { BridgeServer, type LegacyContext } from '../cells/bridge/serve.js';
 import type { StateSealer, TaskIdBinder } from '../security/seal.js';
 import { sharedChildRefusal, type ModernPassThrough } from '../cells/modern/passthrough.js';
-import { GatewayError, methodNotFound, quoted, shutdownFailure, shuttingDown, upstreamFailed } from '../protocol/errors.js';
-import type { ReplicaInfo, SharedStore } from '../store/shared.js';
+import { ErrorCode, GatewayError, methodNotFound, quoted, shutdownFailure, shuttingDown, upstreamFailed } from '../protocol/errors.js';
+import { HeldElsewhere, type ReplicaInfo, type SharedStore } from '../store/shared.js';
 import type { TaskManager } from '../cells/bridge/tasks/manager.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { EXCHANGE_METHODS, TASK_METHODS, META_CLIENT_CAPABILITIES } from '../protocol/wire.js';
@@ -36,7 +36,8 @@ import { relayTo, type RelayCaller, type RelayHooks } from './relays.js';
 import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
-import type { CallContext } from '../protocol/connection.js';
+import type { AuditNote, CallContext } from '../protocol/connection.js';
+import { argumentsDigest, audited, auditOutcome, AuditLog, type CallEnd } from '../observability/audit.js';
 import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
 import { CredentialGate } from './consent.js';
 import { ApprovalGate, Approvals, listThrough } from './approvals.js';
@@ -82,6 +83,8 @@ export interface RouterParts {
   draining: () => boolean;
   /** Per-user upstream credentials (src/credentials/credentials.ts). */
   credentials: UpstreamCredentials;
+  /** The audit trail (a line per request whose context has an `origin`); default: none written. */
+  audit?: AuditLog;
 }
 
 /**
@@ -124,6 +127,8 @@ export class Router {
   readonly credentials: UpstreamCredentials;
   /** Resolves per-caller credentials and runs consent rounds (src/router/consent.ts). */
   private readonly gate: CredentialGate;
+  /** The audit trail (src/observability/audit.ts). */
+  private readonly audit: AuditLog;
   /** Which tool calls the user must approve first, and the remembered approvals (src/router/approvals.ts). */
   readonly approvals: Approvals;
   /** Asks 2026-07-28 clients to approve tool calls (src/router/approvals.ts). */
@@ -147,6 +152,7 @@ export class Router {
     this.dropped = parts.dropped;
     this.draining = parts.draining;
     this.credentials = parts.credentials;
+    this.audit = parts.audit ?? AuditLog.off;
     this.gate = new CredentialGate(
       parts.credentials,
       parts.sealer,
@@ -191,8 +197,52 @@ export class Router {
    *   `elicitation.form` for an approval round); -32603
    *   upstream failure (`upstream-authorization`: the user must authorize the upstream first, a
    *   token endpoint failed, or the upstream refused the user's token).
+   * A request whose context has an `origin` (a client's request) gets its audit line here, once
+   * answered (src/observability/audit.ts); its gates note in `ctx.audit` what they did.
    */
   async handle(
+    name: string,
+    req: ValidatedRequest,
+    ctx: CallContext & { paramHeaders?: Record<string, string> },
+  ): Promise<Record<string, unknown>> {
+    // The request's own note: the members of a federated request each get theirs.
+    const note: AuditNote = {};
+    ctx = { ...ctx, audit: note };
+    const origin = ctx.origin;
+    if (!origin || !this.audit.enabled || !audited(req.method)) return this.serve(name, req, ctx);
+    const started = performance.now();
+    const line = (end: CallEnd) =>
+      this.audit.record({
+        principal: ctx.principal,
+        ...(origin.endpoint === undefined ? { upstream: name } : { upstream: origin.endpoint, member: name }),
+        method: req.method,
+        name: (req.params.name ?? req.params.uri) as string | undefined,
+        argsDigest: argumentsDigest(req.method, req.params),
+        approval: note.approval,
+        outcome: auditOutcome({ ...end, approval: note.approval, refused: note.refused }),
+        code: end.error?.code,
+        reason: end.error && 'reason' in end.error ? (end.error.reason as string | undefined) : undefined,
+        durationMs: performance.now() - started,
+        requestId: origin.requestId,
+        rpcId: origin.rpcId,
+        era: origin.era,
+        transport: origin.transport,
+      });
+    try {
+      const result = await this.serve(name, req, ctx);
+      line({ resultType: result.resultType as string | undefined });
+      return result;
+    } catch (e) {
+      // A call another replica holds gets its line there.
+      if (!(e instanceof HeldElsewhere)) {
+        line(e instanceof GatewayError ? { error: e, httpStatus: e.httpStatus } : { error: { code: ErrorCode.InternalError } });
+      }
+      throw e;
+    }
+  }
+
+  /** {@link handle}, its audit line aside. */
+  private async serve(
     name: string,
     req: ValidatedRequest,
     ctx: CallContext & { paramHeaders?: Record<string, string> },
@@ -205,7 +255,10 @@ export class Router {
       throw methodNotFound('subscriptions/listen needs a streaming response; use the HTTP front door');
     if (req.method === 'tools/call') {
       const refused = toolCallRefusal(up.cfg.tools, String(req.params.name));
-      if (refused) throw refused;
+      if (refused) {
+        ctx.audit!.refused = true;
+        throw refused;
+      }
     }
     if (this.gate.applies(name)) {
       const admitted = await this.gate.admit(name, req, ctx);

@@ -48,7 +48,7 @@ export interface LegacyRelay {
 
 /** What one relayed request did, for the request log and metrics. */
 export interface RelayedRequest {
-  /** The client's request id (for a wrapper that adds to the record; not logged). */
+  /** The client's JSON-RPC id of the request (for a wrapper that adds to the record, and the audit line's `rpcId`). */
   id?: RequestId;
   method: string;
   name?: string;

@@ -44,10 +44,11 @@ export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Recor
  * 127.0.0.1:0), with the CLI's HTTP server options. Logs go to `log`, else to stdout at the level
  * in `TEST_LOG`, else nowhere. Like the CLI (through `wire`), it starts tracing when the `OTEL_*`
  * environment asks for it (once per process; nothing happens when no such variable is set or
- * tracing already runs).
+ * tracing already runs). The audit trail is off unless `raw.audit` configures it.
  */
 export async function startGateway(raw: Record<string, unknown>, opts: { log?: Logger } = {}): Promise<TestGateway> {
-  const cfg = parseConfig({ ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
+  // The audit trail stays off the test run's stdout unless the test configures it.
+  const cfg = parseConfig({ audit: { enabled: false }, ...raw, listen: { host: '127.0.0.1', port: 0 } }, process.env, ROOT);
   const log = opts.log ?? (process.env.TEST_LOG ? createLogger(process.env.TEST_LOG) : silentLogger);
   const gateway = await wire(cfg, log);
   const { app } = gateway.front;
