@@ -241,12 +241,14 @@ export class Wiring {
     const federation = cfg.federation.enabled ? new Federation(router, log.child({ component: 'federation' })) : undefined;
     // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
     const limits = callerLimits(cfg);
+    const upstreamLimits = new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback);
     const legacy = new LegacySessions({
       router,
       cfg: cfg.legacySessions,
       log,
       record: legacyRecorder(log, this.metrics),
       federation,
+      memberGate: (owner) => upstreamLimits.gate(owner, (limit) => this.metrics.rateLimited.inc({ limit })),
     });
     return {
       router,
@@ -267,7 +269,7 @@ export class Wiring {
       limiter: new CallerLimiter(limits, this.store, this.limitsFallback),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new LocalSlots(cfg.limits.maxListensPerPrincipal),
-      upstreamLimits: new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback),
+      upstreamLimits,
       legacy,
       credentials: usesOAuth(cfg)
         ? {
