@@ -254,6 +254,7 @@ export class Wiring {
     const federation = cfg.federation.enabled ? new Federation(router, log.child({ component: 'federation' })) : undefined;
     // Rate and concurrency limits per principal, or per client address when auth does not identify callers.
     const limits = callerLimits(cfg);
+    const upstreamLimits = new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback);
     const legacy = new LegacySessions({
       router,
       cfg: cfg.legacySessions,
@@ -261,6 +262,7 @@ export class Wiring {
       record: legacyRecorder(log, this.metrics),
       federation,
       audit: this.audit,
+      memberGate: (owner) => upstreamLimits.gate(owner, (limit) => this.metrics.rateLimited.inc({ limit })),
     });
     return {
       router,
@@ -281,7 +283,7 @@ export class Wiring {
       limiter: new CallerLimiter(limits, this.store, this.limitsFallback),
       // Open subscriptions/listen streams per caller (a listen stops counting as in flight once it streams).
       listens: new LocalSlots(cfg.limits.maxListensPerPrincipal),
-      upstreamLimits: new UpstreamLimits(cfg.upstreams, this.store, this.limitsFallback),
+      upstreamLimits,
       legacy,
       credentials: usesOAuth(cfg)
         ? {

@@ -338,7 +338,7 @@ const UpstreamRateSchema = z
       .number()
       .positive()
       .describe(
-        'Requests per second per caller (keyed like the top-level limits) on /mcp/NAME, not the federated /mcp; see docs/protocol.md#limits',
+        'Requests per second per caller (keyed like the top-level limits), on /mcp/NAME and the federated /mcp together; see docs/protocol.md#limits',
       ),
     burst: z
       .number()
@@ -361,7 +361,7 @@ const UpstreamLimitsSchema = z
   })
   .strict()
   .describe(
-    'Per-caller rate limits of this upstream and its tools, on top of limits.rateLimit, on /mcp/NAME and its legacy sessions (not the federated /mcp); fleet-wide with store redis; beyond one a request gets 429 with Retry-After',
+    'Per-caller rate limits of this upstream and its tools, on top of limits.rateLimit, on /mcp/NAME and the federated /mcp (the requests routed to this upstream), legacy sessions included; fleet-wide with store redis; beyond one a request gets 429 with Retry-After',
   );
 
 const upstreamCommon = {

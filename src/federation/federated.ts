@@ -24,7 +24,7 @@ import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import { EXCHANGE_METHODS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASK_METHODS } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { ModernCallOptions, ModernResponse, ModernUpstream } from '../upstream/modern.js';
-import { FEDERATED_LABEL, type Federation } from './federation.js';
+import { FEDERATED_LABEL, type Federation, type MemberGate } from './federation.js';
 import { ClientConnection, type RequestOrigin } from '../protocol/connection.js';
 import { ReverseRelay } from '../cells/reverse/reverse.js';
 import { INPUT_KINDS } from '../config/schema.js';
@@ -72,11 +72,14 @@ function withUrlElicitation(params: Record<string, unknown>): Record<string, unk
 export class FederatedHop implements ModernUpstream {
   /**
    * @param caller the session's principal and bearer token (for members with `forwardAuthorization`).
+   * @param gate the front door's check of each client request routed to one member (its limits);
+   *   the bridge's retries of a round (with `requestState`) are the same request and pass it once.
    */
   constructor(
     private readonly federation: Federation,
     private readonly caller: { principal: string; token?: string },
     private readonly log: Logger,
+    private readonly gate?: MemberGate,
   ) {
     this.consent = federation.members.some((m) => m.cfg.credentials.mode === 'oauth');
   }
@@ -112,6 +115,7 @@ export class FederatedHop implements ModernUpstream {
         onNotification: notify,
         paramHeaders: req.paramHeaders,
         ...(this.origin ? { origin: this.origin() } : {}),
+        memberGate: params.requestState === undefined ? this.gate : undefined,
       });
       return { result };
     } catch (e) {
@@ -134,9 +138,17 @@ export class FederatedHop implements ModernUpstream {
  * The relay of a legacy client session on the federated `POST /mcp`: the reverse bridge over a
  * {@link FederatedHop}. Every input kind is relayed and no tool left out here, since each federated
  * upstream's own `input.allow`, `tools`, timeouts and `forwardAuthorization` apply behind the router.
+ * `gate` checks each request routed to one member (the caller's limits of that upstream); its
+ * refusal reaches the client as the JSON-RPC error it rejects with.
  */
-export function federatedRelay(federation: Federation, upstream: string, who: RelayCaller, hooks: RelayHooks): LegacyRelay {
-  const hop = new FederatedHop(federation, who, hooks.log.child({ component: 'federation' }));
+export function federatedRelay(
+  federation: Federation,
+  upstream: string,
+  who: RelayCaller,
+  hooks: RelayHooks,
+  gate?: MemberGate,
+): LegacyRelay {
+  const hop = new FederatedHop(federation, who, hooks.log.child({ component: 'federation' }), gate);
   const relay = new ReverseRelay({
     upstream,
     inputAllow: INPUT_KINDS,

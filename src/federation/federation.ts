@@ -32,7 +32,7 @@
 import { LRUCache } from 'lru-cache';
 import type { UpstreamConfig } from '../config/schema.js';
 import { ClientConnection } from '../protocol/connection.js';
-import type { CallContext } from '../protocol/connection.js';
+import type { FederationContext } from './context.js';
 import { INVALID_STATE } from '../security/seal.js';
 import type { Router } from '../router/router.js';
 import { canonicalJson } from '../protocol/canonical.js';
@@ -59,8 +59,7 @@ export interface FederatedUpstream extends Member {
   cfg: UpstreamConfig;
 }
 
-/** Per-request context, as the router takes it. */
-export type FederationContext = CallContext & { paramHeaders?: Record<string, string> };
+export type { FederationContext, MemberGate } from './context.js';
 
 /** Tool or prompt names: the two kinds of prefixed names. */
 type NameKind = 'tools' | 'prompts';
@@ -85,7 +84,6 @@ const NAME_INDEX_TTL_MS = 30_000;
 const NAME_INDEX_MAX = 1_000;
 /** Most pages read of one upstream's list when the federation lists everything itself. */
 const MAX_PAGES = 100;
-/** The serverInfo of the federated endpoint's `server/discover`. */
 
 const unknownName = (kind: NameKind, exposed: string) =>
   kind === 'tools' ? unknownTool(exposed) : invalidParams(`Unknown prompt: ${exposed}`);
@@ -155,14 +153,15 @@ export class Federation {
     }
   }
 
-  /** Sends `req` with `params` (and another method, for lists the federation makes itself) to one upstream through the router. */
-  private forward(
+  /** Sends `req` with `params` (or a list the federation makes itself) to one upstream through the router, past `ctx.memberGate` when routed there alone. */
+  private async forward(
     m: FederatedUpstream,
     req: ValidatedRequest,
     params: Record<string, unknown>,
     ctx: FederationContext,
     method = req.method,
   ): Promise<Record<string, unknown>> {
+    if (!LISTS[method] && method !== 'server/discover') await ctx.memberGate?.(m.name, method, params);
     return this.router.handle(m.name, { ...req, method, params }, ctx);
   }
 

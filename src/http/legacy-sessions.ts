@@ -43,7 +43,7 @@ import { SessionEventStore } from './events.js';
 import type { DownstreamTransport, LegacyRelay, RelayedRequest } from '../upstream/legacy-relay.js';
 import { GatewayError } from '../protocol/errors.js';
 import type { UpstreamEra } from '../router/upstream.js';
-import { FEDERATED_LABEL, type Federation } from '../federation/federation.js';
+import { FEDERATED_LABEL, type Federation, type MemberGate } from '../federation/federation.js';
 import type { LegacySessionInfo, LegacySessionList } from '../admin/view.js';
 import { federatedRelay } from '../federation/federated.js';
 import type { RelayHooks } from '../router/relays.js';
@@ -175,6 +175,8 @@ export interface LegacySessionDeps {
   federation?: Federation;
   /** The audit trail: a line per relayed request (on `POST /mcp` the router writes one per member call). Default: none. */
   audit?: AuditLog;
+  /** The gate of a federated session's requests routed to one member, for the caller whose limits key is `owner`. */
+  memberGate?: (owner: string) => MemberGate;
 }
 
 /** The legacy sessions of a gateway. */
@@ -451,7 +453,7 @@ export class LegacySessions implements LegacySessionList {
     };
     const relay =
       upstreamEra === 'federated'
-        ? federatedRelay(this.federation!, upstream, who, hooks)
+        ? federatedRelay(this.federation!, upstream, who, hooks, this.deps.memberGate?.(who.owner))
         : this.deps.router.openRelay(upstream, upstreamEra, who, hooks);
     session = this.session(upstream, who, transport, relay);
     return session;

@@ -29,7 +29,7 @@ import { serveListen } from './listen.js';
 import { bodyNotRead, jsonBody, mediaRefused } from './post-checks.js';
 import { asGatewayError, CLOSE, refuseDraining, unknownUpstream } from './refusals.js';
 import { forwardToReplica } from './replicas.js';
-import { upstreamLimited } from './upstream-limits.js';
+import { RateLimited, retryAfter, upstreamLimited } from './upstream-limits.js';
 import { record, type RequestLog } from './request-log.js';
 import { errorResponse, jsonHeaders, sseStream, type SseStream } from './sse.js';
 import type { ProgressParams } from '../protocol/connection.js';
@@ -59,6 +59,8 @@ export interface McpRequest {
 interface Answer {
   message: unknown;
   status: number;
+  /** Headers of the refusal (`Retry-After` of a rate limit). */
+  headers?: Record<string, string>;
   forwarded?: Response;
 }
 
@@ -260,6 +262,12 @@ function call(served: Served, text: string): Promise<Response> {
         transport: 'streamable-http',
         ...(served.target.upstream === undefined ? { endpoint: FEDERATED_LABEL } : {}),
       },
+      // On /mcp, a request the federation routes to one member counts against that upstream's limits
+      // (as on /mcp/NAME, where handleMcp counted it); the internal hop counts nothing.
+      memberGate:
+        served.target.upstream === undefined && !req.hop
+          ? door.upstreamLimits.gate(door.limitKey(c, req.caller), (limit) => door.metrics.rateLimited.inc({ limit }))
+          : undefined,
     });
     const ended = req.track(work);
     void work.then((done) => {
@@ -271,7 +279,7 @@ function call(served: Served, text: string): Promise<Response> {
         resolveResponse(
           new Response(JSON.stringify(done.message), {
             status: done.status,
-            headers: responseHeadersFor(c, done.status === 503 && door.draining() ? { ...jsonHeaders, ...CLOSE } : jsonHeaders),
+            headers: responseHeadersFor(c, { ...jsonHeaders, ...done.headers, ...(done.status === 503 && door.draining() ? CLOSE : {}) }),
           }),
         );
     });
@@ -290,7 +298,8 @@ function answer({ req, target, rl, validated }: Served, text: string, ctx: Feder
     const g = asGatewayError(e, door.log);
     record(rl, validated.method, callName, { error: g });
     endSpan(rl.trace, { error: g });
-    return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus };
+    const headers = g instanceof RateLimited ? retryAfter(g.refusal) : undefined;
+    return { message: { jsonrpc: '2.0', id: reqId, error: g.toJSON() }, status: g.httpStatus, headers };
   };
   const forwarded = (relayed: Response | undefined): Answer => {
     if (relayed) {

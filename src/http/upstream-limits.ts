@@ -2,14 +2,17 @@
  * Per-caller rate limits of one upstream (`upstreams.NAME.limits.rateLimit`) and of its tools
  * (`upstreams.NAME.limits.tools.TOOL`), on top of the front door's `limits.rateLimit`. They apply
  * on `/mcp/NAME` once the body is read, for 2026-07-28 and legacy clients alike (the tool is
- * `params.name` of a `tools/call`), and not on the internal hop (the replica the client reached
- * counted the request). Counted like the caller limits (src/store/limiters.ts): fleet-wide on
- * Redis, per replica in memory, keyed by caller and upstream (and tool).
+ * `params.name` of a `tools/call`), and on the federated `/mcp` to each request the federation
+ * layer routes to one member (through the {@link MemberGate} the request carries down), but not on
+ * the internal hop (the replica the client reached counted the request). Counted like the caller
+ * limits (src/store/limiters.ts): fleet-wide on Redis, per replica in memory, keyed by caller and
+ * upstream (and tool), so `/mcp/NAME` and `/mcp` count together.
  */
 import type { Context } from 'hono';
 import type { GatewayConfig } from '../config/schema.js';
 import { idOf } from '../protocol/envelope.js';
-import { ErrorCode } from '../protocol/errors.js';
+import { ErrorCode, GatewayError } from '../protocol/errors.js';
+import type { MemberGate } from '../federation/federation.js';
 import { WindowLimiter, type LimiterSource, type StoreFallback } from '../store/limiters.js';
 import type { AppEnv, Door } from './door.js';
 import { rateWindow } from './frontdoor.js';
@@ -23,6 +26,22 @@ export interface LimitRefusal {
   message: string;
   /** The `limit` label of `mrtr_rate_limited_total`. */
   limit: 'upstream' | 'tool';
+}
+
+/**
+ * A request refused by an upstream or tool limit, as thrown through the federation layer: HTTP 429
+ * with -32600 and the refusal's message; the front door adds `Retry-After: refusal.retryAfterSec`.
+ */
+export class RateLimited extends GatewayError {
+  constructor(readonly refusal: LimitRefusal) {
+    super(ErrorCode.InvalidRequest, refusal.message, undefined, 429);
+  }
+}
+
+/** One request as the limits see it: its method, and the tool's name of a `tools/call`. */
+interface Counted {
+  method: string;
+  params?: unknown;
 }
 
 type Rate = { requestsPerSecond: number; burst?: number | undefined };
@@ -50,9 +69,28 @@ export class UpstreamLimits {
    * tool's limit. Responses and notifications count nothing.
    * @returns undefined when allowed, else the first refusal.
    */
-  async check(upstream: string, body: unknown, key: string): Promise<LimitRefusal | undefined> {
-    const messages = (Array.isArray(body) ? body : [body]).filter(isRequest);
-    if (!messages.length) return undefined;
+  check(upstream: string, body: unknown, key: string): Promise<LimitRefusal | undefined> {
+    return this.take(upstream, (Array.isArray(body) ? body : [body]).filter(isRequest), key);
+  }
+
+  /**
+   * The gate of the requests the federated `/mcp` routes to one member for caller `key`: counts
+   * each as {@link check} counts a request on `/mcp/NAME` (`params.name`: the member's own tool name).
+   * @param refused called with the `limit` of each refusal (the metric).
+   * @returns a gate that rejects with {@link RateLimited} (429 / -32600) when a limit refuses.
+   */
+  gate(key: string, refused: (limit: LimitRefusal['limit']) => void): MemberGate {
+    return async (upstream, method, params) => {
+      const refusal = await this.take(upstream, [{ method, params }], key);
+      if (!refusal) return;
+      refused(refusal.limit);
+      throw new RateLimited(refusal);
+    };
+  }
+
+  /** Counts `requests` (one body's) of caller `key` to `upstream`: undefined when allowed, else the first refusal. */
+  private async take(upstream: string, requests: readonly Counted[], key: string): Promise<LimitRefusal | undefined> {
+    if (!requests.length) return undefined;
     const whole = this.upstreams.get(upstream);
     if (whole) {
       const taken = await whole.take(key);
@@ -60,7 +98,7 @@ export class UpstreamLimits {
     }
     const tools = this.tools.get(upstream);
     if (!tools) return undefined;
-    for (const m of messages) {
+    for (const m of requests) {
       const name = m.method === 'tools/call' ? (m.params as { name?: unknown } | undefined)?.name : undefined;
       const limit = typeof name === 'string' ? tools.get(name) : undefined;
       if (!limit) continue;
@@ -86,9 +124,12 @@ export async function upstreamLimited(
   const refused = await door.upstreamLimits.check(upstream, body, door.limitKey(c, c.get('caller')));
   if (!refused) return undefined;
   door.metrics.rateLimited.inc({ limit: refused.limit });
-  return errorResponse(Array.isArray(body) ? null : idOf(body), { code: ErrorCode.InvalidRequest, message: refused.message }, 429, {
-    'retry-after': String(refused.retryAfterSec),
-  });
+  return errorResponse(Array.isArray(body) ? null : idOf(body), new RateLimited(refused).toJSON(), 429, retryAfter(refused));
+}
+
+/** The `Retry-After` header of a refusal. */
+export function retryAfter(refused: LimitRefusal): Record<string, string> {
+  return { 'retry-after': String(refused.retryAfterSec) };
 }
 
 function refusal(retryAfterMs: number, what: string, limit: LimitRefusal['limit']): LimitRefusal {
@@ -96,6 +137,6 @@ function refusal(retryAfterMs: number, what: string, limit: LimitRefusal['limit'
   return { retryAfterSec, message: `${what}; retry after ${retryAfterSec} s`, limit };
 }
 
-function isRequest(m: unknown): m is { method: string; id: unknown; params?: unknown } {
+function isRequest(m: unknown): m is Counted & { id: unknown } {
   return typeof m === 'object' && m !== null && typeof (m as { method?: unknown }).method === 'string' && 'id' in m;
 }

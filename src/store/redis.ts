@@ -315,13 +315,32 @@ export class RedisStore implements SharedStore {
     }
   }
 
+  /**
+   * Ends both connections. A connected client sends QUIT (the replies it waits for come first),
+   * given at most `connectTimeoutMs` ms; one that is not connected (Redis never reached, or gone)
+   * is destroyed at once, since QUIT would wait for a connection that may never come. Never rejects.
+   */
   async close(): Promise<void> {
     for (const t of this.expiryTimers.values()) clearTimeout(t);
-    await Promise.all([
-      this.client.quit().catch(() => this.client.disconnect().catch(() => {})),
-      this.subscriber.quit().catch(() => this.subscriber.disconnect().catch(() => {})),
-    ]);
+    await Promise.all([this.client, this.subscriber].map((c) => endClient(c, this.opts.connectTimeoutMs)));
   }
+}
+
+/** Ends client `c`: QUIT within `graceMs` ms when it is ready, else (or then) destroys its socket. */
+async function endClient(c: RedisClientType, graceMs: number): Promise<void> {
+  if (c.isReady) {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((r) => (timer = setTimeout(r, graceMs)));
+    await Promise.race([
+      c.quit().then(
+        () => {},
+        () => {},
+      ),
+      late,
+    ]);
+    clearTimeout(timer);
+  }
+  c.destroy();
 }
 
 /** A Redis URL without its password, for messages. */

@@ -2,8 +2,8 @@
  * Shutdown of the CLI gateway (docs/operations.md, "Signals and exit codes"): with the default
  * settings a parked call does not hold the stop past a container's stop timeout, calls in flight to
  * 2026-07-28 upstreams are answered -32603 "gateway shutting down" at the end of the grace period,
- * stdio children of both eras end (SIGKILL for those that ignore SIGTERM), and every 503 of the
- * drain closes its connection.
+ * stdio children of both eras end (SIGKILL for those that ignore SIGTERM), every 503 of the
+ * drain closes its connection, and a Redis store that was never reachable does not hold the stop.
  */
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { Agent, createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
@@ -14,6 +14,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { rpc } from '../helpers/gateway.js';
 import { eventually, FixtureLog, fixtureStdio } from '../helpers/fixture.js';
 import { alive, startCli, type CliGateway } from '../helpers/cli.js';
+import { freePort } from '../helpers/infra.js';
 import { scaled } from '../helpers/budget.js';
 
 /**
@@ -175,6 +176,32 @@ describe('the default shutdownGraceMs', () => {
       expect(ms).toBeLessThan(10_000);
       expect(gw.logs.find((l) => /^stopping/.test(l.msg))).toMatchObject({ graceMs: 8000 });
       expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true);
+    },
+    scaled(40_000),
+  );
+});
+
+describe('a Redis store that was never reachable', () => {
+  it(
+    'does not hold the stop: SIGTERM ends in exit code 0 at once, not when shutdownGraceMs runs out',
+    async () => {
+      const port = await freePort();
+      const gw = await startCli({
+        store: { kind: 'redis', url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 200 },
+        replicas: { secret: 'replica-secret-0123456789abcdefghij' },
+        upstreams: { f: fixtureStdio() },
+      });
+      started.push(gw);
+      expect((await fetch(`${gw.base}/readyz`)).status).toBe(503);
+      const exitAt = new Promise<number>((r) => gw.child.once('exit', () => r(performance.now())));
+      const t0 = performance.now();
+      gw.child.kill('SIGTERM');
+      const ms = (await exitAt) - t0;
+      expect(await gw.exited).toEqual({ code: 0, signal: null });
+      expect(gw.logs.some((l) => l.msg === 'stopped')).toBe(true);
+      expect(gw.logs.filter((l) => /^shutdownGraceMs over/.test(l.msg))).toEqual([]);
+      // The default shutdownGraceMs is 8 s.
+      expect(ms).toBeLessThan(4000);
     },
     scaled(40_000),
   );
