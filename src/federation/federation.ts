@@ -153,7 +153,7 @@ export class Federation {
     }
   }
 
-  /** Sends `req` with `params` (or a list the federation makes itself) to one upstream through the router, past `ctx.memberGate` when routed there alone. */
+  /** Sends `req` with `params` (or a list the federation makes itself) to one upstream through the router, which runs `ctx.memberGate` first when routed there alone. */
   private async forward(
     m: FederatedUpstream,
     req: ValidatedRequest,
@@ -161,8 +161,9 @@ export class Federation {
     ctx: FederationContext,
     method = req.method,
   ): Promise<Record<string, unknown>> {
-    if (!LISTS[method] && method !== 'server/discover') await ctx.memberGate?.(m.name, method, params);
-    return this.router.handle(m.name, { ...req, method, params }, ctx);
+    const { memberGate, ...routed } = ctx; // run by the router: a refusal gets the member call's audit line
+    const admit = memberGate && !LISTS[method] && method !== 'server/discover' ? () => memberGate(m.name, method, params) : undefined;
+    return this.router.handle(m.name, { ...req, method, params }, { ...routed, admit });
   }
 
   /** {@link gatherMembers} with this federation's log. */

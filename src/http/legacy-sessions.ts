@@ -473,6 +473,11 @@ export class LegacySessions implements LegacySessionList {
     } else if (message.method === 'notifications/cancelled') s.digests.delete(params?.requestId as RequestId);
   }
 
+  /** The revision negotiated for the open session `sessionId` (the `era` of its audit lines), if known. */
+  eraOf(sessionId: string | undefined): string | undefined {
+    return sessionId === undefined ? undefined : this.sessions.get(sessionId)?.relay.negotiated;
+  }
+
   /** The audit line of request `r` that session `s` relayed (src/observability/audit.ts). */
   private auditLine(s: LegacySession, r: RelayedRequest): void {
     const audit = this.deps.audit;

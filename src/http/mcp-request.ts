@@ -103,10 +103,15 @@ export async function handleMcp(req: McpRequest): Promise<Response> {
   const parsed = await checkedBody(req, target, name);
   if (parsed instanceof Response) return parsed;
   const { body, text } = parsed;
+  const sessionId = headerOf(c, 'mcp-session-id');
+  const clientEra = clientEraOf(body, sessionId);
   // The internal hop counts nothing: the replica the client reached did.
-  const limited = name !== undefined && !req.hop ? await upstreamLimited(door, c, name, body) : undefined;
+  const era = clientEra === 'modern' ? '2026-07-28' : (door.legacy.eraOf(sessionId) ?? 'legacy');
+  const limited =
+    name !== undefined && !req.hop
+      ? await upstreamLimited(door, c, name, body, { era, transport: 'streamable-http', started: rl.started })
+      : undefined;
   if (limited) return limited;
-  const clientEra = clientEraOf(body, headerOf(c, 'mcp-session-id'));
   if (clientEra !== 'modern' && door.draining()) return refuseDraining(requestId, idOf(body));
   if (clientEra !== 'modern') return req.legacy(clientEra, body);
   const validated = await validated2026(req, target!, rl, body);

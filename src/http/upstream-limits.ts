@@ -11,6 +11,7 @@
 import type { Context } from 'hono';
 import type { GatewayConfig } from '../config/schema.js';
 import { idOf } from '../protocol/envelope.js';
+import { argumentsDigest, audited } from '../observability/audit.js';
 import { ErrorCode, GatewayError } from '../protocol/errors.js';
 import type { MemberGate } from '../federation/federation.js';
 import { WindowLimiter, type LimiterSource, type StoreFallback } from '../store/limiters.js';
@@ -110,20 +111,52 @@ export class UpstreamLimits {
   }
 }
 
+/** How the client of a body speaks, for the audit lines of its refused requests. */
+export interface LimitedOrigin {
+  /** `2026-07-28`, or the legacy revision of the client's session (`legacy` when not known). */
+  era: string;
+  transport: 'streamable-http' | 'sse';
+  /** `performance.now()` when the request arrived. */
+  started: number;
+}
+
 /**
  * The 429 (`-32600`, `Retry-After` in seconds) for `body` (a JSON-RPC message or batch) of the
  * request `c` to `upstream` when an upstream or tool limit refuses it (counted in
- * `mrtr_rate_limited_total{limit}`), else undefined.
+ * `mrtr_rate_limited_total{limit}`; each audited request of the body gets a `refused` audit line),
+ * else undefined.
  */
 export async function upstreamLimited(
-  door: Pick<Door, 'upstreamLimits' | 'metrics' | 'limitKey'>,
+  door: Pick<Door, 'upstreamLimits' | 'metrics' | 'limitKey' | 'audit'>,
   c: Context<AppEnv>,
   upstream: string,
   body: unknown,
+  origin: LimitedOrigin,
 ): Promise<Response | undefined> {
   const refused = await door.upstreamLimits.check(upstream, body, door.limitKey(c, c.get('caller')));
   if (!refused) return undefined;
   door.metrics.rateLimited.inc({ limit: refused.limit });
+  if (door.audit.enabled) {
+    for (const m of (Array.isArray(body) ? body : [body]).filter(isRequest)) {
+      if (!audited(m.method)) continue;
+      const params = typeof m.params === 'object' && m.params !== null ? (m.params as Record<string, unknown>) : undefined;
+      const name = params?.name ?? params?.uri;
+      door.audit.record({
+        principal: c.get('caller').principal,
+        upstream,
+        method: m.method,
+        name: typeof name === 'string' ? name : undefined,
+        argsDigest: argumentsDigest(m.method, params),
+        outcome: 'refused',
+        code: ErrorCode.InvalidRequest,
+        durationMs: performance.now() - origin.started,
+        ...(origin.era === '2026-07-28' ? { requestId: c.get('requestId') } : {}),
+        rpcId: typeof m.id === 'string' || typeof m.id === 'number' ? m.id : undefined,
+        era: origin.era,
+        transport: origin.transport,
+      });
+    }
+  }
   return errorResponse(Array.isArray(body) ? null : idOf(body), new RateLimited(refused).toJSON(), 429, retryAfter(refused));
 }
 

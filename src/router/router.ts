@@ -199,17 +199,22 @@ export class Router {
    *   token endpoint failed, or the upstream refused the user's token).
    * A request whose context has an `origin` (a client's request) gets its audit line here, once
    * answered (src/observability/audit.ts); its gates note in `ctx.audit` what they did.
+   * `ctx.admit` (the front door's limits of a member of the federated `/mcp`) runs first: its
+   * rejection is the answer, and the audit line's.
    */
   async handle(
     name: string,
     req: ValidatedRequest,
-    ctx: CallContext & { paramHeaders?: Record<string, string> },
+    { admit, ...given }: CallContext & { paramHeaders?: Record<string, string>; admit?: () => Promise<void> },
   ): Promise<Record<string, unknown>> {
     // The request's own note: the members of a federated request each get theirs.
     const note: AuditNote = {};
-    ctx = { ...ctx, audit: note };
+    let ctx: CallContext & { paramHeaders?: Record<string, string> } = { ...given, audit: note };
     const origin = ctx.origin;
-    if (!origin || !this.audit.enabled || !audited(req.method)) return this.serve(name, req, ctx);
+    if (!origin || !this.audit.enabled || !audited(req.method)) {
+      await admit?.();
+      return this.serve(name, req, ctx);
+    }
     const started = performance.now();
     const line = (end: CallEnd) =>
       this.audit.record({
@@ -229,6 +234,7 @@ export class Router {
         transport: origin.transport,
       });
     try {
+      await admit?.();
       const result = await this.serve(name, req, ctx);
       line({ resultType: result.resultType as string | undefined });
       return result;

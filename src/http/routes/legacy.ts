@@ -71,6 +71,7 @@ export function legacyRoutes(app: Hono<AppEnv>, door: Door): void {
     return (await legacy.openSse(c.req.param('name'), sessionCaller(c), c.env.outgoing)) ?? RESPONSE_ALREADY_SENT;
   });
   app.post('/mcp/:name/message', async (c) => {
+    const started = performance.now();
     if (!known(c.req.param('name'))) return unknown(c, c.req.param('name'));
     const maxBody = cfg.limits.maxBodyBytes;
     const read = await readBody(c, maxBody);
@@ -78,9 +79,11 @@ export function legacyRoutes(app: Hono<AppEnv>, door: Door): void {
     if (refused) return refused;
     const parsed = jsonBody(read, cfg.limits.maxJsonDepth);
     if (parsed instanceof Response) return parsed;
-    const limited = await upstreamLimited(door, c, c.req.param('name'), parsed.body);
+    const sessionId = c.req.query('sessionId') ?? '';
+    const era = legacy.eraOf(sessionId) ?? '2024-11-05';
+    const limited = await upstreamLimited(door, c, c.req.param('name'), parsed.body, { era, transport: 'sse', started });
     if (limited) return limited;
-    return legacy.postSse(c.req.param('name'), sessionCaller(c), c.req.query('sessionId') ?? '', c.env.incoming.headers, parsed.body);
+    return legacy.postSse(c.req.param('name'), sessionCaller(c), sessionId, c.env.incoming.headers, parsed.body);
   });
   /** Any other method on an HTTP+SSE path of a configured upstream: 405 with `Allow: allow`. */
   const onlyMethod = (allow: string, hint: string) => (c: Context<AppEnv>) =>
