@@ -21,11 +21,11 @@ import { digestOf, INVALID_STATE } from '../security/seal.js';
 
 /**
  * How a call ended: answered (`complete`), a round of input asked (`input_required`), a task
- * created (`task`), a JSON-RPC error (`error`), or refused by the gateway before any upstream
+ * created (`task`), a JSON-RPC error (`error`), refused by the gateway before any upstream
  * (`refused`: a limit, a missing client capability, an invalid requestState, a tool the policy does
- * not serve, an approval declined or cancelled).
+ * not serve, an approval declined or cancelled), or, for a task's end, `cancelled`.
  */
-export type AuditOutcome = 'complete' | 'input_required' | 'task' | 'error' | 'refused';
+export type AuditOutcome = 'complete' | 'input_required' | 'task' | 'error' | 'refused' | 'cancelled';
 
 /** One audit line, as its writer hands it over (`principal` raw: {@link AuditLog.record} hashes it). */
 export interface AuditEntry {
@@ -45,8 +45,10 @@ export interface AuditEntry {
   code?: number;
   /** `data.reason` of the error, when it has one. */
   reason?: string;
-  /** From the request's arrival to its answer, in ms. */
+  /** From the request's arrival to its answer (a task's end: from the task's creation to its end), in ms. */
   durationMs: number;
+  /** The task the call became (outcome `task`), or that ended (the task's own line). */
+  taskId?: string;
   /** The gateway's request id (`X-Request-Id`) of a request that came in its own HTTP request. */
   requestId?: string;
   /** The JSON-RPC id of the client's request. */
@@ -83,6 +85,21 @@ export interface CallEnd {
   approval?: ApprovalAudit;
   /** The gateway refused the call itself (a tool its `tools` policy does not serve). */
   refused?: boolean;
+}
+
+/**
+ * The {@link AuditOutcome} of a task's end: `cancelled` for a task cancelled (by the client, its
+ * ttlMs, the shutdown); else as {@link auditOutcome} reads a call's end (`complete`, `error`, or
+ * `refused` when its approval was declined or cancelled).
+ */
+export function taskOutcome(
+  status: 'completed' | 'failed' | 'cancelled',
+  error: CallEnd['error'],
+  approval: ApprovalAudit | undefined,
+): AuditOutcome {
+  return status === 'cancelled'
+    ? 'cancelled'
+    : auditOutcome({ error: status === 'failed' ? (error ?? { code: ErrorCode.InternalError }) : undefined, approval });
 }
 
 /** The {@link AuditOutcome} of a call's end (see there for what counts as `refused`). */
@@ -179,6 +196,7 @@ export class AuditLog {
         code: e.code,
         reason: e.reason,
         durationMs: Math.round(e.durationMs * 10) / 10,
+        taskId: e.taskId,
         requestId: e.requestId,
         rpcId: e.rpcId,
         era: e.era,

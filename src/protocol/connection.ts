@@ -140,4 +140,19 @@ export interface AuditNote {
   approval?: ApprovalAudit;
   /** Set by the router when it refused the call itself (a tool its `tools` policy does not serve). */
   refused?: boolean;
+  /**
+   * Set by the router when it writes audit lines: a task the request created calls it once, on the
+   * replica running the task, when the task ends (the task's own audit line).
+   */
+  taskEnded?: (end: TaskEnd) => void;
+}
+
+/** How a task ended, as the replica running it reports it (src/observability/audit.ts). */
+export interface TaskEnd {
+  taskId: string;
+  status: 'completed' | 'failed' | 'cancelled';
+  /** The JSON-RPC error of a `failed` task. */
+  error?: { code: number; message?: string; data?: unknown };
+  /** From the task's creation to its end, in ms. */
+  durationMs: number;
 }

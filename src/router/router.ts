@@ -19,7 +19,16 @@ import type { MrtrBridge } from '../cells/bridge/mrtr.js';
 import { BridgeServer, type LegacyContext } from '../cells/bridge/serve.js';
 import type { StateSealer, TaskIdBinder } from '../security/seal.js';
 import { sharedChildRefusal, type ModernPassThrough } from '../cells/modern/passthrough.js';
-import { ErrorCode, GatewayError, methodNotFound, quoted, shutdownFailure, shuttingDown, upstreamFailed } from '../protocol/errors.js';
+import {
+  ErrorCode,
+  GatewayError,
+  methodNotFound,
+  quoted,
+  reasonOf,
+  shutdownFailure,
+  shuttingDown,
+  upstreamFailed,
+} from '../protocol/errors.js';
 import { HeldElsewhere, type ReplicaInfo, type SharedStore } from '../store/shared.js';
 import type { TaskManager } from '../cells/bridge/tasks/manager.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
@@ -37,7 +46,7 @@ import type { LegacyRelay } from '../upstream/legacy-relay.js';
 import { declaresTasks } from '../protocol/tasks.js';
 import { allowedCapabilities } from '../protocol/capabilities.js';
 import type { AuditNote, CallContext } from '../protocol/connection.js';
-import { argumentsDigest, audited, auditOutcome, AuditLog, type CallEnd } from '../observability/audit.js';
+import { argumentsDigest, audited, auditOutcome, AuditLog, taskOutcome, type AuditOutcome, type CallEnd } from '../observability/audit.js';
 import type { UpstreamCredential, UpstreamCredentials } from '../credentials/types.js';
 import { CredentialGate } from './consent.js';
 import { ApprovalGate, Approvals, listThrough } from './approvals.js';
@@ -216,7 +225,7 @@ export class Router {
       return this.serve(name, req, ctx);
     }
     const started = performance.now();
-    const line = (end: CallEnd) =>
+    const line = (end: CallEnd, outcome: AuditOutcome, durationMs: number, taskId?: string) =>
       this.audit.record({
         principal: ctx.principal,
         ...(origin.endpoint === undefined ? { upstream: name } : { upstream: origin.endpoint, member: name }),
@@ -224,24 +233,30 @@ export class Router {
         name: (req.params.name ?? req.params.uri) as string | undefined,
         argsDigest: argumentsDigest(req.method, req.params),
         approval: note.approval,
-        outcome: auditOutcome({ ...end, approval: note.approval, refused: note.refused }),
+        outcome,
         code: end.error?.code,
-        reason: end.error && 'reason' in end.error ? (end.error.reason as string | undefined) : undefined,
-        durationMs: performance.now() - started,
+        reason: reasonOf((end.error as { data?: unknown } | undefined)?.data),
+        durationMs,
+        taskId,
         requestId: origin.requestId,
         rpcId: origin.rpcId,
         era: origin.era,
         transport: origin.transport,
       });
+    const answered = (end: CallEnd, taskId?: string) =>
+      line(end, auditOutcome({ ...end, approval: note.approval, refused: note.refused }), performance.now() - started, taskId);
+    // The task's own line, when it ends (written by the replica running it).
+    note.taskEnded = (t) => line({ error: t.error }, taskOutcome(t.status, t.error, note.approval), t.durationMs, t.taskId);
     try {
       await admit?.();
       const result = await this.serve(name, req, ctx);
-      line({ resultType: result.resultType as string | undefined });
+      const taskId = result.resultType === 'task' && typeof result.taskId === 'string' ? result.taskId : undefined;
+      answered({ resultType: result.resultType as string | undefined }, taskId);
       return result;
     } catch (e) {
       // A call another replica holds gets its line there.
       if (!(e instanceof HeldElsewhere)) {
-        line(e instanceof GatewayError ? { error: e, httpStatus: e.httpStatus } : { error: { code: ErrorCode.InternalError } });
+        answered(e instanceof GatewayError ? { error: e, httpStatus: e.httpStatus } : { error: { code: ErrorCode.InternalError } });
       }
       throw e;
     }

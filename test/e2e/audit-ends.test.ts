@@ -37,7 +37,7 @@ beforeAll(async () => {
         // One call of env_token per caller in a very long window.
         limits: { tools: { env_token: { requestsPerSecond: 0.001, burst: 1 } } },
         approvals: { tools: ['slow', 'ask_name'] },
-        tasks: { tools: { slow: { taskAfterMs: 0 }, ask_name: { required: true }, echo_after_ask: { taskAfterMs: 0 } } },
+        tasks: { tools: { slow: { taskAfterMs: 0 }, ask_name: { required: true }, bad_result: { taskAfterMs: 0 } } },
       },
     },
   });
@@ -133,5 +133,68 @@ describe('audit lines of upstream and tool limits', () => {
     expect(refused).toMatchObject({ ...refusedLine, ...http, transport: 'sse', upstream: 'f', name: 'env_token' });
     expect(ran).toMatchObject({ era: refused!.era, transport: 'sse', outcome: 'complete' });
     expect(typeof (await linesOf('legacy', 2))[1]!.rpcId).toBe('number');
+  });
+});
+
+describe('audit lines of tasks', () => {
+  const url = () => gw.url('f');
+  const opts = (id: number, taskId?: string) => ({
+    caps: TASKS,
+    headers: { ...auth('tasks'), ...(taskId ? { 'mcp-name': taskId } : {}) },
+    id,
+  });
+  /** Starts a task of `name`; returns its id. */
+  async function task(name: string, args: Record<string, unknown>, id: number): Promise<string> {
+    const created = await rpc(url(), 'tools/call', { name, arguments: args }, opts(id));
+    expect(created.body.result?.resultType, JSON.stringify(created.body)).toBe('task');
+    return created.body.result.taskId;
+  }
+  /** The two lines of task `taskId` (its creation, its end), once both are written. */
+  async function linesOfTask(taskId: string): Promise<Record<string, any>[]> {
+    await eventually(() => lines().filter((l) => l.taskId === taskId).length >= 2, 10_000);
+    return lines().filter((l) => l.taskId === taskId);
+  }
+  const base = { principal: 'apikey:tasks', upstream: 'f', method: 'tools/call', era: '2026-07-28', transport: 'streamable-http' };
+
+  it('a task has a line when created (outcome task) and one when it ends, joined by taskId; approval and outcome as answered', async () => {
+    const args = { ms: 5, steps: 1 };
+    const accepted = await task('slow', args, 11);
+    await rpc(
+      url(),
+      'tasks/update',
+      { taskId: accepted, inputResponses: { approval: { action: 'accept', content: {} } } },
+      opts(12, accepted),
+    );
+    const declined = await task('slow', args, 13);
+    await rpc(url(), 'tasks/update', { taskId: declined, inputResponses: { approval: { action: 'decline' } } }, opts(14, declined));
+    const cancelled = await task('ask_name', { greeting: 'Hi' }, 15);
+    await rpc(url(), 'tasks/cancel', { taskId: cancelled }, opts(16, cancelled));
+    const failed = await task('bad_result', {}, 17);
+
+    const created = { ...base, approval: 'asked', outcome: 'task' };
+    expect(await linesOfTask(accepted)).toEqual([
+      expect.objectContaining({ ...created, name: 'slow', argsDigest: digestOf(args), rpcId: 11 }),
+      expect.objectContaining({ ...base, name: 'slow', argsDigest: digestOf(args), approval: 'accepted', outcome: 'complete', rpcId: 11 }),
+    ]);
+    expect(await linesOfTask(declined)).toEqual([
+      expect.objectContaining({ ...created, rpcId: 13 }),
+      expect.objectContaining({ ...base, approval: 'declined', outcome: 'refused', rpcId: 13 }),
+    ]);
+    expect(await linesOfTask(cancelled)).toEqual([
+      expect.objectContaining({ ...created, name: 'ask_name', rpcId: 15 }),
+      expect.objectContaining({ ...base, name: 'ask_name', approval: 'asked', outcome: 'cancelled', rpcId: 15 }),
+    ]);
+    const [began, ended] = await linesOfTask(failed);
+    expect(began).toMatchObject({ ...base, name: 'bad_result', outcome: 'task', rpcId: 17 });
+    expect(ended).toMatchObject({ ...base, name: 'bad_result', outcome: 'error', rpcId: 17 });
+    expect(ended!.code).toBeLessThan(0);
+    expect(ended!.approval).toBeUndefined();
+    // The end's duration runs from the task's creation; each task ends once.
+    for (const taskId of [accepted, declined, cancelled, failed]) {
+      const [first, last] = await linesOfTask(taskId);
+      expect(last!.durationMs).toBeGreaterThanOrEqual(0);
+      expect(Date.parse(last!.time)).toBeGreaterThanOrEqual(Date.parse(first!.time));
+    }
+    expect((await linesOfTask(accepted)).length).toBe(2);
   });
 });

@@ -3,7 +3,7 @@
  * against real peers — a 2026-07-28 client (raw HTTP) and the official v1 SDK client (a legacy
  * session) in front of the legacy fixture server over stdio, the federated `/mcp` over it and the
  * 2026-07-28 fixture — leaves one line per call, field by field as the calls were made: approvals
- * asked, accepted and declined, an upstream error, tool-policy refusals and a 429. No argument and
+ * asked, accepted and declined, an upstream error, tool-policy refusals, a task and its end, and a 429. No argument and
  * nothing typed into a form is in the file; the principal is hashed.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -169,11 +169,14 @@ describe('audit trail', () => {
     clients.push(fed.client);
     expect((await fed.client.listTools()).tools.length).toBeGreaterThan(0);
 
-    const got = await linesSoon(16);
-    expect(got).toHaveLength(16);
+    const got = await linesSoon(17);
+    expect(got).toHaveLength(17);
     expect(got.filter((l) => l.method === 'tasks/get')).toEqual([]);
+    // The task's line, and its end's, joined by its id.
+    const ofTask = { ...modern, upstream: 'fx', method: 'tools/call', name: 'env_token', taskId };
     expect(got.filter((l) => l.rpcId === 131)).toEqual([
-      expect.objectContaining({ ...modern, upstream: 'fx', method: 'tools/call', name: 'env_token', outcome: 'task' }),
+      expect.objectContaining({ ...ofTask, outcome: 'task' }),
+      expect.objectContaining({ ...ofTask, outcome: 'complete' }),
     ]);
     const of2026 = got.filter((l) => l.era === '2026-07-28');
     expect(of2026.slice(5, 7)).toEqual([

@@ -370,7 +370,7 @@ export class BridgeServer {
               this.tasks.create(
                 ex,
                 { principal: ctx.principal, upstream: up.name },
-                { ...up.cfg.tasks, batchWindowMs: window, tool: name },
+                { ...up.cfg.tasks, batchWindowMs: window, tool: name, onEnd: ctx.audit?.taskEnded },
               ),
           }
         : undefined;

@@ -12,6 +12,7 @@ import type { Exchange } from '../exchange.js';
 import { invalidResponse } from '../responses.js';
 import { invalidParams, shutdownFailure, upstreamFailed, type GatewayError } from '../../../protocol/errors.js';
 import type { InputRequest } from '../../../protocol/wire.js';
+import type { TaskEnd } from '../../../protocol/connection.js';
 import { TASK_NOT_FOUND } from '../../../protocol/tasks.js';
 import type { Logger } from '../../../observability/log.js';
 import { startTaskSpan, taskStatus, type Traced } from '../../../observability/tracing.js';
@@ -40,6 +41,9 @@ interface LiveTask {
   pollIntervalMs: number;
   /** The task's span, while tracing. */
   trace?: Traced;
+  /** Told once when the task ends (its audit line); `performance.now()` at its creation. */
+  onEnd?: (end: TaskEnd) => void;
+  startedMs: number;
 }
 
 /** A task whose call runs in this process, as {@link TaskManager.runningTasks} reports it. */
@@ -153,6 +157,7 @@ export class TaskManager {
         pollIntervalMs: live.pollIntervalMs,
       };
       this.onStatus?.('cancelled');
+      this.ended(taskId, live, 'cancelled');
       for (const l of this.listeners) l(last);
     });
   }
@@ -206,13 +211,16 @@ export class TaskManager {
   /**
    * Turns a running Exchange into a task: stores the record (durably, before returning) and
    * returns the flat CreateTaskResult (`resultType: "task"`). Never carries `requestState`.
-   * `opts.tool` names the tool for the admin view and the task's span.
+   * `opts.tool` names the tool for the admin view and the task's span; `opts.onEnd` is called once
+   * when this replica sees the task end (`completed`, `failed`, `cancelled`; a record gone counts as
+   * `cancelled`).
    */
   async create(
     exchange: Exchange,
     caller: TaskCaller,
-    opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string },
+    opts: { ttlMs: number; pollIntervalMs: number; batchWindowMs: number; tool?: string; onEnd?: (end: TaskEnd) => void },
   ): Promise<Record<string, unknown>> {
+    const startedMs = performance.now();
     const now = new Date().toISOString();
     const record: TaskRecord = {
       taskId: randomBytes(16).toString('base64url'),
@@ -256,6 +264,8 @@ export class TaskManager {
       ttlMs: opts.ttlMs,
       pollIntervalMs: opts.pollIntervalMs,
       trace,
+      onEnd: opts.onEnd,
+      startedMs,
     };
     this.live.set(record.taskId, live);
     this.statuses.set(record.taskId, record.status, { ttl: record.ttlMs });
@@ -374,7 +384,10 @@ export class TaskManager {
       return;
     }
     if (record.status !== before) taskStatus(live.trace, record.status, record.error, isTerminal(record.status));
-    if (isTerminal(record.status)) this.release(taskId, live);
+    if (isTerminal(record.status)) {
+      this.release(taskId, live);
+      this.ended(taskId, live, record.status, record.error);
+    }
     live.status = record.status;
     if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
     if (record.status !== before) this.onStatus?.(record.status);
@@ -390,6 +403,7 @@ export class TaskManager {
    */
   private endedElsewhere(taskId: string, live: LiveTask, record: TaskRecord | undefined): void {
     taskStatus(live.trace, record?.status ?? 'expired', record?.error, true);
+    this.ended(taskId, live, record?.status ?? 'cancelled', record?.error);
     if (!record) {
       this.statuses.delete(taskId);
       return;
@@ -397,6 +411,15 @@ export class TaskManager {
     live.status = record.status;
     if (this.statuses.has(taskId)) this.statuses.set(taskId, record.status, { noUpdateTTL: true });
     this.onStatus?.(record.status);
+  }
+
+  /** Tells the task's `onEnd`, once, that it ended with `status` (a terminal one). */
+  private ended(taskId: string, live: LiveTask, status: TaskStatus, error?: TaskRecord['error']): void {
+    const onEnd = live.onEnd;
+    if (!onEnd || !isTerminal(status)) return;
+    live.onEnd = undefined;
+    const durationMs = performance.now() - live.startedMs;
+    onEnd({ taskId, status: status as TaskEnd['status'], ...(error ? { error } : {}), durationMs });
   }
 
   /** Stops following a task: its final status is written, or it has no record left to write to. */
