@@ -55,6 +55,15 @@ describe('shipped configs', () => {
     );
   });
 
+  it('config/approvals.example.json: server-filesystem over stdio, destructive tools approved (remembered 10 min), a tool limit, an audit file', () => {
+    const cfg = parseConfig(readJson(join(ROOT, 'config/approvals.example.json')), fakeEnv, join(ROOT, 'config'));
+    const files = cfg.upstreams.files!;
+    expect(files).toMatchObject({ transport: 'stdio', command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'] });
+    expect(files.approvals).toMatchObject({ destructive: true, rememberMs: 600_000 });
+    expect(files.limits.tools.write_file).toMatchObject({ requestsPerSecond: 1, burst: 5 });
+    expect(cfg.audit).toMatchObject({ enabled: true, destination: join(ROOT, 'config', 'audit.log') });
+  });
+
   const examples = readdirSync(join(ROOT, 'config')).filter((f) => f.endsWith('.example.json'));
   it(`every config/*.example.json parses with parseConfig (${examples.length} found)`, () => {
     for (const f of examples) {
