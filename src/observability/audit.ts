@@ -7,8 +7,11 @@
  * elicitation content), results, tokens.
  *
  * Written by the router for 2026-07-28 requests (one line per upstream a request went to, so a
- * federated list is one line per member), by the legacy session registry for each request a legacy
- * session relayed, and by the front door for a 429 whose method the `Mcp-Method` header names.
+ * federated list is one line per member; a member refused by its upstream or tool limits included),
+ * and for the end of a task a request created (a second line with the same `taskId`, on the replica
+ * running the task); by the legacy session registry for each request a legacy session relayed; by
+ * the front door for a 429 of `limits` whose method the `Mcp-Method` header names, and for each
+ * request of a body refused by `upstreams.NAME.limits` on `/mcp/NAME`.
  */
 import { openSync } from 'node:fs';
 import { destination as pinoDestination, pino, type DestinationStream, type Logger as PinoLogger } from 'pino';

@@ -218,7 +218,7 @@ export class Router {
   ): Promise<Record<string, unknown>> {
     // The request's own note: the members of a federated request each get theirs.
     const note: AuditNote = {};
-    let ctx: CallContext & { paramHeaders?: Record<string, string> } = { ...given, audit: note };
+    const ctx: CallContext & { paramHeaders?: Record<string, string> } = { ...given, audit: note };
     const origin = ctx.origin;
     if (!origin || !this.audit.enabled || !audited(req.method)) {
       await admit?.();
