@@ -21,6 +21,8 @@
  * - A call waiting for its approval holds nothing else up: other messages go on at once. The
  *   client's `notifications/cancelled` for it withdraws it (the client is told `notifications/cancelled`
  *   for the gateway's form); the session closing ends the wait with nothing answered.
+ * - Another request under the id of a call waiting for its approval is -32600 and goes nowhere
+ *   (the id names the held call; relaying it would pass the approval).
  * - `RelayedRequest.approval` of the call says what happened (`accepted`, `remembered` on the real
  *   relay's record; `declined`, `cancelled` on the gateway's own).
  *
@@ -143,8 +145,21 @@ export class ApprovalRelay implements LegacyRelay {
     if (m.id !== undefined) {
       if (m.method === 'initialize') this.initialize = m.params ?? {};
       if (m.method === 'tools/list' && m.params?.cursor === undefined) this.listings.add(m.id);
+      // The id of a call waiting for its approval names that call: another request under it is
+      // refused, never relayed past the approval.
+      if (this.held.has(m.id))
+        return this.answer(
+          m,
+          {
+            error: {
+              code: ErrorCode.InvalidRequest,
+              message: `Request id ${JSON.stringify(m.id)} is already in use by a call waiting for its approval`,
+            },
+          },
+          performance.now(),
+        );
       const tool = m.params?.name;
-      if (m.method === 'tools/call' && typeof tool === 'string' && !toolCallRefusal(this.init.tools, tool) && !this.held.has(m.id))
+      if (m.method === 'tools/call' && typeof tool === 'string' && !toolCallRefusal(this.init.tools, tool))
         return this.gated(m, tool, extra);
     }
     return this.inner.fromClient(raw, extra);

@@ -151,6 +151,53 @@ describe('a legacy client on a legacy upstream (server-filesystem, pass-through)
     expect(existsSync(join(dir, 'withdrawn.txt'))).toBe(false);
   });
 
+  it('a second tools/call with the id of a call waiting for its approval is refused, not relayed unasked', async () => {
+    const client = new Client({ name: 'reusing-client', version: '1.0.0' }, { capabilities: { elicitation: { form: {} } } });
+    clients.push(client);
+    const transport = new StreamableHTTPClientTransport(new URL(gw.url('fs')));
+    let heldId: string | number | undefined;
+    const send = transport.send.bind(transport);
+    transport.send = (m: JSONRPCMessage, o?: Parameters<typeof send>[1]) => {
+      if ('method' in m && m.method === 'tools/call' && 'id' in m) heldId = m.id;
+      return send(m, o);
+    };
+    let answered!: (m: any) => void;
+    const duplicate = new Promise<any>((r) => (answered = r));
+    client.setRequestHandler(ElicitRequestSchema, async () => {
+      // While the form is open, the same JSON-RPC id again, for a call the user is never asked about.
+      const res = await fetch(gw.url('fs'), {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          'mcp-session-id': transport.sessionId!,
+          'mcp-protocol-version': transport.protocolVersion!,
+        },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: heldId,
+          method: 'tools/call',
+          params: { name: 'write_file', arguments: { path: join(dir, 'same-id.txt'), content: 'unasked' } },
+        }),
+      });
+      const text = await res.text();
+      answered(
+        JSON.parse(
+          text
+            .split('\n')
+            .find((l) => l.startsWith('data: {'))
+            ?.slice(6) ?? text,
+        ),
+      );
+      return { action: 'decline' };
+    });
+    await client.connect(transport);
+    // The first call's answer shares its id with the refused one: only the refusal is awaited.
+    void write(client, 'held.txt', 'asked').catch(() => {});
+    expect(await duplicate).toMatchObject({ id: heldId, error: { code: -32600, message: expect.stringMatching(/already in use/) } });
+    expect(existsSync(join(dir, 'same-id.txt'))).toBe(false);
+  });
+
   it('a 2025-06-18 session gets the form without mode, which that revision does not have', async () => {
     const asked: any[] = [];
     const client = new Client({ name: 'older-client', version: '1.0.0' }, { capabilities: { elicitation: {} } });
