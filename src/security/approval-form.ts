@@ -5,7 +5,8 @@
  * The form is a form-mode `elicitation/create` whose message names the tool and the upstream and
  * lists the arguments, each as JSON: the value of an argument (or nested member) whose name says it
  * is a secret (src/security/secrets.ts) is shown as `[redacted]`, text shaped like a credential is
- * redacted wherever it stands (src/security/redact.ts), and a long value is cut. Its schema asks
+ * redacted wherever it stands (src/security/redact.ts), characters one cannot see (bidirectional
+ * overrides, zero-width characters) are escaped, and a long value is cut. Its schema asks
  * nothing, or, when approvals may be remembered, one boolean `remember`.
  */
 import { ElicitResultSchema } from '@modelcontextprotocol/core';
@@ -34,9 +35,19 @@ function masked(value: unknown, depth = 0): unknown {
   );
 }
 
-/** `value` as JSON, cut after {@link MAX_SHOWN_CHARS} characters. */
+/**
+ * `json` (JSON text) with the characters a person cannot see written as `\\uXXXX` escapes: format
+ * characters (bidirectional overrides and isolates, zero-width characters), the controls JSON
+ * leaves as they are (U+007F … U+009F) and the line and paragraph separators; so a value cannot
+ * show other text than it holds (a path that reads backwards, a hidden part).
+ */
+function visible(json: string): string {
+  return json.replace(/[\p{Cf}\p{Cc}\u2028\u2029]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, '0')}`);
+}
+
+/** `value` as JSON, invisible characters escaped, cut after {@link MAX_SHOWN_CHARS} characters. */
 function shown(value: unknown): string {
-  const json = JSON.stringify(value) ?? 'null';
+  const json = visible(JSON.stringify(value) ?? 'null');
   if (json.length <= MAX_SHOWN_CHARS) return json;
   return `${json.slice(0, MAX_SHOWN_CHARS)}… (${json.length - MAX_SHOWN_CHARS} more characters)`;
 }
@@ -47,7 +58,7 @@ function argumentLines(args: unknown): string[] {
     return ['(no arguments)'];
   if (typeof args !== 'object' || args === null || Array.isArray(args)) return [`  ${shown(masked(args))}`];
   const entries = Object.entries(masked(args) as Record<string, unknown>);
-  const lines = entries.slice(0, MAX_SHOWN_ARGUMENTS).map(([k, v]) => `  ${JSON.stringify(k)}: ${shown(v)}`);
+  const lines = entries.slice(0, MAX_SHOWN_ARGUMENTS).map(([k, v]) => `  ${visible(JSON.stringify(k))}: ${shown(v)}`);
   if (entries.length > MAX_SHOWN_ARGUMENTS) lines.push(`  … and ${entries.length - MAX_SHOWN_ARGUMENTS} more arguments`);
   return lines;
 }
@@ -77,7 +88,7 @@ export function duration(ms: number): string {
  */
 export function approvalRequest(upstream: string, tool: string, args: unknown, rememberMs: number): InputRequest {
   const message = [
-    `Allow the tool ${JSON.stringify(tool)} of upstream ${JSON.stringify(upstream)} to run with these arguments?`,
+    `Allow the tool ${visible(JSON.stringify(tool))} of upstream ${JSON.stringify(upstream)} to run with these arguments?`,
     ...argumentLines(args),
     'Accept runs it; decline or cancel does not.',
   ].join('\n');

@@ -43,6 +43,16 @@ describe('approval form', () => {
     expect(message.length).toBeLessThan(600);
   });
 
+  it('escapes characters one cannot see, so a value shows what it holds', () => {
+    // U+202E makes "/tmp/txt.exe" read as "/tmp/exe.txt"; U+200B and U+2028 hide a part; U+0085 is a control JSON leaves as is.
+    const message = String(
+      approvalRequest('fs', 'write_file', { path: '/tmp/\u202Eexe.txt', ['a\u200Bb']: 'x\u2028y\u0085z\u2066' }, 0).params.message,
+    );
+    expect(message).toContain('"path": "/tmp/\\u202eexe.txt"');
+    expect(message).toContain('"a\\u200bb": "x\\u2028y\\u0085z\\u2066"');
+    expect(message).not.toMatch(/[\u202E\u200B\u2028\u0085\u2066]/);
+  });
+
   it('offers a remember box only when approvals are remembered', () => {
     const schema = approvalRequest('fs', 't', {}, 600_000).params.requestedSchema as Record<string, any>;
     expect(schema.properties.remember).toMatchObject({ type: 'boolean', default: false, title: 'Remember this approval for 10 minutes' });
