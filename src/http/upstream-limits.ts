@@ -66,8 +66,7 @@ export class UpstreamLimits {
 
   /**
    * Counts the requests of `body` (a JSON-RPC message or a batch) from caller `key` to `upstream`:
-   * one for the upstream's limit when the body holds a request, then one per `tools/call` for its
-   * tool's limit. Responses and notifications count nothing.
+   * one per request for the upstream's limit, then one per `tools/call` for its tool's limit. Responses and notifications count nothing.
    * @returns undefined when allowed, else the first refusal.
    */
   check(upstream: string, body: unknown, key: string): Promise<LimitRefusal | undefined> {
@@ -94,7 +93,8 @@ export class UpstreamLimits {
     if (!requests.length) return undefined;
     const whole = this.upstreams.get(upstream);
     if (whole) {
-      const taken = await whole.take(key);
+      // Each request of a body (a legacy client's batch) counts, as it reaches the upstream.
+      const taken = await whole.take(key, requests.length);
       if (!taken.allowed) return refusal(taken.retryAfterMs, `Rate limit of upstream ${upstream} exceeded for this caller`, 'upstream');
     }
     const tools = this.tools.get(upstream);

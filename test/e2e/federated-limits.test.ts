@@ -13,7 +13,7 @@ import { fixtureStdio } from '../helpers/fixture.js';
 import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { scaled } from '../helpers/budget.js';
 
-const PRINCIPALS = ['modern', 'legacy', 'upstream', 'rounds'] as const;
+const PRINCIPALS = ['modern', 'legacy', 'upstream', 'rounds', 'batch'] as const;
 const keyOf = (principal: string) => `key-of-${principal}-0123456789abcdef`;
 const auth = (principal: string) => ({ headers: { authorization: `Bearer ${keyOf(principal)}` } });
 const TOOL_REFUSED = /Rate limit of tool env_token on upstream f exceeded for this caller; retry after \d+ s/;
@@ -106,6 +106,45 @@ describe('upstream and tool limits on the federated /mcp', () => {
       expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
       expect(answers[4]!.body.error).toMatchObject({ code: -32600, message: expect.stringMatching(/Rate limit of upstream g exceeded/) });
       expect(Number(answers[4]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    },
+    scaled(30_000),
+  );
+
+  it(
+    "an upstream's rate limit counts each request of a legacy client's JSON-RPC batch",
+    async () => {
+      const post = (body: unknown, session?: string) =>
+        fetch(gw.url('g'), {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...auth('batch').headers,
+            ...(session ? { 'mcp-session-id': session, 'mcp-protocol-version': '2025-03-26' } : {}),
+          },
+          body: JSON.stringify(body),
+        });
+      const init = await post({
+        jsonrpc: '2.0',
+        id: 0,
+        method: 'initialize',
+        params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'batching', version: '1.0.0' } },
+      });
+      expect(init.status).toBe(200);
+      const session = init.headers.get('mcp-session-id')!;
+      await init.text();
+      expect((await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, session)).status).toBe(202);
+      // Five calls in one body, against four requests per caller every ten seconds (initialize took one).
+      const batch = [1, 2, 3, 4, 5].map((id) => ({
+        jsonrpc: '2.0',
+        id,
+        method: 'tools/call',
+        params: { name: 'slow', arguments: { ms: 1, steps: 1 } },
+      }));
+      const refused = await post(batch, session);
+      expect(refused.status).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(JSON.stringify(await refused.json())).toMatch(/Rate limit of upstream g exceeded/);
     },
     scaled(30_000),
   );

@@ -120,8 +120,11 @@ describe('UpstreamLimits on the memory store', () => {
       expect(await limits.check('g', call(i, 'write'), 'alice')).toBeUndefined();
     }
     expect(await limits.check('f', call(3, 'write'), 'bob')).toBeUndefined();
-    // The upstream's window (3 requests per 3 s) took the two calls above and takes a batch as one request.
-    expect(await limits.check('f', [call(4, 'read'), call(5, 'read')], 'alice')).toBeUndefined();
+    // The upstream's window (3 requests per 3 s) took the two calls above, and counts each request of a batch.
+    expect(await limits.check('f', [call(4, 'read'), call(5, 'read')], 'alice')).toMatchObject({
+      limit: 'upstream',
+      message: expect.stringMatching(/^Rate limit of upstream f exceeded/),
+    });
     expect(await limits.check('f', call(6, 'read'), 'alice')).toMatchObject({
       limit: 'upstream',
       message: expect.stringMatching(/^Rate limit of upstream f exceeded/),
