@@ -21,6 +21,28 @@ import type { ApprovalAudit } from '../protocol/connection.js';
 import { ErrorCode } from '../protocol/errors.js';
 import { principalHash } from '../security/auth.js';
 import { digestOf, INVALID_STATE } from '../security/seal.js';
+import { REDACTED, redactText } from '../security/redact.js';
+import { secretName } from '../security/secrets.js';
+
+/**
+ * `name` (a tool or prompt name, or a resource URI) as an audit line shows it: credential-shaped
+ * text (a URL's password, `Bearer …`, `sk-…`; src/security/redact.ts) and the value of a query
+ * parameter whose name says secret (`?api_key=…`, `&token=…`) are `[redacted]`.
+ */
+export function auditedName(name: string): string {
+  return redactText(name, []).replace(/([?&;])([^=&;#]*)=([^&;#]*)/g, (all, sep: string, key: string) =>
+    secretName(percentDecoded(key)) ? `${sep}${key}=${REDACTED}` : all,
+  );
+}
+
+/** `s` percent-decoded, or as it is when it is not valid percent-encoding. */
+function percentDecoded(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
 
 /**
  * How a call ended: answered (`complete`), a round of input asked (`input_required`), a task
@@ -192,7 +214,7 @@ export class AuditLog {
         upstream: e.upstream,
         member: e.member,
         method: e.method,
-        name: e.name,
+        name: e.name === undefined ? undefined : auditedName(e.name),
         argsDigest: e.argsDigest,
         approval: e.approval,
         outcome: e.outcome,

@@ -376,3 +376,28 @@ describe('audit trail of the limits', () => {
     expect(fileText(file)).not.toContain(RAW_ARG);
   });
 });
+
+describe('audit trail of resources', () => {
+  let gw2: TestGateway | undefined;
+  afterAll(async () => {
+    await gw2?.close();
+  });
+
+  it("a resource URI's password and secret-named query values are redacted in its line", async () => {
+    const file = join(dir, 'resources.jsonl');
+    gw2 = await startGateway({
+      auth: { mode: 'apiKeys', keys: [{ principal: PRINCIPAL, key: KEY }] },
+      audit: { destination: file },
+      upstreams: { fx: fixtureStdio() },
+    });
+    const uri = 'postgres://admin:Pw-Qz81xx@db.local/app?api_key=Kx-77abc&sslmode=require#t';
+    const read = await rpc(gw2.url('fx'), 'resources/read', { uri }, { headers: AUTH, id: 1 });
+    expect(read.status).toBe(200);
+    const [line] = await linesSoon(1, file);
+    expect(line).toMatchObject({
+      method: 'resources/read',
+      name: 'postgres://admin:[redacted]@db.local/app?api_key=[redacted]&sslmode=require#t',
+    });
+    expect(fileText(file)).not.toMatch(/Pw-Qz81xx|Kx-77abc/);
+  });
+});
