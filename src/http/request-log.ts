@@ -6,6 +6,7 @@
 import { GatewayError, quoted } from '../protocol/errors.js';
 import { SERVED_METHODS } from '../protocol/wire.js';
 
+import { shownName } from '../observability/audit.js';
 import type { Logger } from '../observability/log.js';
 import type { Metrics } from '../observability/metrics.js';
 import { traceIds, type Traced } from '../observability/tracing.js';
@@ -50,7 +51,7 @@ export function record(
         requestId: r.requestId,
         upstream: r.upstream,
         method: quoted(method),
-        name: quoted(name),
+        name: quoted(name === undefined ? undefined : shownName(name)),
         principal: principalHash(r.principal),
         durationMs,
         upstreamMs,
@@ -79,7 +80,7 @@ export function legacyRecorder(log: Logger, metrics: Metrics): (upstream: string
       {
         upstream,
         method: quoted(r.method),
-        name: quoted(r.name),
+        name: quoted(r.name === undefined ? undefined : shownName(r.name)),
         principal: principalHash(principal),
         durationMs,
         outcome: r.outcome,

@@ -25,11 +25,11 @@ import { REDACTED, redactText } from '../security/redact.js';
 import { secretName } from '../security/secrets.js';
 
 /**
- * `name` (a tool or prompt name, or a resource URI) as an audit line shows it: credential-shaped
+ * `name` (a tool or prompt name, or a resource URI) as audit and request log lines show it: credential-shaped
  * text (a URL's password, `Bearer …`, `sk-…`; src/security/redact.ts) and the value of a query
  * parameter whose name says secret (`?api_key=…`, `&token=…`) are `[redacted]`.
  */
-export function auditedName(name: string): string {
+export function shownName(name: string): string {
   return redactText(name, []).replace(/([?&;])([^=&;#]*)=([^&;#]*)/g, (all, sep: string, key: string) =>
     secretName(percentDecoded(key)) ? `${sep}${key}=${REDACTED}` : all,
   );
@@ -214,7 +214,7 @@ export class AuditLog {
         upstream: e.upstream,
         member: e.member,
         method: e.method,
-        name: e.name === undefined ? undefined : auditedName(e.name),
+        name: e.name === undefined ? undefined : shownName(e.name),
         argsDigest: e.argsDigest,
         approval: e.approval,
         outcome: e.outcome,

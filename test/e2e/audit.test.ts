@@ -13,7 +13,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { digestOf } from '../../src/security/seal.js';
 import { principalHash } from '../../src/security/auth.js';
-import { envelope, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { envelope, memoryLogger, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { elicitingClient } from '../helpers/v1client.js';
 import { eventually, fixtureStdio, modernStdio } from '../helpers/fixture.js';
 import { runCli } from '../helpers/cli.js';
@@ -383,13 +383,17 @@ describe('audit trail of resources', () => {
     await gw2?.close();
   });
 
-  it("a resource URI's password and secret-named query values are redacted in its line", async () => {
+  it("a resource URI's password and secret-named query values are redacted in its line and its request log line", async () => {
     const file = join(dir, 'resources.jsonl');
-    gw2 = await startGateway({
-      auth: { mode: 'apiKeys', keys: [{ principal: PRINCIPAL, key: KEY }] },
-      audit: { destination: file },
-      upstreams: { fx: fixtureStdio() },
-    });
+    const logs = memoryLogger('info');
+    gw2 = await startGateway(
+      {
+        auth: { mode: 'apiKeys', keys: [{ principal: PRINCIPAL, key: KEY }] },
+        audit: { destination: file },
+        upstreams: { fx: fixtureStdio() },
+      },
+      { log: logs.log },
+    );
     const uri = 'postgres://admin:Pw-Qz81xx@db.local/app?api_key=Kx-77abc&sslmode=require#t';
     const read = await rpc(gw2.url('fx'), 'resources/read', { uri }, { headers: AUTH, id: 1 });
     expect(read.status).toBe(200);
@@ -399,5 +403,8 @@ describe('audit trail of resources', () => {
       name: 'postgres://admin:[redacted]@db.local/app?api_key=[redacted]&sslmode=require#t',
     });
     expect(fileText(file)).not.toMatch(/Pw-Qz81xx|Kx-77abc/);
+    const logged = logs.lines().find((l) => l.msg === 'request' && l.method === 'resources/read');
+    expect(logged?.name).toBe(line!.name);
+    expect(JSON.stringify(logs.lines())).not.toMatch(/Pw-Qz81xx|Kx-77abc/);
   });
 });
