@@ -4,9 +4,10 @@
  *
  * The form is a form-mode `elicitation/create` whose message names the tool and the upstream and
  * lists the arguments, each as JSON: the value of an argument (or nested member) whose name says it
- * is a secret (src/security/secrets.ts) is shown as `[redacted]`, text shaped like a credential is
- * redacted wherever it stands (src/security/redact.ts), characters one cannot see (bidirectional
- * overrides, zero-width characters) are escaped, and a long value is cut. Its schema asks
+ * is a secret (src/security/secrets.ts) or names a credential header (Authorization, Cookie) is
+ * shown as `[redacted]`, text shaped like a credential is redacted wherever it stands
+ * (src/security/redact.ts), characters one cannot see (bidirectional overrides, zero-width
+ * characters) are escaped, and a long value is cut. Its schema asks
  * nothing, or, when approvals may be remembered, one boolean `remember`.
  */
 import { ElicitResultSchema } from '@modelcontextprotocol/core';
@@ -24,6 +25,14 @@ export const MAX_SHOWN_CHARS = 200;
 /** Most arguments listed one by one; the rest are counted. */
 export const MAX_SHOWN_ARGUMENTS = 20;
 
+/** Header-like names whose value is a credential though the name does not say secret (case and separators aside). */
+const CREDENTIAL_HEADER = /^(proxy)?(authorization|cookie)$|^setcookie$/;
+
+/** Whether the value of a member named `name` is hidden in the form: a secret name, or a credential header's. */
+function hidden(name: string): boolean {
+  return secretName(name) || CREDENTIAL_HEADER.test(name.toLowerCase().replace(/[^a-z0-9]/g, ''));
+}
+
 /** `value` with secret-named members hidden and credential-shaped text redacted, at any depth. */
 function masked(value: unknown, depth = 0): unknown {
   if (typeof value === 'string') return redactText(value, []);
@@ -31,7 +40,7 @@ function masked(value: unknown, depth = 0): unknown {
   if (depth > 32) return '…';
   if (Array.isArray(value)) return value.map((v) => masked(v, depth + 1));
   return Object.fromEntries(
-    Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, secretName(k) ? REDACTED : masked(v, depth + 1)]),
+    Object.entries(value as Record<string, unknown>).map(([k, v]) => [k, hidden(k) ? REDACTED : masked(v, depth + 1)]),
   );
 }
 

@@ -37,6 +37,20 @@ describe('approval form', () => {
     for (const secret of ['hunter2', '"pw"', 'abc.def', 'sk-1234567890abcdef']) expect(message).not.toContain(secret);
   });
 
+  it('hides the values of credential headers among the arguments (Authorization, Cookie)', () => {
+    const message = String(
+      approvalRequest(
+        'http',
+        'fetch',
+        { url: 'https://x', headers: { Authorization: 'opaque-Zk41', cookie: 'sid=Qv82', 'Set-Cookie': 'a=Hh3' } },
+        0,
+      ).params.message,
+    );
+    expect(message).toContain('"Authorization":"[redacted]"');
+    for (const secret of ['opaque-Zk41', 'Qv82', 'Hh3']) expect(message).not.toContain(secret);
+    expect(message).toContain('https://x');
+  });
+
   it('cuts a long value and says how much was left out', () => {
     const message = String(approvalRequest('fs', 'write_file', { content: 'x'.repeat(5000) }, 0).params.message);
     expect(message).toContain(`"content": "${'x'.repeat(MAX_SHOWN_CHARS - 1)}… (${5002 - MAX_SHOWN_CHARS} more characters)`);
