@@ -16,8 +16,16 @@ export const UpstreamApprovalsSchema = z
       .array(z.string().min(1, 'a tool pattern is a name or a glob, not empty'))
       .default([])
       .describe('Tools the user must approve before each call, by name or glob (* any run of characters, ? one character)'),
-    destructive: z.boolean().default(false).describe("Also every tool the upstream's tools/list annotates destructiveHint: true"),
-    notReadOnly: z.boolean().default(false).describe("Also every tool the upstream's tools/list annotates readOnlyHint: false"),
+    destructive: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Also every tool the upstream's tools/list annotates destructiveHint: true; left out it defaults to true unless readOnlyHint is true, as for a tool the list lacks",
+      ),
+    notReadOnly: z
+      .boolean()
+      .default(false)
+      .describe("Also every tool the upstream's tools/list annotates readOnlyHint: false (its default, also for a tool the list lacks)"),
     rememberMs: z
       .number()
       .int()

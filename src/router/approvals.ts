@@ -6,7 +6,8 @@
  * A tool of an upstream needs approval when its name matches one of the upstream's
  * `approvals.tools` (names or globs, src/config/globs.ts), or with `approvals.destructive` when its
  * annotations say `destructiveHint: true`, or with `approvals.notReadOnly` when they say
- * `readOnlyHint: false`. The annotations are those of the upstream's `tools/list` as the gateway saw
+ * `readOnlyHint: false`, with the spec's defaults for hints left out (a tool without annotations,
+ * or one no listing names, is destructive and not read-only). The annotations are those of the upstream's `tools/list` as the gateway saw
  * it: a complete listing the gateway served to anyone ({@link Approvals.saw}), or, when none is
  * known, one listing made through the router for the caller; kept per upstream until its tools
  * change ({@link Approvals.forget}) or for {@link ANNOTATIONS_TTL_MS}.
@@ -84,9 +85,20 @@ function hintsOf(tools: readonly unknown[]): Map<string, ToolHints> {
   for (const t of tools) {
     if (!t || typeof t !== 'object' || typeof (t as { name?: unknown }).name !== 'string') continue;
     const a = (t as { annotations?: { destructiveHint?: unknown; readOnlyHint?: unknown } }).annotations;
-    out.set((t as { name: string }).name, { destructive: a?.destructiveHint === true, notReadOnly: a?.readOnlyHint === false });
+    out.set((t as { name: string }).name, hintsOfAnnotations(a));
   }
   return out;
+}
+
+/**
+ * The hints of a tool's `annotations` with the defaults of the spec's `ToolAnnotations` (MCP
+ * 2025-06-18 §Tools): `readOnlyHint` false, `destructiveHint` true (meaningful only when not
+ * read-only). So a tool without annotations, or one the listing lacks, counts as destructive and
+ * not read-only: the policy fails closed.
+ */
+function hintsOfAnnotations(a: { destructiveHint?: unknown; readOnlyHint?: unknown } | undefined): ToolHints {
+  const readOnly = a?.readOnlyHint === true;
+  return { destructive: !readOnly && a?.destructiveHint !== false, notReadOnly: !readOnly };
 }
 
 const compiled = new WeakMap<readonly string[], RegExp[]>();
@@ -136,7 +148,8 @@ export class Approvals {
     if (matches(cfg.tools, tool)) return true;
     if (!cfg.destructive && !cfg.notReadOnly) return false;
     const hints = await this.hints(upstream, tool, who);
-    return !!hints && ((cfg.destructive && hints.destructive) || (cfg.notReadOnly && hints.notReadOnly));
+    const h = hints ?? hintsOfAnnotations(undefined);
+    return (cfg.destructive && h.destructive) || (cfg.notReadOnly && h.notReadOnly);
   }
 
   /** How long an accepted approval of `upstream` may be remembered, in ms (0: never). */

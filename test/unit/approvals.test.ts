@@ -150,8 +150,9 @@ describeWith(['redis-server'], 'RedisStore approvals', () => {
 describe('Approvals policy', () => {
   const tools = [
     { name: 'write_file', annotations: { destructiveHint: true, readOnlyHint: false } },
-    { name: 'edit_file', annotations: { readOnlyHint: false } },
+    { name: 'edit_file', annotations: { readOnlyHint: false, destructiveHint: false } },
     { name: 'read_file', annotations: { readOnlyHint: true } },
+    { name: 'run', description: 'no annotations' },
   ];
   const policy = (cfg: Record<string, unknown>) => {
     let listings = 0;
@@ -182,6 +183,17 @@ describe('Approvals policy', () => {
     const notReadOnly = policy({ notReadOnly: true });
     expect(await notReadOnly.approvals.needs('fs', 'edit_file', who)).toBe(true);
     expect(await notReadOnly.approvals.needs('fs', 'read_file', who)).toBe(false);
+  });
+
+  it('takes the spec defaults for hints left out, and fails closed for a tool the listing lacks', async () => {
+    const destructive = policy({ destructive: true });
+    expect(await destructive.approvals.needs('fs', 'run', who)).toBe(true);
+    expect(await destructive.approvals.needs('fs', 'unlisted', who)).toBe(true);
+    // destructiveHint is meaningful only when not read-only.
+    expect(await destructive.approvals.needs('fs', 'read_file', who)).toBe(false);
+    const notReadOnly = policy({ notReadOnly: true });
+    expect(await notReadOnly.approvals.needs('fs', 'run', who)).toBe(true);
+    expect(await notReadOnly.approvals.needs('fs', 'unlisted', who)).toBe(true);
   });
 
   it('takes a served listing, and lists again after the tools changed', async () => {
