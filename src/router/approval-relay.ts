@@ -32,6 +32,7 @@
  * approve a call only once the caller's credential is there, so an approval is never spent on a
  * call that then cannot run, and this relay is opened again with each relay the gate opens.
  */
+import { answerOwn, type OwnAnswer } from './relay-answer.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { ToolPolicyConfig } from '../config/globs.js';
 import { ErrorCode, errorText, GatewayError, invalidParams, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
@@ -300,23 +301,8 @@ export class ApprovalRelay implements LegacyRelay {
   }
 
   /** Answers client request `m` itself (a result or an error), for the request log too. */
-  private async answer(
-    m: Message,
-    answer: { result: Record<string, unknown> } | { error: JsonRpcErrorObject },
-    startedAt: number,
-    approval?: ApprovalAudit,
-  ): Promise<void> {
-    const error = 'error' in answer ? answer.error : undefined;
-    this.init.onRequest?.({
-      id: m.id,
-      method: m.method!,
-      name: typeof m.params?.name === 'string' ? m.params.name : undefined,
-      durationMs: performance.now() - startedAt,
-      outcome: error ? 'error' : 'complete',
-      ...(error ? { code: error.code } : {}),
-      ...(approval ? { approval } : {}),
-    });
-    await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
+  private answer(m: Message, answer: OwnAnswer, startedAt: number, approval?: ApprovalAudit): Promise<void> {
+    return answerOwn(this.init, m, answer, startedAt, approval);
   }
 
   /** Ends the relay: calls waiting for their approval end unanswered, and the real relay closes. Never throws. */

@@ -34,10 +34,11 @@
  * the session keeps the revision the gate answered (`negotiated`), which the upstream side's
  * transport does not see.
  */
+import { answerOwn, type OwnAnswer } from './relay-answer.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { LEGACY_REVISIONS } from '../config/schema.js';
 import { ConsentRequired, type CredentialCaller, type UpstreamCredentials } from '../credentials/types.js';
-import { ErrorCode, errorText, GatewayError, reasonOf, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { ErrorCode, errorText, GatewayError, upstreamFailed, type JsonRpcErrorObject } from '../protocol/errors.js';
 import type { RequestId } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { UpstreamCredential } from '../upstream/credential.js';
@@ -390,24 +391,9 @@ export class ConsentGate implements LegacyRelay {
     return this.answer(m, { result });
   }
 
-  /** Answers client request `m` (a result or an error), for the request log too. */
-  private async answer(
-    m: Message,
-    answer: { result: Record<string, unknown> } | { error: JsonRpcErrorObject },
-    startedAt = performance.now(),
-  ): Promise<void> {
-    const error = 'error' in answer ? answer.error : undefined;
-    const reason = reasonOf(error?.data);
-    this.init.onRequest?.({
-      id: m.id,
-      method: m.method!,
-      name: typeof m.params?.name === 'string' ? m.params.name : typeof m.params?.uri === 'string' ? m.params.uri : undefined,
-      durationMs: performance.now() - startedAt,
-      outcome: error ? 'error' : 'complete',
-      ...(error ? { code: error.code } : {}),
-      ...(reason ? { reason } : {}),
-    });
-    await this.init.downstream.send({ jsonrpc: '2.0', id: m.id!, ...answer } as JSONRPCMessage).catch(() => {});
+  /** Answers client request `m` itself (a result or an error), for the request log too. */
+  private answer(m: Message, answer: OwnAnswer, startedAt = performance.now()): Promise<void> {
+    return answerOwn(this.init, m, answer, startedAt);
   }
 
   /** Ends the gate: a pending consent ends, and the relay closes. Never throws. */
