@@ -35,7 +35,7 @@
 import { answerOwn, type OwnAnswer } from './relay-answer.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { ToolPolicyConfig } from '../config/globs.js';
-import { ErrorCode, errorText, GatewayError, invalidParams, missingCapability, type JsonRpcErrorObject } from '../protocol/errors.js';
+import { ErrorCode, errorText, GatewayError, invalidParams, type JsonRpcErrorObject } from '../protocol/errors.js';
 import type { ApprovalAudit } from '../protocol/connection.js';
 import type { RequestId } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
@@ -43,7 +43,7 @@ import { approvalAnswer, approvalRefusal, approvalRequest } from '../security/ap
 import { StoreUnavailable } from '../store/shared.js';
 import { toolCallRefusal } from '../upstream/tool-policy.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../upstream/legacy-relay.js';
-import { answersForms, type Approvals } from './approvals.js';
+import { answersForms, formRequired, type Approvals } from './approvals.js';
 import type { RelayCaller } from './relays.js';
 
 type Message = RelayMessage;
@@ -203,12 +203,7 @@ export class ApprovalRelay implements LegacyRelay {
     if (!this.declaresForm()) {
       log.info({ tool }, 'legacy session: approval needed; the client has no form-mode elicitation: -32021');
       return {
-        error: missingCapability(
-          { elicitation: { form: {} } },
-          'elicitation.form',
-          "this session's initialize capabilities",
-          `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
-        ).toJSON(),
+        error: formRequired(tool, upstream, "this session's initialize capabilities").toJSON(),
       };
     }
     const answer = await this.ask(m.id!, this.form(tool, call.args), signal);

@@ -12,10 +12,9 @@
 import { approvesInTask } from '../cells/bridge/serve.js';
 import type { AuditNote, CallApproval, CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
-import { missingCapability } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
-import { answersForms, type ApprovalCall, type Approvals } from './approvals.js';
+import { answersForms, formRequired, type ApprovalCall, type Approvals } from './approvals.js';
 import type { Upstream } from './upstream.js';
 
 /**
@@ -69,12 +68,7 @@ export async function approvalInTask(
     return ctx;
   }
   if (!answersForms(req.clientCapabilities as Record<string, unknown>)) {
-    throw missingCapability(
-      { elicitation: { form: {} } },
-      'elicitation.form',
-      undefined,
-      `Tool '${call.tool}' of upstream '${up.name}' needs the user's approval, asked through a form: that needs`,
-    );
+    throw formRequired(call.tool, up.name);
   }
   if (ctx.audit) ctx.audit.approval = 'asked';
   return { ...ctx, approval: taskApproval(approvals, call, ctx.audit, log) };

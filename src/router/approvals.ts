@@ -28,7 +28,7 @@ import { globToRegExp } from '../config/globs.js';
 import type { UpstreamApprovalsConfig } from '../config/approvals-schema.js';
 import { ClientConnection, type ApprovalAudit, type CallContext } from '../protocol/connection.js';
 import type { ValidatedRequest } from '../protocol/envelope.js';
-import { invalidParams, missingCapability } from '../protocol/errors.js';
+import { invalidParams, missingCapability, type GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
 import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION } from '../protocol/wire.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
@@ -257,6 +257,20 @@ export function answersForms(caps: Record<string, unknown>): boolean {
   return !!e && typeof e === 'object' && (!!e.form || !e.url);
 }
 
+/**
+ * The refusal of a call that needs approval from a client that cannot answer a form: -32021 (HTTP 400)
+ * with `data.requiredCapabilities: {elicitation: {form: {}}}`.
+ * @param where where the capabilities were declared, when not the request's own `clientCapabilities`.
+ */
+export function formRequired(tool: string, upstream: string, where?: string): GatewayError {
+  return missingCapability(
+    { elicitation: { form: {} } },
+    'elicitation.form',
+    where,
+    `Tool '${tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
+  );
+}
+
 /** The approval rounds of 2026-07-28 `tools/call` requests (see the file header). */
 export class ApprovalGate {
   constructor(
@@ -303,12 +317,7 @@ export class ApprovalGate {
       }
     }
     if (!answersForms(req.clientCapabilities as Record<string, unknown>)) {
-      throw missingCapability(
-        { elicitation: { form: {} } },
-        'elicitation.form',
-        undefined,
-        `Tool '${call.tool}' of upstream '${upstream}' needs the user's approval, asked through a form: that needs`,
-      );
+      throw formRequired(call.tool, upstream);
     }
     note('asked');
     return { answer: await this.round(call) };
