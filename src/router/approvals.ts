@@ -30,7 +30,14 @@ import { ClientConnection, type ApprovalAudit, type CallContext } from '../proto
 import type { ValidatedRequest } from '../protocol/envelope.js';
 import { invalidParams, missingCapability, type GatewayError } from '../protocol/errors.js';
 import type { Logger } from '../observability/log.js';
-import { META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION } from '../protocol/wire.js';
+import {
+  META_CLIENT_CAPABILITIES,
+  META_PROTOCOL_VERSION,
+  PROTOCOL_VERSION,
+  type ClientCapabilities,
+  type InputRequest,
+} from '../protocol/wire.js';
+import { missingFor } from '../protocol/capabilities.js';
 import { APPROVAL_KEY, approvalAnswer, approvalRefusal, approvalRequest } from '../security/approval-form.js';
 import { digestOf, INVALID_STATE, type StateClaims, type StateSealer } from '../security/seal.js';
 import type { RememberedApprovals } from '../store/approvals.js';
@@ -251,10 +258,12 @@ export function listThrough(
 /** What {@link ApprovalGate.admit} decided: route `req`, or answer `answer` at once. */
 export type ApprovalAdmission = { req: ValidatedRequest; answer?: undefined } | { req?: undefined; answer: Record<string, unknown> };
 
-/** Whether `caps` can answer a form: `elicitation: {}` (form implied) or `elicitation.form`. */
+/** A form-mode `elicitation/create`, as {@link answersForms} asks `missingFor` about it. */
+const FORM_REQUEST = { method: 'elicitation/create', params: { mode: 'form' } } as InputRequest;
+
+/** Whether `caps` can answer a form: `elicitation: {}` (form implied) or `elicitation.form` (`missingFor`). */
 export function answersForms(caps: Record<string, unknown>): boolean {
-  const e = caps.elicitation as { form?: unknown; url?: unknown } | undefined;
-  return !!e && typeof e === 'object' && (!!e.form || !e.url);
+  return missingFor(caps as ClientCapabilities, FORM_REQUEST) === undefined;
 }
 
 /**
