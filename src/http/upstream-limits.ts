@@ -47,6 +47,9 @@ interface Counted {
 
 type Rate = { requestsPerSecond: number; burst?: number | undefined };
 
+/** The answer of {@link UpstreamLimits.check} for an upstream without limits (made once). */
+const NOT_LIMITED: Promise<undefined> = Promise.resolve(undefined);
+
 /** The configured upstream and tool rate limits. */
 export class UpstreamLimits {
   private readonly upstreams = new Map<string, WindowLimiter>();
@@ -70,6 +73,8 @@ export class UpstreamLimits {
    * @returns undefined when allowed, else the first refusal.
    */
   check(upstream: string, body: unknown, key: string): Promise<LimitRefusal | undefined> {
+    // Most upstreams have no limits of their own: nothing of the body is looked at then.
+    if (!this.upstreams.has(upstream) && !this.tools.has(upstream)) return NOT_LIMITED;
     return this.take(upstream, (Array.isArray(body) ? body : [body]).filter(isRequest), key);
   }
 
