@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { parseConfig } from '../../src/config/load.js';
 import type { GatewayConfig } from '../../src/config/schema.js';
+import { OriginGuard } from '../../src/http/frontdoor.js';
 import { PROGRAMS } from './installed.js';
 import { ROOT } from './processes.js';
 
@@ -244,6 +245,10 @@ export function problems(objects: K8sObject[], kind: OverlayKind): string[] {
   const needMib = GATEWAY_MIB + CHILD_MIB * children;
   if (mebibytes(container.resources?.limits?.memory ?? 0) < needMib)
     out.push(`gateway: memory limit ${container.resources?.limits?.memory} is under ${needMib} MiB (${children} stdio children)`);
+  // The names a client in the cluster uses for the Service (namespace "mrtr" in the test environment).
+  const guard = new OriginGuard(config.listen.host, config.http.allowedHosts, config.http.allowedOrigins);
+  for (const host of ['mrtr-gateway', 'mrtr-gateway.mrtr', 'mrtr-gateway.mrtr.svc', 'mrtr-gateway.mrtr.svc.cluster.local'])
+    if (guard.check(`${host}:8787`, undefined)) out.push(`config: the Host check refuses the Service name ${host}:8787`);
   const replicas = deployment.spec.replicas ?? 1;
   if (kind === 'single') {
     if (replicas !== 1) out.push(`single: ${replicas} replicas, not 1`);

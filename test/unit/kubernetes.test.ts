@@ -82,6 +82,12 @@ describeWith(['kubernetes-client'], 'Kubernetes manifests', () => {
 
   const breaches: [string, OverlayKind, (o: K8sObject[]) => K8sObject[], RegExp][] = [
     [
+      'allowedHosts without the namespaced Service names',
+      'single',
+      (o) => withConfig(o, (c) => (c.http.allowedHosts = ['localhost', 'mrtr-gateway'])),
+      /the Host check refuses the Service name mrtr-gateway\.mrtr\.svc:8787/,
+    ],
+    [
       'readiness on /healthz',
       'single',
       (o) => withGateway(o, (_p, c) => (c.readinessProbe.httpGet.path = '/healthz')),
