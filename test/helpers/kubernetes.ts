@@ -4,7 +4,7 @@
  * from, the config as the gateway's own loader reads it, sizing, and what each overlay promises.
  * A rule broken is a line of text naming it, so a test can show each rule catches its breach.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -51,11 +51,6 @@ export function render(name: string): K8sObject[] {
     if (d.errors.length) throw new Error(`kubectl kustomize ${name}: ${d.errors[0]!.message}`);
     return d.toJS() as K8sObject;
   });
-}
-
-/** kubectl's version line for the report of a test (e.g. "Client Version: v1.32.4 / Kustomize Version: v5.5.0"). */
-export function kubectlVersion(): string {
-  return execFileSync(KUBECTL, ['version', '--client'], { encoding: 'utf8' }).trim().replace(/\n/g, ' / ');
 }
 
 /**
@@ -121,7 +116,7 @@ function strings(value: unknown, path = ''): [string, string][] {
 const SECRET_PATH = /(^|\.)[^.[\]]*(key|secret|token|password)$|^store\.url$|\.headers\./i;
 const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
-/** Memory of the gateway process itself, and of one stdio child (server-everything), in MiB (docs/operations.md "Sizing"). */
+/** Memory of the gateway process itself, and of one stdio child (server-everything), in MiB (docs/operations.md, "Sizing" and "Kubernetes"). */
 export const GATEWAY_MIB = 190;
 export const CHILD_MIB = 57;
 
