@@ -11,6 +11,7 @@ export const PROGRAMS = {
   chromium: '/usr/bin/chromium',
   'redis-server': '/usr/bin/redis-server',
   haproxy: '/usr/sbin/haproxy',
+  'kubernetes-client': '/usr/bin/kubectl',
 } as const;
 
 export type Program = keyof typeof PROGRAMS;
