@@ -19,11 +19,13 @@ export interface Answers {
 /**
  * The official v2 client pinned to 2026-07-28, declaring `caps` (default: elicitation form+url,
  * sampling and roots), with handlers that record what they are asked. A wrapped fetch records each result on the wire.
+ * `headers` go on every request (e.g. `authorization`).
  */
 export async function v2Client(
   url: string,
   answers: Answers = {},
   caps: Record<string, unknown> = { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} },
+  headers: Record<string, string> = {},
 ) {
   const record: ClientRecord = { elicitation: [], sampling: [], roots: 0, results: [] };
   const client = new Client(
@@ -65,7 +67,7 @@ export async function v2Client(
     }
     return res;
   };
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: fetchAndRecord }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch: fetchAndRecord, requestInit: { headers } }));
   return { client, record };
 }
 
