@@ -8,6 +8,8 @@
  * within `shutdownGraceMs` (exit code 0), exporting the spans still buffered. `--help` lists the
  * flags, environment variables and exit codes.
  *
+ * `mrtr-gateway check …` is the config check of src/check.ts (exit code 0 or 2), which never listens.
+ *
  * This module answers `--help` and a bad flag or `LOG_LEVEL` from node:util alone; the config
  * schema, the HTTP server and the gateway (src/wiring.ts, with the front door and the MCP SDKs) are
  * imported only after.
@@ -22,7 +24,7 @@ import type { Logger } from './observability/log.js';
 import type { Wiring } from './wiring.js';
 
 function usage(): string {
-  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--federate] [--help]';
+  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--federate] [--help]\n       mrtr-gateway check --config PATH [--connect] [--timeout MS] [--federate]';
 }
 
 function help(): string {
@@ -43,6 +45,13 @@ Flags:
                      federation settings)
   -h, --help         print this help and exit
 
+Commands:
+  check              check the config without serving: loads and validates it, resolves \${NAME},
+                     looks up each stdio command (PATH or path) and cwd; --connect also starts or
+                     reaches each upstream (initialize or server/discover, --timeout MS, default
+                     10000), then stops it. One line per upstream; exit 0 when all are ok, else 2.
+                     mrtr-gateway check --help for more
+
 Environment:
   PORT       port to listen on when --port is not given
   HOST       address to bind when --host is not given
@@ -57,10 +66,10 @@ Environment:
   and the variables its envPassthrough lists; its env comes on top.
 
 Exit codes:
-  0  stopped cleanly after SIGTERM or SIGINT; --help
+  0  stopped cleanly after SIGTERM or SIGINT; --help; check: every upstream ok
   1  the address cannot be bound, or an unexpected error
   2  bad configuration, flag or environment value (PORT, LOG_LEVEL, an unset \${NAME}), or a
-     non-loopback address without authentication
+     non-loopback address without authentication; check: a problem found
 
 Logs are JSON lines on stdout; a message that stops the start goes to stderr.
 `;
@@ -70,6 +79,11 @@ Logs are JSON lines on stdout; a message that stops the start goes to stderr.
 function fail(message: string, code = 2): never {
   process.stderr.write(`mrtr-gateway: ${message}\n`);
   process.exit(code);
+}
+
+if (process.argv[2] === 'check') {
+  const { runCheck } = await import('./check.js');
+  process.exit(await runCheck(process.argv.slice(3)));
 }
 
 let args;

@@ -275,6 +275,7 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
     expect(r.code).toBe(0);
     for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '--federate', '-h, --help']) expect(r.stdout).toContain(flag);
     for (const name of ['PORT', 'HOST', 'LOG_LEVEL', '${NAME}', 'envPassthrough', ...OTEL_VARS]) expect(r.stdout).toContain(name);
+    expect(r.stdout).toMatch(/Commands:\n {2}check {2,}check the config without serving/);
     expect(r.stdout).toContain('mcpServers');
     expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
   });
