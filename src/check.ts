@@ -163,12 +163,13 @@ export async function runCheck(
     loaded = readConfigFile(args.config!, process.env, { checkCwd: false, federate: args.federate });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    out.write(`FAIL ${e.message}\n`);
+    await new Promise((r) => out.write(`FAIL ${e.message}\n`, r));
     return 2;
   }
   const cfg = loaded.config;
   const rows: Row[] = Object.entries(cfg.upstreams).map(([name, u]) => checkUpstream(name, u));
   if (args.connect) await connectAll(rows, cfg, timeoutMs);
-  out.write(report(rows));
+  // Written before the caller exits (a pipe may take the write later on some systems).
+  await new Promise((r) => out.write(report(rows), r));
   return rows.some((r) => r.problem) ? 2 : 0;
 }
