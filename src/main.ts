@@ -1,11 +1,14 @@
 /**
- * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H]` (env `PORT`, `HOST`, `LOG_LEVEL`,
- * `OTEL_*`). Loads the config, a gateway config or an `mcpServers` server list (exit code 2 on a
- * bad config, flag or environment value, with a one-line message on stderr), has src/wiring.ts
- * build the gateway (it starts tracing when the `OTEL_*` variables ask for it), serves every
- * upstream at `POST /mcp/NAME`, and stops cleanly on SIGTERM/SIGINT within `shutdownGraceMs` (exit
- * code 0), exporting the spans still buffered. `--help` lists the flags, environment variables and
- * exit codes.
+ * CLI: `mrtr-gateway [--config PATH] [--port N] [--host H] [--federate]` (env `PORT`, `HOST`,
+ * `LOG_LEVEL`, `OTEL_*`). Loads the config, a gateway config or an `mcpServers` server list (exit
+ * code 2 on a bad config, flag or environment value, with a one-line message on stderr), has
+ * src/wiring.ts build the gateway (it starts tracing when the `OTEL_*` variables ask for it),
+ * serves every upstream at `POST /mcp/NAME` (with `--federate`, all of them together at `POST /mcp`
+ * too: `federation.enabled: true`, set before validation), and stops cleanly on SIGTERM/SIGINT
+ * within `shutdownGraceMs` (exit code 0), exporting the spans still buffered. `--help` lists the
+ * flags, environment variables and exit codes.
+ *
+ * `mrtr-gateway check …` is the config check of src/check.ts (exit code 0 or 2), which never listens.
  *
  * This module answers `--help` and a bad flag or `LOG_LEVEL` from node:util alone; the config
  * schema, the HTTP server and the gateway (src/wiring.ts, with the front door and the MCP SDKs) are
@@ -21,7 +24,7 @@ import type { Logger } from './observability/log.js';
 import type { Wiring } from './wiring.js';
 
 function usage(): string {
-  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--help]';
+  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--federate] [--help]\n       mrtr-gateway check --config PATH [--connect] [--timeout MS] [--federate]';
 }
 
 function help(): string {
@@ -37,7 +40,17 @@ Flags:
   -p, --port N       port to listen on, 0 for any free port (default: listen.port of the config,
                      8787); wins over PORT
       --host H       address to bind (default: listen.host of the config, 127.0.0.1); wins over HOST
+      --federate     serve every upstream together on POST /mcp too, tool and prompt names prefixed
+                     NAME_ (sets federation.enabled: true; a gateway config keeps its other
+                     federation settings)
   -h, --help         print this help and exit
+
+Commands:
+  check              check the config without serving: loads and validates it, resolves \${NAME},
+                     looks up each stdio command (PATH or path) and cwd; --connect also starts or
+                     reaches each upstream (initialize or server/discover, --timeout MS, default
+                     10000), then stops it. One line per upstream; exit 0 when all are ok, else 2.
+                     mrtr-gateway check --help for more
 
 Environment:
   PORT       port to listen on when --port is not given
@@ -53,10 +66,10 @@ Environment:
   and the variables its envPassthrough lists; its env comes on top.
 
 Exit codes:
-  0  stopped cleanly after SIGTERM or SIGINT; --help
+  0  stopped cleanly after SIGTERM or SIGINT; --help; check: every upstream ok
   1  the address cannot be bound, or an unexpected error
   2  bad configuration, flag or environment value (PORT, LOG_LEVEL, an unset \${NAME}), or a
-     non-loopback address without authentication
+     non-loopback address without authentication; check: a problem found
 
 Logs are JSON lines on stdout; a message that stops the start goes to stderr.
 `;
@@ -68,6 +81,11 @@ function fail(message: string, code = 2): never {
   process.exit(code);
 }
 
+if (process.argv[2] === 'check') {
+  const { runCheck } = await import('./check.js');
+  process.exit(await runCheck(process.argv.slice(3)));
+}
+
 let args;
 try {
   args = parseArgs({
@@ -75,6 +93,7 @@ try {
       config: { type: 'string', short: 'c', default: 'gateway.config.json' },
       port: { type: 'string', short: 'p' },
       host: { type: 'string' },
+      federate: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -106,6 +125,8 @@ interface Options {
   port?: string;
   /** `--host`. */
   host?: string;
+  /** `--federate`: `federation.enabled: true` whatever the file says. */
+  federate?: boolean;
   /** `LOG_LEVEL` as set (a level name in any case, already checked); wins over the config's `logLevel`. */
   logLevel?: string;
 }
@@ -123,7 +144,7 @@ async function loadConfig(opts: Options): Promise<{ cfg: GatewayConfig; log: Log
   ]);
   let loaded: LoadedConfig;
   try {
-    loaded = readConfigFile(opts.config);
+    loaded = readConfigFile(opts.config, process.env, { federate: opts.federate });
   } catch (e) {
     if (e instanceof ConfigError) fail(e.message);
     throw e;
@@ -246,7 +267,13 @@ function stopOnSignals(gw: Wiring, server: ServerType, log: Logger): void {
   process.on('SIGINT', () => void stop('SIGINT'));
 }
 
-const { cfg, log } = await loadConfig({ config: args.config!, port: args.port, host: args.host, logLevel: envLogLevel });
+const { cfg, log } = await loadConfig({
+  config: args.config!,
+  port: args.port,
+  host: args.host,
+  federate: args.federate,
+  logLevel: envLogLevel,
+});
 const { wire } = await import('./wiring.js');
 const gw = await wire(cfg, log).catch((e: unknown) =>
   // A destination of the audit trail that cannot be written is the configuration's problem.

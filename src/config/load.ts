@@ -54,6 +54,18 @@ export interface LoadedConfig {
   childEnv: ChildEnvReport[];
 }
 
+/** How {@link interpretConfig} and {@link readConfigFile} read a configuration beyond the file itself. */
+export interface LoadOptions {
+  /** Every stdio upstream's `cwd` must be an existing directory (reported with the other problems). */
+  checkCwd?: boolean;
+  /**
+   * `--federate`: validate and serve with `federation.enabled: true` whatever the file says (an
+   * `mcpServers` file: every server on `POST /mcp`, prefixed `NAME_`; a gateway config keeps its
+   * other `federation` settings).
+   */
+  federate?: boolean;
+}
+
 /** Top-level keys of a gateway config (besides `upstreams` and `$schema`). */
 const GATEWAY_SETTINGS = Object.keys(GatewayConfigSchema.shape).filter((k) => k !== 'upstreams' && k !== '$schema');
 
@@ -73,8 +85,9 @@ function validate(
   settingsKeys: Record<string, string[]> | undefined,
   earlier: readonly string[] = [],
   cwdBase?: string,
+  federate = false,
 ): GatewayConfig {
-  const parsed = GatewayConfigSchema.safeParse(raw);
+  const parsed = GatewayConfigSchema.safeParse(federate ? withFederation(raw) : raw);
   // Problems of converted servers are reported at their place in the file: mcpServers.NAME…, or
   // mcpServers.NAME["mrtr-gateway"]… for a setting given there (`keys`: an unknown key's names).
   const where = (path: ReadonlyArray<PropertyKey>, keys?: readonly string[]): ReadonlyArray<PropertyKey> => {
@@ -96,9 +109,26 @@ function validate(
     lines.push(
       ...workingDirectoryProblems(raw, cwdBase).map(([name, problem]) => `${formatPath(where(['upstreams', name, 'cwd']))}: ${problem}`),
     );
+  if (federate && issues.some(isFederationIssue)) lines.push(settingsKeys ? FEDERATE_SERVERS_HINT : FEDERATE_HINT);
   if (lines.length || !parsed.success) throw new ConfigError(`invalid configuration:\n${lines.map((l) => `  ${l}`).join('\n')}`);
   return parsed.data;
 }
+
+/** `raw` with `federation.enabled: true` (`--federate`); a `federation` that is not an object is left for the schema to refuse. */
+function withFederation(raw: unknown): unknown {
+  if (!isObject(raw)) return raw;
+  const fed = raw.federation ?? {};
+  return isObject(fed) ? { ...raw, federation: { ...fed, enabled: true } } : raw;
+}
+
+/** Whether a schema issue is one of the federation's (its settings, or a tool name two federated upstreams would share). */
+function isFederationIssue(issue: z.core.$ZodIssue): boolean {
+  return issue.path[0] === 'federation' || (issue.code === 'custom' && issue.path[2] === 'tools' && /on \/mcp/.test(issue.message));
+}
+
+const FEDERATE_HINT = '(--federate serves every upstream on POST /mcp: federation.enabled is true whatever the file says)';
+const FEDERATE_SERVERS_HINT =
+  '(--federate serves every server on POST /mcp, its tools and prompts prefixed with its name and "_"; a server list cannot set other prefixes: rename a server, or write a gateway config with federation.prefixes)';
 
 /**
  * `[upstream, problem]` for every stdio upstream of `raw` (before schema validation, so that these
@@ -128,16 +158,16 @@ function issueMessage(issue: z.core.$ZodIssue): string {
  * {@link GatewayConfigSchema} after `${ENV}` substitution) or a server list (top-level
  * `mcpServers`, see `mcp-servers.ts`). Relative stdio `cwd` values, `auth.jwksFile` and an `audit.destination` file are
  * resolved against `baseDir`. Each stdio upstream's `env` gets the variables of `env` its
- * `envPassthrough` names, below the configured values. With `checkCwd`, every stdio upstream's
- * `cwd` must be an existing directory (reported with the other problems).
+ * `envPassthrough` names, below the configured values. `opts`: see {@link LoadOptions}.
  * @throws ConfigError listing every problem as `path: message`.
  */
 export function interpretConfig(
   raw: unknown,
   env: NodeJS.ProcessEnv = process.env,
   baseDir = process.cwd(),
-  checkCwd = false,
+  opts: LoadOptions = {},
 ): LoadedConfig {
+  const cwdBase = opts.checkCwd ? baseDir : undefined;
   if (!isObject(raw))
     throw new ConfigError(
       'invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)',
@@ -159,7 +189,7 @@ export function interpretConfig(
   if (hasUpstreams) {
     checkProviderKeys(raw);
     loaded = {
-      config: validate(substituteEnv(raw, env), undefined, [], checkCwd ? baseDir : undefined),
+      config: validate(substituteEnv(raw, env), undefined, [], cwdBase, opts.federate),
       format: 'gateway',
       warnings: [],
       disabled: [],
@@ -176,7 +206,7 @@ export function interpretConfig(
     const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
     loaded = {
-      config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, checkCwd ? baseDir : undefined),
+      config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, cwdBase, opts.federate),
       format: 'mcpServers',
       warnings,
       disabled: conversion.disabled,
@@ -241,11 +271,12 @@ export function parseConfig(raw: unknown, env: NodeJS.ProcessEnv = process.env, 
 
 /**
  * Reads and validates a configuration file: a `gateway.config.json` or an `mcpServers` file. A
- * stdio upstream's `cwd` must be an existing directory.
+ * stdio upstream's `cwd` must be an existing directory unless `opts.checkCwd` is false;
+ * `opts.federate`: see {@link LoadOptions}.
  * @throws ConfigError naming the file (and, for a relative path that cannot be read, the absolute
  *   path looked at) when it is missing, is not JSON, or is not a valid configuration.
  */
-export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.env, opts: LoadOptions = {}): LoadedConfig {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -263,7 +294,7 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
     throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
   }
   try {
-    return interpretConfig(raw, env, dirname(resolve(file)), true);
+    return interpretConfig(raw, env, dirname(resolve(file)), { checkCwd: true, ...opts });
   } catch (e) {
     if (e instanceof ConfigError) throw new ConfigError(`${file}: ${e.message}`);
     throw e;

@@ -15,6 +15,7 @@ import { runCli, startCli, startCliArgs, type CliGateway } from '../helpers/cli.
 import { everythingStdio, rpc } from '../helpers/gateway.js';
 import { EVERYTHING, ROOT, startEverythingHttp, type SpawnedServer } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
+import { FIXTURE } from '../helpers/fixture.js';
 
 const BIN = join(ROOT, 'bin/mrtr-gateway.js');
 /** The OpenTelemetry variables `--help` names. */
@@ -142,6 +143,68 @@ describe('an mcpServers file given to --config', () => {
   });
 });
 
+describe('--federate: every server of an mcpServers file on POST /mcp', () => {
+  const servers = {
+    mcpServers: {
+      everything: { command: process.execPath, args: [EVERYTHING, 'stdio'] },
+      legacy: { command: process.execPath, args: ['--import', 'tsx', FIXTURE, 'stdio'], cwd: ROOT },
+    },
+  };
+  let gw: CliGateway | undefined;
+  afterAll(() => stop(gw));
+
+  it(
+    'tools/list on /mcp shows both servers’ tools prefixed NAME_, and a prefixed tools/call reaches its server',
+    async () => {
+      const file = join(dir, 'federate.json');
+      writeFileSync(file, JSON.stringify(servers));
+      gw = await startCliArgs(['--config', file, '--port', '0', '--federate']);
+      const listening = gw.logs.find((l) => /listening/.test(l.msg));
+      expect(listening!.endpoints[0]).toBe(`POST ${gw.base}/mcp`);
+      const list = await rpc(`${gw.base}/mcp`, 'tools/list');
+      expect(list.status).toBe(200);
+      const names: string[] = list.body.result.tools.map((t: { name: string }) => t.name);
+      expect(names).toContain('everything_echo');
+      expect(names).toContain('legacy_ask_name');
+      expect(names.every((n) => n.startsWith('everything_') || n.startsWith('legacy_'))).toBe(true);
+      const call = await rpc(`${gw.base}/mcp`, 'tools/call', { name: 'everything_echo', arguments: { message: 'federated' } });
+      expect(call.status).toBe(200);
+      expect(call.body.result.content[0].text).toBe('Echo: federated');
+    },
+    scaled(90_000),
+  );
+
+  it(
+    'without the flag, POST /mcp is not served: 404',
+    async () => {
+      const file = join(dir, 'not-federated.json');
+      writeFileSync(file, JSON.stringify({ mcpServers: { everything: servers.mcpServers.everything } }));
+      const plain = await startCliArgs(['--config', file, '--port', '0']);
+      try {
+        const r = await rpc(`${plain.base}/mcp`, 'tools/list');
+        expect(r.status).toBe(404);
+        expect(plain.logs.find((l) => /listening/.test(l.msg))!.endpoints).toEqual([`POST ${plain.base}/mcp/everything`]);
+      } finally {
+        await stop(plain);
+      }
+    },
+    scaled(60_000),
+  );
+
+  it('a gateway config whose prefixes collide → exit 2 naming both upstreams and the flag', async () => {
+    const file = join(dir, 'collide.json');
+    writeFileSync(
+      file,
+      JSON.stringify({ upstreams: { a: everythingStdio, b: everythingStdio }, federation: { prefixes: { a: 'x_', b: 'x_' } } }),
+    );
+    const r = await runCli(['--config', file, '--port', '0', '--federate']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("federation.prefixes.b: upstreams 'a' and 'b' have the same tool and prompt prefix 'x_' on /mcp");
+    expect(r.stderr).toContain('(--federate serves every upstream on POST /mcp: federation.enabled is true whatever the file says)');
+    expectNoStackTrace(r.stderr);
+  });
+});
+
 describe('mcpServers errors', () => {
   it('a server name that cannot be an upstream name → exit 2, the message names the server and suggests a name', async () => {
     const file = join(dir, 'bad-name.json');
@@ -210,8 +273,9 @@ describe('the bin launcher (npx mrtr-gateway)', () => {
   it('--help lists every flag, the environment variables and the exit codes, and exits 0', async () => {
     const r = await runCli(['--help'], { entry: [BIN], cwd: dir });
     expect(r.code).toBe(0);
-    for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '-h, --help']) expect(r.stdout).toContain(flag);
+    for (const flag of ['-c, --config PATH', '-p, --port N', '--host H', '--federate', '-h, --help']) expect(r.stdout).toContain(flag);
     for (const name of ['PORT', 'HOST', 'LOG_LEVEL', '${NAME}', 'envPassthrough', ...OTEL_VARS]) expect(r.stdout).toContain(name);
+    expect(r.stdout).toMatch(/Commands:\n {2}check {2,}check the config without serving/);
     expect(r.stdout).toContain('mcpServers');
     expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}.+\n {2}1 {2}.+\n {2}2 {2}.+/);
   });
