@@ -118,7 +118,11 @@ const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
 
 /** Memory of the gateway process itself, and of one stdio child (server-everything), in MiB (docs/operations.md, "Sizing" and "Kubernetes"). */
 export const GATEWAY_MIB = 190;
-export const CHILD_MIB = 57;
+export const CHILD_MIB = 68;
+/** Headroom the memory limit keeps over those figures (a fraction): RSS varies with load. */
+export const MEMORY_HEADROOM = 0.1;
+/** The image user's home (uid 1000, "node"): HOME unless the container sets it. */
+export const IMAGE_HOME = '/home/node';
 
 /** Kubernetes quantity (`1Gi`, `384Mi`, `512M`) in MiB. */
 export function mebibytes(q: string | number): number {
@@ -238,8 +242,12 @@ export function problems(objects: K8sObject[], kind: OverlayKind): string[] {
     Object.values(config.upstreams).reduce((n, u) => n + (u.transport === 'stdio' ? u.maxSessions : 0), 0) +
     (config.legacySessions.enabled ? config.legacySessions.maxSessions : 0);
   const needMib = GATEWAY_MIB + CHILD_MIB * children;
-  if (mebibytes(container.resources?.limits?.memory ?? 0) < needMib)
-    out.push(`gateway: memory limit ${container.resources?.limits?.memory} is under ${needMib} MiB (${children} stdio children)`);
+  const withHeadroom = Math.round(needMib * (1 + MEMORY_HEADROOM));
+  if (mebibytes(container.resources?.limits?.memory ?? 0) < withHeadroom)
+    out.push(
+      `gateway: memory limit ${container.resources?.limits?.memory} is under ${withHeadroom} MiB (${needMib} MiB for ${children} stdio children + 10%)`,
+    );
+  out.push(...homeProblems(pod, container, parts.env));
   // The names a client in the cluster uses for the Service (namespace "mrtr" in the test environment).
   const guard = new OriginGuard(config.listen.host, config.http.allowedHosts, config.http.allowedOrigins);
   for (const host of ['mrtr-gateway', 'mrtr-gateway.mrtr', 'mrtr-gateway.mrtr.svc', 'mrtr-gateway.mrtr.svc.cluster.local'])
@@ -259,6 +267,20 @@ export function problems(objects: K8sObject[], kind: OverlayKind): string[] {
   }
   out.push(...selectorProblems(objects, deployment));
   return out;
+}
+
+/**
+ * With a read-only root filesystem, HOME must be a writable volume: npx-launched upstreams keep
+ * npm's cache in ~/.npm and fail to start without it.
+ */
+function homeProblems(pod: any, container: any, env: Map<string, EnvSource>): string[] {
+  if (container.securityContext?.readOnlyRootFilesystem !== true) return [];
+  const home = env.get('HOME')?.value ?? IMAGE_HOME;
+  const mount = (container.volumeMounts ?? []).find((m: any) => home === m.mountPath || home.startsWith(`${m.mountPath}/`));
+  const volume = pod.volumes?.find((v: any) => v.name === mount?.name);
+  if (!mount || mount.readOnly || !volume?.emptyDir)
+    return [`gateway: HOME ${home} is not a writable emptyDir under the read-only root filesystem`];
+  return [];
 }
 
 /** Services and PodDisruptionBudgets that select the gateway must select its pods. */

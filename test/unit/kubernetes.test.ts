@@ -3,7 +3,7 @@
  * kustomize v2.0.3, or a current kubectl with kustomize v5; `KUBECTL=path` tries another), every
  * object validates against its kubernetes-models schema, and the rules of test/helpers/kubernetes.ts
  * hold: probes, the stop's timing, secrets only from the Secret, the config accepted by the gateway's
- * own loader, sizing, one pod on memory or several on Redis. Each rule is shown to catch a breach.
+ * own loader, sizing, a writable HOME, one pod on memory or several on Redis. Each rule is shown to catch a breach.
  */
 import { beforeAll, expect, it } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
@@ -164,13 +164,35 @@ describeWith(['kubernetes-client'], 'Kubernetes manifests', () => {
       'a memory limit under the sessions allowed',
       'single',
       (o) => withGateway(o, (_p, c) => (c.resources.limits.memory = '512Mi')),
-      /memory limit 512Mi is under 874 MiB/,
+      /memory limit 512Mi is under 1107 MiB \(1006 MiB for 12 stdio children/,
     ],
     [
       'maxSessions left at its default',
       'single',
       (o) => withConfig(o, (c) => delete c.upstreams.everything.maxSessions),
-      /memory limit 1Gi is under 1330 MiB \(20 stdio children\)/,
+      /memory limit 1152Mi is under 1705 MiB \(1550 MiB for 20 stdio children/,
+    ],
+    [
+      'the limit at 1Gi, without headroom',
+      'single',
+      (o) => withGateway(o, (_p, c) => (c.resources.limits.memory = '1Gi')),
+      /memory limit 1Gi is under 1107 MiB/,
+    ],
+    [
+      'no writable HOME',
+      'single',
+      (o) =>
+        withGateway(o, (p, c) => {
+          c.volumeMounts = c.volumeMounts.filter((m: any) => m.mountPath !== '/home/node');
+          p.volumes = p.volumes.filter((v: any) => c.volumeMounts.some((m: any) => m.name === v.name));
+        }),
+      /HOME \/home\/node is not a writable emptyDir/,
+    ],
+    [
+      'HOME mounted read-only',
+      'replicas',
+      (o) => withGateway(o, (_p, c) => c.volumeMounts.forEach((m: any) => (m.readOnly = true))),
+      /HOME \/home\/node is not a writable emptyDir/,
     ],
     ['two pods on the memory store', 'single', (o) => withGateway(o, (_p, _c, d) => (d.spec.replicas = 2)), /single: 2 replicas, not 1/],
     [
