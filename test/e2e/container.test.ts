@@ -3,8 +3,9 @@
  * the container"): `docker run` with the baked config (config/container.json) and `MRTR_API_KEY`,
  * the port published on 127.0.0.1. Checks `/healthz` and `/readyz`, an `input_required` round of
  * the official v2 client against server-everything inside the container, that every process runs
- * as a non-root user, and that `docker stop` (its default 10 s timeout) ends in exit code 0, also
- * with a call parked for its client's answer.
+ * as a non-root user under tini (PID 1, which reaps orphans), `check --connect` on the default
+ * config path, and that `docker stop` (its default 10 s timeout) ends in exit code 0, also with a
+ * call parked for its client's answer.
  *
  * Runs when `MRTR_TEST_IMAGE` names a built image (`.ci/run` builds `mrtr-gateway:ci` and sets
  * it); without it the tests are skipped, or fail in CI (test/helpers/installed.ts).
@@ -125,6 +126,38 @@ function containerTests(image: string): void {
       expect.arrayContaining([expect.stringMatching(/^node dist\/main\.js/), expect.stringMatching(/server-everything/)]),
     );
     expect(ps.filter((p) => p.uid === 0)).toEqual([]);
+  });
+
+  it('PID 1 is tini, which reaps orphans (as an npx-launched server leaves its real server when npm exits)', async () => {
+    expect((await docker('exec', c.name, 'cat', '/proc/1/cmdline')).split('\0')).toEqual(
+      expect.arrayContaining(['/usr/bin/tini', '--', 'node', 'dist/main.js']),
+    );
+    // The subshell exits at once: its background sleep is orphaned, reparented to PID 1, and exits
+    // 0.2 s later. Without a reaper at PID 1 it stays a zombie (state Z) as long as the container runs.
+    const orphan = Number(await docker('exec', c.name, 'sh', '-c', '(sleep 0.2 & echo $!); true'));
+    expect(orphan).toBeGreaterThan(1);
+    const reaped = await eventually(
+      () =>
+        docker('exec', c.name, 'test', '-e', `/proc/${orphan}`).then(
+          () => false,
+          () => true,
+        ),
+      10_000,
+      200,
+    );
+    const zombies = await docker('exec', c.name, 'sh', '-c', 'grep -l "^[0-9]* ([^)]*) Z" /proc/[0-9]*/stat || true');
+    expect({ reaped, zombies }).toEqual({ reaped: true, zombies: '' });
+  });
+
+  it('check --connect without --config reads the mounted config path, and its exit code comes through tini', async () => {
+    const ok = await docker('run', '--rm', '-e', `MRTR_API_KEY=${c.key}`, image, 'node', 'dist/main.js', 'check', '--connect');
+    expect(ok).toMatch(/^ok +everything +stdio/m);
+    // No MRTR_API_KEY: the config's ${MRTR_API_KEY} is unset, exit 2.
+    const refused = await docker('run', '--rm', image, 'node', 'dist/main.js', 'check').then(
+      () => 0,
+      (e: { code?: number }) => e.code,
+    );
+    expect(refused).toBe(2);
   });
 
   it(
