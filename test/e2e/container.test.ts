@@ -12,12 +12,16 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scaled } from '../helpers/budget.js';
 import { eventually } from '../helpers/fixture.js';
 import { rpc } from '../helpers/gateway.js';
 import { inCi } from '../helpers/installed.js';
+import { ROOT } from '../helpers/processes.js';
 import { rounds, textOf, v2Client } from '../helpers/v2client.js';
 
 const IMAGE = process.env.MRTR_TEST_IMAGE;
@@ -39,16 +43,16 @@ interface Container {
 const names: string[] = [];
 
 /**
- * Starts the image with its baked config and a fresh `MRTR_API_KEY`, publishes 8787 on a free
- * port of 127.0.0.1, and waits until `/readyz` answers 200 (server-everything started).
+ * Starts the image with its baked config, a fresh `MRTR_API_KEY` and `args` for `docker run`,
+ * publishes `port` (8787) on a free port of 127.0.0.1, and waits until `/readyz` answers 200 (server-everything started).
  */
-async function start(image: string): Promise<Container> {
+async function start(image: string, args: string[] = [], port = 8787): Promise<Container> {
   const name = `mrtr-test-${process.pid}-${randomBytes(4).toString('hex')}`;
   const key = randomBytes(16).toString('hex');
   names.push(name);
-  await docker('run', '-d', '--name', name, '-e', `MRTR_API_KEY=${key}`, '-p', '127.0.0.1::8787', image);
+  await docker('run', '-d', '--name', name, '-e', `MRTR_API_KEY=${key}`, '-p', `127.0.0.1::${port}`, ...args, image);
   // "127.0.0.1:49153" (one line per address the port is published on).
-  const hostPort = (await docker('port', name, '8787/tcp')).split('\n')[0]!;
+  const hostPort = (await docker('port', name, `${port}/tcp`)).split('\n')[0]!;
   const base = `http://${hostPort}`;
   const ready = await eventually(
     () =>
@@ -158,6 +162,18 @@ function containerTests(image: string): void {
       (e: { code?: number }) => e.code,
     );
     expect(refused).toBe(2);
+  });
+
+  it("a mounted config's listen is used with the image's HOST and PORT emptied (-e HOST= -e PORT=)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'mrtr-container-'));
+    const file = join(dir, 'gateway.config.json');
+    const config = JSON.parse(await readFile(join(ROOT, 'config/container.json'), 'utf8'));
+    // Readable by the image's uid 1000: a 0600 file of another user is refused (EACCES).
+    await writeFile(file, JSON.stringify({ ...config, listen: { host: '0.0.0.0', port: 9000 } }), { mode: 0o644 });
+    const p = await start(image, ['-e', 'HOST=', '-e', 'PORT=', '-v', `${file}:/etc/mrtr-gateway/gateway.config.json:ro`], 9000);
+    expect((await fetch(`${p.base}/healthz`)).status).toBe(200);
+    await docker('rm', '-f', p.name);
+    await rm(dir, { recursive: true });
   });
 
   it(
