@@ -40,7 +40,14 @@ import { allowedCapabilities, capabilityError, missingFor } from '../../protocol
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../../upstream/legacy-relay.js';
+import {
+  armStreamClose,
+  type ClientMessageExtra,
+  type DownstreamTransport,
+  type LegacyRelay,
+  type RelayedRequest,
+  type RelayMessage,
+} from '../../upstream/legacy-relay.js';
 
 type Message = RelayMessage;
 
@@ -57,6 +64,8 @@ export interface ReverseInit {
   tools?: ToolPolicyConfig;
   /** Called for each tool left out of a `tools/list` result because its name breaks the tool-name rules (`problem` says how). */
   onToolDropped?: (name: string, problem: string) => void;
+  /** SSE polling: close the stream of a request still in flight this many ms after it arrived, once (0 or unset: never). */
+  closeStreamAfterMs?: number;
   /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
   idleMs?: number;
   /** Headers of the hop on every request (the caller's credential, src/router/relays.ts); ignored on stdio. */
@@ -95,6 +104,8 @@ interface InFlight {
   name?: string;
   startedAt: number;
   abort: AbortController;
+  /** The timer that closes the request's SSE stream (SSE polling). */
+  poll?: NodeJS.Timeout;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -146,6 +157,7 @@ export class ReverseRelay implements LegacyRelay {
       name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
       startedAt: performance.now(),
       abort: new AbortController(),
+      poll: armStreamClose(this.init.closeStreamAfterMs, extra),
     };
     this.inflight.set(m.id!, entry);
     const sessionId = extra.headers?.['mcp-session-id'];
@@ -166,7 +178,7 @@ export class ReverseRelay implements LegacyRelay {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
       if (e instanceof CredentialRefused && this.init.onRefused!(m.id!, m.method!, e.status)) {
-        this.inflight.delete(m.id!);
+        this.forget(m.id!);
         return endSpan(trace, { failed: 'upstream-authorization', message: err.message });
       }
       answer =
@@ -180,7 +192,7 @@ export class ReverseRelay implements LegacyRelay {
               },
             };
     }
-    this.inflight.delete(m.id!);
+    this.forget(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
     const reason = reasonOf(answer.error?.data);
     this.init.onRequest?.({
@@ -440,9 +452,18 @@ export class ReverseRelay implements LegacyRelay {
     };
   }
 
+  /** Request `id` is over: its SSE polling timer stops. */
+  private forget(id: RequestId): void {
+    clearTimeout(this.inflight.get(id)?.poll);
+    this.inflight.delete(id);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
-    for (const f of this.inflight.values()) f.abort.abort('session closed');
+    for (const f of this.inflight.values()) {
+      clearTimeout(f.poll);
+      f.abort.abort('session closed');
+    }
     for (const a of this.asks.values()) a.resolve({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'session closed' } });
     this.asks.clear();
   }
