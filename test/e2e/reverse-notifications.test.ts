@@ -8,10 +8,12 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { startModernHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import { textOf } from '../helpers/v2client.js';
+
+const SUB = 'io.modelcontextprotocol/subscriptionId';
 
 /** A connected v1 client of `url`; `resumed` collects the Last-Event-ID of each GET that resumes a stream. */
 async function v1(url: string, resumed: string[] = []) {
@@ -53,5 +55,22 @@ describe('the reverse bridge with SSE polling (legacySessions.closeStreamAfterMs
     expect(resumed).toHaveLength(1);
     await transport.terminateSession();
     await client.close();
+  });
+});
+
+describe("the gateway's own subscriptions/listen", () => {
+  it('ends with the completion result when the gateway drains', async () => {
+    const srv = await startModernHttp(undefined, { FIXTURE_CHANGES: '1' });
+    const gw = await startGateway({ upstreams: { modern: srv.config } });
+    try {
+      const s = await listen(gw.url('modern'), { toolsListChanged: true }, { id: 'drain-1' });
+      expect((await s.next(10_000)).params.notifications).toEqual({ toolsListChanged: true });
+      const drained = gw.gateway.drain(5000);
+      expect(await s.next()).toEqual({ jsonrpc: '2.0', id: 'drain-1', result: { resultType: 'complete', _meta: { [SUB]: 'drain-1' } } });
+      expect(await drained).toBe(0);
+    } finally {
+      await gw.close();
+      await srv.stop();
+    }
   });
 });
