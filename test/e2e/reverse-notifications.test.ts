@@ -7,9 +7,10 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ResourceUpdatedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { startModernHttp } from '../helpers/fixture.js';
+import { eventually, FixtureLog, startModernHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import { textOf } from '../helpers/v2client.js';
 
@@ -28,6 +29,81 @@ async function v1(url: string, resumed: string[] = []) {
   await client.connect(transport);
   return { client, transport };
 }
+
+/** Resolves with the params of the next notification of `schema` the client gets. */
+function next<T>(client: Client, schema: typeof ToolListChangedNotificationSchema | typeof ResourceUpdatedNotificationSchema): Promise<T> {
+  return new Promise((resolve) =>
+    client.setNotificationHandler(schema as typeof ToolListChangedNotificationSchema, (n) => resolve(n.params as T)),
+  );
+}
+
+describe('a v1 client of a 2026-07-28 upstream: list changes and resource updates', () => {
+  let srv: SpawnedServer & { config: Record<string, unknown> };
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  /** Listens open upstream (opened minus ended). */
+  const openListens = () => log.of('listen-open').length - log.of('listen-closed').length;
+  beforeAll(async () => {
+    srv = await startModernHttp(log, { FIXTURE_CHANGES: '1' });
+    gw = await startGateway({ upstreams: { modern: srv.config } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await srv?.stop();
+  });
+
+  it('initialize offers listChanged and resources.subscribe as the upstream does; a tool added upstream reaches the client as tools/list_changed', async () => {
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(client.getServerCapabilities()).toMatchObject({
+      tools: { listChanged: true },
+      resources: { subscribe: true, listChanged: true },
+    });
+    expect(await eventually(() => openListens() === 1)).toBe(true);
+    const changed = next(client, ToolListChangedNotificationSchema);
+    await client.callTool({ name: 'add_tool', arguments: { name: 'fresh_tool' } });
+    await changed;
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain('fresh_tool');
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it("a subscribed resource's update reaches the client as resources/updated", async () => {
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(await client.subscribeResource({ uri: 'fixture://public/note' })).toEqual({});
+    const updated = next<{ uri: string }>(client, ResourceUpdatedNotificationSchema);
+    await client.callTool({ name: 'update_resource', arguments: { uri: 'fixture://public/note' } });
+    expect((await updated).uri).toBe('fixture://public/note');
+    // Once unsubscribed, the listen upstream no longer names the URI.
+    const listens = log.of('listen-open').length;
+    expect(await client.unsubscribeResource({ uri: 'fixture://public/note' })).toEqual({});
+    expect(log.of('listen-open').length).toBeGreaterThan(listens);
+    await transport.terminateSession();
+    await client.close();
+  });
+
+  it('ending the session (DELETE) closes the listen upstream', async () => {
+    expect(await eventually(() => openListens() === 0)).toBe(true);
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(await eventually(() => openListens() === 1)).toBe(true);
+    await transport.terminateSession();
+    expect(await eventually(() => openListens() === 0)).toBe(true);
+    await client.close();
+  });
+
+  it('a listen the upstream completes is opened again, and relays again', async () => {
+    expect(await eventually(() => openListens() === 0)).toBe(true);
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(await eventually(() => openListens() === 1)).toBe(true);
+    const opened = log.of('listen-open').length;
+    await client.callTool({ name: 'end_listens', arguments: {} });
+    expect(await eventually(() => log.of('listen-open').length > opened && openListens() === 1)).toBe(true);
+    const changed = next(client, ToolListChangedNotificationSchema);
+    await client.callTool({ name: 'add_tool', arguments: { name: 'after_reopen' } });
+    await changed;
+    await transport.terminateSession();
+    await client.close();
+  });
+});
 
 describe('the reverse bridge with SSE polling (legacySessions.closeStreamAfterMs)', () => {
   let srv: SpawnedServer & { config: Record<string, unknown> };
