@@ -63,13 +63,8 @@ import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
 import type { RequestId } from '../../protocol/wire.js';
-import {
-  armStreamClose,
-  type ClientMessageExtra,
-  type DownstreamTransport,
-  type LegacyRelay,
-  type RelayedRequest,
-} from '../../upstream/legacy-relay.js';
+import { armStreamClose } from '../../upstream/legacy-relay.js';
+import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { samplingModeFor, samplingRoute, upstreamSamplingCapability } from '../../sampling/mode.js';
