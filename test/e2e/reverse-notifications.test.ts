@@ -7,10 +7,14 @@
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ResourceUpdatedNotificationSchema, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listen, startGateway, type TestGateway } from '../helpers/gateway.js';
-import { eventually, FixtureLog, startModernHttp } from '../helpers/fixture.js';
+import { eventually, FixtureLog, modernStdio, startModernHttp } from '../helpers/fixture.js';
 import type { SpawnedServer } from '../helpers/processes.js';
 import { textOf } from '../helpers/v2client.js';
 
@@ -100,6 +104,32 @@ describe('a v1 client of a 2026-07-28 upstream: list changes and resource update
     const changed = next(client, ToolListChangedNotificationSchema);
     await client.callTool({ name: 'add_tool', arguments: { name: 'after_reopen' } });
     await changed;
+    await transport.terminateSession();
+    await client.close();
+  });
+});
+
+describe('a v1 client of a 2026-07-28 upstream over stdio, whose listen shares the child with its calls', () => {
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  beforeAll(async () => {
+    gw = await startGateway({ upstreams: { modern: modernStdio(log) } });
+  });
+  afterAll(() => gw?.close());
+
+  it("a call's log messages and progress still reach the client while the session's listen is open", async () => {
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(client.getServerCapabilities()?.tools).toEqual({ listChanged: true });
+    const logs: unknown[] = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => void logs.push(n.params.data));
+    await client.setLoggingLevel('info');
+    const progress: number[] = [];
+    const result = await client.callTool({ name: 'slow', arguments: { steps: 2, ms: 50 } }, undefined, {
+      onprogress: (p) => void progress.push(p.progress),
+    });
+    expect(textOf(result as never)).toBe('done in 2 steps');
+    expect(progress).toEqual([1, 2]);
+    expect(logs).toEqual(['step 1', 'step 2']);
     await transport.terminateSession();
     await client.close();
   });
