@@ -145,6 +145,12 @@ export class UriIndex {
     return this.views.get(principal)?.completeAt;
   }
 
+  /** True when every federated upstream's resources were listed completely for `principal` within the last `ms` ms. */
+  completeWithin(principal: string, ms: number): boolean {
+    const at = this.completeAt(principal);
+    return at !== undefined && Date.now() - at < ms;
+  }
+
   /** The upstreams that listed resource `uri` itself for `principal` (none: empty). */
   listedBy(principal: string, uri: string): string[] {
     return [...(this.views.get(principal)?.uris.get(uri) ?? [])];

@@ -36,7 +36,7 @@ import {
 } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
-import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
+import { allowedCapabilities, capabilityError, missingFor, passedExtensions } from '../../protocol/capabilities.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
@@ -255,6 +255,8 @@ export class ReverseRelay implements LegacyRelay {
     const discovered = (r.result.capabilities ?? {}) as Record<string, unknown>;
     const capabilities: Record<string, unknown> = { logging: {} };
     for (const k of ['tools', 'prompts', 'resources', 'completions'] as const) if (discovered[k]) capabilities[k] = {};
+    const extensions = passedExtensions(discovered);
+    if (extensions) capabilities.extensions = extensions;
     const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? {
       name: this.init.upstream,
       version: 'unknown',
