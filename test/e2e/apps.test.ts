@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
 import { APP_MIME, APP_URI, RESOURCE_UI, TOOL_UI } from '../fixtures/apps-server.js';
 
 const APPS = fileURLToPath(new URL('../fixtures/apps-server.ts', import.meta.url));
@@ -161,6 +161,20 @@ describe('MCP Apps through the gateway', () => {
       expect(r.body.result?.contents, JSON.stringify(r.body)).toEqual([
         { uri: `ui://${prefix}app/pages/one`, mimeType: APP_MIME, text: `page one of ${label}` },
       ]);
+    }
+  });
+
+  it('/mcp subscribes to an app under its own URI upstream and reports its update under the prefixed one', async () => {
+    const s = await listen(`${gw.base}/mcp`, { resourceSubscriptions: ['ui://lg_app/index.html'] }, { id: 'apps-1' });
+    try {
+      expect((await s.next(10_000))?.params?.notifications).toEqual({ resourceSubscriptions: ['ui://lg_app/index.html'] });
+      expect(await s.next(10_000)).toEqual({
+        jsonrpc: '2.0',
+        method: 'notifications/resources/updated',
+        params: { uri: 'ui://lg_app/index.html', _meta: { 'io.modelcontextprotocol/subscriptionId': 'apps-1' } },
+      });
+    } finally {
+      s.close();
     }
   });
 });
