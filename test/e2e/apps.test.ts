@@ -102,6 +102,18 @@ describe('MCP Apps through the gateway', () => {
     }
   }
 
+  it("a client's declaration of the extension reaches the upstream, in every era pair", async () => {
+    const declared = { [UI]: { mimeTypes: [APP_MIME] } };
+    for (const name of ['lg', 'md']) {
+      const r = await rpc(gw.url(name), 'tools/call', { name: 'client_extensions', arguments: {} }, { caps: { extensions: declared } });
+      expect(JSON.parse(r.body.result?.content?.[0]?.text ?? 'null'), `${name}: ${JSON.stringify(r.body)}`).toEqual(declared);
+      const client = await legacyClient(gw.url(name));
+      const legacy = await client.callTool({ name: 'client_extensions', arguments: {} });
+      expect(JSON.parse((legacy.content as { text: string }[])[0]!.text), name).toEqual(declared);
+      await client.close();
+    }
+  });
+
   for (const name of ['lgx', 'mdx']) {
     it(`/mcp/${name}: an upstream that does not declare the extension is not said to have it, in either client era`, async () => {
       for (const view of [modernView, legacyView]) {
