@@ -1,7 +1,8 @@
 /**
  * Which federated upstream serves a resource URI. Resource URIs keep their form on the federated
- * endpoint (`ui://` ones get a prefix, apps.ts: held here as the client sees them), so the federation remembers, per principal, which upstream listed which URI
- * (`resources/list`) and which URI template (`resources/templates/list`), and routes
+ * endpoint (`ui://` ones get a prefix, apps.ts: held here as the client sees them), so the
+ * federation remembers, per principal, which upstream listed which URI (`resources/list`) and
+ * which URI template (`resources/templates/list`), and routes
  * `resources/read`, `completion/complete` with a `ref/resource`, and `resourceSubscriptions` of
  * `subscriptions/listen` by that memory. A URI an upstream listed wins over any template; among
  * templates, the most specific (most literal characters) wins; the federation breaks the remaining
