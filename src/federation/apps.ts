@@ -5,7 +5,8 @@
  * tool name does, in front of what follows the scheme: `ui://app/index.html` of the upstream
  * with prefix `a_` is `ui://a_app/index.html` (the prefix's characters, letters, digits, `_`, `-`
  * and `.`, keep it a valid URI). Listed resources, URI templates, tools' `_meta.ui.resourceUri`
- * (and the older `_meta["ui/resourceUri"]`), read results and resource updates are shown so;
+ * (and the older `_meta["ui/resourceUri"]`), read results, resource links and embedded resources of
+ * `tools/call` and `prompts/get` results, and resource updates are shown so;
  * requests naming such a URI reach the upstream with its own URI. Other URIs keep their form.
  */
 import { isObject } from '../protocol/envelope.js';
@@ -64,6 +65,28 @@ export function exposeReadResult(member: { prefix: string }, result: Record<stri
   if (!Array.isArray(result.contents)) return result;
   const contents = result.contents.map((c: unknown) => (isObject(c) ? { ...c, uri: exposeAppUri(member, c.uri) } : c));
   return { ...result, contents };
+}
+
+/** A content block with its `ui://` URI as the client sees it: a `resource_link`'s `uri`, an embedded `resource`'s `resource.uri`. */
+function exposeContent(member: { prefix: string }, block: unknown): unknown {
+  if (!isObject(block)) return block;
+  if (block.type === 'resource_link') return { ...block, uri: exposeAppUri(member, block.uri) };
+  if (block.type === 'resource' && isObject(block.resource))
+    return { ...block, resource: { ...block.resource, uri: exposeAppUri(member, block.resource.uri) } };
+  return block;
+}
+
+/**
+ * A `tools/call` result (`content`) or `prompts/get` result (`messages[].content`) of `member` with
+ * the `ui://` URIs of its resource links and embedded resources as the client sees them; any other
+ * result (`input_required`, a task) as it is.
+ */
+export function exposeAppLinks(member: { prefix: string }, result: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...result };
+  if (Array.isArray(result.content)) out.content = result.content.map((b: unknown) => exposeContent(member, b));
+  if (Array.isArray(result.messages))
+    out.messages = result.messages.map((m: unknown) => (isObject(m) ? { ...m, content: exposeContent(member, m.content) } : m));
+  return out;
 }
 
 /**

@@ -48,7 +48,7 @@ import { openMerged } from './listen.js';
 import { gatherMembers, isMethodNotFound, mergedDiscover, mergedHints } from './merge.js';
 import { decodeCursor, encodeCursor, Naming, type Candidate } from './naming.js';
 import { UriIndex } from './resources.js';
-import { appMembers, exposeAppItems, exposeAppUpdates, exposeReadResult, ownAppUri } from './apps.js';
+import { appMembers, exposeAppItems, exposeAppLinks, exposeAppUpdates, exposeReadResult, ownAppUri } from './apps.js';
 
 /** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */
 export const FEDERATED_LABEL = '*';
@@ -446,7 +446,7 @@ export class Federation {
     const stateUp = req.params.requestState !== undefined ? await this.stateUpstream(req.params.requestState) : undefined;
     const target = await this.resolveName(kind, exposed, req, ctx, stateUp);
     if (kind === 'tools' && !toolAllowed(target.member.cfg.tools, target.name)) throw unknownTool(exposed);
-    return this.forward(target.member, req, { ...req.params, name: target.name }, ctx);
+    return exposeAppLinks(target.member, await this.forward(target.member, req, { ...req.params, name: target.name }, ctx));
   }
 
   /** Lists every member's resources and templates for this principal (once at a time per principal), remembering them. */

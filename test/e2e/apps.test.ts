@@ -149,6 +149,18 @@ describe('MCP Apps through the gateway', () => {
     });
   }
 
+  it('/mcp links each tool result to its own app', async () => {
+    for (const name of ['lg', 'md']) {
+      const r = await rpc(`${gw.base}/mcp`, 'tools/call', { name: `${name}_show`, arguments: {} });
+      expect(r.body.result?.content?.[1], JSON.stringify(r.body)).toEqual({
+        type: 'resource_link',
+        uri: `ui://${name}_app/index.html`,
+        name: 'app',
+        mimeType: APP_MIME,
+      });
+    }
+  });
+
   it('/mcp reads an app no upstream lists by the prefix of its URI; an unknown prefix is -32602', async () => {
     const fed = `${gw.base}/mcp`;
     const tools = (await rpc(fed, 'tools/list')).body.result.tools;
