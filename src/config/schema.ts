@@ -111,13 +111,21 @@ const InputPolicySchema = z
 
 const CacheHintsSchema = z
   .object({
-    ttlMs: ms('ttlMs hint put on server/discover, list results and resources/read results').default(0),
+    ttlMs: ms(
+      'ttlMs hint put on server/discover, list results and resources/read results (0 on a list the upstream declared listChanged for, unless the caller listens to its changes)',
+    ).default(0),
     scope: z
       .enum(['public', 'private'])
       .default('private')
       .describe(
         'cacheScope put on the same results. A resources/read that carried a requestState always gets ttlMs 0 and cacheScope private',
       ),
+    maxEntries: z
+      .number()
+      .int()
+      .min(0)
+      .default(1000)
+      .describe('Most list and server/discover results of a 2026-07-28 upstream kept for their ttlMs (see docs/protocol.md); 0 keeps none'),
   })
   .strict();
 
