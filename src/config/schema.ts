@@ -111,9 +111,7 @@ const InputPolicySchema = z
 
 const CacheHintsSchema = z
   .object({
-    ttlMs: ms(
-      'ttlMs hint put on server/discover, list results and resources/read results (0 on a list the upstream declared listChanged for, unless the caller listens to its changes)',
-    ).default(0),
+    ttlMs: ms('ttlMs hint put on server/discover, list results and resources/read results').default(0),
     scope: z
       .enum(['public', 'private'])
       .default('private')

@@ -1,9 +1,9 @@
 /**
  * One configured upstream as the router sees it: its legacy session pool, its 2026-07-28 hop, the
- * era it speaks (configured, or detected once with `protocol: "auto"`), its readiness, and the
- * cache of its tools' `x-mcp-header` annotations. Also the capability mirroring of legacy
- * `initialize` ({@link mirrorCapabilities}) and the parked-session bounds of an upstream
- * ({@link parkedSessionLimits}).
+ * era it speaks (configured, or detected once with `protocol: "auto"`), its readiness, the
+ * cache of its tools' `x-mcp-header` annotations, and the list cache of its 2026-07-28 hop. Also
+ * the capability mirroring of legacy `initialize` ({@link mirrorCapabilities}) and the
+ * parked-session bounds of an upstream ({@link parkedSessionLimits}).
  */
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
