@@ -16,6 +16,9 @@
  *   gateway learns of a change otherwise ({@link ListCache.drop}). A listing begun before a drop is
  *   not kept after it.
  * - Bounded: at most `maxEntries` results (least recently used go first); 0 keeps none.
+ *
+ * What is kept is the upstream's own answer: the gateway's `tools` policy and tool-name rules apply
+ * to a kept list as to a fresh one (the router and the reverse bridge filter after this hop).
  */
 import { LRUCache } from 'lru-cache';
 import { canonicalJson } from '../protocol/canonical.js';
