@@ -343,13 +343,15 @@ export class Wiring {
   /**
    * Begins shutdown (before {@link close}): new MCP calls get 503 / -32603 "gateway shutting down"
    * and `/readyz` 503; retries of calls parked here and `tasks/*` requests are still served, and a
-   * call that asks for input is answered -32603 `shutting-down` instead of being parked. Waits up
+   * call that asks for input is answered -32603 `shutting-down` instead of being parked; open
+   * `subscriptions/listen` streams end with their completion result. Waits up
    * to `graceMs` for requests in flight, parked calls and tasks running here to finish; resolves
    * with how many are still in flight or held.
    */
   drain(graceMs: number): Promise<number> {
     this.draining = true;
     this.bridge.drain();
+    this.router.endListens();
     // Parked calls and tasks held here are work in flight too: their retries may still come.
     return this.front.settle(graceMs, () => this.heldWork);
   }

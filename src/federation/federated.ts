@@ -157,6 +157,9 @@ export function federatedRelay(
     downstream: hooks.downstream,
     log: hooks.log.child({ component: 'reverse' }),
     onRequest: hooks.onRequest,
+    closeStreamAfterMs: hooks.closeStreamAfterMs,
+    // A listen would hold an upstream session of every legacy member for each legacy session here.
+    notifications: false,
   });
   // Each member call gets its audit line from the router, as the session's client sent it.
   hop.origin = () => ({ era: relay.negotiated ?? 'legacy', transport: hooks.transport ?? 'streamable-http', endpoint: FEDERATED_LABEL });

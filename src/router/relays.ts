@@ -41,7 +41,7 @@ export interface RelayHooks {
   onRequest: (r: RelayedRequest) => void;
   /** Called when the upstream side ends (a stdio child exits, an HTTP session is lost): the session ends. */
   onUpstreamEnd: () => void;
-  /** `legacySessions.closeStreamAfterMs`: SSE polling on the legacy pass-through. */
+  /** `legacySessions.closeStreamAfterMs`: SSE polling on the legacy pass-through and the reverse bridge. */
   closeStreamAfterMs?: number;
   /** The client's transport (audit lines): Streamable HTTP, or HTTP+SSE (2024-11-05). */
   transport?: 'streamable-http' | 'sse';
@@ -165,6 +165,7 @@ function eraRelay(
       log,
       onRequest,
       onRefused: credential.onRefused,
+      closeStreamAfterMs: hooks.closeStreamAfterMs,
     });
     return own ? closingAlso(relay, () => own.close()) : relay;
   }

@@ -403,7 +403,7 @@ export class Router {
     const sub = await this.subscribe(up, req, filter, { principal: ctx.principal, credential }).catch(async (e: unknown) => {
       throw await this.refusedOr(up, { principal: ctx.principal, credential }, e);
     });
-    if (this.closing) {
+    if (this.closing || this.draining()) {
       sub.end();
     } else {
       this.subscriptions.add(sub);
@@ -491,10 +491,18 @@ export class Router {
     return (EXCHANGE_METHODS as readonly string[]).includes(req.method) && req.params.requestState !== undefined;
   }
 
+  /**
+   * Ends every open `subscriptions/listen` gracefully (the drain): each stream ends with the listen's
+   * completion result, and its client listens again (elsewhere, behind a balancer).
+   */
+  endListens(): void {
+    for (const sub of [...this.subscriptions]) sub.end();
+  }
+
   /** Stops routing (new requests get -32603 "gateway shutting down") and ends open `subscriptions/listen` streams gracefully. */
   close(): void {
     this.closing = true;
-    for (const sub of [...this.subscriptions]) sub.end();
+    this.endListens();
   }
 }
 

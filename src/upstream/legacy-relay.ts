@@ -1,7 +1,8 @@
 /**
  * The contract between a legacy client session on the front door (src/http/legacy-sessions.ts) and
  * the relay that serves it upstream: the pass-through to a legacy upstream (src/cells/legacy/) or
- * the reverse bridge to a 2026-07-28 upstream (src/cells/reverse/). Types only.
+ * the reverse bridge to a 2026-07-28 upstream (src/cells/reverse/): types, and the SSE polling
+ * timer both use.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -67,4 +68,14 @@ export interface ClientMessageExtra {
   closeSSEStream?: () => void;
   /** The headers of the HTTP request that carried the message (lower-case names). */
   headers?: PlainHeaders;
+}
+
+/**
+ * SSE polling (SEP-1699): arms the close of the SSE stream of a client request `afterMs` ms after
+ * it arrived, when the transport offers `extra.closeSSEStream` (clients that can resume) and
+ * `afterMs` > 0. The client resumes with `Last-Event-ID` and gets the rest, result included.
+ * @returns the timer (unref'd), to clear when the request ends; undefined when nothing is armed.
+ */
+export function armStreamClose(afterMs: number | undefined, extra: ClientMessageExtra): NodeJS.Timeout | undefined {
+  return afterMs && afterMs > 0 && extra.closeSSEStream ? setTimeout(extra.closeSSEStream, afterMs).unref() : undefined;
 }

@@ -268,6 +268,8 @@ interface Pending {
   /** The request's `_meta` envelope, for its `notifications/cancelled`. */
   meta: unknown;
   touch: () => void;
+  /** A `subscriptions/listen`: its notifications name it, so it never gets another's. */
+  listen?: boolean;
 }
 
 /** A message to a stdio child (the v1 SDK transport's type; the shapes are the same). */
@@ -408,17 +410,10 @@ class ModernStdioUpstream implements ModernUpstream {
     }
     if (m.method && m.id === undefined) {
       // Progress names its request by token, a subscriptions/listen notification by subscriptionId
-      // (the listen request's id); anything else belongs to the one request in flight, if one.
+      // (the listen request's id); anything else belongs to the one other request in flight, if one.
       const token = m.params?.progressToken as string | number | undefined;
       const subscription = (m.params?._meta as Record<string, unknown> | undefined)?.[META_SUBSCRIPTION_ID];
-      const id =
-        token !== undefined
-          ? this.byToken.get(token)
-          : subscription !== undefined
-            ? String(subscription)
-            : this.pending.size === 1
-              ? [...this.pending.keys()][0]
-              : undefined;
+      const id = token !== undefined ? this.byToken.get(token) : subscription !== undefined ? String(subscription) : this.soleCall();
       const p = id !== undefined ? this.pending.get(id) : undefined;
       p?.touch();
       p?.onNotification?.({ method: m.method, params: m.params });
@@ -434,6 +429,12 @@ class ModernStdioUpstream implements ModernUpstream {
         }),
       );
     }
+  }
+
+  /** The one request in flight that is not a `subscriptions/listen`, if there is exactly one. */
+  private soleCall(): string | undefined {
+    const calls = [...this.pending].filter(([, p]) => !p.listen);
+    return calls.length === 1 ? calls[0]![0] : undefined;
   }
 
   private forget(id: string): void {
@@ -491,6 +492,7 @@ class ModernStdioUpstream implements ModernUpstream {
         progressToken,
         meta: params._meta,
         touch: idle.touch,
+        listen: method === 'subscriptions/listen',
       });
       if (progressToken !== undefined) this.byToken.set(progressToken, id);
       this.unanswered.add(id);

@@ -348,14 +348,14 @@ describe('the reverse bridge (a v1 SDK client in front of the 2026-07-28 upstrea
     await client.close();
   });
 
-  it('list changes and resource subscriptions are not relayed, and the initialize result does not offer them', async () => {
+  it('the initialize result offers the list changes the upstream offers; without its resources.subscribe, resources/subscribe gets -32601', async () => {
     const { client, transport } = await legacyClient('modern', {});
     const caps = client.getServerCapabilities()!;
-    expect(caps.tools).toEqual({});
-    expect(caps.resources).toEqual({});
+    expect(caps.tools).toEqual({ listChanged: true });
+    expect(caps.resources).toEqual({ listChanged: true });
     await expect(client.subscribeResource({ uri: 'fixture://public/note' })).rejects.toMatchObject({
       code: -32601,
-      message: expect.stringContaining('not relayed'),
+      message: expect.stringContaining('does not declare resources.subscribe'),
     });
     await transport.terminateSession();
     await client.close();

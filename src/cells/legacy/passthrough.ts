@@ -63,6 +63,7 @@ import { StderrTail, type StdioChild } from '../../upstream/stdio-child.js';
 import { downstreamError, URL_ELICITATION_REQUIRED } from '../../upstream/failures.js';
 import { INPUT_KIND_OF } from '../../protocol/capabilities.js';
 import type { RequestId } from '../../protocol/wire.js';
+import { armStreamClose } from '../../upstream/legacy-relay.js';
 import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest } from '../../upstream/legacy-relay.js';
 import { SamplingError } from '../../sampling/errors.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
@@ -162,8 +163,7 @@ export class PassThroughRelay implements LegacyRelay {
     if (kind === 'request') {
       const params = m.params ?? {};
       const token = (params._meta as { progressToken?: RequestId } | undefined)?.progressToken;
-      const after = this.init.closeStreamAfterMs ?? 0;
-      const poll = after > 0 && extra.closeSSEStream ? setTimeout(extra.closeSSEStream, after).unref() : undefined;
+      const poll = armStreamClose(this.init.closeStreamAfterMs, extra);
       clearTimeout(this.inflight.get(m.id!)?.poll);
       const trace = this.startTrace(m, extra.headers);
       this.inflight.set(m.id!, {

@@ -16,9 +16,11 @@
  * the gateway does not serve are left out of `tools/list`, and a `tools/call` of one is answered
  * -32602 without reaching the upstream. The
  * upstream's -32021 names a capability the client did not declare in `initialize` (-32021 to the
- * client), or one `input.allow` withholds (-32603 `protocol`). List changes and resource
- * subscriptions are not relayed: the `initialize` result offers neither, and `resources/subscribe`
- * gets -32601.
+ * client), or one `input.allow` withholds (-32603 `protocol`). List changes and resource updates
+ * come through the session's own `subscriptions/listen` upstream (src/cells/reverse/listen.ts),
+ * opened once the client sent `notifications/initialized` and relayed on its standalone stream: the
+ * `initialize` result declares `listChanged` (tools, prompts, resources) and `resources.subscribe`
+ * only where the upstream's `server/discover` does; otherwise `resources/subscribe` gets -32601.
  */
 import { randomUUID } from 'node:crypto';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
@@ -39,8 +41,16 @@ import { endSpan, startServerSpan, within } from '../../observability/tracing.js
 import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
+import { listenOffer, SessionListen } from './listen.js';
 import type { ToolPolicyConfig } from '../../config/globs.js';
-import type { ClientMessageExtra, DownstreamTransport, LegacyRelay, RelayedRequest, RelayMessage } from '../../upstream/legacy-relay.js';
+import {
+  armStreamClose,
+  type ClientMessageExtra,
+  type DownstreamTransport,
+  type LegacyRelay,
+  type RelayedRequest,
+  type RelayMessage,
+} from '../../upstream/legacy-relay.js';
 
 type Message = RelayMessage;
 
@@ -57,6 +67,13 @@ export interface ReverseInit {
   tools?: ToolPolicyConfig;
   /** Called for each tool left out of a `tools/list` result because its name breaks the tool-name rules (`problem` says how). */
   onToolDropped?: (name: string, problem: string) => void;
+  /**
+   * Whether the session listens upstream for list changes and resource updates (default true);
+   * false: the `initialize` result declares neither, and `resources/subscribe` gets -32601.
+   */
+  notifications?: boolean;
+  /** SSE polling: close the stream of a request still in flight this many ms after it arrived, once (0 or unset: never). */
+  closeStreamAfterMs?: number;
   /** Longest silence on one request upstream, in ms (the upstream's `timeouts.requestMs`); undefined: the hop bounds it. */
   idleMs?: number;
   /** Headers of the hop on every request (the caller's credential, src/router/relays.ts); ignored on stdio. */
@@ -97,6 +114,8 @@ interface InFlight {
   name?: string;
   startedAt: number;
   abort: AbortController;
+  /** The timer that closes the request's SSE stream (SSE polling). */
+  poll?: NodeJS.Timeout;
 }
 
 const kindOf = (m: Message) => (m.method === undefined ? 'response' : m.id === undefined ? 'notification' : 'request');
@@ -116,6 +135,8 @@ export class ReverseRelay implements LegacyRelay {
   private readonly inflight = new Map<RequestId, InFlight>();
   private readonly asks = new Map<RequestId, { resolve: (m: Message) => void }>();
   private closed = false;
+  /** The session's listen upstream, set by a successful `initialize`. */
+  private listen: SessionListen | undefined;
 
   constructor(private readonly init: ReverseInit) {}
 
@@ -138,6 +159,7 @@ export class ReverseRelay implements LegacyRelay {
       return;
     }
     if (kind === 'notification') {
+      if (m.method === 'notifications/initialized') this.listen?.start();
       if (m.method === 'notifications/cancelled')
         this.inflight.get((m.params as { requestId?: RequestId } | undefined)?.requestId ?? '')?.abort.abort('cancelled');
       return;
@@ -148,6 +170,7 @@ export class ReverseRelay implements LegacyRelay {
       name: typeof params.name === 'string' ? params.name : typeof params.uri === 'string' ? params.uri : undefined,
       startedAt: performance.now(),
       abort: new AbortController(),
+      poll: armStreamClose(this.init.closeStreamAfterMs, extra),
     };
     this.inflight.set(m.id!, entry);
     const sessionId = extra.headers?.['mcp-session-id'];
@@ -168,7 +191,7 @@ export class ReverseRelay implements LegacyRelay {
       const err = e as Error;
       const reason = e instanceof ModernHopError ? e.reason : 'unreachable';
       if (e instanceof CredentialRefused && this.init.onRefused!(m.id!, m.method!, e.status)) {
-        this.inflight.delete(m.id!);
+        this.forget(m.id!);
         return endSpan(trace, { failed: 'upstream-authorization', message: err.message });
       }
       answer =
@@ -182,7 +205,7 @@ export class ReverseRelay implements LegacyRelay {
               },
             };
     }
-    this.inflight.delete(m.id!);
+    this.forget(m.id!);
     endSpan(trace, answer.error ? { error: answer.error } : { result: (answer.result ?? {}) as Record<string, unknown> });
     const reason = reasonOf(answer.error?.data);
     this.init.onRequest?.({
@@ -218,7 +241,7 @@ export class ReverseRelay implements LegacyRelay {
         return this.rounds(m, entry);
       case 'resources/subscribe':
       case 'resources/unsubscribe':
-        return { error: { code: ErrorCode.MethodNotFound, message: `${m.method} is not relayed to this 2026-07-28 upstream` } };
+        return this.subscription(m.method, params);
       default: {
         const r = await this.send(m.method!, params, m.id!, entry);
         if ('error' in r) return { error: this.upstreamError(r.error) };
@@ -255,8 +278,17 @@ export class ReverseRelay implements LegacyRelay {
     const r = await this.send('server/discover', {}, undefined, undefined);
     if ('error' in r) return { error: r.error };
     const discovered = (r.result.capabilities ?? {}) as Record<string, unknown>;
+    const offer = listenOffer(this.init.notifications === false ? {} : discovered);
+    const listChanged = { tools: offer.toolsListChanged, prompts: offer.promptsListChanged, resources: offer.resourcesListChanged };
     const capabilities: Record<string, unknown> = { logging: {} };
-    for (const k of ['tools', 'prompts', 'resources', 'completions'] as const) if (discovered[k]) capabilities[k] = {};
+    for (const k of ['tools', 'prompts', 'resources', 'completions'] as const) {
+      if (!discovered[k]) continue;
+      capabilities[k] = {
+        ...(k === 'resources' && offer.subscribe ? { subscribe: true } : {}),
+        ...(k !== 'completions' && listChanged[k] ? { listChanged: true } : {}),
+      };
+    }
+    this.openListen(offer);
     const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? {
       name: this.init.upstream,
       version: 'unknown',
@@ -267,6 +299,55 @@ export class ReverseRelay implements LegacyRelay {
         capabilities,
         serverInfo,
         ...(typeof r.result.instructions === 'string' ? { instructions: r.result.instructions } : {}),
+      },
+    };
+  }
+
+  /** Prepares the session's listen upstream for what the upstream offers (opened on `notifications/initialized`). */
+  private openListen(offer: ReturnType<typeof listenOffer>): void {
+    this.listen?.close();
+    const listen = new SessionListen({
+      upstream: this.init.upstream,
+      modern: this.init.modern,
+      offer,
+      meta: () => this.envelope(),
+      ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
+      ackMs: this.init.idleMs,
+      notify: (method, params) => {
+        const note = { jsonrpc: '2.0', method, ...(Object.keys(params).length ? { params } : {}) };
+        void this.init.downstream.send(note as JSONRPCMessage).catch(() => {});
+      },
+      log: this.init.log,
+    });
+    this.listen = listen.offered ? listen : undefined;
+  }
+
+  /**
+   * `resources/subscribe` / `resources/unsubscribe` (`params.uri`): the session's listen upstream
+   * names the URI, or no longer does. -32601 when the upstream does not offer `resources.subscribe`;
+   * -32602 without a string `uri`; -32603 when the upstream did not acknowledge the URI.
+   */
+  private async subscription(method: string, params: Record<string, unknown>): Promise<{ result?: unknown; error?: Message['error'] }> {
+    const listen = this.listen;
+    if (!listen?.subscribable)
+      return {
+        error: {
+          code: ErrorCode.MethodNotFound,
+          message: `${method} is not offered: upstream '${this.init.upstream}' does not declare resources.subscribe`,
+        },
+      };
+    if (typeof params.uri !== 'string')
+      return { error: { code: ErrorCode.InvalidParams, message: `${method} needs params.uri (a string)` } };
+    if (method === 'resources/unsubscribe') {
+      await listen.unsubscribe(params.uri);
+      return { result: {} };
+    }
+    if (await listen.subscribe(params.uri)) return { result: {} };
+    return {
+      error: {
+        code: ErrorCode.InternalError,
+        message: `Upstream '${this.init.upstream}' did not accept a subscription to ${params.uri}`,
+        data: { upstream: this.init.upstream, reason: 'protocol' },
       },
     };
   }
@@ -382,15 +463,22 @@ export class ReverseRelay implements LegacyRelay {
     };
   }
 
+  /** The session's 2026-07-28 `_meta` envelope: the client's capabilities (as `input.allow` limits them), clientInfo, log level. */
+  private envelope(): Record<string, unknown> {
+    return {
+      'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
+      [META_CLIENT_CAPABILITIES]: this.capabilities,
+      ...(this.clientInfo ? { [META_CLIENT_INFO]: this.clientInfo } : {}),
+      ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
+    };
+  }
+
   /** One stateless request upstream with the session's envelope; notifications go to request `related`. */
   private send(method: string, params: Record<string, unknown>, related: RequestId | undefined, entry: InFlight | undefined) {
     const clientToken = (params._meta as { progressToken?: RequestId } | undefined)?.progressToken;
     const { _meta: _m, ...rest } = params;
     const meta: Record<string, unknown> = {
-      'io.modelcontextprotocol/protocolVersion': PROTOCOL_VERSION,
-      [META_CLIENT_CAPABILITIES]: this.capabilities,
-      ...(this.clientInfo ? { [META_CLIENT_INFO]: this.clientInfo } : {}),
-      ...(this.logLevel ? { [META_LOG_LEVEL]: this.logLevel } : {}),
+      ...this.envelope(),
       ...(clientToken !== undefined ? { progressToken: `gw-progress-r${nextId++}` } : {}),
     };
     return this.refusing(
@@ -443,9 +531,19 @@ export class ReverseRelay implements LegacyRelay {
     };
   }
 
+  /** Request `id` is over: its SSE polling timer stops. */
+  private forget(id: RequestId): void {
+    clearTimeout(this.inflight.get(id)?.poll);
+    this.inflight.delete(id);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
-    for (const f of this.inflight.values()) f.abort.abort('session closed');
+    this.listen?.close();
+    for (const f of this.inflight.values()) {
+      clearTimeout(f.poll);
+      f.abort.abort('session closed');
+    }
     for (const a of this.asks.values()) a.resolve({ jsonrpc: '2.0', error: { code: ErrorCode.InternalError, message: 'session closed' } });
     this.asks.clear();
   }
