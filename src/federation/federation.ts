@@ -13,10 +13,9 @@
  *   `ref/prompt` go to the upstream whose prefix the name carries, without it. When prefixes
  *   overlap (an unprefixed upstream, or one prefix beginning another), the upstreams' listings
  *   decide.
- * - Resource URIs stay as they are. `resources/read`, `completion/complete` with a `ref/resource`
- *   and `resourceSubscriptions` go to the upstream that listed the URI (else the most specific
- *   template matching it) for this principal; an unknown URI makes the federation list every
- *   upstream's resources once; still unknown: -32602 naming the candidates.
+ * - Resource URIs stay as they are (`ui://` ones get the prefix: apps.ts). `resources/read`, `completion/complete` with a
+ *   `ref/resource` and `resourceSubscriptions` go to the upstream that listed the URI (else the most specific template matching it,
+ *   else whose prefix a `ui://` URI carries) for this principal; an unknown URI lists every upstream's resources once, then -32602.
  * - Conflicts found at run time (two upstreams serving one name, URI or URI template) never fail a
  *   request: the upstream earlier in federation order keeps the entry, the later one's is left out
  *   of the lists (logged, counted, on the admin page: src/observability/dropped.ts) and calls go
@@ -49,6 +48,7 @@ import { openMerged } from './listen.js';
 import { gatherMembers, isMethodNotFound, mergedDiscover, mergedHints } from './merge.js';
 import { decodeCursor, encodeCursor, Naming, type Candidate } from './naming.js';
 import { UriIndex } from './resources.js';
+import { appMembers, exposeAppItems, exposeAppLinks, exposeAppUpdates, exposeReadResult, ownAppUri } from './apps.js';
 
 /** The federated endpoint's `upstream` in request logs, metrics, legacy sessions and error data. */
 export const FEDERATED_LABEL = '*';
@@ -202,7 +202,7 @@ export class Federation {
     const next: Record<string, string> = {};
     const pages: Page[] = answers.map(({ member, value }) => {
       if (typeof value.nextCursor === 'string' && value.nextCursor !== '') next[member.name] = value.nextCursor;
-      return { member, items: Array.isArray(value[field]) ? (value[field] as unknown[]) : [] };
+      return { member, items: exposeAppItems(field, member, value[field]) };
     });
     const items = kind
       ? await this.namedItems(kind, pages, req, ctx)
@@ -277,7 +277,7 @@ export class Federation {
     const key = templates ? 'uriTemplate' : 'uri';
     const principal = ctx.principal;
     for (const { member } of pages) this.uris.recordOffering(principal, member.name);
-    if (paged && !this.recentlyComplete(principal)) {
+    if (paged && !this.uris.completeWithin(principal, NAME_INDEX_TTL_MS)) {
       await this.refreshUris(req, ctx).catch((e: unknown) => {
         if (!(e instanceof GatewayError)) throw e;
         this.log.debug({ method, err: e.message }, 'federation: resources not listed completely; the page decides alone');
@@ -321,12 +321,6 @@ export class Federation {
     this.router.dropped.note({ upstream: member.name, kind, name, reason: 'conflict', detail });
   }
 
-  /** True when every member's resources were listed completely for `principal` within the last {@link NAME_INDEX_TTL_MS}. */
-  private recentlyComplete(principal: string): boolean {
-    const at = this.uris.completeAt(principal);
-    return at !== undefined && Date.now() - at < NAME_INDEX_TTL_MS;
-  }
-
   /**
    * The name the client sees for tool or prompt `name` of `member`, or undefined when that name
    * breaks the tool-name rules (a tool's name with its prefix longer than 128 characters; the
@@ -360,7 +354,7 @@ export class Federation {
     let cursor: string | undefined;
     for (let page = 0; page < MAX_PAGES; page++) {
       const r = await this.forward(m, req, cursor === undefined ? {} : { cursor }, ctx, method as ValidatedRequest['method']);
-      if (Array.isArray(r[field])) out.push(...(r[field] as Record<string, unknown>[]).filter(isObject));
+      out.push(...exposeAppItems(field, m, r[field]).filter(isObject));
       cursor = typeof r.nextCursor === 'string' && r.nextCursor !== '' ? r.nextCursor : undefined;
       if (cursor === undefined) break;
     }
@@ -452,7 +446,7 @@ export class Federation {
     const stateUp = req.params.requestState !== undefined ? await this.stateUpstream(req.params.requestState) : undefined;
     const target = await this.resolveName(kind, exposed, req, ctx, stateUp);
     if (kind === 'tools' && !toolAllowed(target.member.cfg.tools, target.name)) throw unknownTool(exposed);
-    return this.forward(target.member, req, { ...req.params, name: target.name }, ctx);
+    return exposeAppLinks(target.member, await this.forward(target.member, req, { ...req.params, name: target.name }, ctx));
   }
 
   /** Lists every member's resources and templates for this principal (once at a time per principal), remembering them. */
@@ -501,13 +495,14 @@ export class Federation {
    */
   private async resolveUri(uri: string, req: ValidatedRequest, ctx: FederationContext): Promise<FederatedUpstream> {
     let found = this.uris.owners(ctx.principal, uri);
-    if (found.by === 'none' || (found.by === 'match' && !this.recentlyComplete(ctx.principal))) {
+    if (found.by === 'none' || (found.by === 'match' && !this.uris.completeWithin(ctx.principal, NAME_INDEX_TTL_MS))) {
       await this.refreshUris(req, ctx);
       found = this.uris.owners(ctx.principal, uri);
     }
     const members = [...this.byName.keys()];
     const owners = members.filter((n) => found.owners.includes(n));
-    if (owners.length > 0) return this.byName.get(owners[0]!)!;
+    const owner = owners.length > 0 ? this.byName.get(owners[0]!) : appMembers(this.members, uri)[0];
+    if (owner) return owner;
     const offering = members.filter((n) => found.offering.includes(n));
     if (offering.length === 1) return this.byName.get(offering[0]!)!;
     throw invalidParams(
@@ -526,7 +521,7 @@ export class Federation {
     } else {
       member = await this.resolveUri(String(req.params.uri), req, ctx);
     }
-    return this.forward(member, req, req.params, ctx);
+    return exposeReadResult(member, await this.forward(member, req, { ...req.params, uri: ownAppUri(member, req.params.uri) }, ctx));
   }
 
   /** `completion/complete`: a `ref/prompt` by its prefixed name, a `ref/resource` by its URI or template. */
@@ -537,7 +532,8 @@ export class Federation {
       return this.forward(target.member, req, { ...req.params, ref: { ...ref, name: target.name } }, ctx);
     }
     if (ref.type === 'ref/resource' && typeof ref.uri === 'string') {
-      return this.forward(await this.resolveUri(ref.uri, req, ctx), req, req.params, ctx);
+      const m = await this.resolveUri(ref.uri, req, ctx);
+      return this.forward(m, req, { ...req.params, ref: { ...ref, uri: ownAppUri(m, ref.uri) } }, ctx);
     }
     throw invalidParams('completion/complete: params.ref must be {"type":"ref/prompt","name":…} or {"type":"ref/resource","uri":…}');
   }
@@ -587,14 +583,14 @@ export class Federation {
         if (e instanceof GatewayError) return undefined;
         throw e;
       });
-      if (m) add(m, (f) => (f.resourceSubscriptions = [...(f.resourceSubscriptions ?? []), uri]));
+      if (m) add(m, (f) => (f.resourceSubscriptions = [...(f.resourceSubscriptions ?? []), ownAppUri(m, uri)]));
     }
     for (const id of new Set(filter.taskIds ?? [])) {
       const m = await this.taskOwner(id, ctx.principal);
       if (m) add(m, (f) => (f.taskIds = [...(f.taskIds ?? []), id]));
     }
-    return openMerged(this.log, filter, [...parts], (m, f) =>
-      this.router.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx),
-    );
+    const open = (m: FederatedUpstream, f: ListenFilter) =>
+      this.router.listen(m.name, { ...req, params: { ...req.params, notifications: f } }, ctx);
+    return openMerged(this.log, filter, [...parts], async (m, f) => exposeAppUpdates(m, await open(m, f)));
   }
 }

@@ -1,7 +1,8 @@
 /**
  * Which federated upstream serves a resource URI. Resource URIs keep their form on the federated
- * endpoint, so the federation remembers, per principal, which upstream listed which URI
- * (`resources/list`) and which URI template (`resources/templates/list`), and routes
+ * endpoint (`ui://` ones get a prefix, apps.ts: held here as the client sees them), so the
+ * federation remembers, per principal, which upstream listed which URI (`resources/list`) and
+ * which URI template (`resources/templates/list`), and routes
  * `resources/read`, `completion/complete` with a `ref/resource`, and `resourceSubscriptions` of
  * `subscriptions/listen` by that memory. A URI an upstream listed wins over any template; among
  * templates, the most specific (most literal characters) wins; the federation breaks the remaining
@@ -143,6 +144,12 @@ export class UriIndex {
   /** When `principal`'s listings were last complete (ms since the epoch), or undefined. */
   completeAt(principal: string): number | undefined {
     return this.views.get(principal)?.completeAt;
+  }
+
+  /** True when every federated upstream's resources were listed completely for `principal` within the last `ms` ms. */
+  completeWithin(principal: string, ms: number): boolean {
+    const at = this.completeAt(principal);
+    return at !== undefined && Date.now() - at < ms;
   }
 
   /** The upstreams that listed resource `uri` itself for `principal` (none: empty). */

@@ -73,3 +73,18 @@ export function capabilityError(upstream: string, data: unknown, declared: Recor
   }
   return missingCapability(required, JSON.stringify(required), declaredIn);
 }
+
+/** The MCP Apps extension (ext-apps, SEP-1865): tools name a `ui://` resource in `_meta.ui.resourceUri`. */
+export const UI_EXTENSION = 'io.modelcontextprotocol/ui';
+
+/**
+ * The extensions of `caps` that every cell passes on as they are, because they ride on core
+ * methods and `_meta` alone: only {@link UI_EXTENSION}. A legacy peer may declare it in
+ * `experimental` instead of `extensions`; either counts.
+ * @returns `{ [id]: settings }`, or undefined when `caps` declares none of them.
+ */
+export function passedExtensions(caps: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
+  const declared = (field: string) => (caps?.[field] as Record<string, unknown> | undefined)?.[UI_EXTENSION];
+  const ui = declared('extensions') ?? declared('experimental');
+  return ui && typeof ui === 'object' ? { [UI_EXTENSION]: ui } : undefined;
+}

@@ -11,6 +11,7 @@ import type { UpstreamConfig } from '../config/schema.js';
 import type { ParkedSessionLimits } from '../cells/bridge/mrtr.js';
 import { upstreamFailed } from '../protocol/errors.js';
 import { deepFreeze } from '../protocol/envelope.js';
+import { passedExtensions } from '../protocol/capabilities.js';
 import type { ClientCapabilities } from '../protocol/wire.js';
 import type { Logger } from '../observability/log.js';
 import type { DropReport } from '../observability/dropped.js';
@@ -34,7 +35,8 @@ import { startTimeoutMessage, unreachableText } from '../upstream/start-errors.j
  * call needs the server to hold its client's roots) is declared as well when the upstream has
  * configured roots, which the gateway answers itself for a client that did not declare roots.
  * `sampling` (with `tools`) is declared as well when the upstream's `sampling` config lets the
- * gateway's provider answer ({@link upstreamSamplingCapability}).
+ * gateway's provider answer ({@link upstreamSamplingCapability}). The client's MCP Apps extension
+ * goes on as well ({@link passedExtensions}): a server may offer its apps only to a client that has it.
  */
 export function mirrorCapabilities(
   caps: ClientCapabilities,
@@ -60,6 +62,8 @@ export function mirrorCapabilities(
   if (sampling) out.sampling = sampling;
   // listChanged: the gateway tells the server when a call brings other roots (UpstreamSession.resyncRoots).
   if ((caps.roots && allow.includes('roots')) || cfg.roots.length > 0) out.roots = { listChanged: true };
+  const extensions = passedExtensions(caps);
+  if (extensions) (out as { extensions?: Record<string, unknown> }).extensions = extensions;
   return out;
 }
 

@@ -15,6 +15,7 @@ import { detailedTask, type TaskManager } from './tasks/manager.js';
 import type { ReplayEntry } from '../../security/seal.js';
 import { invalidParams, methodNotFound, shuttingDown } from '../../protocol/errors.js';
 import { checkParamHeaders } from '../../protocol/param-headers.js';
+import { passedExtensions } from '../../protocol/capabilities.js';
 import type { ValidatedRequest } from '../../protocol/envelope.js';
 import {
   EXCHANGE_METHODS,
@@ -46,13 +47,16 @@ import type { SessionLease } from '../../upstream/pool-lease.js';
  * `listChanged` (tools, prompts, resources) and `resources.subscribe` are passed on when the
  * upstream declared them: the gateway delivers them on `subscriptions/listen`
  * (`toolsListChanged`, `promptsListChanged`, `resourcesListChanged`, `resourceSubscriptions`).
+ * The MCP Apps extension is declared when the upstream declared it ({@link passedExtensions}).
  */
 export function discoverCapabilities(upstream: ServerCapabilities): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  const passed = passedExtensions(upstream);
+  if (passed) out.extensions = passed;
   const listChanged = (c: { listChanged?: boolean } | undefined) => (c?.listChanged ? { listChanged: true } : {});
   if (upstream.tools) {
     out.tools = listChanged(upstream.tools);
-    out.extensions = { [TASKS_EXTENSION]: {} };
+    out.extensions = { ...passed, [TASKS_EXTENSION]: {} };
   }
   if (upstream.prompts) out.prompts = listChanged(upstream.prompts);
   if (upstream.resources)

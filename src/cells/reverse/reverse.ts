@@ -38,7 +38,7 @@ import {
 } from '../../protocol/wire.js';
 import type { Logger } from '../../observability/log.js';
 import { endSpan, startServerSpan, within } from '../../observability/tracing.js';
-import { allowedCapabilities, capabilityError, missingFor } from '../../protocol/capabilities.js';
+import { allowedCapabilities, capabilityError, missingFor, passedExtensions } from '../../protocol/capabilities.js';
 import { ModernHopError, type ModernResponse, type ModernUpstream } from '../../upstream/modern.js';
 import { servedToolList, toolCallRefusal } from '../../upstream/tool-policy.js';
 import { listenOffer, SessionListen } from './listen.js';
@@ -288,6 +288,8 @@ export class ReverseRelay implements LegacyRelay {
         ...(k !== 'completions' && listChanged[k] ? { listChanged: true } : {}),
       };
     }
+    const extensions = passedExtensions(discovered);
+    if (extensions) capabilities.extensions = extensions;
     this.openListen(offer);
     const serverInfo = (r.result._meta as Record<string, unknown> | undefined)?.[META_SERVER_INFO] ?? {
       name: this.init.upstream,
