@@ -240,6 +240,7 @@ export class Wiring {
     for (const up of this.upstreams.values()) {
       up.onSecretDeclined = () => this.metrics.secretDeclines.inc({ upstream: up.name });
       up.onDropped = (r) => this.dropped.note(r);
+      up.lists.onLookup = (method, hit) => this.metrics.listCacheRequests.inc({ upstream: up.name, method, result: hit ? 'hit' : 'miss' });
       up.pool.observer.unclaimed = (m) => this.census.countMessage(up.name, NO_CALL, m);
     }
     this.bridge.onRound = (upstream, methods) => {

@@ -73,6 +73,12 @@ function table(headers: [string, string][], rows: Html[], empty: string): Html {
   </table>`;
 }
 
+/** The hit rate of a list cache for people: `75 % (3 of 4)`, or `–` before any lookup. */
+export function hitRate({ hits, misses }: { hits: number; misses: number }): string {
+  const all = hits + misses;
+  return all === 0 ? '–' : `${Math.round((100 * hits) / all)} % (${hits} of ${all})`;
+}
+
 function upstreamsSection(upstreams: UpstreamView[]): Html {
   const rows = upstreams.map(
     (u) =>
@@ -91,6 +97,7 @@ function upstreamsSection(upstreams: UpstreamView[]): Html {
         <td class="n">${u.restarts}</td>
         <td class="n">${u.openFailures}</td>
         <td class="n">${u.consecutiveFailures}</td>
+        <td class="n">${hitRate(u.listCache)}</td>
         <td>
           ${
             u.lastFailure
@@ -117,6 +124,7 @@ function upstreamsSection(upstreams: UpstreamView[]): Html {
       ['restarts', 'sessions opened to replace one that died or failed to open'],
       ['failed opens', 'attempts to open a session that failed'],
       ['failing now', 'failures in a row; new sessions wait for the restart backoff'],
+      ['list cache', 'share of list and server/discover requests of a 2026-07-28 upstream answered from the list cache (hits of lookups)'],
       ['last error', 'the last failure, with the stdio child\u2019s last stderr lines'],
     ],
     rows,

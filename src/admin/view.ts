@@ -155,6 +155,8 @@ export interface UpstreamView {
   consecutiveFailures: number;
   /** The last failure (open, died or probe), with the stdio child's last stderr lines, redacted. */
   lastFailure?: UpstreamFailure;
+  /** The list cache of a 2026-07-28 upstream since start: lookups answered from it, lookups sent upstream, results kept now. */
+  listCache: { hits: number; misses: number; entries: number };
 }
 
 /** Every upstream, in configuration order. */
@@ -181,6 +183,7 @@ export function upstreamsView({ upstreams, parked, legacy, redactor }: AdminSour
       restarts: health.restarts,
       openFailures: health.openFailures,
       consecutiveFailures: stats.failures,
+      listCache: up.lists.stats(),
       ...(last
         ? { lastFailure: { ...last, message: redactor.redact(last.message), stderr: last.stderr.map((l) => redactor.redact(l)) } }
         : {}),

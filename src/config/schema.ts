@@ -118,6 +118,12 @@ const CacheHintsSchema = z
       .describe(
         'cacheScope put on the same results. A resources/read that carried a requestState always gets ttlMs 0 and cacheScope private',
       ),
+    maxEntries: z
+      .number()
+      .int()
+      .min(0)
+      .default(1000)
+      .describe('Most list and server/discover results of a 2026-07-28 upstream kept for their ttlMs (see docs/protocol.md); 0 keeps none'),
   })
   .strict();
 

@@ -123,6 +123,13 @@ export class Metrics {
     labelNames: ['upstream', 'kind', 'reason'] as const,
     registers: [this.registry],
   });
+  /** Lookups of the list cache of 2026-07-28 upstreams (src/upstream/list-cache.ts), by upstream, method and result (`hit`, `miss`). */
+  readonly listCacheRequests = new Counter({
+    name: 'mrtr_list_cache_requests_total',
+    help: 'tools/list, prompts/list, resources/list and server/discover requests of 2026-07-28 upstreams answered from the list cache (hit) or sent upstream (miss)',
+    labelNames: ['upstream', 'method', 'result'] as const,
+    registers: [this.registry],
+  });
   /** Requests refused by the rate or concurrency limit. */
   readonly rateLimited = new Counter({
     name: 'mrtr_rate_limited_total',

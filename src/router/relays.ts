@@ -158,6 +158,7 @@ function eraRelay(
       upstream: up.name,
       ...reverseSettings(up.cfg),
       ...(hopHeaders ? { hopHeaders } : {}),
+      principal: who.principal,
       onToolDropped,
       modern: own ? tracedModernUpstream(up.name, cfg, own) : up.modern!,
       downstream: hooks.downstream,

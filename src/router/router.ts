@@ -132,6 +132,8 @@ export class Router {
   private closing = false;
   /** Open `subscriptions/listen` subscriptions, ended gracefully at close. */
   private readonly subscriptions = new Set<Subscription>();
+  /** How many open subscriptions deliver the changes of a list, by `upstream\nprincipal\nlist` ({@link hearsListChanges}). */
+  private readonly listening = new Map<string, number>();
   /** Per-user upstream credentials, for the front door's consent routes and the admin page. */
   readonly credentials: UpstreamCredentials;
   /** Resolves per-caller credentials and runs consent rounds (src/router/consent.ts). */
@@ -352,8 +354,11 @@ export class Router {
     }
     // Over HTTP the probe's time counts against connectMs; a stdio session takes over the probe's
     // child with what is left of its budget since the spawn (or spawns one with a whole budget).
-    const legacy: LegacyContext =
-      up.cfg.transport === 'stdio' ? ctx : { ...ctx, startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) };
+    const legacy: LegacyContext = {
+      ...ctx,
+      ...(up.cfg.transport === 'stdio' ? {} : { startMs: Math.max(1, up.cfg.timeouts.connectMs - probeMs) }),
+      hearsListChanges: (list) => (this.listening.get(`${up.name}\n${ctx.principal}\n${list}`) ?? 0) > 0,
+    };
     return this.legacy.handle(up, req, legacy);
   }
 
@@ -403,8 +408,24 @@ export class Router {
     } else {
       this.subscriptions.add(sub);
       sub.onEnd(() => this.subscriptions.delete(sub));
+      this.noteListening(name, ctx.principal, sub);
     }
     return sub;
+  }
+
+  /** Counts the lists whose changes `sub` delivers to `principal` until it ends (the `ttlMs` of legacy upstreams' lists). */
+  private noteListening(name: string, principal: string, sub: Subscription): void {
+    const { toolsListChanged: tools, promptsListChanged: prompts, resourcesListChanged: resources } = sub.honored;
+    const keys = Object.entries({ tools, prompts, resources })
+      .filter(([, honored]) => honored)
+      .map(([list]) => `${name}\n${principal}\n${list}`);
+    const add = (key: string, n: number) => {
+      const count = (this.listening.get(key) ?? 0) + n;
+      if (count > 0) this.listening.set(key, count);
+      else this.listening.delete(key);
+    };
+    for (const key of keys) add(key, 1);
+    sub.onEnd(() => keys.forEach((key) => add(key, -1)));
   }
 
   /** Opens a subscription of `up` for the caller `who` on the upstream's era. */

@@ -1,9 +1,9 @@
 /**
  * One configured upstream as the router sees it: its legacy session pool, its 2026-07-28 hop, the
- * era it speaks (configured, or detected once with `protocol: "auto"`), its readiness, and the
- * cache of its tools' `x-mcp-header` annotations. Also the capability mirroring of legacy
- * `initialize` ({@link mirrorCapabilities}) and the parked-session bounds of an upstream
- * ({@link parkedSessionLimits}).
+ * era it speaks (configured, or detected once with `protocol: "auto"`), its readiness, the
+ * cache of its tools' `x-mcp-header` annotations, and the list cache of its 2026-07-28 hop. Also
+ * the capability mirroring of legacy `initialize` ({@link mirrorCapabilities}) and the
+ * parked-session bounds of an upstream ({@link parkedSessionLimits}).
  */
 import type { ClientCapabilities as LegacyClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { UpstreamConfig } from '../config/schema.js';
@@ -21,6 +21,7 @@ import { SessionPool } from '../upstream/pool.js';
 import { createModernUpstream, ModernHopError, tracedModernUpstream, type ModernUpstream } from '../upstream/modern.js';
 import { FirstStart } from '../upstream/stdio-child.js';
 import { ToolCatalog } from '../upstream/tools.js';
+import { cachedModernUpstream, ListCache } from '../upstream/list-cache.js';
 import { upstreamSamplingCapability } from '../sampling/mode.js';
 import { servedToolList } from '../upstream/tool-policy.js';
 import type { BatchLearning } from '../cells/bridge/batching.js';
@@ -99,6 +100,8 @@ export class Upstream {
   /** The 2026-07-28 hop (absent for HTTP+SSE upstreams and `protocol: "legacy"`). */
   readonly modern: ModernUpstream | undefined;
   readonly tools = new ToolCatalog();
+  /** The kept list and server/discover results of the 2026-07-28 hop (src/upstream/list-cache.ts). */
+  readonly lists: ListCache;
   /** Sessions opened, died and failed, and the last failure (the admin view). */
   readonly health = new UpstreamHealth();
   private eraKnown: Promise<UpstreamEra> | undefined;
@@ -165,7 +168,10 @@ export class Upstream {
         ? undefined
         : createModernUpstream(cfg, log.child({ upstream: name }), this.pool.http, stopping, this.firstStart);
     if (modern && cfg.protocol === '2026-07-28') modern.onLost = () => (this.started = undefined);
-    this.modern = modern && tracedModernUpstream(name, cfg, modern);
+    this.lists = new ListCache(cfg.cache.maxEntries);
+    // A tool list change seen on a legacy session (protocol auto) drops the kept tool lists too.
+    this.tools.onInvalidate(() => this.lists.drop('tools/list'));
+    this.modern = modern && cachedModernUpstream(tracedModernUpstream(name, cfg, modern), this.lists);
   }
 
   /**
@@ -295,6 +301,8 @@ export class Upstream {
    * been replaced); with `protocol: "2026-07-28"`, starts it again at next use.
    */
   forgetEra(): void {
+    // The upstream may have been replaced: what it promised about its lists no longer holds.
+    this.lists.drop();
     if (this.cfg.protocol === 'auto') this.eraKnown = this.detected = undefined;
     if (this.cfg.protocol === '2026-07-28') this.started = undefined;
   }

@@ -59,6 +59,8 @@ export interface ModernCallOptions {
   hopHeaders?: Record<string, string>;
   /** Longest silence (no notification, no answer) before the request fails, in ms. */
   idleMs?: number;
+  /** The caller (the router's principal), for the list cache (src/upstream/list-cache.ts); absent: never answered from it. */
+  principal?: string;
 }
 
 /** Why a modern request did not get an answer: `data.reason` of the -32603 the router answers. */

@@ -131,6 +131,7 @@ describe('admin page: access and JSON', () => {
       restarts: 0,
       openFailures: 0,
       consecutiveFailures: 0,
+      listCache: { hits: 0, misses: 0, entries: 0 },
     });
     expect(upstreams[2]).toMatchObject({
       name: 'broken',

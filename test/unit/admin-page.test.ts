@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { duration, renderPage, type PageData } from '../../src/admin/page.js';
+import { duration, hitRate, renderPage, type PageData } from '../../src/admin/page.js';
 import { adminAddressRefusal } from '../../src/http/routes/admin.js';
 
 const EVIL = `<script>alert(1)</script><img src=x onerror="alert('x')">&amp;`;
@@ -29,6 +29,7 @@ function hostilePage(): PageData {
         openFailures: 0,
         consecutiveFailures: 0,
         lastFailure: { at: now, kind: 'died', message: EVIL, stderr: [EVIL, EVIL] },
+        listCache: { hits: 3, misses: 1, entries: 1 },
       },
     ],
     parked: [
@@ -101,6 +102,12 @@ describe('admin page rendering', () => {
     expect(duration(12_000)).toBe('12 s');
     expect(duration(200_000)).toBe('3 min 20 s');
     expect(duration(7_500_000)).toBe('2 h 5 min');
+  });
+
+  it('shows the list cache hit rate, or – before any lookup', async () => {
+    expect(hitRate({ hits: 3, misses: 1 })).toBe('75 % (3 of 4)');
+    expect(hitRate({ hits: 0, misses: 0 })).toBe('–');
+    expect(String(await renderPage(hostilePage()))).toContain('<td class="n">75 % (3 of 4)</td>');
   });
 });
 

@@ -86,8 +86,15 @@ export function approvesInTask(cfg: UpstreamConfig, req: ValidatedRequest): bool
   return tool?.required === true || (tool?.taskAfterMs ?? cfg.tasks.taskAfterMs) === 0;
 }
 
-/** A request to a legacy upstream: what is left of `timeouts.connectMs` for a session it opens, in ms. */
-export type LegacyContext = CallContext & { startMs?: number };
+/**
+ * A request to a legacy upstream: what is left of `timeouts.connectMs` for a session it opens, in
+ * ms; and whether the caller has a `subscriptions/listen` open on this upstream that delivers the
+ * changes of a list (absent: none is).
+ */
+export type LegacyContext = CallContext & { startMs?: number; hearsListChanges?: (list: ListKind) => boolean };
+
+/** The capability a list belongs to. */
+type ListKind = 'tools' | 'prompts' | 'resources';
 
 /** The pool options of a request's session acquisition: its abort signal, timing and start budget. */
 function acquireOptions(ctx: LegacyContext): AcquireOptions {
@@ -229,7 +236,7 @@ export class BridgeServer {
         );
       }
       if ((LIST_METHODS as readonly string[]).includes(req.method)) {
-        out.ttlMs = up.cfg.cache.ttlMs;
+        out.ttlMs = listTtlMs(up, UPSTREAM_CAPABILITY_FOR[req.method] as ListKind, info.capabilities, ctx);
         out.cacheScope = cacheScopeFor(up, ctx);
       }
       return out;
@@ -493,6 +500,15 @@ export class BridgeServer {
     }
     return out;
   }
+}
+
+/**
+ * The `ttlMs` of a list answer: the upstream's `cache.ttlMs`, but 0 when the upstream declared
+ * `listChanged` for the list and the caller listens to none of its changes (it would not learn of one).
+ */
+function listTtlMs(up: BridgeUpstream, list: ListKind, declared: ServerCapabilities, ctx: LegacyContext): number {
+  const changes = (declared[list] as { listChanged?: boolean } | undefined)?.listChanged === true;
+  return changes && !ctx.hearsListChanges?.(list) ? 0 : up.cfg.cache.ttlMs;
 }
 
 /** The `cacheScope` of an answer: the upstream's `cache.scope`, but `private` when the upstream got the caller's own credential. */

@@ -215,6 +215,7 @@ export class ModernPassThrough {
         {
           signal: ctx.connection.signal,
           idleMs: up.cfg.timeouts.requestMs,
+          principal: ctx.principal,
           headers: paramHeadersOnWire(ctx.paramHeaders),
           ...(credential ? { hopHeaders: { ...credential.headers } } : {}),
           onNotification: (n) => {

@@ -78,6 +78,8 @@ export interface ReverseInit {
   idleMs?: number;
   /** Headers of the hop on every request (the caller's credential, src/router/relays.ts); ignored on stdio. */
   hopHeaders?: Record<string, string>;
+  /** The session's principal: lists and `server/discover` may then be answered from the upstream's list cache (src/upstream/list-cache.ts). */
+  principal?: string;
   /**
    * The upstream refused the caller's credential (HTTP 401 or 403) while serving client request `id`
    * (its `method`): return true to answer it yourself. Unset: such a refusal is an upstream failure.
@@ -488,6 +490,7 @@ export class ReverseRelay implements LegacyRelay {
         {
           signal: entry?.abort.signal,
           idleMs: this.init.idleMs,
+          principal: this.init.principal,
           ...(this.init.hopHeaders ? { hopHeaders: this.init.hopHeaders } : {}),
           onNotification: (n) => {
             if (related === undefined) return;

@@ -1,0 +1,183 @@
+/**
+ * The list cache of 2026-07-28 upstreams (src/upstream/list-cache.ts) and the caching hints the
+ * gateway sends: a `tools/list` answered from the cache within the upstream's `ttlMs` (the upstream
+ * counts its requests in its log), dropped on a list change an open listen brings, never shared
+ * across principals when `private`; served to legacy clients through the reverse bridge; the
+ * merged hints of `/mcp`; `ttlMs: 0` on a legacy upstream's list nobody listens to; the metric and
+ * the admin page.
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { FixtureLog, fixtureStdio, startModernHttp } from '../helpers/fixture.js';
+
+const KEYS = {
+  mode: 'apiKeys',
+  keys: [
+    { principal: 'alice', key: 'key-of-alice-0123456789' },
+    { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+  ],
+};
+const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
+const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
+
+/** The envelope of a client named `name` (the fixture lists `hello_<name>` for it). */
+const as = (name: string) => envelope({}, { 'io.modelcontextprotocol/clientInfo': { name, version: '1.0.0' } });
+const names = (r: { body: any }) => (r.body.result.tools as { name: string }[]).map((t) => t.name);
+
+describe('the list cache of 2026-07-28 upstreams', () => {
+  let priv: Awaited<ReturnType<typeof startModernHttp>>;
+  let pub: Awaited<ReturnType<typeof startModernHttp>>;
+  let gw: TestGateway;
+  const privLog = new FixtureLog();
+  const pubLog = new FixtureLog();
+  /** `tools/list` requests the upstream of `log` received. */
+  const listed = (log: FixtureLog) => log.of('http').filter((e) => e.mcpMethodHeader === 'tools/list').length;
+
+  beforeAll(async () => {
+    [priv, pub] = await Promise.all([
+      startModernHttp(privLog, { FIXTURE_LIST_CACHE: JSON.stringify({ ttlMs: 60_000, cacheScope: 'private' }) }),
+      startModernHttp(pubLog, { FIXTURE_LIST_CACHE: JSON.stringify({ ttlMs: 30_000, cacheScope: 'public' }) }),
+    ]);
+    gw = await startGateway({
+      auth: KEYS,
+      admin: { enabled: true, principals: ['apikey:alice'] },
+      federation: { enabled: true, prefixes: { priv: 'p_', pub: 'q_' } },
+      upstreams: { priv: { ...priv.config, protocol: '2026-07-28' }, pub: { ...pub.config, protocol: '2026-07-28' } },
+    });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await Promise.all([priv?.stop(), pub?.stop()]);
+  });
+
+  it('answers tools/list from the cache within ttlMs: one upstream request for two client calls, the second with the ttlMs left', async () => {
+    const first = await rpc(gw.url('priv'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    expect(first.body.result).toMatchObject({ resultType: 'complete', ttlMs: 60_000, cacheScope: 'private' });
+    const second = await rpc(gw.url('priv'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    expect(listed(privLog)).toBe(1);
+    expect(names(second)).toEqual(names(first));
+    expect(names(second)).toContain('hello_alice-app');
+    expect(second.body.result.cacheScope).toBe('private');
+    expect(second.body.result.ttlMs).toBeGreaterThan(0);
+    expect(second.body.result.ttlMs).toBeLessThanOrEqual(60_000);
+  });
+
+  it('never shares a private list across principals; a public one is shared', async () => {
+    const before = listed(privLog);
+    const bob = await rpc(gw.url('priv'), 'tools/list', {}, { headers: BOB, meta: as('bob-app') });
+    expect(names(bob)).toContain('hello_bob-app');
+    expect(names(bob)).not.toContain('hello_alice-app');
+    expect(listed(privLog)).toBe(before + 1);
+    // Each principal is answered from its own entry.
+    const alice = await rpc(gw.url('priv'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    const bobAgain = await rpc(gw.url('priv'), 'tools/list', {}, { headers: BOB, meta: as('bob-app') });
+    expect(names(alice)).not.toContain('hello_bob-app');
+    expect(names(bobAgain)).not.toContain('hello_alice-app');
+    expect(listed(privLog)).toBe(before + 1);
+
+    await rpc(gw.url('pub'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    const shared = await rpc(gw.url('pub'), 'tools/list', {}, { headers: BOB, meta: as('bob-app') });
+    expect(shared.body.result.cacheScope).toBe('public');
+    expect(listed(pubLog)).toBe(1);
+  });
+
+  it('a list change an open listen brings drops the kept list: the next tools/list goes upstream and has the new tool', async () => {
+    await rpc(gw.url('priv'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    const before = listed(privLog);
+    const kept = await rpc(gw.url('priv'), 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    expect(listed(privLog)).toBe(before);
+    expect(names(kept)).not.toContain('listed_1');
+    const s = await listen(gw.url('priv'), { toolsListChanged: true }, { headers: ALICE });
+    expect((await s.next()).params.notifications).toEqual({ toolsListChanged: true });
+    const added = await rpc(gw.url('priv'), 'tools/call', { name: 'add_listed_tool', arguments: {} }, { headers: ALICE });
+    expect(added.body.result.content[0].text).toBe('listed_1');
+    expect((await s.next()).method).toBe('notifications/tools/list_changed');
+    s.close();
+    for (const [who, client] of [
+      [ALICE, 'alice-app'],
+      [BOB, 'bob-app'],
+    ] as const) {
+      const r = await rpc(gw.url('priv'), 'tools/list', {}, { headers: who, meta: as(client) });
+      expect(names(r)).toContain('listed_1');
+      expect(r.body.result.ttlMs).toBe(60_000);
+    }
+    expect(listed(privLog)).toBe(before + 2);
+  });
+
+  it('answers a legacy client (reverse bridge) from the same cache, server/discover included', async () => {
+    await rpc(gw.url('priv'), 'tools/list', {}, { headers: BOB, meta: as('bob-app') });
+    const client = new Client({ name: 'legacy-app', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(gw.url('priv')), { requestInit: { headers: BOB } }));
+    const discovers = privLog.of('http').filter((e) => e.mcpMethodHeader === 'server/discover').length;
+    const before = listed(privLog);
+    const a = await client.listTools();
+    const b = await client.listTools();
+    await client.close();
+    // Bob's kept list (same principal, same client capabilities sent upstream): nothing went upstream.
+    expect(a.tools.map((t) => t.name)).toContain('hello_bob-app');
+    expect(b.tools.map((t) => t.name)).toEqual(a.tools.map((t) => t.name));
+    expect(listed(privLog)).toBe(before);
+    // A second session's initialize is answered from the kept server/discover.
+    const again = new Client({ name: 'legacy-app', version: '1.0.0' });
+    await again.connect(new StreamableHTTPClientTransport(new URL(gw.url('priv')), { requestInit: { headers: BOB } }));
+    await again.close();
+    expect(privLog.of('http').filter((e) => e.mcpMethodHeader === 'server/discover').length).toBe(discovers);
+  });
+
+  it('on /mcp the merged list has the smallest ttlMs of its parts, private when any part is', async () => {
+    const merged = await rpc(`${gw.base}/mcp`, 'tools/list', {}, { headers: ALICE, meta: as('alice-app') });
+    expect(merged.body.result.tools.map((t: { name: string }) => t.name)).toEqual(
+      expect.arrayContaining(['p_hello_alice-app', 'q_hello_alice-app']),
+    );
+    expect(merged.body.result.cacheScope).toBe('private');
+    expect(merged.body.result.ttlMs).toBeGreaterThan(0);
+    expect(merged.body.result.ttlMs).toBeLessThanOrEqual(30_000);
+  });
+
+  it('counts hits and misses in mrtr_list_cache_requests_total and shows the hit rate on the admin page', async () => {
+    const metrics = await (await fetch(`${gw.base}/metrics`)).text();
+    const count = (upstream: string, result: string) =>
+      Number(
+        new RegExp(`mrtr_list_cache_requests_total\\{upstream="${upstream}",method="tools/list",result="${result}"\\} (\\d+)`).exec(
+          metrics,
+        )?.[1] ?? 0,
+      );
+    expect(count('priv', 'hit')).toBeGreaterThanOrEqual(4);
+    expect(count('priv', 'miss')).toBe(listed(privLog));
+    const { upstreams } = await (await fetch(`${gw.base}/admin/api/upstreams`, { headers: ALICE })).json();
+    const view = upstreams.find((u: { name: string }) => u.name === 'priv');
+    expect(view.listCache.hits).toBeGreaterThanOrEqual(count('priv', 'hit'));
+    expect(view.listCache.entries).toBeGreaterThan(0);
+    const page = await (await fetch(`${gw.base}/admin`, { headers: ALICE })).text();
+    const { hits, misses } = view.listCache;
+    expect(page).toContain(`${Math.round((100 * hits) / (hits + misses))} % (${hits} of ${hits + misses})`);
+  });
+});
+
+describe('caching hints of a legacy upstream', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      upstreams: {
+        changing: { ...fixtureStdio(), cache: { ttlMs: 30_000 } },
+        fixed: { ...fixtureStdio(undefined, { FIXTURE_NO_LIST_CHANGED: '1' }), cache: { ttlMs: 30_000 } },
+      },
+    });
+  });
+  afterAll(() => gw?.close());
+
+  it('ttlMs 0 on a list the upstream declared listChanged for while the caller listens to none of its changes; cache.ttlMs otherwise', async () => {
+    const ttl = async (name: string) => (await rpc(gw.url(name), 'tools/list')).body.result.ttlMs;
+    expect(await ttl('fixed')).toBe(30_000);
+    expect(await ttl('changing')).toBe(0);
+    const s = await listen(gw.url('changing'), { toolsListChanged: true });
+    expect((await s.next()).params.notifications).toEqual({ toolsListChanged: true });
+    expect(await ttl('changing')).toBe(30_000);
+    // A listen for another list's changes does not count.
+    expect((await rpc(gw.url('changing'), 'prompts/list')).body.result.ttlMs).toBe(0);
+    s.close();
+    await expect.poll(() => ttl('changing')).toBe(0);
+  });
+});
