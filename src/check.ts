@@ -10,9 +10,11 @@
  * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it). An
  * upstream that takes each caller's own credential is not connected.
  *
- * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` or
- * `FAIL NAME  TRANSPORT  PROBLEM`; a configuration the start would refuse is one `FAIL FILE: …`
- * line (with the problems below it). Exit code 0 when every upstream is ok, 2 otherwise (a bad
+ * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` (or
+ * `[  (not connected: …)]`) or `FAIL NAME  TRANSPORT  PROBLEM`, then `skip NAME  disabled` per
+ * disabled server; a configuration the start would refuse (the file, or with `--port`/`--host`,
+ * `PORT`/`HOST`/`LOG_LEVEL`: src/start-settings.ts) is one `FAIL …` line (with the problems below
+ * it). Keys of an `mcpServers` file the gateway ignores are noted on stderr. Exit code 0 when every upstream is ok, 2 otherwise (a bad
  * flag too, on stderr); no HTTP server is started. Part of the `main` layer.
  */
 import { parseArgs } from 'node:util';
@@ -21,6 +23,7 @@ import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js
 import type { UpstreamConfig } from './config/schema.js';
 import { silentLogger } from './observability/log.js';
 import { Upstream } from './router/upstream.js';
+import { applyStartSettings } from './start-settings.js';
 import { FirstStart } from './upstream/stdio-child.js';
 
 /** The default of `--timeout`: how long one upstream may take to start and answer, in ms. */
@@ -28,7 +31,7 @@ export const DEFAULT_TIMEOUT_MS = 10_000;
 /** How long stopping the upstreams after `--connect` may take before the check exits anyway, in ms. */
 const CLOSE_MS = 5000;
 
-const USAGE = 'usage: mrtr-gateway check --config PATH [--connect] [--timeout MS] [--federate] [--help]';
+const USAGE = 'usage: mrtr-gateway check --config PATH [--connect [--timeout MS]] [--port N] [--host H] [--federate] [--help]';
 
 const HELP = `${USAGE}
 
@@ -42,11 +45,14 @@ Flags:
       --connect      also start or reach each upstream: a 2026-07-28 upstream answers
                      server/discover, a legacy one initialize; then stop it
       --timeout MS   with --connect, how long each upstream may take (default ${DEFAULT_TIMEOUT_MS})
-      --federate     check as mrtr-gateway --federate would serve (federation.enabled: true)
+      --port N, --host H, --federate
+                     check as the start with these flags would serve; PORT, HOST and LOG_LEVEL
+                     are checked as the start checks them
   -h, --help         print this help and exit
 
-Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM",
-or "FAIL FILE: …" when the configuration itself is refused.
+Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM"
+("skip NAME  disabled" for a disabled server), or one "FAIL …" line when the start would refuse
+the configuration itself; keys the gateway ignores are noted on stderr.
 
 Exit codes:
   0  every upstream is ok; --help
@@ -56,6 +62,8 @@ Exit codes:
 /** One upstream's line: the static check, and what `--connect` found. */
 interface Row extends StaticCheck {
   connected?: string;
+  /** Why it was not connected, though it may work (`takes each caller's credential …`). */
+  notConnected?: string;
 }
 
 /**
@@ -84,7 +92,8 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
       const u = cfg.upstreams[row.name]!;
       if (row.problem) return;
       if (perCaller(u)) {
-        row.connected = `not connected: it takes each caller's credential (credentials.mode ${u.credentials.mode})`;
+        const how = u.credentials.mode === 'static' ? 'forwardAuthorization' : `credentials.mode ${u.credentials.mode}`;
+        row.notConnected = `takes each caller's credential, ${how}`;
         return;
       }
       // A first start (a command that installs, or firstStartMs configured) gets --timeout too; only
@@ -109,16 +118,22 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
   clearTimeout(timer);
 }
 
-/** The report: one line per row, columns aligned. */
-function report(rows: Row[]): string {
-  const nameWidth = Math.max(...rows.map((r) => r.name.length));
+/** The report: one line per row, columns aligned, then a `skip` line per disabled server. */
+function report(rows: Row[], disabled: string[]): string {
+  const nameWidth = Math.max(...rows.map((r) => r.name.length), ...disabled.map((n) => n.length));
   const transportWidth = Math.max(...rows.map((r) => r.transport.length));
-  return rows
-    .map((r) => {
-      const text = r.problem ?? `${r.target}${r.connected ? `  connected: ${r.connected}` : ''}`;
-      return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n`;
-    })
-    .join('');
+  const lines = rows.map((r) => {
+    const text =
+      r.problem ??
+      `${r.target}${r.connected ? `  connected: ${r.connected}` : ''}${r.notConnected ? `  (not connected: ${r.notConnected})` : ''}`;
+    return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n`;
+  });
+  return [...lines, ...disabled.map((n) => `skip ${n.padEnd(nameWidth)}  disabled\n`)].join('');
+}
+
+/** Writes `text` on `out`, resolved once written (a pipe may take it later on some systems: the caller exits next). */
+function write(out: NodeJS.WritableStream, text: string): Promise<unknown> {
+  return new Promise((r) => out.write(text, r));
 }
 
 /**
@@ -139,6 +154,8 @@ export async function runCheck(
         config: { type: 'string', short: 'c', default: 'gateway.config.json' },
         connect: { type: 'boolean' },
         timeout: { type: 'string' },
+        port: { type: 'string', short: 'p' },
+        host: { type: 'string' },
         federate: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -152,6 +169,10 @@ export async function runCheck(
     out.write(HELP);
     return 0;
   }
+  if (args.timeout !== undefined && !args.connect) {
+    err.write(`mrtr-gateway check: --timeout needs --connect (nothing is started without it)\n${USAGE}\n`);
+    return 2;
+  }
   const timeoutMs = args.timeout === undefined ? DEFAULT_TIMEOUT_MS : /^\d{1,10}$/.test(args.timeout) ? Number(args.timeout) : NaN;
   if (!(timeoutMs >= 1 && timeoutMs <= 2_147_483_647)) {
     err.write(`mrtr-gateway check: --timeout must be a whole number of ms from 1 to 2147483647, got '${args.timeout}'\n`);
@@ -163,13 +184,20 @@ export async function runCheck(
     loaded = readConfigFile(args.config!, process.env, { checkCwd: false, federate: args.federate });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    await new Promise((r) => out.write(`FAIL ${e.message}\n`, r));
+    await write(out, `FAIL ${e.message}\n`);
     return 2;
   }
   const cfg = loaded.config;
+  // What the start refuses beyond the file: LOG_LEVEL, the port, where it listens without auth.
+  const refused = applyStartSettings(cfg, { port: args.port, host: args.host }, process.env);
+  if (refused) {
+    await write(out, `FAIL ${refused}\n`);
+    return 2;
+  }
+  for (const w of loaded.warnings)
+    await write(err, `mrtr-gateway check: note: ${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}\n`);
   const rows: Row[] = Object.entries(cfg.upstreams).map(([name, u]) => checkUpstream(name, u));
   if (args.connect) await connectAll(rows, cfg, timeoutMs);
-  // Written before the caller exits (a pipe may take the write later on some systems).
-  await new Promise((r) => out.write(report(rows), r));
+  await write(out, report(rows, loaded.disabled));
   return rows.some((r) => r.problem) ? 2 : 0;
 }

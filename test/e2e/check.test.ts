@@ -125,10 +125,65 @@ describe('check without --connect', () => {
     expect(r.stdout).toContain('a server list cannot set other prefixes: rename a server');
   });
 
+  it(
+    'what the start refuses beyond the file → exit 2 with its message: 0.0.0.0 without auth (listen.host, HOST, --host), LOG_LEVEL, PORT, --port',
+    async () => {
+      const servers = { mcpServers: { s: { command: 'node' } } };
+      const anonymous = { auth: { mode: 'none', allowAnonymous: true }, upstreams: { e: everythingStdio } };
+      const [inFile, byEnv, byFlag, allowed, level, port, flag] = await Promise.all([
+        check({ listen: { host: '0.0.0.0' }, upstreams: { e: everythingStdio } }),
+        check(servers, [], { HOST: '0.0.0.0' }),
+        check(servers, ['--host', '0.0.0.0']),
+        check(anonymous, [], { HOST: '0.0.0.0' }),
+        check(servers, [], { LOG_LEVEL: 'bogus' }),
+        check(servers, [], { PORT: '99999' }),
+        check(servers, ['--port', 'x']),
+      ]);
+      const refusal = 'FAIL refusing to listen on 0.0.0.0 without authentication: configure auth';
+      for (const r of [inFile, byEnv, byFlag])
+        expect([r.code, r.lines.length, r.lines[0]?.slice(0, refusal.length)]).toEqual([2, 1, refusal]);
+      expect(allowed.code).toBe(0);
+      expect([level.code, level.stdout]).toEqual([
+        2,
+        "FAIL LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (in any case), got 'bogus'\n",
+      ]);
+      expect([port.code, port.stdout]).toEqual([2, "FAIL --port/PORT must be a decimal integer from 0 to 65535, got '99999'\n"]);
+      expect([flag.code, flag.stdout]).toEqual([2, "FAIL --port/PORT must be a decimal integer from 0 to 65535, got 'x'\n"]);
+    },
+    scaled(120_000),
+  );
+
+  it('an mcpServers file: a skip line per disabled server; the editor keys it ignores noted once on stderr', async () => {
+    const r = await check({
+      mcpServers: {
+        on: { command: 'node', autoApprove: ['x'], timeout: 60 },
+        off: { command: 'node', disabled: true },
+      },
+    });
+    expect(r.code).toBe(0);
+    expect(r.lines).toEqual(['ok   on   stdio  node', 'skip off  disabled']);
+    expect(r.stderr).toBe('mrtr-gateway check: note: mcpServers.on: ignoring keys the gateway does not use: autoApprove, timeout\n');
+  });
+
+  it("--connect: an upstream that takes each caller's credential is ok, not connected, and says why", async () => {
+    const r = await check(
+      { upstreams: { fwd: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp', forwardAuthorization: true } } },
+      ['--connect'],
+    );
+    expect(r.code).toBe(0);
+    expect(r.lines).toEqual([
+      "ok   fwd  streamable-http  http://127.0.0.1:9/mcp  (not connected: takes each caller's credential, forwardAuthorization)",
+    ]);
+  });
+
   it('a bad flag or --timeout → exit 2 with the usage on stderr; --help → exit 0', async () => {
     const bad = await runCli(['check', '--bogus']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('usage: mrtr-gateway check --config PATH [--connect] [--timeout MS]');
+    expect(bad.stderr).toContain('usage: mrtr-gateway check --config PATH [--connect [--timeout MS]]');
+    const alone = await check({ upstreams: { e: everythingStdio } }, ['--timeout', '5000']);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--timeout needs --connect');
+    expect(alone.stdout).toBe('');
     const timeout = await check({ upstreams: { e: everythingStdio } }, ['--connect', '--timeout', '1s']);
     expect(timeout.code).toBe(2);
     expect(timeout.stderr).toContain("--timeout must be a whole number of ms from 1 to 2147483647, got '1s'");

@@ -108,7 +108,8 @@ export function runCli(
   const timeoutMs = scaled(opts.timeoutMs ?? 20_000);
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
-    delete env.PORT;
+    // The PORT of the test's own environment is not the test's.
+    if (!opts.env || !('PORT' in opts.env)) delete env.PORT;
     const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
