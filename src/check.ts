@@ -7,7 +7,9 @@
  * session's `initialize`), every upstream side by side within `--timeout` ms (default
  * {@link DEFAULT_TIMEOUT_MS}; the configured start budgets, minutes for a first start, are too long
  * for a check), then stopped, children included (but for one that installs on its first run, `npx -y
- * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it). An
+ * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it);
+ * each child runs in a process group of its own, ended whole (SIGTERM, SIGKILL 2 s later) before
+ * the check exits, so that nothing it started outlives it. An
  * upstream that takes each caller's own credential is not connected.
  *
  * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` (or
@@ -24,7 +26,7 @@ import type { UpstreamConfig } from './config/schema.js';
 import { silentLogger } from './observability/log.js';
 import { Upstream } from './router/upstream.js';
 import { applyStartSettings } from './start-settings.js';
-import { FirstStart } from './upstream/stdio-child.js';
+import { FirstStart, endChildGroups, groupEveryChild } from './upstream/stdio-child.js';
 
 /** The default of `--timeout`: how long one upstream may take to start and answer, in ms. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -86,6 +88,11 @@ function perCaller(u: UpstreamConfig): boolean {
 
 /** `--connect`: every row without a problem, side by side; the upstreams are stopped before it returns. */
 async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: number): Promise<void> {
+  // Each child in a process group of its own, ended with all it started before the check exits
+  // (out of the terminal's reach, so a Ctrl-C ends them here too).
+  groupEveryChild();
+  const interrupted = (signal: NodeJS.Signals) => void endChildGroups().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const ups: Upstream[] = [];
   await Promise.all(
     rows.map(async (row) => {
@@ -116,6 +123,8 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, CLOSE_MS)))]);
   clearTimeout(timer);
+  await endChildGroups();
+  process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
 }
 
 /** The report: one line per row, columns aligned, then a `skip` line per disabled server. */

@@ -10,7 +10,7 @@ import { createServer, type AddressInfo, type Server, type Socket } from 'node:n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive, runCli } from '../helpers/cli.js';
+import { alive, runCli, running } from '../helpers/cli.js';
 import { MODERN_FIXTURE } from '../helpers/fixture.js';
 import { everythingStdio } from '../helpers/gateway.js';
 import { EVERYTHING, spawnListening, type SpawnedServer } from '../helpers/processes.js';
@@ -233,6 +233,34 @@ describe('check --connect', () => {
       );
       expect(r.stdout).not.toContain('listening');
       expect(alive(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    "a child that ignores SIGTERM and a shell wrapper's background job are gone when check exits (SIGKILL after 2 s)",
+    async () => {
+      const stubbornPid = join(dir, 'stubborn.pid');
+      const backgroundPid = join(dir, 'background.pid');
+      const ignoreTerm = (file: string) =>
+        `require('fs').writeFileSync(${JSON.stringify(file)}, String(process.pid)); process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`;
+      const r = await check(
+        {
+          upstreams: {
+            stubborn: { transport: 'stdio', command: process.execPath, args: ['-e', ignoreTerm(stubbornPid)] },
+            wrapped: {
+              transport: 'stdio',
+              command: 'sh',
+              args: ['-c', `${process.execPath} -e "$0" & exec ${process.execPath} ${EVERYTHING} stdio`, ignoreTerm(backgroundPid)],
+            },
+          },
+        },
+        ['--connect', '--timeout', '3000'],
+      );
+      expect(r.lines[0]).toMatch(/^FAIL stubborn  stdio +Upstream 'stubborn' did not start within --timeout 3000 ms/);
+      expect(r.lines[1]).toMatch(/^ok {3}wrapped {3}stdio .+connected: legacy /);
+      expect(running(Number(readFileSync(stubbornPid, 'utf8')))).toBe(false);
+      expect(running(Number(readFileSync(backgroundPid, 'utf8')))).toBe(false);
     },
     scaled(60_000),
   );
