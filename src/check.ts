@@ -13,7 +13,8 @@
  * upstream that takes each caller's own credential is not connected.
  *
  * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` (or
- * `[  (not connected: …)]`) or `FAIL NAME  TRANSPORT  PROBLEM`, then `skip NAME  disabled` per
+ * `[  (not connected: …)]`) or `FAIL NAME  TRANSPORT  PROBLEM` (and below it, indented, the last
+ * {@link SAID_LINES} telling lines a failed stdio child wrote on stderr), then `skip NAME  disabled` per
  * disabled server; a configuration the start would refuse (the file, or with `--port`/`--host`,
  * `PORT`/`HOST`/`LOG_LEVEL`: src/start-settings.ts) is one `FAIL …` line (with the problems below
  * it). Keys of an `mcpServers` file the gateway ignores are noted on stderr. Exit code 0 when every upstream is ok, 2 otherwise (a bad
@@ -53,7 +54,8 @@ Flags:
   -h, --help         print this help and exit
 
 Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM"
-("skip NAME  disabled" for a disabled server), or one "FAIL …" line when the start would refuse
+("skip NAME  disabled" for a disabled server; below a FAIL line, the last lines a child wrote on
+stderr), or one "FAIL …" line when the start would refuse
 the configuration itself; keys the gateway ignores are noted on stderr.
 
 Exit codes:
@@ -66,6 +68,29 @@ interface Row extends StaticCheck {
   connected?: string;
   /** Why it was not connected, though it may work (`takes each caller's credential …`). */
   notConnected?: string;
+  /** The last telling lines a stdio child wrote on stderr before its start failed (printed below the line). */
+  said?: string[];
+}
+
+/** How many of a failed child's stderr lines are printed below its line, at most. */
+const SAID_LINES = 4;
+
+/**
+ * The last {@link SAID_LINES} lines of `stderr` that say something and are not in `message`
+ * already: without stack frames, npm's bare `npm error 404` lines and its pointer to a debug log
+ * (the line naming a package npm could not find comes after `npm error code E404`).
+ */
+function telling(stderr: unknown, message: string): string[] {
+  if (!Array.isArray(stderr)) return [];
+  const lines = stderr.filter(
+    (l): l is string =>
+      typeof l === 'string' &&
+      !message.includes(l) &&
+      !/^\s+at /.test(l) &&
+      !/complete log of this run/.test(l) &&
+      /\S/.test(l.replace(/^npm (error|ERR!)( \d{3}| code \S+)?/, '')),
+  );
+  return lines.slice(-SAID_LINES);
 }
 
 /**
@@ -116,6 +141,7 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
         row.problem = (e as Error).message
           .replace(/timeouts\.(connectMs|firstStartMs)=/g, '--timeout ')
           .replace(/raise timeouts\.(connectMs|firstStartMs)/g, 'raise --timeout');
+        row.said = telling((e as { data?: { stderr?: unknown } }).data?.stderr, row.problem);
       }
     }),
   );
@@ -135,7 +161,8 @@ function report(rows: Row[], disabled: string[]): string {
     const text =
       r.problem ??
       `${r.target}${r.connected ? `  connected: ${r.connected}` : ''}${r.notConnected ? `  (not connected: ${r.notConnected})` : ''}`;
-    return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n`;
+    const said = (r.said ?? []).map((l) => `     ${l}\n`).join('');
+    return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n${said}`;
   });
   return [...lines, ...disabled.map((n) => `skip ${n.padEnd(nameWidth)}  disabled\n`)].join('');
 }

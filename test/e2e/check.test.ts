@@ -5,7 +5,7 @@
  * exits 2 and names it, in both config formats. `--connect` starts server-everything over stdio and
  * reaches a 2026-07-28 server over HTTP, then leaves no child behind and never listens.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -233,6 +233,57 @@ describe('check --connect', () => {
       );
       expect(r.stdout).not.toContain('listening');
       expect(alive(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'npx: a package the registry does not have shows the lines naming it; one still silent (installing) at the timeout is still starting, left to finish',
+    async () => {
+      const bin = join(dir, 'bin');
+      mkdirSync(bin, { recursive: true });
+      // Stand-ins for npx: one fails as npm does for a package the registry lacks, one installs silently.
+      writeFileSync(
+        join(bin, 'npx'),
+        [
+          '#!/bin/sh',
+          'cat >&2 <<EOF',
+          'npm error code E404',
+          'npm error 404 Not Found - GET https://registry.npmjs.org/@nope%2fno-such-server - Not found',
+          'npm error 404',
+          "npm error 404  '@nope/no-such-server@*' is not in this registry.",
+          'npm error 404',
+          'npm error A complete log of this run can be found in: /tmp/npm-debug-0.log',
+          'EOF',
+          'exit 1',
+          '',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const slow = join(dir, 'slow');
+      mkdirSync(slow, { recursive: true });
+      const pidFile = join(dir, 'installing.pid');
+      writeFileSync(join(slow, 'npx'), `#!/bin/sh\necho $$ > ${pidFile}\nexec sleep 30\n`, { mode: 0o755 });
+      const r = await check(
+        {
+          upstreams: {
+            missing: { transport: 'stdio', command: join(bin, 'npx'), args: ['-y', '@nope/no-such-server'] },
+            installing: { transport: 'stdio', command: join(slow, 'npx'), args: ['-y', 'some-server'] },
+          },
+        },
+        ['--connect', '--timeout', '2000'],
+      );
+      process.kill(Number(readFileSync(pidFile, 'utf8')));
+      expect(r.code).toBe(2);
+      expect(r.lines[0]).toMatch(/^FAIL missing {5}stdio .+the process said: npm error code E404$/);
+      expect(r.lines.slice(1, 4)).toEqual([
+        '     npm error 404 Not Found - GET https://registry.npmjs.org/@nope%2fno-such-server - Not found',
+        "     npm error 404  '@nope/no-such-server@*' is not in this registry.",
+        expect.stringMatching(/^FAIL installing  stdio  Upstream 'installing' did not start within --timeout 2000 ms \(still starting/),
+      ]);
+      expect(r.lines[3]).toContain('a first run may be installing');
+      expect(r.lines[3]).toContain('raise --timeout');
+      expect(r.lines[3]).not.toContain('protocol: "legacy"');
     },
     scaled(60_000),
   );
