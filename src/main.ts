@@ -36,7 +36,7 @@ upstream at POST /mcp/NAME.
 Flags:
   -c, --config PATH  configuration file (default: gateway.config.json in the working directory):
                      a gateway config ({"upstreams": …}) or a server list as Claude and other
-                     editors write it ({"mcpServers": …})
+                     editors write it ({"mcpServers": …}; VS Code: {"servers": …})
   -p, --port N       port to listen on, 0 for any free port (default: listen.port of the config,
                      8787); wins over PORT
       --host H       address to bind (default: listen.host of the config, 127.0.0.1); wins over HOST
@@ -60,7 +60,8 @@ Environment:
              OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the other
              standard variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
              protocol, headers, timeout, OTEL_PROPAGATORS …) configure them. Off otherwise.
-  \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2)
+  \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2);
+             \${NAME:-default}: default when NAME is unset or empty
   A stdio upstream's child gets from the gateway's environment only the safe set
   (${SAFE_CHILD_ENV.join(', ')})
   and the variables its envPassthrough lists; its env comes on top.
