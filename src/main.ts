@@ -47,6 +47,7 @@ Flags:
 
 Commands:
   check              check the config without serving: loads and validates it, resolves \${NAME},
+                     refuses what the start refuses (PORT, HOST, LOG_LEVEL, --port, --host),
                      looks up each stdio command (PATH or path) and cwd; --connect also starts or
                      reaches each upstream (initialize or server/discover, --timeout MS, default
                      10000), then stops it. One line per upstream; exit 0 when all are ok, else 2.
