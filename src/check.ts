@@ -116,7 +116,10 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
   // Each child in a process group of its own, ended with all it started before the check exits
   // (out of the terminal's reach, so a Ctrl-C ends them here too).
   groupEveryChild();
-  const interrupted = (signal: NodeJS.Signals) => void endChildGroups().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  let exiting: Promise<never> | undefined;
+  const interrupted = (signal: NodeJS.Signals) => {
+    exiting ??= endChildGroups().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
   process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const ups: Upstream[] = [];
   await Promise.all(
@@ -150,6 +153,8 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
   await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, CLOSE_MS)))]);
   clearTimeout(timer);
   await endChildGroups();
+  // Interrupted meanwhile: the handler exits once the children are gone, with no report.
+  if (exiting) await exiting;
   process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
 }
 

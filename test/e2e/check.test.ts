@@ -5,15 +5,16 @@
  * exits 2 and names it, in both config formats. `--connect` starts server-everything over stdio and
  * reaches a 2026-07-28 server over HTTP, then leaves no child behind and never listens.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { alive, runCli, running } from '../helpers/cli.js';
-import { MODERN_FIXTURE } from '../helpers/fixture.js';
+import { MODERN_FIXTURE, eventually } from '../helpers/fixture.js';
 import { everythingStdio } from '../helpers/gateway.js';
-import { EVERYTHING, spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { EVERYTHING, ROOT, spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
 
 let dir: string;
@@ -284,6 +285,33 @@ describe('check --connect', () => {
       expect(r.lines[3]).toContain('a first run may be installing');
       expect(r.lines[3]).toContain('raise --timeout');
       expect(r.lines[3]).not.toContain('protocol: "legacy"');
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'Ctrl-C (SIGINT) during --connect ends the children, in process groups of their own, before check exits (130)',
+    async () => {
+      const pidFile = join(dir, 'interrupted.pid');
+      const file = join(dir, 'interrupted.json');
+      const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`;
+      writeFileSync(
+        file,
+        JSON.stringify({ upstreams: { stubborn: { transport: 'stdio', command: process.execPath, args: ['-e', script] } } }),
+      );
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'src/main.ts', 'check', '--config', file, '--connect', '--timeout', '60000'],
+        {
+          cwd: ROOT,
+          stdio: 'ignore',
+        },
+      );
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      expect(await eventually(() => existsSync(pidFile), scaled(30_000))).toBe(true);
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      expect(running(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
     },
     scaled(60_000),
   );
