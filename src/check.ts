@@ -1,5 +1,5 @@
 /**
- * `mrtr-gateway check --config FILE [--connect] [--timeout MS] [--federate]`: checks a configuration
+ * `mrtr-gateway check --config FILE [--connect [--timeout MS]] [--port N] [--host H] [--federate]`: checks a configuration
  * without serving it. It is loaded and validated as the start does (src/config/load.ts, both
  * formats, `${NAME}` resolved), each upstream checked statically (src/config/check.ts: the stdio
  * command and `cwd`), and with `--connect` started or reached with the gateway's own upstream code
@@ -9,16 +9,16 @@
  * for a check), then stopped, children included (but for one that installs on its first run, `npx -y
  * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it);
  * each child runs in a process group of its own, ended whole (SIGTERM, SIGKILL 2 s later) before
- * the check exits, so that nothing it started outlives it. An
- * upstream that takes each caller's own credential is not connected.
+ * the check exits, so that nothing it started outlives it. An upstream that takes each caller's
+ * own credential is not connected.
  *
  * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` (or
  * `[  (not connected: …)]`) or `FAIL NAME  TRANSPORT  PROBLEM` (and below it, indented, the last
- * {@link SAID_LINES} telling lines a failed stdio child wrote on stderr), then `skip NAME  disabled` per
- * disabled server; a configuration the start would refuse (the file, or with `--port`/`--host`,
+ * {@link SAID_LINES} telling lines a failed stdio child wrote on stderr), then `skip NAME  disabled`
+ * per disabled server; a configuration the start would refuse (the file, or with `--port`/`--host`,
  * `PORT`/`HOST`/`LOG_LEVEL`: src/start-settings.ts) is one `FAIL …` line (with the problems below
- * it). Keys of an `mcpServers` file the gateway ignores are noted on stderr. Exit code 0 when every upstream is ok, 2 otherwise (a bad
- * flag too, on stderr); no HTTP server is started. Part of the `main` layer.
+ * it). Keys of an `mcpServers` file the gateway ignores are noted on stderr. Exit code 0 when every
+ * upstream is ok, 2 otherwise (a bad flag too, on stderr); no HTTP server is started. Part of the `main` layer.
  */
 import { parseArgs } from 'node:util';
 import { checkUpstream, type StaticCheck } from './config/check.js';
@@ -55,8 +55,8 @@ Flags:
 
 Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM"
 ("skip NAME  disabled" for a disabled server; below a FAIL line, the last lines a child wrote on
-stderr), or one "FAIL …" line when the start would refuse
-the configuration itself; keys the gateway ignores are noted on stderr.
+stderr), or one "FAIL …" line when the start would refuse the configuration itself; keys the
+gateway ignores are noted on stderr.
 
 Exit codes:
   0  every upstream is ok; --help
