@@ -1,5 +1,5 @@
 /**
- * `mrtr-gateway check --config FILE [--connect] [--timeout MS] [--federate]`: checks a configuration
+ * `mrtr-gateway check --config FILE [--connect [--timeout MS]] [--port N] [--host H] [--federate]`: checks a configuration
  * without serving it. It is loaded and validated as the start does (src/config/load.ts, both
  * formats, `${NAME}` resolved), each upstream checked statically (src/config/check.ts: the stdio
  * command and `cwd`), and with `--connect` started or reached with the gateway's own upstream code
@@ -7,13 +7,18 @@
  * session's `initialize`), every upstream side by side within `--timeout` ms (default
  * {@link DEFAULT_TIMEOUT_MS}; the configured start budgets, minutes for a first start, are too long
  * for a check), then stopped, children included (but for one that installs on its first run, `npx -y
- * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it). An
- * upstream that takes each caller's own credential is not connected.
+ * …`, still silent at the timeout: it is left to finish its install, as the gateway leaves it);
+ * each child runs in a process group of its own, ended whole (SIGTERM, SIGKILL 2 s later) before
+ * the check exits, so that nothing it started outlives it. An upstream that takes each caller's
+ * own credential is not connected.
  *
- * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` or
- * `FAIL NAME  TRANSPORT  PROBLEM`; a configuration the start would refuse is one `FAIL FILE: …`
- * line (with the problems below it). Exit code 0 when every upstream is ok, 2 otherwise (a bad
- * flag too, on stderr); no HTTP server is started. Part of the `main` layer.
+ * Output, on stdout, one line per upstream: `ok   NAME  TRANSPORT  TARGET[  connected: …]` (or
+ * `[  (not connected: …)]`) or `FAIL NAME  TRANSPORT  PROBLEM` (and below it, indented, the last
+ * {@link SAID_LINES} telling lines a failed stdio child wrote on stderr), then `skip NAME  disabled`
+ * per disabled server; a configuration the start would refuse (the file, or with `--port`/`--host`,
+ * `PORT`/`HOST`/`LOG_LEVEL`: src/start-settings.ts) is one `FAIL …` line (with the problems below
+ * it). Keys of an `mcpServers` file the gateway ignores are noted on stderr. Exit code 0 when every
+ * upstream is ok, 2 otherwise (a bad flag too, on stderr); no HTTP server is started. Part of the `main` layer.
  */
 import { parseArgs } from 'node:util';
 import { checkUpstream, type StaticCheck } from './config/check.js';
@@ -21,14 +26,15 @@ import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js
 import type { UpstreamConfig } from './config/schema.js';
 import { silentLogger } from './observability/log.js';
 import { Upstream } from './router/upstream.js';
-import { FirstStart } from './upstream/stdio-child.js';
+import { applyStartSettings } from './start-settings.js';
+import { FirstStart, endChildGroups, groupEveryChild } from './upstream/stdio-child.js';
 
 /** The default of `--timeout`: how long one upstream may take to start and answer, in ms. */
 export const DEFAULT_TIMEOUT_MS = 10_000;
 /** How long stopping the upstreams after `--connect` may take before the check exits anyway, in ms. */
 const CLOSE_MS = 5000;
 
-const USAGE = 'usage: mrtr-gateway check --config PATH [--connect] [--timeout MS] [--federate] [--help]';
+const USAGE = 'usage: mrtr-gateway check --config PATH [--connect [--timeout MS]] [--port N] [--host H] [--federate] [--help]';
 
 const HELP = `${USAGE}
 
@@ -42,11 +48,15 @@ Flags:
       --connect      also start or reach each upstream: a 2026-07-28 upstream answers
                      server/discover, a legacy one initialize; then stop it
       --timeout MS   with --connect, how long each upstream may take (default ${DEFAULT_TIMEOUT_MS})
-      --federate     check as mrtr-gateway --federate would serve (federation.enabled: true)
+      --port N, --host H, --federate
+                     check as the start with these flags would serve; PORT, HOST and LOG_LEVEL
+                     are checked as the start checks them
   -h, --help         print this help and exit
 
-Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM",
-or "FAIL FILE: …" when the configuration itself is refused.
+Prints one line per upstream, "ok   NAME  TRANSPORT  TARGET" or "FAIL NAME  TRANSPORT  PROBLEM"
+("skip NAME  disabled" for a disabled server; below a FAIL line, the last lines a child wrote on
+stderr), or one "FAIL …" line when the start would refuse the configuration itself; keys the
+gateway ignores are noted on stderr.
 
 Exit codes:
   0  every upstream is ok; --help
@@ -56,6 +66,31 @@ Exit codes:
 /** One upstream's line: the static check, and what `--connect` found. */
 interface Row extends StaticCheck {
   connected?: string;
+  /** Why it was not connected, though it may work (`takes each caller's credential …`). */
+  notConnected?: string;
+  /** The last telling lines a stdio child wrote on stderr before its start failed (printed below the line). */
+  said?: string[];
+}
+
+/** How many of a failed child's stderr lines are printed below its line, at most. */
+const SAID_LINES = 4;
+
+/**
+ * The last {@link SAID_LINES} lines of `stderr` that say something and are not in `message`
+ * already: without stack frames, npm's bare `npm error 404` lines and its pointer to a debug log
+ * (the line naming a package npm could not find comes after `npm error code E404`).
+ */
+function telling(stderr: unknown, message: string): string[] {
+  if (!Array.isArray(stderr)) return [];
+  const lines = stderr.filter(
+    (l): l is string =>
+      typeof l === 'string' &&
+      !message.includes(l) &&
+      !/^\s+at /.test(l) &&
+      !/complete log of this run/.test(l) &&
+      /\S/.test(l.replace(/^npm (error|ERR!)( \d{3}| code \S+)?/, '')),
+  );
+  return lines.slice(-SAID_LINES);
 }
 
 /**
@@ -78,13 +113,22 @@ function perCaller(u: UpstreamConfig): boolean {
 
 /** `--connect`: every row without a problem, side by side; the upstreams are stopped before it returns. */
 async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: number): Promise<void> {
+  // Each child in a process group of its own, ended with all it started before the check exits
+  // (out of the terminal's reach, so a Ctrl-C ends them here too).
+  groupEveryChild();
+  let exiting: Promise<never> | undefined;
+  const interrupted = (signal: NodeJS.Signals) => {
+    exiting ??= endChildGroups().then(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   const ups: Upstream[] = [];
   await Promise.all(
     rows.map(async (row) => {
       const u = cfg.upstreams[row.name]!;
       if (row.problem) return;
       if (perCaller(u)) {
-        row.connected = `not connected: it takes each caller's credential (credentials.mode ${u.credentials.mode})`;
+        const how = u.credentials.mode === 'static' ? 'forwardAuthorization' : `credentials.mode ${u.credentials.mode}`;
+        row.notConnected = `takes each caller's credential, ${how}`;
         return;
       }
       // A first start (a command that installs, or firstStartMs configured) gets --timeout too; only
@@ -100,6 +144,7 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
         row.problem = (e as Error).message
           .replace(/timeouts\.(connectMs|firstStartMs)=/g, '--timeout ')
           .replace(/raise timeouts\.(connectMs|firstStartMs)/g, 'raise --timeout');
+        row.said = telling((e as { data?: { stderr?: unknown } }).data?.stderr, row.problem);
       }
     }),
   );
@@ -107,18 +152,29 @@ async function connectAll(rows: Row[], cfg: LoadedConfig['config'], timeoutMs: n
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([closed, new Promise((r) => (timer = setTimeout(r, CLOSE_MS)))]);
   clearTimeout(timer);
+  await endChildGroups();
+  // Interrupted meanwhile: the handler exits once the children are gone, with no report.
+  if (exiting) await exiting;
+  process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
 }
 
-/** The report: one line per row, columns aligned. */
-function report(rows: Row[]): string {
-  const nameWidth = Math.max(...rows.map((r) => r.name.length));
+/** The report: one line per row, columns aligned, then a `skip` line per disabled server. */
+function report(rows: Row[], disabled: string[]): string {
+  const nameWidth = Math.max(...rows.map((r) => r.name.length), ...disabled.map((n) => n.length));
   const transportWidth = Math.max(...rows.map((r) => r.transport.length));
-  return rows
-    .map((r) => {
-      const text = r.problem ?? `${r.target}${r.connected ? `  connected: ${r.connected}` : ''}`;
-      return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n`;
-    })
-    .join('');
+  const lines = rows.map((r) => {
+    const text =
+      r.problem ??
+      `${r.target}${r.connected ? `  connected: ${r.connected}` : ''}${r.notConnected ? `  (not connected: ${r.notConnected})` : ''}`;
+    const said = (r.said ?? []).map((l) => `     ${l}\n`).join('');
+    return `${r.problem ? 'FAIL' : 'ok  '} ${r.name.padEnd(nameWidth)}  ${r.transport.padEnd(transportWidth)}  ${text}\n${said}`;
+  });
+  return [...lines, ...disabled.map((n) => `skip ${n.padEnd(nameWidth)}  disabled\n`)].join('');
+}
+
+/** Writes `text` on `out`, resolved once written (a pipe may take it later on some systems: the caller exits next). */
+function write(out: NodeJS.WritableStream, text: string): Promise<unknown> {
+  return new Promise((r) => out.write(text, r));
 }
 
 /**
@@ -139,6 +195,8 @@ export async function runCheck(
         config: { type: 'string', short: 'c', default: 'gateway.config.json' },
         connect: { type: 'boolean' },
         timeout: { type: 'string' },
+        port: { type: 'string', short: 'p' },
+        host: { type: 'string' },
         federate: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -152,6 +210,10 @@ export async function runCheck(
     out.write(HELP);
     return 0;
   }
+  if (args.timeout !== undefined && !args.connect) {
+    err.write(`mrtr-gateway check: --timeout needs --connect (nothing is started without it)\n${USAGE}\n`);
+    return 2;
+  }
   const timeoutMs = args.timeout === undefined ? DEFAULT_TIMEOUT_MS : /^\d{1,10}$/.test(args.timeout) ? Number(args.timeout) : NaN;
   if (!(timeoutMs >= 1 && timeoutMs <= 2_147_483_647)) {
     err.write(`mrtr-gateway check: --timeout must be a whole number of ms from 1 to 2147483647, got '${args.timeout}'\n`);
@@ -163,13 +225,20 @@ export async function runCheck(
     loaded = readConfigFile(args.config!, process.env, { checkCwd: false, federate: args.federate });
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    await new Promise((r) => out.write(`FAIL ${e.message}\n`, r));
+    await write(out, `FAIL ${e.message}\n`);
     return 2;
   }
   const cfg = loaded.config;
+  // What the start refuses beyond the file: LOG_LEVEL, the port, where it listens without auth.
+  const refused = applyStartSettings(cfg, { port: args.port, host: args.host }, process.env);
+  if (refused) {
+    await write(out, `FAIL ${refused}\n`);
+    return 2;
+  }
+  for (const w of loaded.warnings)
+    await write(err, `mrtr-gateway check: note: ${w.path}: ignoring keys the gateway does not use: ${w.ignored.join(', ')}\n`);
   const rows: Row[] = Object.entries(cfg.upstreams).map(([name, u]) => checkUpstream(name, u));
   if (args.connect) await connectAll(rows, cfg, timeoutMs);
-  // Written before the caller exits (a pipe may take the write later on some systems).
-  await new Promise((r) => out.write(report(rows), r));
+  await write(out, report(rows, loaded.disabled));
   return rows.some((r) => r.problem) ? 2 : 0;
 }

@@ -16,7 +16,7 @@
  */
 import { parseArgs } from 'node:util';
 import { SAFE_CHILD_ENV } from './config/child-env.js';
-import { LOG_LEVELS, toLogLevel } from './config/log-levels.js';
+import { LOG_LEVELS, logLevelProblem } from './config/log-levels.js';
 import type { ServerType } from '@hono/node-server';
 import type { LoadedConfig } from './config/load.js';
 import type { GatewayConfig } from './config/schema.js';
@@ -24,7 +24,7 @@ import type { Logger } from './observability/log.js';
 import type { Wiring } from './wiring.js';
 
 function usage(): string {
-  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--federate] [--help]\n       mrtr-gateway check --config PATH [--connect] [--timeout MS] [--federate]';
+  return 'usage: mrtr-gateway [--config PATH] [--port N] [--host H] [--federate] [--help]\n       mrtr-gateway check --config PATH [--connect [--timeout MS]] [--port N] [--host H] [--federate]';
 }
 
 function help(): string {
@@ -36,7 +36,7 @@ upstream at POST /mcp/NAME.
 Flags:
   -c, --config PATH  configuration file (default: gateway.config.json in the working directory):
                      a gateway config ({"upstreams": …}) or a server list as Claude and other
-                     editors write it ({"mcpServers": …})
+                     editors write it ({"mcpServers": …}; VS Code: {"servers": …})
   -p, --port N       port to listen on, 0 for any free port (default: listen.port of the config,
                      8787); wins over PORT
       --host H       address to bind (default: listen.host of the config, 127.0.0.1); wins over HOST
@@ -47,6 +47,7 @@ Flags:
 
 Commands:
   check              check the config without serving: loads and validates it, resolves \${NAME},
+                     refuses what the start refuses (PORT, HOST, LOG_LEVEL, --port, --host),
                      looks up each stdio command (PATH or path) and cwd; --connect also starts or
                      reaches each upstream (initialize or server/discover, --timeout MS, default
                      10000), then stops it. One line per upstream; exit 0 when all are ok, else 2.
@@ -60,7 +61,8 @@ Environment:
              OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; the other
              standard variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
              protocol, headers, timeout, OTEL_PROPAGATORS …) configure them. Off otherwise.
-  \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2)
+  \${NAME}    in any string of the config file: replaced with the variable NAME (unset: exit 2);
+             \${NAME:-default}: default when NAME is unset or empty
   A stdio upstream's child gets from the gateway's environment only the safe set
   (${SAFE_CHILD_ENV.join(', ')})
   and the variables its envPassthrough lists; its env comes on top.
@@ -112,10 +114,11 @@ if (args.help) {
   process.exit(0);
 }
 
+// Before loading anything (src/start-settings.ts checks it again, with the rest).
+const levelProblem = logLevelProblem(process.env);
+if (levelProblem) fail(levelProblem);
 // An empty LOG_LEVEL counts as unset.
 const envLogLevel = process.env.LOG_LEVEL || undefined;
-if (envLogLevel !== undefined && !toLogLevel(envLogLevel))
-  fail(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${envLogLevel}'`);
 
 /** What the command line gave (flags win over `PORT` and `HOST`, read here). */
 interface Options {
@@ -132,14 +135,14 @@ interface Options {
 }
 
 /**
- * Loads the config file and applies `--port`/`PORT` and `--host`/`HOST`, then makes the logger and
- * logs what the file left out. Exits 2 (through {@link fail}) on a bad config, port, or a
- * non-loopback address without authentication.
+ * Loads the config file and applies `--port`/`PORT` and `--host`/`HOST` (src/start-settings.ts),
+ * then makes the logger and logs what the file left out. Exits 2 (through {@link fail}) on a bad
+ * config, port, or a non-loopback address without authentication.
  */
 async function loadConfig(opts: Options): Promise<{ cfg: GatewayConfig; log: Logger }> {
-  const [{ ConfigError, readConfigFile }, { isLoopback }, { createLogger }] = await Promise.all([
+  const [{ ConfigError, readConfigFile }, { applyStartSettings }, { createLogger }] = await Promise.all([
     import('./config/load.js'),
-    import('./http/frontdoor.js'),
+    import('./start-settings.js'),
     import('./observability/log.js'),
   ]);
   let loaded: LoadedConfig;
@@ -150,21 +153,8 @@ async function loadConfig(opts: Options): Promise<{ cfg: GatewayConfig; log: Log
     throw e;
   }
   const cfg = loaded.config;
-  // An empty PORT is unset, as an empty LOG_LEVEL is.
-  const portArg = opts.port ?? (process.env.PORT || undefined);
-  if (portArg !== undefined) {
-    const port = /^\d{1,5}$/.test(portArg) ? Number(portArg) : NaN;
-    if (!Number.isInteger(port) || port < 0 || port > 65535)
-      fail(`--port/PORT must be a decimal integer from 0 to 65535, got '${portArg}'`);
-    cfg.listen.port = port;
-  }
-  const host = opts.host ?? process.env.HOST;
-  if (host) cfg.listen.host = host;
-  if (cfg.auth.mode === 'none' && !cfg.auth.allowAnonymous && !isLoopback(cfg.listen.host)) {
-    fail(
-      `refusing to listen on ${cfg.listen.host} without authentication: configure auth (apiKeys or jwt), listen on a loopback address, or set auth.allowAnonymous: true`,
-    );
-  }
+  const refused = applyStartSettings(cfg, opts, process.env);
+  if (refused) fail(refused);
   const log = createLogger(opts.logLevel ?? cfg.logLevel ?? 'info');
   logLoaded(loaded, opts.config, log);
   return { cfg, log };

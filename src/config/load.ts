@@ -1,7 +1,7 @@
 /**
  * Reading `--config`: {@link readConfigFile} tells the two formats apart by the top-level key,
- * `upstreams` (a gateway config) or `mcpServers` (an editor's server list); both, or neither, is a
- * `ConfigError`.
+ * `upstreams` (a gateway config) or `mcpServers` (an editor's server list; `servers` in VS Code's
+ * `.vscode/mcp.json`, read alike); both, or neither, is a `ConfigError`.
  *
  * - A gateway config gets `${NAME}` substitution over the whole object (substitute.ts), then the
  *   zod schema (schema.ts), strict, every problem listed by JSON path.
@@ -23,7 +23,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { cwdProblem, passthroughEnv } from './child-env.js';
-import { convertMcpServers, GATEWAY_KEY, upstreamNameProblem, type ConfigWarning } from './mcp-servers.js';
+import { convertMcpServers, GATEWAY_KEY, upstreamNameProblem, type ConfigWarning, type ServerListKey } from './mcp-servers.js';
 import { GatewayConfigSchema, type GatewayConfig } from './schema.js';
 import { ConfigError, formatPath, substituteEnv } from './substitute.js';
 
@@ -86,6 +86,7 @@ function validate(
   earlier: readonly string[] = [],
   cwdBase?: string,
   federate = false,
+  listKey: ServerListKey = 'mcpServers',
 ): GatewayConfig {
   const parsed = GatewayConfigSchema.safeParse(federate ? withFederation(raw) : raw);
   // Problems of converted servers are reported at their place in the file: mcpServers.NAME…, or
@@ -95,7 +96,7 @@ function validate(
     const [, name, ...rest] = path;
     const given = settingsKeys[String(name)] ?? [];
     const inSettings = rest.length ? given.includes(String(rest[0])) : Boolean(keys?.length && keys.every((k) => given.includes(k)));
-    return ['mcpServers', name!, ...(inSettings ? [GATEWAY_KEY] : []), ...rest];
+    return [listKey, name!, ...(inSettings ? [GATEWAY_KEY] : []), ...rest];
   };
   // Servers left out for their problems leave the list short: that is not a problem of its own.
   const issues = parsed.success
@@ -173,15 +174,18 @@ export function interpretConfig(
       'invalid configuration: expected a JSON object with "upstreams" (a gateway config) or "mcpServers" (a server list)',
     );
   const hasUpstreams = 'upstreams' in raw;
-  const hasServers = 'mcpServers' in raw;
-  if (hasUpstreams && hasServers) {
+  // VS Code's .vscode/mcp.json names the server list "servers".
+  const listKey: ServerListKey | undefined = 'mcpServers' in raw ? 'mcpServers' : 'servers' in raw ? 'servers' : undefined;
+  if ('mcpServers' in raw && 'servers' in raw)
+    throw new ConfigError('invalid configuration: both "mcpServers" and "servers" at the top level; a server list has one of them');
+  if (hasUpstreams && listKey) {
     throw new ConfigError(
-      'invalid configuration: both "upstreams" and "mcpServers" at the top level; a file is either a gateway config (upstreams) or a server list (mcpServers)',
+      `invalid configuration: both "upstreams" and "${listKey}" at the top level; a file is either a gateway config (upstreams) or a server list (${listKey})`,
     );
   }
-  if (!hasUpstreams && !hasServers) {
+  if (!hasUpstreams && !listKey) {
     throw new ConfigError(
-      'invalid configuration: neither "upstreams" (a gateway config) nor "mcpServers" (a server list) at the top level',
+      'invalid configuration: neither "upstreams" (a gateway config) nor "mcpServers" (a server list; "servers" in VS Code\'s .vscode/mcp.json) at the top level',
     );
   }
 
@@ -199,14 +203,14 @@ export function interpretConfig(
     const settings = Object.keys(raw).filter((k) => GATEWAY_SETTINGS.includes(k));
     if (settings.length) {
       throw new ConfigError(
-        `invalid configuration: ${settings.map((k) => JSON.stringify(k)).join(', ')} beside "mcpServers": a server list takes no gateway settings; write a gateway config with "upstreams" to set them`,
+        `invalid configuration: ${settings.map((k) => JSON.stringify(k)).join(', ')} beside "${listKey}": a server list takes no gateway settings; write a gateway config with "upstreams" to set them`,
       );
     }
-    const conversion = convertMcpServers(raw.mcpServers, env);
-    const extra = Object.keys(raw).filter((k) => k !== 'mcpServers' && k !== '$schema');
+    const conversion = convertMcpServers(raw[listKey!], env, listKey);
+    const extra = Object.keys(raw).filter((k) => k !== listKey && k !== '$schema');
     const warnings = extra.length ? [{ path: '(root)', ignored: extra }, ...conversion.warnings] : conversion.warnings;
     loaded = {
-      config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, cwdBase, opts.federate),
+      config: validate({ upstreams: conversion.upstreams }, conversion.settingsKeys, conversion.problems, cwdBase, opts.federate, listKey),
       format: 'mcpServers',
       warnings,
       disabled: conversion.disabled,
@@ -291,7 +295,8 @@ export function readConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})`);
+    const comments = /^\s*\/\/|\/\*/m.test(text) ? '; comments are not allowed' : '';
+    throw new ConfigError(`${file}: not valid JSON (${(e as Error).message})${comments}`);
   }
   try {
     return interpretConfig(raw, env, dirname(resolve(file)), { checkCwd: true, ...opts });

@@ -10,3 +10,14 @@ export function toLogLevel(value: string): LogLevel | undefined {
   const level = value.toLowerCase();
   return (LOG_LEVELS as readonly string[]).includes(level) ? (level as LogLevel) : undefined;
 }
+
+/**
+ * Why the `LOG_LEVEL` of `env` stops the start (exit 2), or undefined when it is unset, empty
+ * (counts as unset) or names a level.
+ */
+export function logLevelProblem(env: NodeJS.ProcessEnv): string | undefined {
+  const value = env.LOG_LEVEL || undefined;
+  return value === undefined || toLogLevel(value)
+    ? undefined
+    : `LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')} (in any case), got '${value}'`;
+}

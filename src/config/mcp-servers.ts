@@ -1,6 +1,8 @@
 /**
  * Server lists in the `mcpServers` format that Claude Desktop, Claude Code (`.mcp.json`), Cursor
- * and other editors write, turned into gateway upstreams:
+ * and other editors write (VS Code's `.vscode/mcp.json` has them under `servers`, `type` `stdio`,
+ * `http` or `sse`; its `${input:ID}` prompts are refused: see substitute.ts), turned into gateway
+ * upstreams:
  *
  * ```json
  * {"mcpServers": {
@@ -29,6 +31,9 @@
  */
 import { formatPath, substituteEnv, ConfigError } from './substitute.js';
 import { UpstreamNameSchema } from './schema.js';
+
+/** The top-level key of a server list: `mcpServers` (Claude, Cursor, …) or `servers` (VS Code's `.vscode/mcp.json`). */
+export type ServerListKey = 'mcpServers' | 'servers';
 
 /** Server keys the gateway uses: copied into the upstream (`type` decides the transport). */
 const USED_KEYS = ['command', 'args', 'env', 'cwd', 'envPassthrough', 'url', 'headers'] as const;
@@ -99,19 +104,19 @@ function urlTransport(url: unknown): 'streamable-http' | 'sse' {
 }
 
 /**
- * Converts the `mcpServers` object to gateway upstreams, with `${NAME}` substituted from `env` in
+ * Converts the `mcpServers` object (`key`: the top-level key it was under) to gateway upstreams, with `${NAME}` substituted from `env` in
  * the keys the gateway uses (ignored keys and disabled servers are not substituted). A server that
  * cannot be used is left out and reported in `problems`, so that every one is reported together
  * with what the gateway schema finds in the others.
  * @throws ConfigError when `mcpServers` is not an object, or when no server is left and none has a
  *   problem (none at all, or every one disabled).
  */
-export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): McpServersConversion {
-  if (!isObject(servers)) throw new ConfigError('invalid configuration:\n  mcpServers: expected an object of servers by name');
+export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv, key: ServerListKey = 'mcpServers'): McpServersConversion {
+  if (!isObject(servers)) throw new ConfigError(`invalid configuration:\n  ${key}: expected an object of servers by name`);
   const out: McpServersConversion = { upstreams: {}, disabled: [], warnings: [], problems: [], settingsKeys: {} };
   const problems = out.problems;
   for (const [name, entry] of Object.entries(servers)) {
-    const base = ['mcpServers', name];
+    const base = [key, name];
     const at = (...rest: string[]) => formatPath([...base, ...rest]);
     if (!isObject(entry)) {
       problems.push(`${at()}: expected an object with "command" (a stdio server) or "url" (an HTTP server)`);
@@ -199,8 +204,8 @@ export function convertMcpServers(servers: unknown, env: NodeJS.ProcessEnv): Mcp
   if (!problems.length && Object.keys(out.upstreams).length === 0) {
     throw new ConfigError(
       out.disabled.length
-        ? `invalid configuration:\n  mcpServers: every server is disabled (${out.disabled.join(', ')})`
-        : 'invalid configuration:\n  mcpServers: no servers',
+        ? `invalid configuration:\n  ${key}: every server is disabled (${out.disabled.join(', ')})`
+        : `invalid configuration:\n  ${key}: no servers`,
     );
   }
   return out;

@@ -20,13 +20,22 @@ export function formatPath(path: ReadonlyArray<PropertyKey>): string {
 }
 
 /**
- * Replaces `${NAME}` in every string value with the environment variable NAME.
- * @throws ConfigError naming the JSON path when a variable is unset.
+ * Replaces `${NAME}` in every string value with the environment variable NAME, and
+ * `${NAME:-default}` with NAME, or `default` when NAME is unset or empty (as Claude Code's `.mcp.json`
+ * reads it).
+ * @throws ConfigError naming the JSON path when a variable without a default is unset, or for a
+ *   VS Code `${input:ID}` (the gateway has no one to ask).
  */
 export function substituteEnv(value: unknown, env: NodeJS.ProcessEnv, path: PropertyKey[] = []): unknown {
   if (typeof value === 'string') {
-    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_m, name: string) => {
+    const input = /\$\{input:([^}]*)\}/.exec(value);
+    if (input)
+      throw new ConfigError(
+        `${formatPath(path)}: ${input[0]} is a VS Code input the gateway cannot ask for: use \${NAME} of an environment variable`,
+      );
+    return value.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, fallback: string | undefined) => {
       const v = env[name];
+      if (fallback !== undefined && !v) return fallback;
       if (v === undefined) throw new ConfigError(`${formatPath(path)}: environment variable ${name} is not set`);
       return v;
     });

@@ -255,9 +255,12 @@ export class Upstream {
         // any 4xx, but not remembered, so a caller with a credential the upstream takes learns the era.
         if (e instanceof ModernHopError && (e.status === 401 || e.status === 403)) return 'legacy' as const;
         // A stdio child that did not answer in time is stopped (the next call starts another),
-        // unless it is still in its first start: the next call waits on it (see keepStarting).
-        if (e instanceof ModernHopError && e.reason === 'timeout' && !this.modern!.keepStarting?.())
-          void this.modern!.close({ reopen: true });
+        // unless it is still in its first start: the next call waits on it (see keepStarting), and
+        // its silence says nothing about its era.
+        const timedOut = e instanceof ModernHopError && e.reason === 'timeout';
+        const kept = timedOut && this.modern!.keepStarting?.() === true;
+        if (timedOut && !kept) void this.modern!.close({ reopen: true });
+        if (kept) return this.startFailed(new ModernHopError('timeout', STILL_STARTING, (e as ModernHopError).stderr), budgetMs, setting);
         return stdio ? this.startFailed(e, budgetMs, setting, PROTOCOL_HINT) : this.startFailed(e);
       },
     );
@@ -379,6 +382,8 @@ export class Upstream {
 /** Longest wait for the `server/discover` that tells an HTTP upstream's era, in ms. */
 const PROBE_MS = 5000;
 
+/** What a stdio child still silent in its first start is doing, for the message of its timeout. */
+const STILL_STARTING = 'still starting: it has said nothing yet, a first run may be installing; it is left to finish';
 /** Ends the message of a stdio era probe that got no answer: the era can be set instead of asked. */
 const PROTOCOL_HINT =
   '; a server that ignores requests it does not know needs protocol: "legacy" (a 2026-07-28 server can be set to protocol: "2026-07-28")';

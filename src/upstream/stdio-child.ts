@@ -231,8 +231,9 @@ export class StdioChild extends StdioClientTransport {
       return;
     }
     if (this.child) throw new Error('StdioChild already started');
-    // Only a first start needs a process group of its own; every other child is spawned as the SDK does.
-    if (!this.installing || process.platform === 'win32') {
+    // Only a first start (or a check, see groupEveryChild) needs a process group of its own; every
+    // other child is spawned as the SDK does.
+    if ((!this.installing && !groupEvery) || process.platform === 'win32') {
       this.spawnedAt = performance.now();
       return super.start();
     }
@@ -247,6 +248,7 @@ export class StdioChild extends StdioClientTransport {
         detached: true,
       });
       internals._process = child;
+      if (groupEvery && child.pid) grouped.set(this, child.pid);
       this.spawnedAt = performance.now();
       child.on('error', (error) => {
         reject(error);
@@ -313,6 +315,7 @@ export class StdioChild extends StdioClientTransport {
     const child = this.child;
     if (!this.installing || this.heard || this.released || !child || child.exitCode !== null || child.signalCode !== null) return false;
     this.released = true;
+    grouped.delete(this);
     this.log.info({ pid: child.pid }, 'upstream process still in its first start (it may be installing): left to finish, its stdin closed');
     this.internals._process = undefined;
     this.internals._readBuffer.clear();
@@ -484,6 +487,59 @@ export async function endStdioChild(transport: object, close: () => Promise<unkn
   );
   await Promise.all([exited, close().catch(() => {})]);
   clearTimeout(timer);
+}
+
+/** Set by {@link groupEveryChild}: every stdio child spawned from then on gets a process group of its own. */
+let groupEvery = false;
+/** The children spawned in a group of their own since {@link groupEveryChild}, with their pids (the group ids); not those left to finish. */
+const grouped = new Map<StdioChild, number>();
+
+/**
+ * From now on, every stdio child is spawned in a process group of its own (`mrtr-gateway check`,
+ * which must not exit before its children and what they started are gone: see
+ * {@link endChildGroups}). Not on Windows.
+ */
+export function groupEveryChild(): void {
+  groupEvery = true;
+}
+
+/** Whether process group `pgid` still has a process in it. */
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Ends the process groups of the children spawned since {@link groupEveryChild} (but a first start
+ * left to finish its install), with every process in them (a shell's background job too): SIGTERM
+ * now, SIGKILL to what still runs `killAfterMs` (ms) later. Resolves when the groups are empty, or
+ * 1 s after the SIGKILL at the latest. Never throws.
+ */
+export async function endChildGroups(killAfterMs = KILL_AFTER_MS): Promise<void> {
+  const pgids = [...grouped.values()];
+  grouped.clear();
+  const signal = (sig: NodeJS.Signals) => {
+    for (const pgid of pgids.filter(groupAlive))
+      try {
+        process.kill(-pgid, sig);
+      } catch {
+        /* gone meanwhile */
+      }
+  };
+  signal('SIGTERM');
+  const killAt = performance.now() + killAfterMs;
+  let killed = false;
+  while (pgids.some(groupAlive) && performance.now() < killAt + 1000) {
+    if (!killed && performance.now() >= killAt) {
+      signal('SIGKILL');
+      killed = true;
+    }
+    await delay(20);
+  }
 }
 
 /** Interval between two looks at a stdio child's threads while waiting for it to be idle, in ms. */

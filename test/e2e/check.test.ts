@@ -5,15 +5,16 @@
  * exits 2 and names it, in both config formats. `--connect` starts server-everything over stdio and
  * reaches a 2026-07-28 server over HTTP, then leaves no child behind and never listens.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { alive, runCli } from '../helpers/cli.js';
-import { MODERN_FIXTURE } from '../helpers/fixture.js';
+import { alive, runCli, running } from '../helpers/cli.js';
+import { MODERN_FIXTURE, eventually } from '../helpers/fixture.js';
 import { everythingStdio } from '../helpers/gateway.js';
-import { EVERYTHING, spawnListening, type SpawnedServer } from '../helpers/processes.js';
+import { EVERYTHING, ROOT, spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { scaled } from '../helpers/budget.js';
 
 let dir: string;
@@ -125,10 +126,65 @@ describe('check without --connect', () => {
     expect(r.stdout).toContain('a server list cannot set other prefixes: rename a server');
   });
 
+  it(
+    'what the start refuses beyond the file → exit 2 with its message: 0.0.0.0 without auth (listen.host, HOST, --host), LOG_LEVEL, PORT, --port',
+    async () => {
+      const servers = { mcpServers: { s: { command: 'node' } } };
+      const anonymous = { auth: { mode: 'none', allowAnonymous: true }, upstreams: { e: everythingStdio } };
+      const [inFile, byEnv, byFlag, allowed, level, port, flag] = await Promise.all([
+        check({ listen: { host: '0.0.0.0' }, upstreams: { e: everythingStdio } }),
+        check(servers, [], { HOST: '0.0.0.0' }),
+        check(servers, ['--host', '0.0.0.0']),
+        check(anonymous, [], { HOST: '0.0.0.0' }),
+        check(servers, [], { LOG_LEVEL: 'bogus' }),
+        check(servers, [], { PORT: '99999' }),
+        check(servers, ['--port', 'x']),
+      ]);
+      const refusal = 'FAIL refusing to listen on 0.0.0.0 without authentication: configure auth';
+      for (const r of [inFile, byEnv, byFlag])
+        expect([r.code, r.lines.length, r.lines[0]?.slice(0, refusal.length)]).toEqual([2, 1, refusal]);
+      expect(allowed.code).toBe(0);
+      expect([level.code, level.stdout]).toEqual([
+        2,
+        "FAIL LOG_LEVEL must be one of fatal, error, warn, info, debug, trace, silent (in any case), got 'bogus'\n",
+      ]);
+      expect([port.code, port.stdout]).toEqual([2, "FAIL --port/PORT must be a decimal integer from 0 to 65535, got '99999'\n"]);
+      expect([flag.code, flag.stdout]).toEqual([2, "FAIL --port/PORT must be a decimal integer from 0 to 65535, got 'x'\n"]);
+    },
+    scaled(120_000),
+  );
+
+  it('an mcpServers file: a skip line per disabled server; the editor keys it ignores noted once on stderr', async () => {
+    const r = await check({
+      mcpServers: {
+        on: { command: 'node', autoApprove: ['x'], timeout: 60 },
+        off: { command: 'node', disabled: true },
+      },
+    });
+    expect(r.code).toBe(0);
+    expect(r.lines).toEqual(['ok   on   stdio  node', 'skip off  disabled']);
+    expect(r.stderr).toBe('mrtr-gateway check: note: mcpServers.on: ignoring keys the gateway does not use: autoApprove, timeout\n');
+  });
+
+  it("--connect: an upstream that takes each caller's credential is ok, not connected, and says why", async () => {
+    const r = await check(
+      { upstreams: { fwd: { transport: 'streamable-http', url: 'http://127.0.0.1:9/mcp', forwardAuthorization: true } } },
+      ['--connect'],
+    );
+    expect(r.code).toBe(0);
+    expect(r.lines).toEqual([
+      "ok   fwd  streamable-http  http://127.0.0.1:9/mcp  (not connected: takes each caller's credential, forwardAuthorization)",
+    ]);
+  });
+
   it('a bad flag or --timeout → exit 2 with the usage on stderr; --help → exit 0', async () => {
     const bad = await runCli(['check', '--bogus']);
     expect(bad.code).toBe(2);
-    expect(bad.stderr).toContain('usage: mrtr-gateway check --config PATH [--connect] [--timeout MS]');
+    expect(bad.stderr).toContain('usage: mrtr-gateway check --config PATH [--connect [--timeout MS]]');
+    const alone = await check({ upstreams: { e: everythingStdio } }, ['--timeout', '5000']);
+    expect(alone.code).toBe(2);
+    expect(alone.stderr).toContain('--timeout needs --connect');
+    expect(alone.stdout).toBe('');
     const timeout = await check({ upstreams: { e: everythingStdio } }, ['--connect', '--timeout', '1s']);
     expect(timeout.code).toBe(2);
     expect(timeout.stderr).toContain("--timeout must be a whole number of ms from 1 to 2147483647, got '1s'");
@@ -178,6 +234,112 @@ describe('check --connect', () => {
       );
       expect(r.stdout).not.toContain('listening');
       expect(alive(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'npx: a package the registry does not have shows the lines naming it; one still silent (installing) at the timeout is still starting, left to finish',
+    async () => {
+      const bin = join(dir, 'bin');
+      mkdirSync(bin, { recursive: true });
+      // Stand-ins for npx: one fails as npm does for a package the registry lacks, one installs silently.
+      writeFileSync(
+        join(bin, 'npx'),
+        [
+          '#!/bin/sh',
+          'cat >&2 <<EOF',
+          'npm error code E404',
+          'npm error 404 Not Found - GET https://registry.npmjs.org/@nope%2fno-such-server - Not found',
+          'npm error 404',
+          "npm error 404  '@nope/no-such-server@*' is not in this registry.",
+          'npm error 404',
+          'npm error A complete log of this run can be found in: /tmp/npm-debug-0.log',
+          'EOF',
+          'exit 1',
+          '',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const slow = join(dir, 'slow');
+      mkdirSync(slow, { recursive: true });
+      const pidFile = join(dir, 'installing.pid');
+      writeFileSync(join(slow, 'npx'), `#!/bin/sh\necho $$ > ${pidFile}\nexec sleep 30\n`, { mode: 0o755 });
+      const r = await check(
+        {
+          upstreams: {
+            missing: { transport: 'stdio', command: join(bin, 'npx'), args: ['-y', '@nope/no-such-server'] },
+            installing: { transport: 'stdio', command: join(slow, 'npx'), args: ['-y', 'some-server'] },
+          },
+        },
+        ['--connect', '--timeout', '2000'],
+      );
+      process.kill(Number(readFileSync(pidFile, 'utf8')));
+      expect(r.code).toBe(2);
+      expect(r.lines[0]).toMatch(/^FAIL missing {5}stdio .+the process said: npm error code E404$/);
+      expect(r.lines.slice(1, 4)).toEqual([
+        '     npm error 404 Not Found - GET https://registry.npmjs.org/@nope%2fno-such-server - Not found',
+        "     npm error 404  '@nope/no-such-server@*' is not in this registry.",
+        expect.stringMatching(/^FAIL installing  stdio  Upstream 'installing' did not start within --timeout 2000 ms \(still starting/),
+      ]);
+      expect(r.lines[3]).toContain('a first run may be installing');
+      expect(r.lines[3]).toContain('raise --timeout');
+      expect(r.lines[3]).not.toContain('protocol: "legacy"');
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'Ctrl-C (SIGINT) during --connect ends the children, in process groups of their own, before check exits (130)',
+    async () => {
+      const pidFile = join(dir, 'interrupted.pid');
+      const file = join(dir, 'interrupted.json');
+      const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`;
+      writeFileSync(
+        file,
+        JSON.stringify({ upstreams: { stubborn: { transport: 'stdio', command: process.execPath, args: ['-e', script] } } }),
+      );
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'src/main.ts', 'check', '--config', file, '--connect', '--timeout', '60000'],
+        {
+          cwd: ROOT,
+          stdio: 'ignore',
+        },
+      );
+      const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+      expect(await eventually(() => existsSync(pidFile), scaled(30_000))).toBe(true);
+      child.kill('SIGINT');
+      expect(await exited).toBe(130);
+      expect(running(Number(readFileSync(pidFile, 'utf8')))).toBe(false);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    "a child that ignores SIGTERM and a shell wrapper's background job are gone when check exits (SIGKILL after 2 s)",
+    async () => {
+      const stubbornPid = join(dir, 'stubborn.pid');
+      const backgroundPid = join(dir, 'background.pid');
+      const ignoreTerm = (file: string) =>
+        `require('fs').writeFileSync(${JSON.stringify(file)}, String(process.pid)); process.on('SIGTERM', () => {}); setInterval(() => {}, 1000)`;
+      const r = await check(
+        {
+          upstreams: {
+            stubborn: { transport: 'stdio', command: process.execPath, args: ['-e', ignoreTerm(stubbornPid)] },
+            wrapped: {
+              transport: 'stdio',
+              command: 'sh',
+              args: ['-c', `${process.execPath} -e "$0" & exec ${process.execPath} ${EVERYTHING} stdio`, ignoreTerm(backgroundPid)],
+            },
+          },
+        },
+        ['--connect', '--timeout', '3000'],
+      );
+      expect(r.lines[0]).toMatch(/^FAIL stubborn  stdio +Upstream 'stubborn' did not start within --timeout 3000 ms/);
+      expect(r.lines[1]).toMatch(/^ok {3}wrapped {3}stdio .+connected: legacy /);
+      expect(running(Number(readFileSync(stubbornPid, 'utf8')))).toBe(false);
+      expect(running(Number(readFileSync(backgroundPid, 'utf8')))).toBe(false);
     },
     scaled(60_000),
   );

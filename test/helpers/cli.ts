@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './processes.js';
@@ -108,7 +108,8 @@ export function runCli(
   const timeoutMs = scaled(opts.timeoutMs ?? 20_000);
   return new Promise((resolve, reject) => {
     const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
-    delete env.PORT;
+    // The PORT of the test's own environment is not the test's.
+    if (!opts.env || !('PORT' in opts.env)) delete env.PORT;
     const child = spawn(process.execPath, [...entry, ...args], { cwd: opts.cwd ?? ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -127,6 +128,20 @@ export function runCli(
       resolve({ code, signal, stdout, stderr });
     });
   });
+}
+
+/**
+ * True when process `pid` runs: it exists and, where Linux's /proc tells, is not a zombie (one that
+ * has exited and that its new parent, after its own parent's exit, has not reaped yet).
+ */
+export function running(pid: number): boolean {
+  if (!alive(pid)) return false;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return process.platform !== 'linux';
+  }
 }
 
 /** True when a process with this pid exists. */

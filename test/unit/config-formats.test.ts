@@ -3,9 +3,12 @@
  * substitution), telling them from gateway configs, and the stdio child environment
  * (`envPassthrough`).
  */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { matchesPassthrough, passthroughEnv } from '../../src/config/child-env.js';
-import { ConfigError, interpretConfig, parseConfig } from '../../src/config/load.js';
+import { ConfigError, interpretConfig, parseConfig, readConfigFile } from '../../src/config/load.js';
 import { suggestUpstreamName } from '../../src/config/mcp-servers.js';
 
 describe('mcpServers files', () => {
@@ -227,6 +230,55 @@ describe('mcpServers files', () => {
     expect(() => parseConfig({ mcpServers: { a: { command: 'node', disabled: true } } }, {})).toThrow(/every server is disabled \(a\)/);
     expect(() => parseConfig({ mcpServers: {} }, {})).toThrow(/mcpServers: no servers/);
     expect(() => parseConfig({ mcpServers: [] }, {})).toThrow(/mcpServers: expected an object/);
+  });
+});
+
+describe("VS Code's .vscode/mcp.json and ${NAME:-default}", () => {
+  it('"servers" is read as "mcpServers": type stdio, http (Streamable HTTP) and sse; problems name servers.NAME; inputs are ignored with a note', () => {
+    const loaded = interpretConfig(
+      {
+        inputs: [{ type: 'promptString', id: 'unused', description: 'Not referenced' }],
+        servers: {
+          local: { type: 'stdio', command: 'node', args: ['server.js'], env: { X: '1' } },
+          remote: { type: 'http', url: 'http://127.0.0.1:3001/mcp', headers: { 'X-Team': 'a' } },
+          old: { type: 'sse', url: 'http://127.0.0.1:3001/events' },
+        },
+      },
+      {},
+      '/base',
+    );
+    expect(loaded.format).toBe('mcpServers');
+    expect(loaded.config.upstreams.local).toMatchObject({ transport: 'stdio', command: 'node', args: ['server.js'], env: { X: '1' } });
+    expect(loaded.config.upstreams.remote).toMatchObject({ transport: 'streamable-http', headers: { 'X-Team': 'a' } });
+    expect(loaded.config.upstreams.old!.transport).toBe('sse');
+    expect(loaded.warnings).toEqual([{ path: '(root)', ignored: ['inputs'] }]);
+    expect(() => parseConfig({ servers: { r: { type: 'http', url: 'ftp://x' } } }, {})).toThrow(/\n {2}servers\.r\.url: expected an http/);
+    expect(() => parseConfig({ servers: { a: { command: 'node' } }, mcpServers: { b: { command: 'node' } } }, {})).toThrow(
+      /both "mcpServers" and "servers"/,
+    );
+  });
+
+  it('${input:ID} is refused at its place, saying to use an environment variable', () => {
+    const servers = { servers: { gh: { command: 'npx', env: { GITHUB_TOKEN: '${input:github-token}' } } } };
+    expect(() => parseConfig(servers, {})).toThrow(
+      /servers\.gh\.env\.GITHUB_TOKEN: \$\{input:github-token\} is a VS Code input the gateway cannot ask for: use \$\{NAME\} of an environment variable/,
+    );
+  });
+
+  it('${NAME:-default} gives the default when NAME is unset or empty, else NAME', () => {
+    const servers = { mcpServers: { r: { url: '${MRTR_URL:-http://127.0.0.1:3001/mcp}', headers: { X: 'a${MRTR_EMPTY:-b}c' } } } };
+    expect(parseConfig(servers, { MRTR_EMPTY: '' }).upstreams.r).toMatchObject({ url: 'http://127.0.0.1:3001/mcp', headers: { X: 'abc' } });
+    expect(parseConfig(servers, { MRTR_URL: 'https://example.com/mcp', MRTR_EMPTY: 'z' }).upstreams.r).toMatchObject({
+      url: 'https://example.com/mcp',
+      headers: { X: 'azc' },
+    });
+    const gateway = { upstreams: { a: { transport: 'stdio', command: '${MRTR_CMD:-node}' } } };
+    expect(parseConfig(gateway, {}).upstreams.a).toMatchObject({ command: 'node' });
+  });
+  it('a file with comments (JSONC, as .vscode/mcp.json allows) is not valid JSON, and the message says comments are not allowed', () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'mrtr-jsonc-')), 'mcp.json');
+    writeFileSync(file, '{\n  // my servers\n  "servers": {}\n}\n');
+    expect(() => readConfigFile(file, {})).toThrow(/not valid JSON \(.+\); comments are not allowed$/);
   });
 });
 
