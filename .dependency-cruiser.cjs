@@ -4,7 +4,7 @@
  * Checked by test/unit/layers.test.ts.
  */
 const LAYERS = [
-  ['main', '^src/(main|check|start-settings)\\.ts$'],
+  ['main', '^src/(main|check|start-settings|cli-flags)\\.ts$'],
   ['wiring', '^src/wiring\\.ts$'],
   ['http', '^src/http/'],
   ['admin', '^src/admin/'],

@@ -26,6 +26,7 @@ import { ConfigError, readConfigFile, type LoadedConfig } from './config/load.js
 import type { UpstreamConfig } from './config/schema.js';
 import { silentLogger } from './observability/log.js';
 import { Upstream } from './router/upstream.js';
+import { START_FLAGS } from './cli-flags.js';
 import { applyStartSettings } from './start-settings.js';
 import { FirstStart, endChildGroups, groupEveryChild } from './upstream/stdio-child.js';
 
@@ -191,15 +192,7 @@ export async function runCheck(
   try {
     args = parseArgs({
       args: argv,
-      options: {
-        config: { type: 'string', short: 'c', default: 'gateway.config.json' },
-        connect: { type: 'boolean' },
-        timeout: { type: 'string' },
-        port: { type: 'string', short: 'p' },
-        host: { type: 'string' },
-        federate: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
+      options: { ...START_FLAGS, connect: { type: 'boolean' }, timeout: { type: 'string' } },
       strict: true,
     }).values;
   } catch (e) {

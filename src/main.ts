@@ -15,6 +15,7 @@
  * imported only after.
  */
 import { parseArgs } from 'node:util';
+import { START_FLAGS } from './cli-flags.js';
 import { SAFE_CHILD_ENV } from './config/child-env.js';
 import { LOG_LEVELS, logLevelProblem } from './config/log-levels.js';
 import type { ServerType } from '@hono/node-server';
@@ -91,13 +92,7 @@ if (process.argv[2] === 'check') {
 let args;
 try {
   args = parseArgs({
-    options: {
-      config: { type: 'string', short: 'c', default: 'gateway.config.json' },
-      port: { type: 'string', short: 'p' },
-      host: { type: 'string' },
-      federate: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+    options: START_FLAGS,
     strict: true,
   }).values;
 } catch (e) {

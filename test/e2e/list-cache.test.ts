@@ -9,18 +9,8 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { envelope, listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { ALICE, BOB, envelope, listen, rpc, startGateway, TWO_KEYS, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio, startModernHttp } from '../helpers/fixture.js';
-
-const KEYS = {
-  mode: 'apiKeys',
-  keys: [
-    { principal: 'alice', key: 'key-of-alice-0123456789' },
-    { principal: 'bob', key: 'key-of-bob-0123456789ab' },
-  ],
-};
-const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
-const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
 
 /** The envelope of a client named `name` (the fixture lists `hello_<name>` for it). */
 const as = (name: string) => envelope({}, { 'io.modelcontextprotocol/clientInfo': { name, version: '1.0.0' } });
@@ -41,7 +31,7 @@ describe('the list cache of 2026-07-28 upstreams', () => {
       startModernHttp(pubLog, { FIXTURE_LIST_CACHE: JSON.stringify({ ttlMs: 30_000, cacheScope: 'public' }) }),
     ]);
     gw = await startGateway({
-      auth: KEYS,
+      auth: TWO_KEYS,
       admin: { enabled: true, principals: ['apikey:alice'] },
       federation: { enabled: true, prefixes: { priv: 'p_', pub: 'q_' } },
       upstreams: { priv: { ...priv.config, protocol: '2026-07-28' }, pub: { ...pub.config, protocol: '2026-07-28' } },

@@ -12,7 +12,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema, ElicitRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { listen, rpc, startGateway, type TestGateway } from '../helpers/gateway.js';
+import { ALICE, BOB, listen, rpc, startGateway, TWO_KEYS, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio, startFixtureHttp, startModernHttp } from '../helpers/fixture.js';
 import { spawnListening, type SpawnedServer } from '../helpers/processes.js';
 import { textOf, v2Client } from '../helpers/v2client.js';
@@ -22,15 +22,6 @@ const ERA_SWITCH = fileURLToPath(new URL('../fixtures/era-switch.ts', import.met
 const MODERN_CONFORMANCE = fileURLToPath(new URL('../fixtures/modern-conformance-server.ts', import.meta.url));
 const ODD = 'round-2|name=Ada|  ü "quoted" \\ end ';
 
-const keys = {
-  mode: 'apiKeys',
-  keys: [
-    { principal: 'alice', key: 'key-of-alice-0123456789' },
-    { principal: 'bob', key: 'key-of-bob-0123456789ab' },
-  ],
-};
-const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
-const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
 const ELICIT = { elicitation: {} };
 
 describe('a 2026-07-28 upstream over Streamable HTTP', () => {
@@ -41,7 +32,7 @@ describe('a 2026-07-28 upstream over Streamable HTTP', () => {
     srv = await spawnListening(['--import', 'tsx', MODERN, 'http'], { FIXTURE_LOG: log.file });
     const url = `http://127.0.0.1:${srv.port}/mcp`;
     gw = await startGateway({
-      auth: keys,
+      auth: TWO_KEYS,
       upstreams: {
         modern: { transport: 'streamable-http', url },
         // The same server, given each caller's own bearer token.

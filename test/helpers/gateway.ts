@@ -24,6 +24,17 @@ export interface TestGateway {
 /** The stdio upstream config for server-everything. */
 export const everythingStdio = { transport: 'stdio', command: process.execPath, args: [EVERYTHING, 'stdio'] } as const;
 
+/** `auth` of two API-key principals, `alice` and `bob`, and the headers each sends. */
+export const TWO_KEYS = {
+  mode: 'apiKeys',
+  keys: [
+    { principal: 'alice', key: 'key-of-alice-0123456789' },
+    { principal: 'bob', key: 'key-of-bob-0123456789ab' },
+  ],
+} as const;
+export const ALICE = { authorization: 'Bearer key-of-alice-0123456789' };
+export const BOB = { authorization: 'Bearer key-of-bob-0123456789ab' };
+
 /** A logger whose JSON lines are kept in memory, for tests that assert on logs. */
 export function memoryLogger(level = 'debug'): { log: Logger; lines: () => Record<string, any>[] } {
   const chunks: string[] = [];
