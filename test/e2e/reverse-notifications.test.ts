@@ -107,6 +107,23 @@ describe('a v1 client of a 2026-07-28 upstream: list changes and resource update
     await transport.terminateSession();
     await client.close();
   });
+
+  it('a listen the upstream completes 10 times in a row is opened again each time at once, and relays after', async () => {
+    expect(await eventually(() => openListens() === 0)).toBe(true);
+    const { client, transport } = await v1(gw.url('modern'));
+    expect(await eventually(() => openListens() === 1)).toBe(true);
+    for (let i = 0; i < 10; i++) {
+      const opened = log.of('listen-open').length;
+      await client.callTool({ name: 'end_listens', arguments: {} });
+      // A completion is a normal end: no growing backoff, no giving up.
+      expect(await eventually(() => log.of('listen-open').length > opened && openListens() === 1, 2000)).toBe(true);
+    }
+    const changed = next(client, ToolListChangedNotificationSchema);
+    await client.callTool({ name: 'add_tool', arguments: { name: 'after_ten_completions' } });
+    await changed;
+    await transport.terminateSession();
+    await client.close();
+  });
 });
 
 describe('a v1 client of a 2026-07-28 upstream over stdio, whose listen shares the child with its calls', () => {

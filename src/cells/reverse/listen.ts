@@ -8,10 +8,11 @@
  * with `resources/subscribe`. A listen's filter is fixed, so a change of the URIs opens a new
  * listen with the new filter; once the upstream acknowledged it, the old one is closed (a
  * notification may then arrive twice, never not at all). A listen the upstream ends (its completion
- * result, an error, a dropped stream) is opened again after a delay that doubles from
- * {@link REOPEN_BASE_MS} up to {@link REOPEN_MAX_MS}; after {@link MAX_REOPENS} ends in a row
- * without a listen lasting {@link STABLE_MS}, or an answer -32601 / -32602, the session goes on
- * without one (logged). Closing ends the listen upstream (its HTTP stream closes; over stdio the
+ * result, an error, a dropped stream) is opened again: after {@link REOPEN_BASE_MS} when it ended
+ * with its completion result or had been acknowledged, else (an error, a refused connection, a drop
+ * before the acknowledgement) after a delay that doubles with each such failure in a row up to
+ * {@link REOPEN_MAX_MS}, for as long as the session lives. Only an answer -32601 / -32602 (the
+ * upstream cannot listen, or not with this filter) makes the session go on without one (logged). Closing ends the listen upstream (its HTTP stream closes; over stdio the
  * upstream gets `notifications/cancelled`).
  */
 import { ErrorCode } from '../../protocol/errors.js';
@@ -22,10 +23,6 @@ import type { ModernUpstream } from '../../upstream/modern.js';
 export const REOPEN_BASE_MS = 100;
 /** Longest delay before a listen is opened again, in ms. */
 export const REOPEN_MAX_MS = 30_000;
-/** Most ends in a row (none lasting {@link STABLE_MS}) before the session gives up its listen. */
-export const MAX_REOPENS = 8;
-/** A listen open this long (ms) counts as having worked: the next end starts the backoff afresh. */
-export const STABLE_MS = 10_000;
 
 /** The 2026-07-28 listen filter (SubscriptionFilter) the bridge sends. */
 export interface ReverseListenFilter {
@@ -83,7 +80,8 @@ const RELAYED = new Set([
 interface Attempt {
   seq: number;
   abort: AbortController;
-  openedAt: number;
+  /** The upstream acknowledged it: it worked, its end starts the backoff afresh. */
+  acked: boolean;
 }
 
 /** The upstream listen of one legacy session (see the file header). */
@@ -93,7 +91,8 @@ export class SessionListen {
   private current: Attempt | undefined;
   /** The sequence number of the newest listen opened. */
   private latest = 0;
-  private ends = 0;
+  /** Failed listens in a row (errors, refused connections, drops before the acknowledgement). */
+  private failures = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -160,7 +159,7 @@ export class SessionListen {
     clearTimeout(this.timer);
     if (this.closed) return Promise.resolve(undefined);
     const filter = this.filter();
-    const attempt: Attempt = { seq: ++this.latest, abort: new AbortController(), openedAt: performance.now() };
+    const attempt: Attempt = { seq: ++this.latest, abort: new AbortController(), acked: false };
     if (Object.keys(filter).length === 0) {
       this.current?.abort.abort('nothing to listen to');
       this.current = undefined;
@@ -177,6 +176,7 @@ export class SessionListen {
         onNotification: (n) => {
           const { _meta: _m, ...params } = n.params ?? {};
           if (n.method === 'notifications/subscriptions/acknowledged') {
+            attempt.acked = true;
             this.acknowledged(attempt);
             return acknowledged((params.notifications ?? {}) as ReverseListenFilter);
           }
@@ -208,22 +208,26 @@ export class SessionListen {
     if (old && old !== attempt) old.abort.abort('superseded');
   }
 
-  /** `attempt` ended (with the upstream's `error`, or `dropped` for a lost stream): the newest is opened again after a delay. */
+  /**
+   * `attempt` ended (with the upstream's `error`, or `dropped` for a lost stream): the newest is
+   * opened again, after {@link REOPEN_BASE_MS} when it completed or was acknowledged, else after
+   * the doubling backoff; not at all after -32601 / -32602.
+   */
   private ended(attempt: Attempt, error?: { code: number; message: string }, dropped?: string): void {
     if (this.current === attempt) this.current = undefined;
     if (this.closed || attempt.abort.signal.aborted || attempt.seq !== this.latest) return;
     const why = error ? `${error.code} ${error.message}` : (dropped ?? 'completed');
-    if (performance.now() - attempt.openedAt >= STABLE_MS) this.ends = 0;
-    this.ends++;
     const refused = error?.code === ErrorCode.MethodNotFound || error?.code === ErrorCode.InvalidParams;
-    if (refused || this.ends > MAX_REOPENS) {
+    if (refused) {
       this.init.log.warn(
-        { upstream: this.init.upstream, why, ends: this.ends },
-        'reverse bridge: the upstream ended subscriptions/listen; not listening again',
+        { upstream: this.init.upstream, why },
+        'reverse bridge: the upstream refused subscriptions/listen; not listening again',
       );
       return;
     }
-    const delay = Math.min(REOPEN_BASE_MS * 2 ** (this.ends - 1), REOPEN_MAX_MS);
+    const clean = attempt.acked || (!error && dropped === undefined);
+    this.failures = clean ? 0 : this.failures + 1;
+    const delay = Math.min(REOPEN_BASE_MS * 2 ** Math.max(this.failures - 1, 0), REOPEN_MAX_MS);
     this.init.log.debug(
       { upstream: this.init.upstream, why, delayMs: delay },
       'reverse bridge: subscriptions/listen ended; listening again',
