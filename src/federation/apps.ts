@@ -7,32 +7,40 @@
  * and `.`, keep it a valid URI). Listed resources, URI templates, tools' `_meta.ui.resourceUri`
  * (and the older `_meta["ui/resourceUri"]`), read results, resource links and embedded resources of
  * `tools/call` and `prompts/get` results, and resource updates are shown so;
- * requests naming such a URI reach the upstream with its own URI. Other URIs keep their form.
+ * requests naming such a URI reach the upstream with its own URI. Other URIs keep their form. The
+ * scheme matches in any case (`UI://` too, RFC 3986 §3.1) and keeps the case it was given.
  */
 import { isObject } from '../protocol/envelope.js';
 import type { ListenHandle } from '../router/subscriptions.js';
 
 const UI = 'ui://';
 
+/** Whether `uri` is a `ui://` URI, the scheme in any case. */
+function isAppUri(uri: unknown): uri is string {
+  return typeof uri === 'string' && uri.slice(0, UI.length).toLowerCase() === UI;
+}
+
 /** The `ui://` URI the client sees for `member`'s own `uri`; any other value is returned as it is. */
 export function exposeAppUri(member: { prefix: string }, uri: unknown): unknown {
-  return typeof uri === 'string' && uri.startsWith(UI) ? UI + member.prefix + uri.slice(UI.length) : uri;
+  return isAppUri(uri) ? uri.slice(0, UI.length) + member.prefix + uri.slice(UI.length) : uri;
 }
 
 /** `member`'s own URI for a `ui://` URI the client sent ({@link exposeAppUri} undone); any other value as it is. */
 export function ownAppUri<T>(member: { prefix: string }, uri: T): T {
-  const head = UI + member.prefix;
-  return (typeof uri === 'string' && uri.startsWith(head) ? UI + uri.slice(head.length) : uri) as T;
+  const carries = isAppUri(uri) && uri.startsWith(member.prefix, UI.length);
+  return (carries ? uri.slice(0, UI.length) + uri.slice(UI.length + member.prefix.length) : uri) as T;
 }
 
 /**
- * The members whose prefix a `ui://` URI the client sent carries (with something after it), in
- * federation order: who may serve an app no listing names (ext-apps lets a server leave UI-only
- * resources out of `resources/list`). Empty for any other URI.
+ * The members whose prefix a `ui://` URI the client sent carries (with something after it), the
+ * longest prefix first (prefixes may nest: `db_` and `db_backup_`), else in federation order: who
+ * may serve an app no listing names (ext-apps lets a server leave UI-only resources out of
+ * `resources/list`). Empty for any other URI.
  */
 export function appMembers<M extends { prefix: string }>(members: readonly M[], uri: string): M[] {
-  if (!uri.startsWith(UI)) return [];
-  return members.filter((m) => uri.length > UI.length + m.prefix.length && uri.startsWith(UI + m.prefix));
+  if (!isAppUri(uri)) return [];
+  const fits = members.filter((m) => uri.length > UI.length + m.prefix.length && uri.startsWith(m.prefix, UI.length));
+  return fits.sort((x, y) => y.prefix.length - x.prefix.length);
 }
 
 /** A tool with its `_meta.ui.resourceUri` (and `_meta["ui/resourceUri"]`) as the client sees it. */
@@ -56,7 +64,7 @@ export function exposeAppItems(field: string, member: { prefix: string }, items:
   return items.map((item) => {
     if (!isObject(item)) return item;
     if (field === 'tools') return exposeTool(member, item);
-    return key && typeof item[key] === 'string' && item[key].startsWith(UI) ? { ...item, [key]: exposeAppUri(member, item[key]) } : item;
+    return key && isAppUri(item[key]) ? { ...item, [key]: exposeAppUri(member, item[key]) } : item;
   });
 }
 

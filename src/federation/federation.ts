@@ -15,7 +15,7 @@
  *   decide.
  * - Resource URIs stay as they are (`ui://` ones get the prefix: apps.ts). `resources/read`, `completion/complete` with a
  *   `ref/resource` and `resourceSubscriptions` go to the upstream that listed the URI (else the most specific template matching it,
- *   else whose prefix a `ui://` URI carries) for this principal; an unknown URI lists every upstream's resources once, then -32602.
+ *   else the longest prefix a `ui://` URI carries) for this principal; an unknown URI lists every upstream's resources once, then -32602.
  * - Conflicts found at run time (two upstreams serving one name, URI or URI template) never fail a
  *   request: the upstream earlier in federation order keeps the entry, the later one's is left out
  *   of the lists (logged, counted, on the admin page: src/observability/dropped.ts) and calls go

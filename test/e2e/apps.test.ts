@@ -203,6 +203,32 @@ describe('MCP Apps through the gateway', () => {
   });
 });
 
+describe('MCP Apps on /mcp with nested prefixes (db_ and db_backup_)', () => {
+  let gw: TestGateway;
+  beforeAll(async () => {
+    gw = await startGateway({
+      federation: { enabled: true, upstreams: ['db', 'dbb'], prefixes: { db: 'db_', dbb: 'db_backup_' } },
+      upstreams: {
+        db: apps('legacy', 'db app', true, { APPS_UNLISTED: '1' }),
+        dbb: apps('legacy', 'backup app', true, { APPS_UNLISTED: '1' }),
+      },
+    });
+  });
+  afterAll(() => gw?.close());
+
+  it('an app no upstream lists is read from the upstream with the longest prefix its URI carries', async () => {
+    const fed = `${gw.base}/mcp`;
+    const tools = (await rpc(fed, 'tools/list')).body.result.tools;
+    expect(tools.find((t: any) => t.name === 'db_backup_show')?._meta.ui.resourceUri).toBe('ui://db_backup_app/index.html');
+    const backup = await rpc(fed, 'resources/read', { uri: 'ui://db_backup_app/index.html' });
+    expect(backup.body.result?.contents, JSON.stringify(backup.body)).toEqual([
+      { uri: 'ui://db_backup_app/index.html', mimeType: APP_MIME, text: page('backup app'), _meta: { ui: RESOURCE_UI } },
+    ]);
+    const db = await rpc(fed, 'resources/read', { uri: 'ui://db_app/index.html' });
+    expect(db.body.result?.contents?.[0]?.text, JSON.stringify(db.body)).toBe(page('db app'));
+  });
+});
+
 describe('MCP Apps on /mcp when no federated upstream declares the extension', () => {
   let gw: TestGateway;
   beforeAll(async () => {

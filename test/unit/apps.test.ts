@@ -44,4 +44,18 @@ describe('ui:// URIs on /mcp', () => {
     expect(appMembers([a], 'ui://a_')).toEqual([]);
     expect(appMembers([a, none], 'file:///a_x')).toEqual([]);
   });
+
+  it('lead to the longest prefix first when prefixes nest', () => {
+    const db = { name: 'db', prefix: 'db_' };
+    const backup = { name: 'dbb', prefix: 'db_backup_' };
+    expect(appMembers([db, backup], 'ui://db_backup_app/index.html')).toEqual([backup, db]);
+    expect(appMembers([db, backup], 'ui://db_app/index.html')).toEqual([db]);
+  });
+
+  it('match the ui: scheme in any case, keeping the case given', () => {
+    expect(exposeAppUri(a, 'UI://app/index.html')).toBe('UI://a_app/index.html');
+    expect(ownAppUri(a, 'Ui://a_app/index.html')).toBe('Ui://app/index.html');
+    expect(appMembers([a], 'UI://a_app/x')).toEqual([a]);
+    expect(exposeAppItems('resources', a, [{ uri: 'UI://app/x' }])).toEqual([{ uri: 'UI://a_app/x' }]);
+  });
 });
