@@ -7,7 +7,10 @@
  * - Each page is kept on its own, keyed by the request's params (its `cursor`) and the client
  *   capabilities sent upstream; a `cacheScope: "private"` result (or one without `cacheScope`, the
  *   default) also by the caller's principal, a `"public"` one shared by every principal. A request
- *   carrying a per-caller credential (`hopHeaders`) only ever shares with its own principal.
+ *   carrying a per-caller credential (`hopHeaders`: a forwarded `Authorization`, an exchanged or
+ *   granted token) is keyed by its principal and a SHA-256 digest of those headers (never the token):
+ *   it is answered only from what the upstream answered to that same credential, even when every
+ *   caller is one principal (`auth.mode: "none"`) or a principal's token changes.
  * - Not kept: `ttlMs` 0 or absent, anything but a `complete` result, errors, and requests carrying
  *   `requestState` or `inputResponses`.
  * - A result served from the cache carries the time it has left as its `ttlMs` (ms, floored).
@@ -20,6 +23,7 @@
  * What is kept is the upstream's own answer: the gateway's `tools` policy and tool-name rules apply
  * to a kept list as to a fresh one (the router and the reverse bridge filter after this hop).
  */
+import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import { canonicalJson } from '../protocol/canonical.js';
 import { META_CLIENT_CAPABILITIES } from '../protocol/wire.js';
@@ -75,11 +79,9 @@ export class ListCache {
     opts: ModernCallOptions,
     send: () => Promise<ModernResponse>,
   ): Promise<ModernResponse> {
-    const principal = opts.principal;
-    if (!this.entries || principal === undefined || !cacheable(method, params)) return send();
-    const base = keyOf(method, params);
-    const shared = opts.hopHeaders === undefined;
-    const kept = (shared ? this.lookup(base) : undefined) ?? this.lookup(`${base}\n${principal}`);
+    if (!this.entries || opts.principal === undefined || !cacheable(method, params)) return send();
+    const { shared, own } = keysOf(method, params, opts.principal, opts.hopHeaders);
+    const kept = (shared !== undefined ? this.lookup(shared) : undefined) ?? this.lookup(own);
     this.onLookup(method, kept !== undefined);
     if (kept) {
       this.hits++;
@@ -88,7 +90,7 @@ export class ListCache {
     this.misses++;
     const generation = this.generation;
     const answer = await send();
-    if ('result' in answer && generation === this.generation) this.keep(answer.result, shared ? base : undefined, `${base}\n${principal}`);
+    if ('result' in answer && generation === this.generation) this.keep(answer.result, shared, own);
     return answer;
   }
 
@@ -123,11 +125,25 @@ function cacheable(method: string, params: Record<string, unknown>): method is C
 /** The start of every key of `method`. */
 const prefixOf = (method: string) => `${method}\n`;
 
-/** The key of a request shared by every principal: method, params (the cursor) and the client capabilities sent. */
-function keyOf(method: string, params: Record<string, unknown>): string {
+/**
+ * The keys of a request to `method` with `params` by `principal`, `hopHeaders` the per-caller
+ * credential headers that go upstream with it. `shared`: method, params (the cursor) and the client
+ * capabilities sent, for a public result; absent when `hopHeaders` go upstream (never shared).
+ * `own`: that plus the principal and the SHA-256 digest of `hopHeaders` (never the token), so the
+ * same credential shares with itself and a different one never does.
+ */
+function keysOf(
+  method: string,
+  params: Record<string, unknown>,
+  principal: string,
+  hopHeaders: Record<string, string> | undefined,
+): { shared?: string; own: string } {
   const { _meta: meta, ...rest } = params;
   const caps = (meta as Record<string, unknown> | undefined)?.[META_CLIENT_CAPABILITIES] ?? {};
-  return `${prefixOf(method)}${canonicalJson(rest)}\n${canonicalJson(caps)}`;
+  const base = `${prefixOf(method)}${canonicalJson(rest)}\n${canonicalJson(caps)}`;
+  if (hopHeaders === undefined) return { shared: base, own: `${base}\n${canonicalJson([principal])}` };
+  const credential = createHash('sha256').update(canonicalJson(hopHeaders), 'utf8').digest('base64url');
+  return { own: `${base}\n${canonicalJson([principal, credential])}` };
 }
 
 /**

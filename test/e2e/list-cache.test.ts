@@ -4,10 +4,12 @@
  * counts its requests in its log), dropped on a list change an open listen brings, never shared
  * across principals when `private`; served to legacy clients through the reverse bridge; the
  * merged hints of `/mcp`; `ttlMs: 0` on a legacy upstream's list nobody listens to; the metric and
- * the admin page.
+ * the admin page; a forwarded token answered only from what the upstream answered to that token
+ * (every caller being `anonymous` without `auth`).
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ALICE, BOB, envelope, listen, rpc, startGateway, TWO_KEYS, type TestGateway } from '../helpers/gateway.js';
 import { FixtureLog, fixtureStdio, startModernHttp } from '../helpers/fixture.js';
@@ -143,6 +145,69 @@ describe('the list cache of 2026-07-28 upstreams', () => {
     const page = await (await fetch(`${gw.base}/admin`, { headers: ALICE })).text();
     const { hits, misses } = view.listCache;
     expect(page).toContain(`${Math.round((100 * hits) / (hits + misses))} % (${hits} of ${hits + misses})`);
+  });
+});
+
+describe("the list cache of a 2026-07-28 upstream that gets each caller's own token (forwardAuthorization, no auth)", () => {
+  let srv: Awaited<ReturnType<typeof startModernHttp>>;
+  let gw: TestGateway;
+  const log = new FixtureLog();
+  /** `method` requests the upstream received with `token`. */
+  const asked = (method: string, token: string) =>
+    log.of('http').filter((e) => e.mcpMethodHeader === method && e.authorization === `Bearer ${token}`).length;
+  const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  beforeAll(async () => {
+    const refusedFile = `${log.file}.refused`;
+    writeFileSync(refusedFile, 'revoked-token\n');
+    srv = await startModernHttp(log, {
+      FIXTURE_LIST_CACHE: JSON.stringify({ ttlMs: 60_000, cacheScope: 'private' }),
+      FIXTURE_REFUSED_FILE: refusedFile,
+    });
+    gw = await startGateway({ upstreams: { fwd: { ...srv.config, protocol: '2026-07-28', forwardAuthorization: true } } });
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await srv?.stop();
+  });
+
+  it('a kept private list serves only the token it was fetched with: a revoked token is refused upstream, another token gets its own list', async () => {
+    const a = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('token-of-A'), meta: as('userA') });
+    expect(names(a)).toContain('hello_userA');
+    // The same token again: from the cache.
+    const again = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('token-of-A'), meta: as('userA') });
+    expect(names(again)).toEqual(names(a));
+    expect(asked('tools/list', 'token-of-A')).toBe(1);
+
+    const revoked = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('revoked-token'), meta: as('userB') });
+    expect(revoked.body.result).toBeUndefined();
+    expect(revoked.body.error).toBeDefined();
+    expect(asked('tools/list', 'revoked-token')).toBe(1);
+
+    const c = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('token-of-C'), meta: as('userC') });
+    expect(names(c)).toContain('hello_userC');
+    expect(names(c)).not.toContain('hello_userA');
+    expect(asked('tools/list', 'token-of-C')).toBe(1);
+  });
+
+  it("a legacy session's initialize is answered from a kept server/discover only for the token it was fetched with", async () => {
+    const session = async (token: string) => {
+      const client = new Client({ name: 'legacy-app', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(gw.url('fwd')), { requestInit: { headers: bearer(token) } }));
+      const server = client.getServerVersion()?.name;
+      const tools = await client.listTools().catch((e: Error) => e);
+      await client.close();
+      return { server, tools };
+    };
+    expect((await session('token-of-A')).server).toBe('modern-fixture');
+    const discovers = asked('server/discover', 'token-of-A');
+    expect((await session('token-of-A')).server).toBe('modern-fixture');
+    expect(asked('server/discover', 'token-of-A')).toBe(discovers);
+    // The revoked token's initialize went upstream (refused there), not to token-of-A's kept answer.
+    const revoked = await session('revoked-token');
+    expect(revoked.server).not.toBe('modern-fixture');
+    expect(revoked.tools).toBeInstanceOf(Error);
+    expect(asked('server/discover', 'revoked-token')).toBeGreaterThan(0);
   });
 });
 

@@ -1,6 +1,6 @@
 /**
  * The list cache's rules that a real upstream cannot easily show (src/upstream/list-cache.ts): what
- * is not kept, the bound, a per-caller credential, and a listing begun before a drop.
+ * is not kept, the bound, per-caller credentials, and a listing begun before a drop.
  */
 import { describe, expect, it } from 'vitest';
 import { ListCache } from '../../src/upstream/list-cache.js';
@@ -58,6 +58,19 @@ describe('ListCache', () => {
     const again = await cache.serve('tools/list', {}, { principal: 'alice', hopHeaders: { authorization: 'Bearer a' } }, up.send);
     expect(up.sent()).toBe(2);
     expect('result' in again && again.result.tools).toEqual([{ name: 't1' }]);
+  });
+
+  it('one principal with different credentials never shares: each token is answered from its own entry only', async () => {
+    const cache = new ListCache(10);
+    const up = list(60_000, 'private');
+    const as = (token: string) => ({ principal: 'anonymous', hopHeaders: { authorization: `Bearer ${token}` } });
+    await cache.serve('tools/list', {}, as('a'), up.send);
+    await cache.serve('tools/list', {}, as('b'), up.send);
+    await cache.serve('tools/list', {}, { principal: 'anonymous' }, up.send);
+    expect(up.sent()).toBe(3);
+    const b = await cache.serve('tools/list', {}, as('b'), up.send);
+    expect(up.sent()).toBe(3);
+    expect('result' in b && b.result.tools).toEqual([{ name: 't2' }]);
   });
 
   it('does not keep a listing begun before a drop; a drop of one list leaves the others', async () => {
