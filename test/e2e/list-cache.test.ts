@@ -181,8 +181,13 @@ describe("the list cache of a 2026-07-28 upstream that gets each caller's own to
 
     const revoked = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('revoked-token'), meta: as('userB') });
     expect(revoked.body.result).toBeUndefined();
-    expect(revoked.body.error).toBeDefined();
+    // A refused credential, not a protocol failure: the upstream's era and everyone's kept lists stay.
+    expect(revoked.body.error.data?.reason).not.toBe('protocol');
+    expect(revoked.body.error.message).not.toContain('legacy server');
     expect(asked('tools/list', 'revoked-token')).toBe(1);
+    const kept = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('token-of-A'), meta: as('userA') });
+    expect(names(kept)).toEqual(names(a));
+    expect(asked('tools/list', 'token-of-A')).toBe(1);
 
     const c = await rpc(gw.url('fwd'), 'tools/list', {}, { headers: bearer('token-of-C'), meta: as('userC') });
     expect(names(c)).toContain('hello_userC');

@@ -287,10 +287,13 @@ export class ModernPassThrough {
       (code === LEGACY_SESSION_REQUIRED || code === LEGACY_SESSION_NOT_FOUND) &&
       answer.httpStatus !== undefined &&
       answer.httpStatus >= 400 &&
-      answer.httpStatus < 500
+      answer.httpStatus < 500 &&
+      answer.httpStatus !== 401 &&
+      answer.httpStatus !== 403
     ) {
       // How a session-based (legacy) Streamable HTTP server refuses a request without its session:
-      // the upstream is not, or no longer, a 2026-07-28 server.
+      // the upstream is not, or no longer, a 2026-07-28 server. A 401 or 403 is a refused
+      // credential whatever its code, answered below.
       return upstreamFailed(
         up.name,
         'protocol',
